@@ -1,9 +1,10 @@
 """Ingestion throughput (read WARC -> extract HTML -> language ID) in documents/s per core, on the same
 WARC input, for:
-  (a) our stages without Spark, Resiliparse (default) and Trafilatura engines, one process;
+  (a) our stages without Spark, auto (default), Resiliparse and Trafilatura engines, one process;
   (b) datatrove's WarcReader -> Trafilatura -> LanguageFilter in .venv-datatrove (bench/datatrove_env.sh);
   (c) our Spark pipeline (`dataprep run` machinery) on local[N], extract + langid.
-Also prints extraction quality (trafilatura-eval snippets) for both engines.
+Also prints extraction quality (trafilatura-eval snippets) per engine. The whole cleaning pipeline
+against datatrove's is bench/bench_pipeline.py.
 
     python bench/bench_ingest.py [--repeat 3] [--cores 2] [--skip-spark] [--skip-datatrove]
 
@@ -83,7 +84,7 @@ def extraction_quality() -> dict:
     root = SHARED / "html" / "trafilatura-eval"
     gold = [json.loads(line) for line in (root / "gold.jsonl").open()]
     pages = [decode_html(gzip.open(root / page["file"]).read(), None) for page in gold]
-    return {engine: snippet_scores([Extract(engine=engine).extract(p) for p in pages], gold) for engine in ("resiliparse", "trafilatura")}
+    return {engine: snippet_scores([Extract(engine=engine).extract(p) for p in pages], gold) for engine in ("auto", "resiliparse", "trafilatura")}
 
 
 def main() -> None:
@@ -98,13 +99,14 @@ def main() -> None:
     files = write_bench_warcs(args.out, repeat=args.repeat, files=args.cores)
     print(f"input: {len(files)} WARC files, {args.repeat} x 200 pages, {sum(os.path.getsize(f) for f in files) / 1e6:.1f} MB")
     runs: dict[str, dict | None] = {
+        "ours auto (no Spark)": run_ours(files, "auto"),
         "ours resiliparse (no Spark)": run_ours(files, "resiliparse"),
         "ours trafilatura (no Spark)": run_ours(files, "trafilatura"),
     }
     if not args.skip_datatrove:
         runs["datatrove trafilatura"] = run_datatrove(files)
     if not args.skip_spark:
-        runs[f"ours resiliparse Spark local[{args.cores}]"] = run_spark(files, args.cores)
+        runs[f"ours auto Spark local[{args.cores}]"] = run_spark(files, args.cores)
 
     print(f"\n{'run':<34}{'read':>6}{'text':>6}{'kept':>6}{'wall s':>8}{'cpu s':>8}{'docs/s/core wall':>18}{'cpu':>8}")
     wall, cpu = {}, {}
