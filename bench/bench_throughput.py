@@ -83,8 +83,9 @@ def main() -> None:
             f"  (these pages are heavier than the issue's: at its datatrove rate of {ISSUE_DATATROVE_RATE:.0f} docs/s/core,"
             f" {issue_hours:,.0f} core-hours, our ratio gives {issue_hours / pipeline['ratio ours warm']['wall']:,.0f})"
         )
-    if minhash and minhash.get("ours_docs_per_s_per_core"):
-        print(f"MinHash over the same 3 billion documents: {SNAPSHOT_PAGES / minhash['ours_docs_per_s_per_core'] / 3600:,.0f} core-hours")
+    if minhash and minhash.get("sizes"):
+        largest = minhash["sizes"][max(minhash["sizes"], key=int)]["ours"]
+        print(f"MinHash over the same 3 billion documents: {SNAPSHOT_PAGES / largest['docs_per_s_per_core'] / 3600:,.0f} core-hours")
     if args.json:
         Path(args.json).write_text(json.dumps({"extraction": extraction, "pipeline": pipeline, "minhash": minhash}, indent=1))
 

@@ -9,10 +9,13 @@ shingle have Jaccard 0), over the same shingles the stage uses.
 
 Reported: recall = share of pairs with true J >= 0.8 that end up in the same cluster; precision =
 share of removed documents that have a true J >= 0.8 partner in their cluster (so removing them
-loses no unique text), and the stricter share whose J to the document kept for them is >= 0.8.
+loses no unique text), and the stricter share whose J to the document kept for them is >= 0.8;
+for every removed document, its best true J to another member of its cluster: the minimum over
+removed documents ("min J") and how many are below 0.5 ("J<0.5": removals with no real near copy).
 
     python bench/dedup_eval.py                 # Spark (local[2]), verification on and off
     python bench/dedup_eval.py --engine local  # in-memory run_local, same algorithm
+    python bench/dedup_eval.py --json /tmp/dedup_eval.json
 """
 
 from __future__ import annotations
@@ -87,9 +90,13 @@ def build_corpus(seed: int = 0, data: Path = DATA) -> dict[str, str]:
     return docs
 
 
-def true_pairs(docs: dict[str, str], min_j: float = 0.5) -> dict[tuple[str, str], float]:
+def shingle_sets(docs: dict[str, str]) -> dict[str, set[bytes]]:
+    """The reference shingles (byte strings, not the hashes the stage uses) of every document."""
+    return {k: set(shingles(normalize(t))) for k, t in docs.items()}
+
+
+def true_pairs(sets: dict[str, set[bytes]], min_j: float = 0.5) -> dict[tuple[str, str], float]:
     """Exact Jaccard of every pair sharing a shingle, kept when >= ``min_j``."""
-    sets = {k: set(shingles(normalize(t))) for k, t in docs.items()}
     index = defaultdict(set)
     for k, s in sets.items():
         for sh in s:
@@ -105,22 +112,34 @@ def true_pairs(docs: dict[str, str], min_j: float = 0.5) -> dict[tuple[str, str]
     return pairs
 
 
-def evaluate(cluster: dict[str, str], pairs: dict[tuple[str, str], float], threshold: float = 0.8) -> dict:
+def evaluate(cluster: dict[str, str], pairs: dict[tuple[str, str], float], sets: dict[str, set[bytes]], threshold: float = 0.8) -> dict:
+    """Recall of the pairs >= threshold; for removed documents, whether a partner >= threshold shares
+    their cluster (precision), and their best true Jaccard to any other member of the cluster."""
     high = [(a, b) for (a, b), j in pairs.items() if j >= threshold]
     found = sum(cluster[a] == cluster[b] for a, b in high)
     partners = defaultdict(set)
     for a, b in high:
         partners[a].add(b)
         partners[b].add(a)
+    members = defaultdict(list)
+    for d, c in cluster.items():
+        members[c].append(d)
     removed = [d for d, c in cluster.items() if c != d]
     justified = sum(any(cluster[p] == cluster[d] for p in partners[d]) for d in removed)
     strict = sum(cluster[d] in partners[d] for d in removed)
+
+    def jac(a, b):
+        return len(sets[a] & sets[b]) / max(1, len(sets[a] | sets[b]))
+
+    best = [max(jac(d, m) for m in members[cluster[d]] if m != d) for d in removed]
     return {
         "pairs_ge_threshold": len(high),
         "recall": found / max(1, len(high)),
         "removed": len(removed),
         "precision": justified / max(1, len(removed)),
         "precision_vs_kept": strict / max(1, len(removed)),
+        "min_removed_jaccard": min(best, default=1.0),
+        "removed_below_0_5": sum(j < 0.5 for j in best),
     }
 
 
@@ -138,15 +157,25 @@ def run(docs: dict[str, str], stage: MinHashDedup, engine: str, spark=None) -> d
     return {r.id: r.dup_cluster for r in run_minhash(df, stage).select("id", "dup_cluster").collect()}
 
 
+SETTINGS = {  # label -> stage settings; "default" is what a config with just `stage: minhash_dedup` runs
+    "default (verify exact)": {},
+    "verify signature": {"verify": "signature"},
+    "no verification": {"verify": "none"},
+    "optimized bands, exact": {"optimize_bands": True},
+}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["spark", "local"], default="spark")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--json", type=Path, help="also write the figures here, one entry per setting")
     args = ap.parse_args()
     docs = build_corpus(args.seed)
     t0 = time.perf_counter()
-    pairs = true_pairs(docs)
+    sets = shingle_sets(docs)
+    pairs = true_pairs(sets)
     print(f"corpus: {len(docs)} documents, {sum(j >= args.threshold for j in pairs.values())} true pairs with J >= {args.threshold} "
           f"(brute force {time.perf_counter() - t0:.1f}s)")
     spark = None
@@ -154,16 +183,17 @@ def main() -> int:
         from pipelines.spark import get_spark
 
         spark = get_spark("local[2]", app_name="dedup-eval")
-    print(f"{'setting':<28}{'recall':>8}{'precision':>11}{'vs kept':>9}{'removed':>9}{'sec':>7}")
-    for label, stage in [
-        ("14x8, verify signature", MinHashDedup(threshold=args.threshold, verify="signature")),
-        ("14x8, verify exact", MinHashDedup(threshold=args.threshold, verify="exact")),
-        ("14x8, no verification", MinHashDedup(threshold=args.threshold, verify="none")),
-        ("optimized bands, exact", MinHashDedup(threshold=args.threshold, optimize_bands=True, verify="exact")),
-    ]:
+    print(f"{'setting':<26}{'recall':>8}{'precision':>11}{'vs kept':>9}{'removed':>9}{'min J':>7}{'J<0.5':>7}{'sec':>7}")
+    results = {}
+    for label, settings in SETTINGS.items():
         t0 = time.perf_counter()
-        m = evaluate(run(docs, stage, args.engine, spark), pairs, args.threshold)
-        print(f"{label:<28}{m['recall']:>8.3f}{m['precision']:>11.3f}{m['precision_vs_kept']:>9.3f}{m['removed']:>9}{time.perf_counter() - t0:>7.1f}")
+        m = evaluate(run(docs, MinHashDedup(threshold=args.threshold, **settings), args.engine, spark), pairs, sets, args.threshold)
+        m["seconds"] = round(time.perf_counter() - t0, 1)
+        results[label] = m
+        print(f"{label:<26}{m['recall']:>8.3f}{m['precision']:>11.3f}{m['precision_vs_kept']:>9.3f}{m['removed']:>9}"
+              f"{m['min_removed_jaccard']:>7.2f}{m['removed_below_0_5']:>7}{m['seconds']:>7.1f}")
+    if args.json:
+        args.json.write_text(json.dumps({"documents": len(docs), "threshold": args.threshold, "engine": args.engine, "settings": results}, indent=2))
     return 0
 
 

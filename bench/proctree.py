@@ -47,6 +47,15 @@ def _sample(pid: int) -> tuple[str, float, int, int] | None:
         return None
 
 
+def _command(pid: int) -> str:
+    """The first words of a process's command line (which Python process had the peak)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return " ".join(a.decode(errors="replace").rsplit("/", 1)[-1] for a in fh.read().split(b"\0")[:4])[:120]
+    except OSError:
+        return ""
+
+
 class TreeMonitor:
     """Polls the tree under ``root`` (default: this process); ``stop()`` returns CPU seconds used since
     ``start()``, the peak RSS of the largest JVM and Python process, and the peak RSS of the whole tree."""
@@ -57,6 +66,7 @@ class TreeMonitor:
         self._cpu0: dict[int, float] = {}
         self._cpu: dict[int, float] = {}
         self._peak = {"jvm": 0, "python": 0}
+        self._peak_cmd = {"jvm": "", "python": ""}
         self._tree_peak = 0
 
     def _poll(self) -> None:
@@ -68,7 +78,9 @@ class TreeMonitor:
             kind, cpu, rss, peak = s
             self._cpu0.setdefault(pid, cpu if self._first else 0.0)
             self._cpu[pid] = cpu
-            self._peak[kind] = max(self._peak[kind], peak)
+            if peak > self._peak[kind]:
+                self._peak[kind] = peak
+                self._peak_cmd[kind] = _command(pid)
             total += rss
         self._tree_peak = max(self._tree_peak, total)
 
@@ -94,4 +106,5 @@ class TreeMonitor:
             "peak_rss_mb_jvm": round(self._peak["jvm"] / 1024),
             "peak_rss_mb_python": round(self._peak["python"] / 1024),
             "peak_rss_mb_tree": round(self._tree_peak / 1024),
+            "peak_python_process": self._peak_cmd["python"],
         }

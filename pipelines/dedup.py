@@ -12,7 +12,9 @@ otherwise locally on the executors.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -28,18 +30,27 @@ MAX_ROUNDS = 100
 # Up to this many edges, components are found by union-find in one executor task (~100 B per edge):
 # seconds instead of a dozen shuffle rounds. Larger graphs use the distributed star iterations.
 SINGLE_TASK_MAX_EDGES = 2_000_000
+# Id lists up to this many rows are broadcast to every task (~50 B a row) instead of shuffling the
+# table they filter or annotate (documents with their texts, signatures).
+BROADCAST_ROWS = 2_000_000
+# Band entries (key, id) grouped by one task at most: bounds a Python worker's memory (~200 B an
+# entry at its peak), whatever the corpus size.
+ENTRIES_PER_TASK = 250_000
 
 
 def _materialize(df: DataFrame) -> DataFrame:
-    """Compute ``df`` now and cut its lineage (reliable checkpoint when a directory is configured)."""
+    """Compute ``df`` now and cut its lineage (reliable checkpoint when a directory is configured,
+    else on the executors' local disk: kept in memory, it would make executors grow with the corpus)."""
     if df.sparkSession.sparkContext.getCheckpointDir():
         return df.checkpoint(eager=True)
-    return df.localCheckpoint(eager=True)
+    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
 
 
 def _mark(df: DataFrame, clusters: DataFrame, cluster: str, size: str, stage: str, reason: str) -> DataFrame:
     """Left-join per-document cluster info onto the documents and mark every non-representative."""
     df = df.drop(*[c for c in (cluster, size, DROP_STAGE, DROP_REASON) if c in df.columns])
+    if clusters.count() <= BROADCAST_ROWS:  # few duplicates: the documents are not shuffled
+        clusters = F.broadcast(clusters)
     out = df.join(clusters, "id", "left")
     out = out.withColumn(cluster, F.coalesce(F.col(cluster), F.col("id")))
     out = out.withColumn(size, F.coalesce(F.col(size), F.lit(1).cast("long")))
@@ -95,37 +106,83 @@ def signatures(df: DataFrame, stage: MinHashDedup) -> DataFrame:
     return df.select("id", "text").mapInArrow(sign, "id string, sig array<int>, keys array<bigint>")
 
 
-def candidate_edges(sigs: DataFrame) -> DataFrame:
-    """(src, dst) pairs sharing a band bucket: each bucket links its members to its smallest id."""
-    buckets = sigs.select("id", F.posexplode("keys").alias("band", "key"))
-    root = F.min("id").over(Window.partitionBy("band", "key"))
-    edges = buckets.select(root.alias("src"), F.col("id").alias("dst")).where(F.col("src") != F.col("dst"))
-    return edges.distinct()
+def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:
+    """(src, dst) pairs sharing a band bucket (``minhash.bucket_edges``). Band entries travel as a few
+    large rows per input batch and part of the key space (array columns), not one row per entry, and
+    each part is grouped by pyarrow in one task: 14 entries a document would otherwise be 14 rows
+    through a JVM sort. Tasks hold at most ~ENTRIES_PER_TASK entries, however large the corpus."""
+    tasks = max(sigs.sparkSession.sparkContext.defaultParallelism, -(-documents * bands // ENTRIES_PER_TASK))
+    parts = 4 * tasks  # several parts per task evens out the hash partitioning of parts to tasks
+
+    def route(batches):
+        for rb in batches:
+            keys = rb.column("keys")
+            flat = keys.flatten().to_numpy()
+            part = (flat.view(np.uint64) % np.uint64(parts)).astype(np.int32)
+            order = np.argsort(part, kind="stable")
+            owners = pc.list_parent_indices(keys).to_numpy()[order]
+            offsets = np.searchsorted(part[order], np.arange(parts + 1)).astype(np.int32)
+            present = np.flatnonzero(np.diff(offsets))
+            ends = pa.array(np.append(offsets[present], offsets[-1]))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(present, pa.int32()), pa.ListArray.from_arrays(ends, flat[order]), pa.ListArray.from_arrays(ends, rb.column("id").take(owners))],
+                names=["part", "keys", "ids"],
+            )
+
+    def group(batches):
+        batches = list(batches)
+        if batches:
+            keys = pa.chunked_array([rb.column("keys").flatten() for rb in batches], pa.int64())
+            ids = pa.chunked_array([rb.column("ids").flatten() for rb in batches], pa.string())
+            yield from minhash.bucket_edges(keys, ids).to_batches()
+
+    routed = sigs.select("id", "keys").mapInArrow(route, "part int, keys array<bigint>, ids array<string>")
+    return routed.repartition(tasks, "part").mapInArrow(group, "src string, dst string").distinct()
 
 
-def verified_edges(edges: DataFrame, sigs: DataFrame, min_matches: int) -> DataFrame:
-    """Keep edges whose signatures agree on at least ``min_matches`` positions (computed in the JVM)."""
-    a = sigs.select(F.col("id").alias("src"), F.col("sig").alias("sa"))
-    b = sigs.select(F.col("id").alias("dst"), F.col("sig").alias("sb"))
-    equal = F.aggregate(F.zip_with("sa", "sb", lambda x, y: (x == y).cast("int")), F.lit(0), lambda acc, v: acc + v)
-    return edges.join(a, "src").join(b, "dst").where(equal >= min_matches).select("src", "dst")
+def _nodes(edges: DataFrame) -> DataFrame:
+    """The ids at either end of ``edges``, materialized; marked for broadcast while there are at most
+    BROADCAST_ROWS, so semi-joining a table with them reads the table without shuffling it."""
+    ids = _materialize(edges.select(F.col("src").alias("id")).union(edges.select(F.col("dst").alias("id"))).distinct())
+    return F.broadcast(ids) if ids.count() <= BROADCAST_ROWS else ids
+
+
+def _with_ends(edges: DataFrame, rows: DataFrame, column: str) -> DataFrame:
+    """``edges`` with ``column`` of ``rows`` (id, column) for src and dst, as ``a`` and ``b``."""
+    edges = edges.join(rows.select(F.col("id").alias("src"), F.col(column).alias("a")), "src")
+    return edges.join(rows.select(F.col("id").alias("dst"), F.col(column).alias("b")), "dst")
+
+
+def verified_edges(edges: DataFrame, sigs: DataFrame, docs: DataFrame, stage: MinHashDedup) -> DataFrame:
+    """The candidate edges that pass ``stage.verify`` (signature or exact; see dataprep.dedup.minhash):
+    equal signature positions are counted in the JVM; true Jaccard only where they leave doubt."""
+    edges = _materialize(edges)
+    scored = _with_ends(edges, sigs.join(_nodes(edges), "id", "left_semi"), "sig")
+    equal = F.aggregate(F.zip_with("a", "b", lambda x, y: (x == y).cast("int")), F.lit(0), lambda acc, v: acc + v)
+    scored = scored.select("src", "dst", equal.alias("matches"))
+    if stage.verify == "signature":
+        return scored.where(F.col("matches") >= stage.min_matches).select("src", "dst")
+    low, high = stage.signature_bounds()
+    scored = _materialize(scored)
+    sure = scored.where(F.col("matches") >= high).select("src", "dst")
+    doubt = scored.where((F.col("matches") >= low) & (F.col("matches") < high)).select("src", "dst")
+    return sure.union(exactly_verified_edges(doubt, docs, stage))
 
 
 def exactly_verified_edges(edges: DataFrame, docs: DataFrame, stage: MinHashDedup) -> DataFrame:
     """Keep edges whose two texts' shingle sets have true Jaccard >= threshold. Only the texts of
-    documents that have an edge are joined in (one pass over the corpus)."""
-    nodes = edges.select(F.col("src").alias("id")).union(edges.select(F.col("dst").alias("id"))).distinct()
-    texts = docs.select("id", "text").join(nodes, "id", "left_semi")
-    a = texts.select(F.col("id").alias("src"), F.col("text").alias("ta"))
-    b = texts.select(F.col("id").alias("dst"), F.col("text").alias("tb"))
+    documents that have an edge are hashed again; the sets (not the texts) are joined to the edges."""
 
-    def check(batches):
+    def shingle_sets(batches):
         for rb in batches:
-            j = stage.exact_jaccard(rb.column("ta").to_pylist(), rb.column("tb").to_pylist())
-            keep = pa.array([x >= stage.threshold for x in j])
-            yield pa.RecordBatch.from_arrays([rb.column("src"), rb.column("dst")], names=["src", "dst"]).filter(keep)
+            yield stage.shingle_set_batch(rb.column("id").to_pylist(), rb.column("text").to_pylist())
 
-    return edges.join(a, "src").join(b, "dst").mapInArrow(check, "src string, dst string")
+    texts = docs.select("id", "text").join(_nodes(edges), "id", "left_semi")
+    sets = _materialize(texts.mapInArrow(shingle_sets, "id string, shingles array<int>"))  # joined twice
+    pairs = _with_ends(edges, sets, "shingles")
+    common = F.size(F.array_intersect("a", "b"))
+    similarity = common / (F.size("a") + F.size("b") - common)  # the same division as minhash.jaccard
+    return pairs.where(similarity >= stage.threshold).select("src", "dst")
 
 
 def _large_star(edges: DataFrame) -> DataFrame:
@@ -146,12 +203,11 @@ def _small_star(edges: DataFrame) -> DataFrame:
 
 def _single_task_components(edges: DataFrame) -> DataFrame:
     def roots(batches):
-        src, dst = [], []
-        for rb in batches:
-            src += rb.column("src").to_pylist()
-            dst += rb.column("dst").to_pylist()
-        found = component_roots(src, dst)
-        yield pa.RecordBatch.from_arrays([pa.array(list(found), pa.string()), pa.array(list(found.values()), pa.string())], names=["id", "root"])
+        batches = list(batches)
+        src = pa.chunked_array([rb.column("src") for rb in batches], pa.string())
+        dst = pa.chunked_array([rb.column("dst") for rb in batches], pa.string())
+        ids, found = component_roots(src, dst)
+        yield pa.RecordBatch.from_arrays([ids, found], names=["id", "root"])
 
     return edges.repartition(1).mapInArrow(roots, "id string, root string")
 
@@ -179,13 +235,11 @@ def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_T
 
 def run_minhash(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
     """MinHash LSH near-duplicate removal; adds dup_cluster / dup_cluster_size (see dataprep.dedup.minhash)."""
-    sigs = signatures(df, stage).persist(StorageLevel.MEMORY_AND_DISK)
+    sigs = signatures(df, stage).persist(StorageLevel.DISK_ONLY)  # in memory it would grow with the corpus
     try:
-        edges = candidate_edges(sigs)
-        if stage.verify == "signature":
-            edges = verified_edges(edges, sigs, stage.min_matches)
-        elif stage.verify == "exact":
-            edges = exactly_verified_edges(edges, df, stage)
+        edges = candidate_edges(sigs, sigs.count(), stage.layout()[0])
+        if stage.verify != "none":
+            edges = verified_edges(edges, sigs, df, stage)
         members = connected_components(edges, single_task_max_edges)
         size = F.count("*").over(Window.partitionBy("root"))
         clusters = _materialize(members.select("id", F.col("root").alias(minhash.CLUSTER), size.alias(minhash.CLUSTER_SIZE)))

@@ -12,13 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from datasketch import MinHash
 
 from dataprep.config import ConfigError, load_config
 from dataprep.dedup import minhash as mh
 from dataprep.dedup.exact import ExactDedup
-from dataprep.dedup.minhash import MinHashDedup, collision_probability, optimal_bands_rows
-from dataprep.dedup.normalize import normalize, shingles
+from dataprep.dedup.minhash import MinHashDedup, agreement_bounds, collision_probability, jaccard, optimal_bands_rows
+from dataprep.dedup.normalize import GROUP_CHARS, normalize, shingle_hashes, shingles
 from dataprep.stage import DOC_SCHEMA
 
 
@@ -117,17 +116,44 @@ def test_band_optimizer_beats_the_default_layout():
     assert MinHashDedup(optimize_bands=True, threshold=0.8).layout() == optimal_bands_rows(0.8, 112)
 
 
-def test_signatures_match_datasketch_and_huge_documents_are_chunked():
-    stage = MinHashDedup()
-    big = " ".join(f"w{i}" for i in range(3 * mh.CHUNK))
-    sigs, valid = stage.signatures([big, "short text here", "", None])
-    assert valid.tolist() == [True, True, False, False]
-    import xxhash
+def test_shingle_hashes_are_the_reference_shingles(shared_data):
+    """The vectorised hashes hash exactly the shingles that ``shingles`` spells out, in every script."""
+    texts = _real_texts(shared_data)[:40] + [_sentences(shared_data, lang, 8) for lang in ("zh", "ja", "th", "ko", "ru", "ar", "hi", "vi")]
+    texts += ["", None, "!!", "one", "a b c d", "a b c d e", "İSTANBUL ΟΔΟΣ", "x\u00ady z\u200bw", "a" * (GROUP_CHARS + 7) + " b c d e f"]
+    hashes, offsets = shingle_hashes(texts)
+    sets = [set(hashes[a:b].tolist()) for a, b in zip(offsets[:-1], offsets[1:])]
+    reference = [set(shingles(normalize(t))) for t in texts]
+    assert [len(s) for s in sets] == [len(r) for r in reference]
+    for i in range(0, len(texts) - 1):  # same overlaps: a shingle hashes alike wherever it occurs
+        assert len(sets[i] & sets[i + 1]) == len(reference[i] & reference[i + 1])
+    alone = [shingle_hashes([t])[0] for t in texts[-12:]]  # the batch around a text changes nothing
+    assert all(np.array_equal(a, hashes[offsets[i] : offsets[i + 1]]) for i, a in zip(range(len(texts) - 12, len(texts)), alone))
 
-    ref = MinHash.bulk([shingles(normalize(big))], num_perm=112, seed=1, hashfunc=xxhash.xxh32_intdigest, scheme="affine32")[0]
-    assert np.array_equal(sigs[0], ref.hashvalues)  # chunked update_batch == one pass
-    again, _ = MinHashDedup().signatures(["short text here"])
-    assert np.array_equal(again[0], sigs[1])
+
+def test_signature_agreement_estimates_jaccard(shared_data):
+    """Equal positions ~ Binomial(num_perm, Jaccard): unbiased, with the binomial spread."""
+    rng = random.Random(5)
+    words = " ".join(_real_texts(shared_data)).split()
+    stage = MinHashDedup()
+    errors, spread = [], []
+    for _ in range(300):
+        base = rng.sample(words, 300)
+        copy = [rng.choice(words) if rng.random() < rng.uniform(0.0, 0.06) else w for w in base]
+        sigs, valid = stage.signatures([" ".join(base), " ".join(copy)])
+        true = _jaccard(set(shingles(normalize(" ".join(base)))), set(shingles(normalize(" ".join(copy)))))
+        errors.append(np.mean(sigs[0] == sigs[1]) - true)
+        spread.append(true * (1 - true) / stage.num_perm)
+    assert abs(np.mean(errors)) < 0.01
+    assert 0.8 < np.std(errors) / np.sqrt(np.mean(spread)) < 1.2
+    sigs, valid = stage.signatures(["one two three", "", None, "One, two; THREE!"])
+    assert valid.tolist() == [True, False, False, True] and np.array_equal(sigs[0], sigs[3])
+
+
+def test_agreement_bounds_are_binomial_tails():
+    low, high = agreement_bounds(0.8, 112)
+    assert (low, high) == (73, 105)  # a pair at J = 0.8 leaves [73, 105) with probability < 2e-4
+    assert MinHashDedup().signature_bounds() == (low, high)
+    assert agreement_bounds(0.5, 112)[0] < agreement_bounds(0.5, 112)[1] <= 112
 
 
 # -- exact dedup ----------------------------------------------------------------------------------
@@ -174,6 +200,14 @@ def test_minhash_removes_near_duplicates_and_keeps_distinct(corpus, verify):
     assert sizes["nd-a"] == 2 and sizes["word-3"] == 1
 
 
+def test_exact_verification_matches_checking_every_pair(corpus, monkeypatch):
+    """Signatures decide only the clear pairs: the result equals computing every true Jaccard."""
+    table = _table(corpus)
+    fast = _fates(MinHashDedup().run_local(table))
+    monkeypatch.setattr(MinHashDedup, "signature_bounds", lambda self: (0, self.num_perm + 1))
+    assert _fates(MinHashDedup().run_local(table)) == fast
+
+
 def test_minhash_local_is_order_independent(corpus):
     table = _table(corpus)
     order = list(range(table.num_rows))
@@ -211,15 +245,22 @@ def test_spark_minhash_matches_local_for_any_partitioning(spark, corpus, tmp_pat
 
 
 
-def test_spark_signature_verification(spark):
+def test_spark_verification_modes(spark):
+    """verify=signature counts equal positions; verify=exact trusts clear agreement (>= 105 of 112
+    equal: accept, < 73: reject) and computes the true Jaccard of the texts in between."""
     from pipelines.dedup import verified_edges
 
     base = list(range(112))
-    near = base[:100] + [-1] * 12  # 100 of 112 equal: estimated Jaccard 0.89
-    far = base[:80] + [-1] * 32  # 80 of 112: 0.71
-    sigs = spark.createDataFrame([("a", base, []), ("b", near, []), ("c", far, [])], "id string, sig array<int>, keys array<bigint>")
-    edges = spark.createDataFrame([("a", "b"), ("a", "c")], "src string, dst string")
-    assert verified_edges(edges, sigs, MinHashDedup().min_matches).collect() == [("a", "b")]
+    sigs = [("a", base), ("b", base[:100] + [-1] * 12), ("c", base[:100] + [-2] * 12), ("d", base[:110] + [-3] * 2), ("e", base[:60] + [-4] * 52)]
+    sigs = spark.createDataFrame([(i, s, []) for i, s in sigs], "id string, sig array<int>, keys array<bigint>")
+    words = [f"w{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(200)]  # digits would all read "0"
+    near = words[:100] + ["x"] + words[101:]  # one word in 200 changed: J ~ 0.95
+    texts = {"a": words, "b": near, "c": words[:100] + ["y" + w for w in words[100:]], "d": ["other"] * 9 + words[:50], "e": words}
+    docs = spark.createDataFrame([(k, " ".join(v)) for k, v in texts.items()], "id string, text string")
+    edges = spark.createDataFrame([("a", x) for x in "bcde"], "src string, dst string")
+    found = {mode: sorted(verified_edges(edges, sigs, docs, MinHashDedup(verify=mode)).collect()) for mode in ("signature", "exact")}
+    assert found["signature"] == [("a", "b"), ("a", "c"), ("a", "d")]  # 100 and 110 >= 90 equal
+    assert found["exact"] == [("a", "b"), ("a", "d")]  # c: J < 0.8 in the doubtful band; e: rejected outright
 
 
 def test_spark_exact_matches_local(spark, corpus):
