@@ -125,8 +125,9 @@ def main() -> None:
 
     from make_bench_warc import write_bench_warcs
 
-    files = write_bench_warcs(os.path.join(args.work, "warc"), repeat=max(1, args.pages // 200), files=args.n_files)
-    print(f"input: {len(files)} WARC files, {max(1, args.pages // 200) * 200} pages; {args.cores} cores; {args.rounds} rounds", flush=True)
+    copies = max(1, args.pages // 200)  # the input is whole copies of the 200 eval pages
+    files = write_bench_warcs(os.path.join(args.work, "warc"), repeat=copies, files=args.n_files)
+    print(f"input: {len(files)} WARC files, {copies * 200} pages; {args.cores} cores; {args.rounds} rounds", flush=True)
     dt_runs, cold_runs, warm_runs = [], [], []
     for r in range(args.rounds):
         dt = run_datatrove(files, args.work, args.cores)
@@ -146,7 +147,7 @@ def main() -> None:
         if figures:
             hours = SNAPSHOT_PAGES / figures["docs_per_s_per_core"] / 3600
             print(f"{name:<12}{figures['docs_per_s_per_core']:>13.1f}{figures['cpu_ms_per_doc']:>12.1f}{written[name]:>9}{hours:>21,.0f}")
-    summary = {"pages": len(files) and max(1, args.pages // 200) * 200, "cores": args.cores, "rounds": args.rounds, "engines": table, "written": written}
+    summary = {"pages": copies * 200, "cores": args.cores, "rounds": args.rounds, "engines": table, "written": written}
     base = table["datatrove"]
     if base:
         print("\nours / datatrove, docs/s per core (wall)   and by CPU time:")

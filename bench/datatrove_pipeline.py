@@ -14,6 +14,7 @@ LanguageFilter would download lid.176.bin at run time; we point it at the same m
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -68,8 +69,6 @@ def main() -> None:
     written = 0
     for root, _, files in os.walk(os.path.join(args.out, "output")):
         for name in files:
-            import gzip
-
             with gzip.open(os.path.join(root, name), "rt") as fh:
                 written += sum(1 for _ in fh)
     stats = json.load(open(os.path.join(args.out, "logs", "stats.json")))
