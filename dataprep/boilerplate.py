@@ -1,9 +1,11 @@
 """Boilerplate removal on the blocks of Resiliparse's main-content extract.
 
 Resiliparse's ``main_content`` drops navigation, headers and footers cheaply but keeps related-article
-lists, bylines, captions and newsletter boxes. Its ``minimal_html`` output keeps the block structure
-(``<p>``, ``<h1-6>``, ``<li>``, ``<pre>``, loose text) and the links, which is enough for a few generic,
-language-independent rules (no word lists) that run in well under a millisecond per page.
+lists, bylines, captions and newsletter boxes. Two cheap passes remove most of the rest:
+1. ``drop_marked_elements``, on the DOM before extraction: elements whose class or id names them as
+   boilerplate (``newsletter``, ``related``, ``author``, ``share``, ...), as most site templates do;
+2. ``main_blocks``, on the blocks of the ``minimal_html`` output (``<p>``, ``<h1-6>``, ``<li>``, ``<pre>``,
+   loose text, with their links): generic, language-independent rules on link density and position.
 """
 
 from __future__ import annotations
@@ -12,11 +14,26 @@ import html
 import re
 from dataclasses import dataclass
 
+from resiliparse.parse.html import HTMLTree
+
 _TAG = re.compile(r"<[^>]*>")
 _LINK = re.compile(r"<a\b[^>]*>(.*?)</a>", re.S)
 _BLOCK_START = re.compile(r"\s*<(p|h[1-6]|li|pre|/?ul|/?ol)\b")
 # Sentence-final marks in Latin, CJK, Arabic, Devanagari and Ethiopic scripts, plus closing quotes.
 SENTENCE_END = tuple(".!?:;…。！？．؟।።\"'”’»)")
+
+# Substrings of class/id names that site templates give to boilerplate containers (matched case-blind).
+# Chosen on bench/bench_extract.py. Left out because they also name main-text containers on real pages:
+# teaser, cta, header, hidden, meta, print, tip, nav (Resiliparse drops <nav> anyway). Left out because
+# they changed nothing there and each name costs ~0.04 ms per page: copyright, disclaimer, donate, login,
+# pagination, popular, recommend, sponsor, trending.
+BOILERPLATE_NAMES = (
+    "advert", "author", "banner", "bio", "breadcrumb", "byline", "caption", "comment", "cookie", "credit",
+    "footer", "legend", "modal", "newsletter", "popup", "promo", "related", "share", "sharing", "sidebar",
+    "signup", "social", "subscri", "tooltip", "widget",
+)
+_MARKED = ",".join(f"[class*={name} i],[id*={name} i]" for name in BOILERPLATE_NAMES)
+_NEVER_DROPPED = ("body", "main", "article")
 
 
 @dataclass
@@ -34,6 +51,31 @@ class Block:
     def is_paragraph(self) -> bool:
         """A long, sentence-like paragraph with few links: the evidence of main text."""
         return self.chars >= 100 and self.link_density < 0.2 and self.text.endswith(SENTENCE_END)
+
+
+def drop_marked_elements(tree: HTMLTree, max_text_share: float = 0.3, max_paragraph_share: float = 0.5) -> int:
+    """Remove elements whose class or id marks them as boilerplate, unless they look like the page's
+    wrapper: names are loose ("elementor-widget-wrap", "entry-content no-share", Blogger's "widget Blog"
+    hold articles), so an element holding over ``max_text_share`` of the page's text or
+    ``max_paragraph_share`` of its ``<p>`` stays. Returns how many elements were removed."""
+    body = tree.body
+    if body is None:
+        return 0
+    for element in body.query_selector_all("script,style,noscript,template")[:]:  # not text: keep them out of the shares
+        element.decompose()
+    total_text, total_paragraphs = len(body.text), len(body.query_selector_all("p"))
+    dropped = []
+    # Slicing the node list first: indexing it one by one walks the list from the start each time.
+    for element in body.query_selector_all(_MARKED)[:]:
+        # Document order: an element inside a dropped one comes right after it, before any other drop.
+        if element.tag in _NEVER_DROPPED or (dropped and dropped[-1].contains(element)):
+            continue
+        if (len(element.text) <= max_text_share * total_text
+                and len(element.query_selector_all("p")) <= max_paragraph_share * total_paragraphs):
+            dropped.append(element)
+    for element in dropped:
+        element.decompose()
+    return len(dropped)
 
 
 def _plain(fragment: str) -> str:

@@ -1,9 +1,9 @@
 """Stage ``extract``: raw HTML bytes -> main text.
 
 Engines (quality and speed on trafilatura's annotated pages: ``bench/bench_extract.py``):
-- ``auto`` (default): ``blocks``, and the few pages (~3%) whose blocks look least like an article go
-  to Trafilatura. ~9x Trafilatura's speed; finds more main text than it, keeps a little more boilerplate.
-- ``blocks``: Resiliparse main content plus our boilerplate rules (``dataprep/boilerplate.py``).
+- ``auto`` (default): ``blocks``, and the few pages (~4%) whose blocks look least like an article go
+  to Trafilatura. Several times Trafilatura's speed; finds more main text and keeps out as much boilerplate.
+- ``blocks``: Resiliparse main content plus our boilerplate removal (``dataprep/boilerplate.py``).
 - ``resiliparse``: Resiliparse main content only: fastest, most text, most boilerplate.
 - ``trafilatura``: Trafilatura alone, as datatrove/FineWeb run it: slowest.
 
@@ -21,12 +21,13 @@ import pyarrow as pa
 from pydantic import Field
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encoding_to_html5
 
-from dataprep.boilerplate import kept_share, main_blocks, parse_blocks, render
+from dataprep.boilerplate import drop_marked_elements, kept_share, main_blocks, parse_blocks, render
 from dataprep.stage import DocumentStage, register
 
 PAYLOAD_COLUMNS = ("html", "charset")
-# Resiliparse's main-content heuristics take time quadratic in nesting depth (50,000 nested divs: minutes);
-# deeper pages are extracted without them. Real pages stay far below (none of the 200 eval pages reach it).
+# Resiliparse's main-content heuristics (and our marked-element removal) take time quadratic in nesting
+# depth (50,000 nested divs: minutes); deeper pages are extracted without them. Real pages stay far
+# below (none of the 200 eval pages reach it).
 MAX_DEPTH = 256
 _TOO_DEEP = " > ".join(["*"] * MAX_DEPTH)
 
@@ -60,8 +61,10 @@ class Extract(DocumentStage):
     """HTML -> main text. Drops ``extract:empty`` when nothing remains (redirect stubs, image pages)."""
 
     engine: Literal["auto", "blocks", "resiliparse", "trafilatura"] = "auto"
+    # blocks/auto: first remove elements whose class/id marks them as boilerplate (newsletter, related, ...)
+    drop_marked: bool = True
     # auto: pages where the block rules keep less than this share of the main content go to Trafilatura
-    # (listings, recipes, tables: ~3% of pages), unless larger than route_max_chars (Trafilatura is slow there).
+    # (listings, recipes, tables: ~4% of pages), unless larger than route_max_chars (Trafilatura is slow there).
     route_below: float = Field(0.3, ge=0.0, le=1.0)
     route_max_chars: int = Field(1_000_000, ge=0)
     # Resiliparse options (resiliparse.extract.html2text.extract_plain_text); blocks/auto use
@@ -95,21 +98,24 @@ class Extract(DocumentStage):
     def extract(self, html: str) -> str:
         if self.engine == "trafilatura":
             return self._trafilatura(html)
+        from resiliparse.parse.html import HTMLTree
+
+        tree = HTMLTree.parse(html)
+        too_deep = tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
         if self.engine == "resiliparse":
-            return self._resiliparse(html, self.preserve_formatting, self.links)
-        blocks = parse_blocks(self._resiliparse(html, "minimal_html", True))
+            return self._resiliparse(tree, too_deep, self.preserve_formatting, self.links)
+        if self.drop_marked and not too_deep:
+            drop_marked_elements(tree)
+        blocks = parse_blocks(self._resiliparse(tree, too_deep, "minimal_html", True))
         keep = main_blocks(blocks)
         text = render(blocks, keep)
         if self.engine == "auto" and kept_share(blocks, keep) < self.route_below and len(html) <= self.route_max_chars:
             text = self._trafilatura(html) or text
         return text
 
-    def _resiliparse(self, html: str, preserve_formatting: bool | str, links: bool) -> str:
+    def _resiliparse(self, tree, too_deep: bool, preserve_formatting: bool | str, links: bool) -> str:
         from resiliparse.extract.html2text import extract_plain_text
-        from resiliparse.parse.html import HTMLTree
 
-        tree = HTMLTree.parse(html)
-        too_deep = tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
         return extract_plain_text(
             tree,
             main_content=self.main_content and not too_deep,

@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from dataprep.boilerplate import main_blocks, parse_blocks, render
+from dataprep.boilerplate import drop_marked_elements, main_blocks, parse_blocks, render
 from dataprep.config import InputConfig
 from dataprep.extract import Extract, decode_html, snippet_scores
 from dataprep.readers import iter_documents
@@ -42,14 +42,15 @@ def extract_texts(engine: str, gold: list[dict], html: list[bytes]) -> tuple[lis
 
 
 # Measured on the 200 pages (599 `with`, 597 `without` snippets; bench/bench_extract.py), bounds a little below.
-# found/absent:           all            odd pages (held out: the block rules were tuned on the even ones)
-#   auto (default)        0.918 / 0.891  0.917 / 0.877
-#   blocks                0.900 / 0.893  0.904 / 0.880
+# found/absent:           all            odd pages (block-rule thresholds were tuned on the even ones;
+#                                        the class-name list of drop_marked_elements on all 200)
+#   auto (default)        0.912 / 0.935  0.911 / 0.937
+#   blocks                0.883 / 0.936  0.884 / 0.940  (7 pages empty: auto sends them to Trafilatura)
 #   resiliparse           0.945 / 0.749
-#   trafilatura           0.900 / 0.925  (0.912 / 0.939 on the every-4th-page sample tested here: ~15x slower)
+#   trafilatura           0.900 / 0.925  (0.912 / 0.939 on the every-4th-page sample tested here: ~5x slower than auto)
 @pytest.mark.parametrize(
     "engine,min_found,min_absent,max_empty",
-    [("auto", 0.90, 0.88, 0.0), ("blocks", 0.88, 0.88, 0.03), ("resiliparse", 0.93, 0.73, 0.03), ("trafilatura", 0.88, 0.90, 0.03)],
+    [("auto", 0.90, 0.925, 0.0), ("blocks", 0.87, 0.92, 0.04), ("resiliparse", 0.93, 0.73, 0.03), ("trafilatura", 0.88, 0.90, 0.03)],
 )
 def test_extraction_quality_on_annotated_pages(eval_pages, engine, min_found, min_absent, max_empty):
     gold, html = eval_pages
@@ -63,7 +64,7 @@ def test_extraction_quality_on_annotated_pages(eval_pages, engine, min_found, mi
     assert set(result.dropped.column(DROP_REASON).to_pylist()) <= {"extract:empty"}
     if engine == "auto":  # the half the rules never saw holds up too
         held_out = snippet_scores(texts[1::2], gold[1::2])
-        assert held_out["with_found"] >= 0.90 and held_out["without_absent"] >= 0.87, held_out
+        assert held_out["with_found"] >= 0.90 and held_out["without_absent"] >= 0.92, held_out
 
 
 def test_block_rules_drop_link_lists_bylines_and_the_tail():
@@ -89,6 +90,29 @@ def test_block_rules_drop_link_lists_bylines_and_the_tail():
     for boilerplate in ("Jane Doe", "Related", "Another story", "newsletter", "Comments"):
         assert boilerplate not in text
     assert "Share this." in text  # one block after the last paragraph stays (a closing line is often text)
+
+
+def test_marked_boilerplate_elements_go_but_marked_wrappers_of_the_article_stay():
+    from resiliparse.parse.html import HTMLTree
+
+    article = "".join(f"<p>Paragraph {i} of the article, long enough to be the main text of this page.</p>" for i in range(6))
+    page = (
+        '<html><body><div class="elementor-widget-wrap">'  # a template wrapper named "widget" holding the article
+        f'<article><h1>Title</h1><div class="byline">By Jane Doe</div>{article}'
+        '<figure><img src="a.jpg"><figcaption class="wp-caption-text">Photo: Agency</figcaption></figure>'
+        '<div id="newsletterBox"><p>Sign up to get our newsletter every morning, it is free.</p></div>'
+        '<div class="author-bio"><p>Jane Doe writes about science for this paper since 2010.</p></div>'
+        "</article></div>"
+        '<div class="related-posts"><h3>You may also like</h3><p>Another story</p></div>'
+        "<script>var sidebar = 1;</script></body></html>"
+    )
+    tree = HTMLTree.parse(page)
+    assert drop_marked_elements(tree) == 5
+    text = tree.body.text
+    assert all(f"Paragraph {i} " in text for i in range(6)) and "Title" in text
+    for boilerplate in ("Jane Doe", "Photo: Agency", "newsletter", "You may also like", "Another story", "sidebar"):
+        assert boilerplate not in text, boilerplate
+    assert drop_marked_elements(HTMLTree.parse("<html></html>")) == 0
 
 
 @pytest.mark.parametrize("lang", ["de", "ru", "zh", "ja", "ar", "hi"])
