@@ -1,7 +1,7 @@
 """Stage ``extract``: raw HTML bytes -> main text.
 
 Engines (quality and speed on trafilatura's annotated pages: ``bench/bench_extract.py``):
-- ``auto`` (default): ``blocks``, and the few pages (~4%) whose blocks look least like an article go
+- ``auto`` (default): ``blocks``, and the few pages (~3%) whose blocks look least like an article go
   to Trafilatura. Several times Trafilatura's speed; finds more main text and keeps out as much boilerplate.
 - ``blocks``: Resiliparse main content plus our boilerplate removal (``dataprep/boilerplate.py``).
 - ``resiliparse``: Resiliparse main content only: fastest, most text, most boilerplate.
@@ -56,6 +56,14 @@ def decode_html(html: bytes, charset: str | None) -> str:
     return bytes_to_str(html, declared, errors="replace")
 
 
+def _parse(html: str):
+    """Resiliparse's DOM, and whether it nests deeper than MAX_DEPTH."""
+    from resiliparse.parse.html import HTMLTree
+
+    tree = HTMLTree.parse(html)
+    return tree, tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
+
+
 @register("extract")
 class Extract(DocumentStage):
     """HTML -> main text. Drops ``extract:empty`` when nothing remains (redirect stubs, image pages)."""
@@ -64,7 +72,7 @@ class Extract(DocumentStage):
     # blocks/auto: first remove elements whose class/id marks them as boilerplate (newsletter, related, ...)
     drop_marked: bool = True
     # auto: pages where the block rules keep less than this share of the main content go to Trafilatura
-    # (listings, recipes, tables: ~4% of pages), unless larger than route_max_chars (Trafilatura is slow there).
+    # (listings, recipes, tables: ~3% of pages), unless larger than route_max_chars (Trafilatura is slow there).
     route_below: float = Field(0.3, ge=0.0, le=1.0)
     route_max_chars: int = Field(1_000_000, ge=0)
     # Resiliparse options (resiliparse.extract.html2text.extract_plain_text); blocks/auto use
@@ -98,20 +106,22 @@ class Extract(DocumentStage):
     def extract(self, html: str) -> str:
         if self.engine == "trafilatura":
             return self._trafilatura(html)
-        from resiliparse.parse.html import HTMLTree
-
-        tree = HTMLTree.parse(html)
-        too_deep = tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
         if self.engine == "resiliparse":
-            return self._resiliparse(tree, too_deep, self.preserve_formatting, self.links)
-        if self.drop_marked and not too_deep:
-            drop_marked_elements(tree)
-        blocks = parse_blocks(self._resiliparse(tree, too_deep, "minimal_html", True))
-        keep = main_blocks(blocks)
+            return self._resiliparse(*_parse(html), self.preserve_formatting, self.links)
+        blocks, keep = self._main_blocks(html, self.drop_marked)
+        if self.drop_marked and not any(keep):  # a loose class name took the article with it (~3% of pages)
+            blocks, keep = self._main_blocks(html, False)
         text = render(blocks, keep)
         if self.engine == "auto" and kept_share(blocks, keep) < self.route_below and len(html) <= self.route_max_chars:
             text = self._trafilatura(html) or text
         return text
+
+    def _main_blocks(self, html: str, drop_marked: bool) -> tuple[list, list[bool]]:
+        tree, too_deep = _parse(html)
+        if drop_marked and not too_deep:
+            drop_marked_elements(tree)
+        blocks = parse_blocks(self._resiliparse(tree, too_deep, "minimal_html", True))
+        return blocks, main_blocks(blocks)
 
     def _resiliparse(self, tree, too_deep: bool, preserve_formatting: bool | str, links: bool) -> str:
         from resiliparse.extract.html2text import extract_plain_text
