@@ -20,6 +20,7 @@ from typing import Literal
 import pyarrow as pa
 from pydantic import Field
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encoding_to_html5
+from resiliparse.parse.html import HTMLTree
 
 from dataprep.boilerplate import drop_marked_elements, kept_share, main_blocks, parse_blocks, render
 from dataprep.stage import DocumentStage, register
@@ -56,10 +57,8 @@ def decode_html(html: bytes, charset: str | None) -> str:
     return bytes_to_str(html, declared, errors="replace")
 
 
-def _parse(html: str):
+def _parse(html: str) -> tuple[HTMLTree, bool]:
     """Resiliparse's DOM, and whether it nests deeper than MAX_DEPTH."""
-    from resiliparse.parse.html import HTMLTree
-
     tree = HTMLTree.parse(html)
     return tree, tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
 
@@ -108,22 +107,22 @@ class Extract(DocumentStage):
             return self._trafilatura(html)
         if self.engine == "resiliparse":
             return self._resiliparse(*_parse(html), self.preserve_formatting, self.links)
-        blocks, keep = self._main_blocks(html, self.drop_marked)
-        if self.drop_marked and not any(keep):  # a loose class name took the article with it (~3% of pages)
-            blocks, keep = self._main_blocks(html, False)
+        blocks, keep, dropped = self._main_blocks(html, self.drop_marked)
+        if dropped and not any(keep):  # a loose class name took the article with it (~3% of pages)
+            blocks, keep, _ = self._main_blocks(html, False)
         text = render(blocks, keep)
         if self.engine == "auto" and kept_share(blocks, keep) < self.route_below and len(html) <= self.route_max_chars:
             text = self._trafilatura(html) or text
         return text
 
-    def _main_blocks(self, html: str, drop_marked: bool) -> tuple[list, list[bool]]:
+    def _main_blocks(self, html: str, drop_marked: bool) -> tuple[list, list[bool], int]:
+        """Blocks, which of them are main text, and how many marked elements were removed first."""
         tree, too_deep = _parse(html)
-        if drop_marked and not too_deep:
-            drop_marked_elements(tree)
+        dropped = drop_marked_elements(tree) if drop_marked and not too_deep else 0
         blocks = parse_blocks(self._resiliparse(tree, too_deep, "minimal_html", True))
-        return blocks, main_blocks(blocks)
+        return blocks, main_blocks(blocks), dropped
 
-    def _resiliparse(self, tree, too_deep: bool, preserve_formatting: bool | str, links: bool) -> str:
+    def _resiliparse(self, tree: HTMLTree, too_deep: bool, preserve_formatting: bool | str, links: bool) -> str:
         from resiliparse.extract.html2text import extract_plain_text
 
         return extract_plain_text(
