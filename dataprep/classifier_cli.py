@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from dataprep.classifier import FastTextClassifier
-    from dataprep.quality.jsonl import read_jsonl_records
+    from dataprep.io import read_jsonl_records
 
     examples, skipped = [], 0
     for record, _, _ in read_jsonl_records(args.input):

@@ -10,21 +10,16 @@ import os
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from dataprep.io import COMMON_CRAWL_PREFIX, read_text
 from dataprep.stage import Stage, stage_class
+from dataprep.validation import ConfigError, StrictModel, describe
+
+__all__ = ["ConfigError", "PipelineConfig", "load_config", "parse_stages"]
 
 
-class ConfigError(ValueError):
-    """A configuration problem, with the offending key in the message."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class InputConfig(_Strict):
+class InputConfig(StrictModel):
     paths: list[str] = Field(default_factory=list, description="files, directories, globs, *.paths(.gz) listings, s3:// or https:// URLs")
     format: Literal["auto", "warc", "wet", "jsonl", "parquet"] = "auto"
     paths_prefix: str = COMMON_CRAWL_PREFIX  # prepended to relative lines of a paths listing
@@ -34,32 +29,24 @@ class InputConfig(_Strict):
     id_field: str = "id"
 
 
-class OutputConfig(_Strict):
+class OutputConfig(StrictModel):
     dir: str = "out/pipeline"
     write_dropped: bool = False  # keep dropped documents' text, with stage and reason, for audit
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
 
 
-class SparkConfig(_Strict):
+class SparkConfig(StrictModel):
     master: str | None = None  # None: spark-submit's --master, else local[*]
     app_name: str = "ccpretrain"
     conf: dict[str, str] = Field(default_factory=dict)
 
 
-class PipelineConfig(_Strict):
+class PipelineConfig(StrictModel):
     input: InputConfig = Field(default_factory=InputConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     stages: list[Stage] = Field(default_factory=list)
 
-
-def _describe(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
-        parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
 
 
 def expand_includes(items: list, base_dir: str) -> list:
@@ -98,7 +85,7 @@ def parse_stages(items: list, base_dir: str = ".") -> list[Stage]:
         try:
             stages.append(cls.model_validate(params))
         except ValidationError as exc:
-            raise ConfigError(f"stages[{i}] ({name}): {_describe(exc)}") from None
+            raise ConfigError(f"stages[{i}] ({name}): {describe(exc)}") from None
     return stages
 
 
@@ -123,6 +110,6 @@ def load_config(data: dict | str, overrides: dict | None = None) -> PipelineConf
     try:
         config = PipelineConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError(describe(exc)) from None
     config.stages = stages
     return config

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from typing import IO, Iterator
@@ -21,6 +23,13 @@ COMMON_CRAWL_PREFIX = "https://data.commoncrawl.org/"
 
 def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
+
+
+def join_path(base: str, *parts: str) -> str:
+    """``base/part/...`` for local paths and URLs alike (``os.path.join`` would mangle ``s3://``)."""
+    if not is_url(base):
+        return os.path.join(base, *parts)
+    return "/".join([base.rstrip("/"), *parts])
 
 
 def is_paths_file(path: str) -> bool:
@@ -122,6 +131,27 @@ def atomic_output(path: str) -> Iterator[str]:
             os.unlink(tmp)
 
 
+@contextmanager
+def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
+    """Yield a temporary local folder beside ``path``; when the block succeeds it replaces ``path``
+    (a folder that exists and is not empty is an error unless ``overwrite``). A failure leaves
+    ``path`` as it was."""
+    path = os.path.abspath(path.removeprefix("file://"))
+    if not overwrite and os.path.isdir(path) and os.listdir(path):
+        raise FileExistsError(f"{path} exists and is not empty (pass --overwrite to replace it)")
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual mode
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def read_text(path: str) -> str:
     with fsspec.open(path, "rt", encoding="utf-8") as fh:
         return fh.read()
@@ -130,3 +160,34 @@ def read_text(path: str) -> str:
 def exists(path: str) -> bool:
     fs, _, (p,) = fsspec.get_fs_token_paths(path)
     return fs.exists(p)
+
+
+def read_jsonl_records(paths: list[str], limit: int | None = None) -> Iterator[tuple[dict | None, int, str]]:
+    """Yield (record or None, line number, path) for every non-blank line of JSONL files (local, remote,
+    ``.gz``); None for a line that is not a JSON object, so callers count it instead of crashing."""
+    seen = 0
+    for path in expand_inputs(paths):
+        with open_stream(path) as raw:
+            for lineno, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"), 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+                yield (record if isinstance(record, dict) else None), lineno, path
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
+
+
+def read_jsonl_field(paths: list[str], field: str, limit: int | None = None) -> tuple[list[str], int]:
+    """The non-empty string values of ``field`` and how many lines lacked one."""
+    texts, skipped = [], 0
+    for record, _, _ in read_jsonl_records(paths, limit):
+        value = record.get(field) if record else None
+        if isinstance(value, str) and value.strip():
+            texts.append(value)
+        else:
+            skipped += 1
+    return texts, skipped

@@ -113,13 +113,27 @@ def concat(tables: Iterable[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+def with_column(table: pa.Table, name: str, values, type_: pa.DataType | None = None) -> pa.Table:
+    """Set column ``name`` to ``values`` (a list or an Arrow array), replacing it in place when the table
+    has it already (a stage run twice, or an attribute recomputed) and appending it otherwise."""
+    array = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, type_)
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, array)
+    return table.append_column(name, array)
+
+
+def with_fields(schema: pa.Schema, fields: list[pa.Field]) -> pa.Schema:
+    """``schema`` plus ``fields``, replacing same-named ones in place: the schema twin of ``with_column``."""
+    for f in fields:
+        i = schema.get_field_index(f.name)
+        schema = schema.set(i, f) if i >= 0 else schema.append(f)
+    return schema
+
+
 def mark_dropped(table: pa.Table, stage: str, reasons: list[str]) -> pa.Table:
     """Append DROP_STAGE and DROP_REASON columns to the dropped rows."""
-    for column in (DROP_STAGE, DROP_REASON):
-        if column in table.column_names:
-            table = table.drop_columns([column])
-    table = table.append_column(DROP_STAGE, pa.array([stage] * table.num_rows, pa.string()))
-    return table.append_column(DROP_REASON, pa.array(reasons, pa.string()))
+    table = with_column(table, DROP_STAGE, [stage] * table.num_rows, pa.string())
+    return with_column(table, DROP_REASON, reasons, pa.string())
 
 
 def split_by_reason(table: pa.Table, reasons: list[str | None], stage: str) -> StageResult:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from dataprep.stage import DROP_REASON, StageResult, text_bytes
+from dataprep.units import human
 
 
 @dataclass
@@ -110,13 +111,6 @@ def save_json(stats: list[StageStats], path: str, extra: dict | None = None) -> 
     atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False))
 
 
-def human(n: float) -> str:
-    for unit in ("", "K", "M", "G", "T"):
-        if abs(n) < 1000:
-            return f"{n:.0f}{unit}" if unit == "" else f"{n:.1f}{unit}"
-        n /= 1000
-    return f"{n:.1f}P"
-
 
 def format_table(stats: list[StageStats], top_reasons: int = 4) -> str:
     """The end-of-run funnel: one line per stage, then its main drop reasons indented below."""
@@ -125,7 +119,7 @@ def format_table(stats: list[StageStats], top_reasons: int = 4) -> str:
     for s in stats:
         lines.append(
             f"{s.stage:<22}{s.docs_in:>10}{s.docs_kept:>10}{s.docs_dropped:>10}{s.errors:>8}"
-            f"{human(s.bytes_in):>10}{human(s.bytes_kept):>11}{s.seconds:>8.1f}"
+            f"{human(s.bytes_in, 'B'):>10}{human(s.bytes_kept, 'B'):>11}{s.seconds:>8.1f}"
         )
         for reason, n in s.dropped.most_common(top_reasons):
             lines.append(f"    {reason:<40}{n:>10}")

@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 
 from dataprep.io import atomic_output, atomic_write_text, exists, is_url, read_text
 from dataprep.stage import DROP_REASON, DROP_STAGE
-from dataprep.stats import StageStats, human
+from dataprep.stats import StageStats
+from dataprep.units import human
 from dataprep.tokenize.manifest import MANIFEST_NAME, join_path, load_manifest
 from pipelines.steps import STATS_MARK
 
@@ -56,7 +57,7 @@ def _pct(part, whole) -> str:
 
 
 def _bytes(v) -> str:
-    return human(v) + "B"
+    return human(v, "B")
 
 
 def _num(x: float) -> str:
@@ -374,14 +375,14 @@ def tokens(manifests: list, charts: Charts, listed: int = 30) -> Section | None:
 
 def training(run: str, charts: Charts) -> Section:
     """Loss and throughput of a training run, drawn by ``pretrain plot``'s code."""
-    from pretrain.metrics import read_jsonl
+    from pretrain.metrics import read_metrics
     from pretrain.plot import plot
 
     path = run if os.path.isfile(run) else os.path.join(run, "metrics.jsonl")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: give a training run folder or its metrics JSONL")
     image = os.path.basename(plot(path, os.path.join(charts.folder, "training.png")))  # ValueError if no train records
-    records = read_jsonl(path)
+    records = read_metrics(path)
     train = [r for r in records if r.get("kind", "train") == "train" and "loss" in r]
     val = [r for r in records if r.get("kind") == "val" and "val_loss" in r]
     rows = [["metrics", path], ["steps logged", f"{_n(len(train))} (last step {_n(train[-1]['step'])})"],

@@ -174,9 +174,3 @@ def parse_number(text: str | float) -> float:
         raise ValueError(f"cannot read number {text!r} (examples: 7B, 1.4T, 3e23)") from None
 
 
-def human(x: float, unit: str = "") -> str:
-    """12345678 -> '12.3M' (three significant figures, SI-like suffixes used for counts)."""
-    for suffix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{suffix}{unit}"
-    return f"{x:.3g}{unit}"

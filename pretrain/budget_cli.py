@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from pretrain.budget import METHODS, compute_from_gpus, estimate, human, parse_number
+from dataprep.units import human
+from pretrain.budget import METHODS, compute_from_gpus, estimate, parse_number
 
 
 def add_arguments(parser) -> None:

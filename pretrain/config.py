@@ -10,18 +10,14 @@ import os
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from dataprep.validation import ConfigError, StrictModel, describe
+
+__all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "load_train_config", "save_yaml"]
 
 
-class ConfigError(ValueError):
-    pass
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ModelConfig(_Strict):
+class ModelConfig(StrictModel):
     """A Llama-style decoder: RMSNorm, RoPE, SwiGLU, grouped-query attention."""
 
     vocab_size: int = Field(gt=0)
@@ -51,18 +47,18 @@ class ModelConfig(_Strict):
         return self.d_model // self.n_heads
 
 
-class DataSource(_Strict):
+class DataSource(StrictModel):
     path: str  # a token-shard directory with manifest.json
     weight: float = Field(1.0, gt=0)  # share of training tokens drawn from this source
 
 
-class DataConfig(_Strict):
+class DataConfig(StrictModel):
     sources: list[DataSource]
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
 
 
-class ParallelConfig(_Strict):
+class ParallelConfig(StrictModel):
     dp_shard: int = Field(-1, description="FSDP degree; -1 = world_size / tp")
     tp: int = Field(1, gt=0)
     activation_checkpointing: Literal["none", "block", "selective"] = "none"
@@ -70,7 +66,7 @@ class ParallelConfig(_Strict):
     loss_parallel: bool = False
 
 
-class OptimConfig(_Strict):
+class OptimConfig(StrictModel):
     lr: float = Field(3e-4, gt=0)
     min_lr_ratio: float = Field(0.1, ge=0, le=1)
     betas: tuple[float, float] = (0.9, 0.95)
@@ -82,13 +78,13 @@ class OptimConfig(_Strict):
     decay_fraction: float = Field(0.2, gt=0, le=1)  # WSD: final share of steps spent decaying
 
 
-class CheckpointConfig(_Strict):
+class CheckpointConfig(StrictModel):
     dir: str = "checkpoints"
     every_steps: int = Field(500, gt=0)
     keep_last: int = Field(3, gt=0)
 
 
-class LogConfig(_Strict):
+class LogConfig(StrictModel):
     every_steps: int = Field(10, gt=0)
     jsonl: str | None = "metrics.jsonl"
     tensorboard: str | None = None
@@ -96,7 +92,7 @@ class LogConfig(_Strict):
     val_batches: int = Field(10, gt=0)
 
 
-class TrainConfig(_Strict):
+class TrainConfig(StrictModel):
     model: ModelConfig | str  # inline, or a path to a model config YAML
     data: DataConfig
     seq_len: int = Field(1024, gt=0)
@@ -120,13 +116,6 @@ class TrainConfig(_Strict):
         return self
 
 
-def _describe(err: ValidationError) -> str:
-    out = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        out.append(f"{loc}: {'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}")
-    return "; ".join(out)
-
 
 def _load_yaml(path: str) -> dict:
     try:
@@ -144,7 +133,7 @@ def load_model_config(path_or_dict: str | dict) -> ModelConfig:
     try:
         return ModelConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"model config: {_describe(exc)}") from None
+        raise ConfigError(f"model config: {describe(exc)}") from None
 
 
 def load_train_config(path_or_dict: str | dict, base_dir: str | None = None) -> TrainConfig:
@@ -162,7 +151,7 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None) -> 
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"train config: {_describe(exc)}") from None
+        raise ConfigError(f"train config: {describe(exc)}") from None
 
 
 def save_yaml(model: BaseModel, path: str) -> None:

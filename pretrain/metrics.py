@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from dataprep.io import read_jsonl_records
 from pretrain.hardware import peak_flops
 
 
@@ -102,13 +103,11 @@ def _fmt(key: str, value) -> str:
     return f"{key} {value}"
 
 
-def read_jsonl(path: str) -> list[dict]:
-    """Records of a metrics file; when a resumed run logged a step again, the later record wins."""
+def read_metrics(path: str) -> list[dict]:
+    """Records of a metrics file; when a resumed run logged a step again, the later record wins. A line
+    cut short by a crash is skipped."""
     by_key: dict[tuple, dict] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                rec = json.loads(line)
-                by_key[(rec.get("kind", "train"), rec["step"])] = rec
+    for rec, _, _ in read_jsonl_records([path]):
+        if rec is not None and "step" in rec:
+            by_key[(rec.get("kind", "train"), rec["step"])] = rec
     return sorted(by_key.values(), key=lambda r: (r["step"], r.get("kind", "train")))

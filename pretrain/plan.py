@@ -31,7 +31,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from pretrain.budget import estimate, human, parse_number
+from dataprep.units import human
+from pretrain.budget import estimate, parse_number
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.hardware import GPUSpec, get_gpu
 from pretrain.model import flops_per_token, num_params

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from pretrain.metrics import read_jsonl
+from pretrain.metrics import read_metrics
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def plot(metrics_path: str, png_path: str) -> str:
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
 
-    records = read_jsonl(metrics_path)
+    records = read_metrics(metrics_path)
     train = [r for r in records if r.get("kind", "train") == "train" and "loss" in r]
     val = [r for r in records if r.get("kind") == "val"]
     if not train:

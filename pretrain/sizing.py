@@ -23,7 +23,8 @@ import math
 import os
 from pathlib import Path
 
-from pretrain.budget import human, parse_number
+from dataprep.units import human
+from pretrain.budget import parse_number
 from pretrain.config import ModelConfig, load_model_config, save_yaml
 from pretrain.model import flops_per_token, num_params
 

@@ -17,7 +17,7 @@ from dataprep.tokenize.stage import Tokenize
 from pretrain.cli import main as pretrain_main
 from pretrain.export import build_model, find_tokenizer, load_trained
 from pretrain.generate import generate, next_token
-from pretrain.metrics import read_jsonl
+from pretrain.metrics import read_metrics
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -34,7 +34,7 @@ def _eval(capsys, *args) -> dict:
 
 
 def test_eval_reports_the_loss_the_training_loop_logged(trained, capsys):
-    logged = [r for r in read_jsonl(os.path.join(trained["run"], "metrics.jsonl")) if r["kind"] == "val"]
+    logged = [r for r in read_metrics(os.path.join(trained["run"], "metrics.jsonl")) if r["kind"] == "val"]
     assert [r["step"] for r in logged] == [4]
     result = _eval(capsys, trained["run"])
     assert result["step"] == 4 and result["batches"] == 2 and result["tokens"] == 2 * 8 * 16

@@ -20,7 +20,7 @@ from test_train_fixtures import make_token_dataset, tiny_config
 from pretrain import checkpoint
 from pretrain.cli import main as pretrain_main
 from pretrain.config import OptimConfig, load_train_config
-from pretrain.metrics import read_jsonl
+from pretrain.metrics import read_metrics
 from pretrain.train import lr_factor, run
 
 
@@ -39,7 +39,7 @@ def one_thread():
 
 
 def _losses(out_dir) -> dict[int, float]:
-    return {r["step"]: r["loss"] for r in read_jsonl(os.path.join(out_dir, "metrics.jsonl")) if r["kind"] == "train"}
+    return {r["step"]: r["loss"] for r in read_metrics(os.path.join(out_dir, "metrics.jsonl")) if r["kind"] == "train"}
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_run_logs_metrics_checkpoints_and_exports(finished_run):
     for key in ("loss", "lr", "grad_norm", "tokens_per_s", "step_time_s", "tokens", "rss_gib"):
         assert key in records[0]
     assert records[-1]["tokens"] == 6 * 8 * 16
-    vals = [r for r in read_jsonl(os.path.join(out, "metrics.jsonl")) if r["kind"] == "val"]
+    vals = [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r["kind"] == "val"]
     assert [v["step"] for v in vals] == [3, 6]
     ckpts = checkpoint.list_checkpoints(os.path.join(out, "checkpoints"))
     assert [os.path.basename(c) for c in ckpts] == ["step-00000003", "step-00000006"]

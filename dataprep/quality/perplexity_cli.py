@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from dataprep.quality.jsonl import read_jsonl_field
+from dataprep.io import read_jsonl_field
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

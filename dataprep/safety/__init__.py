@@ -1,6 +1,6 @@
 """Safety scrubbing stages: URL blocklists (``url_filter``), toxicity scores (``toxicity``) and PII
-redaction (``pii``). Helpers shared by them live here: shipped asset paths, list files, literal
-matchers and attribute columns.
+redaction (``pii``). Helpers shared by them live here: shipped asset paths, list files and literal
+matchers.
 """
 
 from __future__ import annotations
@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Iterable
-
-import pyarrow as pa
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "safety"
 
@@ -41,19 +39,3 @@ def literal_union(words: Iterable[str]) -> str:
         return f"(?:{body})?" if "" in node else body
 
     return build(trie)
-
-
-def with_column(table: pa.Table, name: str, values: list, type_: pa.DataType) -> pa.Table:
-    """Set attribute column ``name`` (replacing it when an earlier run of the stage added it)."""
-    array = pa.array(values, type_)
-    if name in table.column_names:
-        return table.set_column(table.column_names.index(name), name, array)
-    return table.append_column(name, array)
-
-
-def with_fields(schema: pa.Schema, fields: list[pa.Field]) -> pa.Schema:
-    """``schema`` plus ``fields``, replacing same-named ones in place (for ``output_schema``)."""
-    for f in fields:
-        i = schema.get_field_index(f.name)
-        schema = schema.set(i, f) if i >= 0 else schema.append(f)
-    return schema

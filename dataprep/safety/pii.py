@@ -20,8 +20,7 @@ from typing import Literal, NamedTuple
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.safety import with_column, with_fields
-from dataprep.stage import DocumentStage, register
+from dataprep.stage import DocumentStage, register, with_column, with_fields
 
 PiiType = Literal["email", "phone", "ip", "credit_card", "iban", "ssn", "cn_id"]
 PLACEHOLDERS = {

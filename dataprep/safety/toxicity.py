@@ -22,8 +22,8 @@ from typing import Literal, NamedTuple
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from dataprep.safety import ASSETS, literal_union, read_list, with_column, with_fields
-from dataprep.stage import DocumentStage, register
+from dataprep.safety import ASSETS, literal_union, read_list
+from dataprep.stage import DocumentStage, register, with_column, with_fields
 
 DEFAULT_LISTS = ASSETS / "toxic_words"
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
