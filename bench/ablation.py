@@ -234,7 +234,7 @@ def train_and_eval(out: Path, shards: dict[str, Path], vocab: int, eval_sets: di
     from dataprep.io import atomic_write_text
     from pretrain.config import load_train_config
     from pretrain.evaluate import evaluate_shards
-    from pretrain.export import load_trained
+    from pretrain.inference import load_trained
     from pretrain.train import run
 
     import torch

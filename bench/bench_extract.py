@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dataprep.config import InputConfig  # noqa: E402
-from dataprep.extract import Extract, decode_html, snippet_scores  # noqa: E402
+from bench.snippets import snippet_scores  # noqa: E402
+from dataprep.extract import Extract, decode_html  # noqa: E402
 from dataprep.readers import iter_documents  # noqa: E402
 from dataprep.stage import concat  # noqa: E402
 

@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_bench_warc import SHARED, write_bench_warcs  # noqa: E402
 
 from dataprep.config import InputConfig  # noqa: E402
-from dataprep.extract import Extract, decode_html, snippet_scores  # noqa: E402
+from bench.snippets import snippet_scores  # noqa: E402
+from dataprep.extract import Extract, decode_html  # noqa: E402
 from dataprep.langid import LanguageID, default_model_path  # noqa: E402
 from dataprep.readers import iter_documents  # noqa: E402
 

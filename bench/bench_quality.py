@@ -55,7 +55,7 @@ print(json.dumps(result))
 def ours(texts: list[str]) -> dict[str, float]:
     import pyarrow as pa
 
-    from dataprep.quality import text as textmod
+    from dataprep.quality import languages, spacy_words
     from dataprep.quality.c4 import C4Quality
     from dataprep.quality.fineweb import FineWebQuality
     from dataprep.quality.gopher import GopherQuality, GopherRepetition
@@ -65,8 +65,8 @@ def ours(texts: list[str]) -> dict[str, float]:
     batch = pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
 
     def clear() -> None:
-        textmod.split_words.cache_clear()
-        textmod._reset_cache()
+        languages.split_words.cache_clear()
+        spacy_words.reset_cache()
 
     result = {}
     for name, stage in stages.items():

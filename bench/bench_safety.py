@@ -68,8 +68,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from dataprep.safety.pii import PiiStage
-    from dataprep.safety.toxicity import ToxicityStage
+    from dataprep.safety.pii import PiiScrubber
+    from dataprep.safety.toxicity import ToxicityFilter
     from dataprep.safety.url_filter import UrlFilter
 
     texts = [t["text"] for t in build_texts(SHARED)]
@@ -77,10 +77,10 @@ def main() -> int:
     batch = pa.table({"id": [str(i) for i in range(n)], "url": _urls(n), "text": texts, "lang": ["en"] * n})
     stages = {
         "url_filter": UrlFilter(),
-        "toxicity (word lists)": ToxicityStage(model="none"),
-        "toxicity (lists + profanity model)": ToxicityStage(),
-        "toxicity (remove_lines)": ToxicityStage(action="remove_lines"),
-        "pii": PiiStage(),
+        "toxicity (word lists)": ToxicityFilter(model="none"),
+        "toxicity (lists + profanity model)": ToxicityFilter(),
+        "toxicity (remove_lines)": ToxicityFilter(action="remove_lines"),
+        "pii": PiiScrubber(),
     }
     seconds = {"split": _best(lambda: [len(t.split()) for t in texts], args.repeat)}
     for name, stage in stages.items():

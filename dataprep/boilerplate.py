@@ -25,8 +25,8 @@ SENTENCE_END = tuple(".!?:;…。！？．؟।።\"'”’»)")
 # Substrings of class/id names that site templates give to boilerplate containers (matched case-blind).
 # Chosen on bench/bench_extract.py. Left out because they also name main-text containers on real pages:
 # teaser, cta, header, hidden, meta, print, tip, nav (Resiliparse drops <nav> anyway). Left out because
-# they changed nothing there and each name costs ~0.04 ms per page: copyright, disclaimer, donate, login,
-# pagination, popular, recommend, sponsor, trending.
+# they changed nothing there while each name costs time on every page: copyright, disclaimer, donate,
+# login, pagination, popular, recommend, sponsor, trending.
 BOILERPLATE_NAMES = (
     "advert", "author", "banner", "bio", "breadcrumb", "byline", "caption", "comment", "cookie", "credit",
     "footer", "legend", "modal", "newsletter", "popup", "promo", "related", "share", "sharing", "sidebar",

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dataprep.classifier import FastTextClassifier
+    from dataprep.fasttext_classifier import FastTextClassifier
     from dataprep.io import read_jsonl_records
 
     examples, skipped = [], 0

@@ -20,7 +20,7 @@ COMMANDS = {
     "train-tokenizer": ("pipelines.train_tokenizer", "train a SentencePiece tokenizer on a cleaned corpus"),
     "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
     "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
-    "report": ("pipelines.report", "write an HTML + Markdown report of a pipeline output"),
+    "report": ("dataprep.report.cli", "write an HTML + Markdown report of a pipeline output"),
 }
 
 

@@ -13,7 +13,8 @@ import yaml
 from pydantic import Field, ValidationError
 
 from dataprep.io import COMMON_CRAWL_PREFIX, read_text
-from dataprep.stage import Stage, stage_class
+from dataprep.registry import MissingDependency, stage_class
+from dataprep.stage import Stage
 from dataprep.validation import ConfigError, StrictModel, describe
 
 __all__ = ["ConfigError", "PipelineConfig", "load_config", "parse_stages"]
@@ -80,7 +81,7 @@ def parse_stages(items: list, base_dir: str = ".") -> list[Stage]:
         name = params.pop("stage")
         try:
             cls = stage_class(name)
-        except KeyError as exc:
+        except (KeyError, MissingDependency) as exc:
             raise ConfigError(f"stages[{i}]: {exc.args[0]}") from None
         try:
             stages.append(cls.model_validate(params))

@@ -315,10 +315,10 @@ def write_demo_warc(path: str) -> dict[str, int]:
         if page.category != "exact_duplicate":
             titles.setdefault(page.site, []).append(page.title)
     warcinfo_id = _record_id("warcinfo", FILENAME)
-    info = (f"software: ccpretrain dataprep demo-data\r\nformat: WARC File Format 1.1\r\n"
-            f"conformsTo: https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
-            f"isPartOf: CCPRETRAIN-DEMO\r\noperator: ccpretrain\r\n"
-            f"description: Demo crawl; every page is original text written for ccpretrain, nothing was fetched.\r\n")
+    info = ("software: ccpretrain dataprep demo-data\r\nformat: WARC File Format 1.1\r\n"
+            "conformsTo: https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
+            "isPartOf: CCPRETRAIN-DEMO\r\noperator: ccpretrain\r\n"
+            "description: Demo crawl; every page is original text written for ccpretrain, nothing was fetched.\r\n")
     out = [_record(WarcRecordType.warcinfo, warcinfo_id, CRAWL_START,
                    {"Content-Type": "application/warc-fields", "WARC-Filename": FILENAME}, info.encode())]
     counts: dict[str, int] = {}

@@ -1,8 +1,9 @@
 """Stage ``extract``: raw HTML bytes -> main text.
 
-Engines (quality and speed on trafilatura's annotated pages: ``bench/bench_extract.py``):
-- ``auto`` (default): ``blocks``, and the few pages (~3%) whose blocks look least like an article go
-  to Trafilatura. Several times Trafilatura's speed; finds more main text and keeps out as much boilerplate.
+Engines (quality and speed on trafilatura's annotated pages: ``bench/bench_extract.py``, figures in
+the README):
+- ``auto`` (default): ``blocks``, and the few pages whose blocks look least like an article go to
+  Trafilatura (counted in stats.json as ``routed_to_trafilatura``).
 - ``blocks``: Resiliparse main content plus our boilerplate removal (``dataprep/boilerplate.py``).
 - ``resiliparse``: Resiliparse main content only: fastest, most text, most boilerplate.
 - ``trafilatura``: Trafilatura alone, as datatrove/FineWeb run it: slowest.
@@ -23,12 +24,11 @@ from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encodi
 from resiliparse.parse.html import HTMLTree
 
 from dataprep.boilerplate import drop_marked_elements, kept_share, main_blocks, parse_blocks, render
-from dataprep.stage import DocumentStage, register
+from dataprep.stage import DocumentStage, register, with_column
 
 PAYLOAD_COLUMNS = ("html", "charset")
 # Resiliparse's main-content heuristics (and our marked-element removal) take time quadratic in nesting
-# depth (50,000 nested divs: minutes); deeper pages are extracted without them. Real pages stay far
-# below (none of the 200 eval pages reach it).
+# depth; deeper pages are extracted without them. Real pages stay far below the limit.
 MAX_DEPTH = 256
 _TOO_DEEP = " > ".join(["*"] * MAX_DEPTH)
 
@@ -71,7 +71,7 @@ class Extract(DocumentStage):
     # blocks/auto: first remove elements whose class/id marks them as boilerplate (newsletter, related, ...)
     drop_marked: bool = True
     # auto: pages where the block rules keep less than this share of the main content go to Trafilatura
-    # (listings, recipes, tables: ~3% of pages), unless larger than route_max_chars (Trafilatura is slow there).
+    # (listings, recipes, tables), unless larger than route_max_chars (Trafilatura is slow there).
     route_below: float = Field(0.3, ge=0.0, le=1.0)
     route_max_chars: int = Field(1_000_000, ge=0)
     # Resiliparse options (resiliparse.extract.html2text.extract_plain_text); blocks/auto use
@@ -87,8 +87,7 @@ class Extract(DocumentStage):
     include_comments: bool = False
     include_tables: bool = True
 
-    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
-        return pa.schema([f for f in input_schema if f.name not in PAYLOAD_COLUMNS])
+    removed_columns = PAYLOAD_COLUMNS
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         n = batch.num_rows
@@ -100,7 +99,7 @@ class Extract(DocumentStage):
                 texts[i] = self.extract(decode_html(html, charset))
         reasons = [None if text and text.strip() else "extract:empty" for text in texts]
         out = batch.drop_columns([c for c in PAYLOAD_COLUMNS if c in batch.column_names])
-        return out.set_column(out.column_names.index("text"), "text", pa.array(texts, pa.string())), reasons
+        return with_column(out, "text", texts, pa.string()), reasons
 
     def extract(self, html: str) -> str:
         if self.engine == "trafilatura":
@@ -108,10 +107,12 @@ class Extract(DocumentStage):
         if self.engine == "resiliparse":
             return self._resiliparse(*_parse(html), self.preserve_formatting, self.links)
         blocks, keep, dropped = self._main_blocks(html, self.drop_marked)
-        if dropped and not any(keep):  # a loose class name took the article with it (~3% of pages)
+        if dropped and not any(keep):  # a loose class name took the article with it
+            self.count("extracted_again_without_marked")
             blocks, keep, _ = self._main_blocks(html, False)
         text = render(blocks, keep)
         if self.engine == "auto" and kept_share(blocks, keep) < self.route_below and len(html) <= self.route_max_chars:
+            self.count("routed_to_trafilatura")
             text = self._trafilatura(html) or text
         return text
 
@@ -146,15 +147,3 @@ class Extract(DocumentStage):
         )
         return (text or "").strip()
 
-
-def snippet_scores(texts: list[str], gold: list[dict]) -> dict[str, float]:
-    """Extraction quality on pages annotated like trafilatura's evaluation set: the share of ``with``
-    snippets (main text) found and of ``without`` snippets (boilerplate) absent, whitespace-normalised."""
-    found = total_with = absent = total_without = 0
-    for text, page in zip(texts, gold):
-        flat = " ".join((text or "").split())
-        found += sum(" ".join(s.split()) in flat for s in page["with"])
-        absent += sum(" ".join(s.split()) not in flat for s in page["without"])
-        total_with += len(page["with"])
-        total_without += len(page["without"])
-    return {"with_found": found / max(total_with, 1), "without_absent": absent / max(total_without, 1)}

@@ -15,7 +15,7 @@ import os
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from dataprep.stage import DocumentStage, register
+from dataprep.stage import DocumentStage, register, with_column
 
 LABEL_PREFIX = "__label__"
 
@@ -63,9 +63,8 @@ class LanguageID(DocumentStage):
                 raise ValueError(f"thresholds.{lang}: {value} is not between 0 and 1")
         return self
 
-    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
-        extra = [pa.field("lang", pa.string()), pa.field("lang_score", pa.float32())]
-        return pa.schema([f for f in input_schema if f.name not in ("lang", "lang_score")] + extra)
+    def output_fields(self) -> list[pa.Field]:
+        return [pa.field("lang", pa.string()), pa.field("lang_score", pa.float32())]
 
     def predict(self, texts: list[str]) -> tuple[list[str | None], list[float]]:
         """Top language and probability per text (None, 0.0 for empty text)."""
@@ -92,8 +91,5 @@ class LanguageID(DocumentStage):
                 reasons.append("langid:low_score")
             else:
                 reasons.append(None)
-        for column in ("lang", "lang_score"):
-            if column in batch.column_names:
-                batch = batch.drop_columns([column])
-        batch = batch.append_column("lang", pa.array(langs, pa.string()))
-        return batch.append_column("lang_score", pa.array(scores, pa.float32())), reasons
+        batch = with_column(batch, "lang", langs, pa.string())
+        return with_column(batch, "lang_score", scores, pa.float32()), reasons

@@ -23,16 +23,24 @@ from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from dataprep.config import InputConfig
 from dataprep.io import open_stream
-from dataprep.pipeline import READ_SCHEMA
-from dataprep.stage import StageResult, mark_dropped
+from dataprep.stage import DOC_SCHEMA, StageResult, mark_dropped
 
 log = logging.getLogger(__name__)
 
-READ_STAGE = "read"
+READ_STAGE = "read"  # the stage name of reader skips in stats and dropped rows
 # Every reader yields READ_SCHEMA whatever the format (so a job may mix formats): DOC_SCHEMA plus
 # ``html`` (raw payload, transfer/content encodings removed), ``charset`` (declared by HTTP or <meta>),
 # ``content_type`` (text/plain for WET) and ``cc_lang`` (WARC-Identified-Content-Language, if any).
 # ``extract`` turns html + charset into text and drops both columns.
+READ_SCHEMA = pa.schema(
+    list(DOC_SCHEMA)
+    + [
+        ("html", pa.binary()),
+        ("charset", pa.string()),
+        ("content_type", pa.string()),
+        ("cc_lang", pa.string()),
+    ]
+)
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.IGNORECASE)
 

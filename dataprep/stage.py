@@ -7,21 +7,28 @@ stage raise) lives here once, so a stage only says keep or drop and why.
 
 Two kinds:
 - ``DocumentStage``: decides per document, batch by batch; Spark fuses consecutive ones per partition.
-- ``GlobalStage``: needs every document at once (dedup, tokenization); its Spark wiring lives in
-  ``pipelines/``, and ``run_local`` runs it on a small in-memory table (tests, small inputs).
+  It declares the columns it adds (``output_fields``) and removes (``removed_columns``), so the runner
+  knows a step's schema without running anything.
+- ``GlobalStage``: needs every document at once (dedup, tokenization); ``spark_runner`` names its Spark
+  implementation in ``pipelines/``, and ``run_local`` runs it on a small in-memory table (tests, small
+  inputs).
 
-Parameters are pydantic fields, so a YAML config with an unknown key or a bad value fails before any
-work starts, with the key named.
+A stage can count events of its own (``self.count("routed_to_trafilatura")``); they land in stats.json
+beside kept and dropped. Parameters are pydantic fields, so a YAML config with an unknown key or a bad
+value fails before any work starts, with the key named. ``@register("name")`` makes a stage available
+to configs (``dataprep.registry``).
 """
 
 from __future__ import annotations
 
-import importlib
 import time
+from collections import Counter
 from typing import ClassVar, Iterable, NamedTuple
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from dataprep.registry import register  # noqa: F401 - stage modules take it from here with the base classes
 
 # Columns every document has, in this order; stages append attribute columns after them.
 DOC_SCHEMA = pa.schema(
@@ -47,10 +54,31 @@ class Stage(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     name: ClassVar[str] = ""
+    _counters: Counter = PrivateAttr(default_factory=Counter)
+
+    def count(self, event: str, n: int = 1) -> None:
+        """Count an event of this stage's own (e.g. pages routed to a slower extractor) for stats.json."""
+        self._counters[event] += n
+
+    def take_counters(self) -> Counter:
+        """The events counted since the last call (the runner adds them to the stage's stats)."""
+        counters, self._counters = self._counters, Counter()
+        return counters
 
 
 class DocumentStage(Stage):
     """A stage that decides each document on its own; batches are independent."""
+
+    removed_columns: ClassVar[tuple[str, ...]] = ()  # input columns the stage drops (e.g. raw HTML)
+
+    def output_fields(self) -> list[pa.Field]:
+        """The attribute columns ``process`` adds (or replaces) besides ``text``; override when it adds any."""
+        return []
+
+    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
+        """The schema ``process`` returns for ``input_schema``, derived from the declarations above."""
+        kept = pa.schema([f for f in input_schema if f.name not in self.removed_columns])
+        return with_fields(kept, self.output_fields())
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         """Return the batch (same rows, same order; text may change, columns may be added) and, per row,
@@ -65,10 +93,21 @@ class DocumentStage(Stage):
         try:
             out, reasons = self.process(batch)
         except Exception:  # noqa: BLE001 - isolate the offending documents below
+            self._counters.clear()  # the retry counts again
             return self._apply_row_by_row(batch)
         if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
             raise RuntimeError(f"stage {self.name!r} returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}")
+        self._check_columns(batch.schema, out.schema)
         return split_by_reason(out, reasons, self.name)
+
+    def _check_columns(self, input_schema: pa.Schema, output_schema: pa.Schema) -> None:
+        """A column the stage returns but does not declare would be lost on Spark: fail on the first batch."""
+        declared = set(self.output_schema(input_schema).names)
+        if set(output_schema.names) != declared:
+            raise RuntimeError(
+                f"stage {self.name!r} returned columns {sorted(output_schema.names)} but declares {sorted(declared)}: "
+                "declare added columns in output_fields() and dropped ones in removed_columns"
+            )
 
     def _apply_row_by_row(self, batch: pa.Table) -> StageResult:
         kept, dropped = [], []
@@ -84,19 +123,11 @@ class DocumentStage(Stage):
         return StageResult(concat(kept), concat(dropped))
 
 
-class Filter(DocumentStage):
-    """A document stage that only keeps or drops, one text at a time. Override ``reason``."""
-
-    def reason(self, text: str) -> str | None:
-        raise NotImplementedError
-
-    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        return batch, [self.reason(text or "") for text in batch.column("text").to_pylist()]
-
-
 class GlobalStage(Stage):
-    """A stage over the whole corpus. Spark implementation: ``pipelines.<module>`` registered in
-    ``pipelines.steps.GLOBAL_RUNNERS``; this in-memory one is for tests and small inputs."""
+    """A stage over the whole corpus. ``spark_runner`` names its Spark implementation ("module:function",
+    contract in ``pipelines.steps``); ``run_local`` is the in-memory one, for tests and small inputs."""
+
+    spark_runner: ClassVar[str] = ""
 
     def run_local(self, table: pa.Table) -> StageResult:
         raise NotImplementedError
@@ -152,65 +183,6 @@ def text_bytes(table: pa.Table) -> int:
 
     total = pc.sum(pc.binary_length(table.column("text"))).as_py()
     return int(total or 0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Registry: config names -> stage classes
-
-
-STAGES: dict[str, type[Stage]] = {}
-
-# Modules that define stages; imported on first lookup so a config can name any of them.
-STAGE_MODULES = [
-    "dataprep.extract",
-    "dataprep.langid",
-    "dataprep.quality.gopher",
-    "dataprep.quality.c4",
-    "dataprep.quality.fineweb",
-    "dataprep.quality.perplexity",
-    "dataprep.quality.classifier",
-    "dataprep.dedup.exact",
-    "dataprep.dedup.minhash",
-    "dataprep.safety.url_filter",
-    "dataprep.safety.toxicity",
-    "dataprep.safety.pii",
-    "dataprep.tokenize.stage",
-]
-
-
-def register(name: str):
-    """Class decorator: make a stage available to configs under ``name``."""
-
-    def wrap(cls: type[Stage]) -> type[Stage]:
-        cls.name = name
-        STAGES[name] = cls
-        return cls
-
-    return wrap
-
-
-def stage_class(name: str) -> type[Stage]:
-    load_stage_modules()
-    try:
-        return STAGES[name]
-    except KeyError:
-        raise KeyError(f"unknown stage {name!r}; known stages: {', '.join(sorted(STAGES))}") from None
-
-
-_loaded = False
-
-
-def load_stage_modules() -> None:
-    global _loaded
-    if _loaded:
-        return
-    for module in STAGE_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if not (exc.name and module.startswith(exc.name)):  # a missing dependency, not a missing stage module
-                raise
-    _loaded = True
 
 
 class Timer:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 
-from dataprep.stage import STAGES, GlobalStage, load_stage_modules
+from dataprep.registry import MissingDependency, stage_class, stage_names
+from dataprep.stage import GlobalStage
 
 
 def describe() -> list[dict]:
-    load_stage_modules()
+    """Every stage, its kind, summary and parameters; a stage that cannot load says what it needs."""
     out = []
-    for name in sorted(STAGES):
-        cls = STAGES[name]
+    for name in stage_names():
+        try:
+            cls = stage_class(name)
+        except MissingDependency as exc:
+            out.append({"stage": name, "kind": "unavailable", "summary": str(exc), "params": []})
+            continue
         params = []
         for field_name, f in cls.model_fields.items():
             default = None if f.is_required() else f.get_default(call_default_factory=True)

@@ -1,4 +1,5 @@
-"""Per-stage bookkeeping: documents and bytes in, kept, dropped by reason, errors, wall time.
+"""Per-stage bookkeeping: documents and bytes in, kept, dropped by reason, errors, wall time, and the
+events a stage counts itself (``Stage.count``).
 
 One ``StageStats`` per stage; they add up across batches, partitions and executors (``merge``), are
 saved as JSON and printed as the end-of-run table. Reasons starting with ``error:`` are errors.
@@ -15,6 +16,8 @@ import pyarrow as pa
 from dataprep.stage import DROP_REASON, StageResult, text_bytes
 from dataprep.units import human
 
+STATS_MARK = "__stats__"  # drop_stage/drop_reason of the per-partition stats rows a Spark step writes
+
 
 @dataclass
 class StageStats:
@@ -26,6 +29,7 @@ class StageStats:
     dropped: Counter = field(default_factory=Counter)  # reason -> documents
     dropped_bytes: Counter = field(default_factory=Counter)  # reason -> text bytes
     seconds: float = 0.0
+    counters: Counter = field(default_factory=Counter)  # the stage's own events (Stage.count)
 
     @property
     def docs_dropped(self) -> int:
@@ -56,6 +60,10 @@ class StageStats:
         self.bytes_kept += kept_bytes
         self.seconds += seconds
 
+    def record_counters(self, stage) -> None:
+        """Add the events ``stage`` counted since the last call."""
+        self.counters.update(stage.take_counters())
+
     def merge(self, other: "StageStats") -> "StageStats":
         self.docs_in += other.docs_in
         self.bytes_in += other.bytes_in
@@ -64,6 +72,7 @@ class StageStats:
         self.dropped.update(other.dropped)
         self.dropped_bytes.update(other.dropped_bytes)
         self.seconds += other.seconds
+        self.counters.update(other.counters)
         return self
 
     def to_dict(self) -> dict:
@@ -78,6 +87,7 @@ class StageStats:
             "dropped": dict(sorted(self.dropped.items(), key=lambda kv: -kv[1])),
             "dropped_bytes": dict(self.dropped_bytes),
             "seconds": round(self.seconds, 3),
+            "counters": dict(sorted(self.counters.items())),
         }
 
     @classmethod
@@ -91,6 +101,7 @@ class StageStats:
             dropped=Counter(d.get("dropped", {})),
             dropped_bytes=Counter(d.get("dropped_bytes", {})),
             seconds=d.get("seconds", 0.0),
+            counters=Counter(d.get("counters", {})),
         )
 
 
@@ -126,4 +137,6 @@ def format_table(stats: list[StageStats], top_reasons: int = 4) -> str:
         if len(s.dropped) > top_reasons:
             rest = sum(n for _, n in s.dropped.most_common()[top_reasons:])
             lines.append(f"    {'(other reasons)':<40}{rest:>10}")
+        for event, n in sorted(s.counters.items()):
+            lines.append(f"    {'counted: ' + event:<40}{n:>10}")
     return "\n".join(lines)

@@ -13,18 +13,18 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from dataclasses import dataclass
 
 from dataprep.config import PipelineConfig, load_config
-from dataprep.io import atomic_write_text, exists, expand_inputs, read_text
-from dataprep.pipeline import READ_SCHEMA, fused_schema
+from dataprep.io import atomic_write_text, exists, expand_inputs, join_path, read_text
+from dataprep.readers import READ_SCHEMA
+from dataprep.runner import fused_schema
 from dataprep.stage import DROP_REASON, DROP_STAGE
-from dataprep.stats import StageStats, format_table, merge_all, save_json
-from pipelines.steps import STATS_MARK, Step, StepContext, global_runner, make_partition_fn, plan_steps
+from dataprep.stats import STATS_MARK, StageStats, format_table, merge_all, save_json
+from pipelines.steps import Step, StepContext, global_runner, make_partition_fn, plan_steps
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
@@ -38,9 +38,6 @@ class RunResult:
     files: int
     skipped_steps: int
 
-
-def _join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
 
 
 def _fingerprint(obj) -> str:
@@ -105,7 +102,7 @@ class PipelineRun:
             context = self._spark.sparkContext
             if not context.master.startswith("local") and not context.getCheckpointDir():
                 # dedup checkpoints its graphs; on executors' local disks a lost executor would fail the step
-                context.setCheckpointDir(_join(self.out, "_checkpoints"))
+                context.setCheckpointDir(join_path(self.out, "_checkpoints"))
         return self._spark
 
     def run(self) -> RunResult:
@@ -123,8 +120,8 @@ class PipelineRun:
         redo = self.force
         for step in self.steps:
             fingerprint = _fingerprint([fingerprint, step.fingerprint()])
-            step_dir = _join(self.out, "steps", step.name)
-            marker = None if redo else _read_marker(_join(step_dir, DONE_MARKER))
+            step_dir = join_path(self.out, "steps", step.name)
+            marker = None if redo else _read_marker(join_path(step_dir, DONE_MARKER))
             if marker and marker.get("fingerprint") == fingerprint:
                 print(f"step {step.name}: already done, skipping", flush=True)
                 skipped += 1
@@ -136,18 +133,18 @@ class PipelineRun:
                 stats = self._run_step(step, step_dir, files, previous_dir)
                 wall = time.perf_counter() - t0
                 atomic_write_text(
-                    _join(step_dir, DONE_MARKER),
+                    join_path(step_dir, DONE_MARKER),
                     json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, "stats": [s.to_dict() for s in stats]}, indent=1),
                 )
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
             all_stats.extend(stats)
             previous_dir = step_dir
-        corpus_dir = _join(self.out, "corpus")
+        corpus_dir = join_path(self.out, "corpus")
         self._write_corpus(previous_dir, corpus_dir, fingerprint, redo)
         all_stats = merge_all(all_stats)
-        save_json(all_stats, _join(self.out, "stats.json"), {"input_files": len(files), "corpus": corpus_dir})
+        save_json(all_stats, join_path(self.out, "stats.json"), {"input_files": len(files), "corpus": corpus_dir})
         print(format_table(all_stats), flush=True)
-        print(f"cleaned corpus: {corpus_dir}\nstats: {_join(self.out, 'stats.json')}", flush=True)
+        print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped)
 
     # -- steps ---------------------------------------------------------------------------------
@@ -155,7 +152,7 @@ class PipelineRun:
     def _kept(self, step_dir: str):
         from pyspark.sql import functions as F
 
-        df = self.spark.read.parquet(_join(step_dir, "data"))
+        df = self.spark.read.parquet(join_path(step_dir, "data"))
         return df.where(F.col(DROP_REASON).isNull()).drop(DROP_STAGE, DROP_REASON)
 
     def _run_step(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None) -> list[StageStats]:
@@ -186,14 +183,14 @@ class PipelineRun:
         fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped)
         df = source.mapInArrow(fn, from_arrow_schema(schema))
         with Progress(spark, step.name, unit=unit):
-            self._write(df, _join(step_dir, "data"))
+            self._write(df, join_path(step_dir, "data"))
         return self._collect_stats(step_dir)
 
     def _collect_stats(self, step_dir: str) -> list[StageStats]:
         from pyspark.sql import functions as F
 
         rows = (
-            self.spark.read.parquet(_join(step_dir, "data"))
+            self.spark.read.parquet(join_path(step_dir, "data"))
             .where(F.col(DROP_STAGE) == STATS_MARK)
             .select("text")
             .collect()
@@ -214,11 +211,11 @@ class PipelineRun:
         if not self.config.output.write_dropped:
             df = df.withColumn("text", F.when(dropped, F.lit(None).cast("string")).otherwise(F.col("text")))
         with Progress(self.spark, step.name, unit="tasks"):
-            self._write(df, _join(step_dir, "data"))
+            self._write(df, join_path(step_dir, "data"))
         self.spark.catalog.clearCache()  # runners may cache their result to avoid recomputing it for the write
         seconds = time.perf_counter() - t0
         counts = (
-            self.spark.read.parquet(_join(step_dir, "data"))
+            self.spark.read.parquet(join_path(step_dir, "data"))
             .groupBy(DROP_REASON)
             .agg(F.count("*").alias("docs"), F.sum("_bytes").alias("bytes"))
             .collect()
@@ -236,7 +233,7 @@ class PipelineRun:
         return [stats]
 
     def _write_corpus(self, last_dir: str, corpus_dir: str, fingerprint: str, redo: bool) -> None:
-        marker = _join(corpus_dir, DONE_MARKER)
+        marker = join_path(corpus_dir, DONE_MARKER)
         done = _read_marker(marker)
         if not redo and done and done.get("fingerprint") == fingerprint:
             return

@@ -23,8 +23,8 @@ DEFAULT_CONF = {
     "spark.task.maxFailures": "4",
 }
 # Local mode only (the driver JVM is also the executor, started by us): C1-compiled code only. That JVM
-# mostly moves Arrow batches to Parquet; C2 compilation cost more CPU than it saved (bench_pipeline:
-# session start 18 -> 9 s, JVM CPU per 2,000-page job 4.5-7 -> 2.2 s). Clusters keep their JVM defaults.
+# mostly moves Arrow batches to Parquet, and C2 compilation costs more CPU than it saves there
+# (bench/bench_pipeline.py measures it). Clusters keep their JVM defaults.
 LOCAL_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 

@@ -2,7 +2,7 @@
 
 Consecutive ``DocumentStage``s fuse into one step that runs per partition through ``mapInArrow`` (the
 first step also reads the input files, one file per task); each ``GlobalStage`` is a step of its own,
-run by the function named in ``GLOBAL_RUNNERS``.
+run by the function its ``spark_runner`` names.
 
 Global runner contract: ``run(df, stage, ctx) -> DataFrame``. ``df`` holds the documents that are
 still kept; the result has the same rows and columns plus any attribute columns the stage adds, plus
@@ -20,24 +20,15 @@ import importlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 
 from dataprep.config import InputConfig
-from dataprep.pipeline import DROP_FIELDS, READ_SCHEMA, blank_text, conform, run_fused
+from dataprep.readers import READ_SCHEMA, READ_STAGE, iter_documents
+from dataprep.runner import blank_text, conform, run_fused
 from dataprep.stage import DROP_REASON, DROP_STAGE, DocumentStage, GlobalStage, Stage
-from dataprep.stats import StageStats
-
-# stage name -> "module:function"
-GLOBAL_RUNNERS = {
-    "exact_dedup": "pipelines.dedup:run_exact",
-    "minhash_dedup": "pipelines.dedup:run_minhash",
-    "tokenize": "pipelines.token_shards:run_tokenize",
-}
-
-STATS_MARK = "__stats__"  # drop_stage/drop_reason of the per-partition stats rows
-READ_STAGE = "read"
+from dataprep.stats import STATS_MARK, StageStats
 
 
 @dataclass
@@ -83,11 +74,11 @@ def plan_steps(stages: list[Stage]) -> list[Step]:
     return steps
 
 
-def global_runner(stage: Stage):
-    try:
-        module, func = GLOBAL_RUNNERS[stage.name].split(":")
-    except KeyError:
-        raise KeyError(f"global stage {stage.name!r} has no Spark runner in GLOBAL_RUNNERS") from None
+def global_runner(stage: GlobalStage):
+    """The Spark implementation a global stage names in ``spark_runner`` ("module:function")."""
+    if ":" not in stage.spark_runner:
+        raise TypeError(f"global stage {stage.name!r} names no Spark runner (set spark_runner = 'module:function')")
+    module, func = stage.spark_runner.split(":")
     return getattr(importlib.import_module(module), func)
 
 
@@ -105,7 +96,6 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, kee
     def partition_fn(record_batches):
         from pyspark import TaskContext
 
-        from dataprep.readers import iter_documents
 
         partition = TaskContext.get().partitionId() if TaskContext.get() else 0
         stats = [StageStats(s.name) for s in stages]

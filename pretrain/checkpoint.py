@@ -7,7 +7,8 @@ scheduler, loader, configs) and ``rng-<rank>.pt``. A checkpoint is written under
 and renamed into place only when every rank has finished, so any ``step-*`` directory is complete; the
 oldest are removed beyond ``keep_last``. Nothing is unpickled freely: DCP's metadata goes through an
 allow-listed unpickler, its non-tensor values and our RNG files through ``torch.load(weights_only=True)``.
-The directory must be on a file system every node sees.
+The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
+full model in one process (inference and export use it); ``export_model`` gathers it during training.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pickle
 import random
 import re
 import shutil
+import warnings
 
 import numpy as np
 import torch
@@ -214,7 +216,7 @@ def load(path: str, model, optimizer) -> dict:
     return state
 
 
-# --- export ----------------------------------------------------------------------------------------
+# --- whole-model weights (inference, export) -------------------------------------------------------
 
 
 def export_model(model, path: str, metadata: dict | None = None) -> None:
@@ -229,24 +231,32 @@ def export_model(model, path: str, metadata: dict | None = None) -> None:
     _barrier()
 
 
-def export_checkpoint(ckpt: str, path: str) -> dict[str, torch.Tensor]:
-    """Convert a checkpoint's model weights to one safetensors file, in one process without the model
-    (sizes come from DCP's metadata). Returns the tensors."""
-    from safetensors.torch import save_file
-
+def read_model_weights(ckpt: str) -> tuple[dict[str, torch.Tensor], dict]:
+    """A checkpoint's full model tensors (our parameter names) and its train state, read in one process
+    without building the model: sizes and dtypes come from DCP's metadata."""
     state = _check_complete(ckpt)
     reader = SafeReader(ckpt)
     meta = reader.read_metadata()
-    tensors = {
-        fqn: torch.empty(m.size, dtype=m.properties.dtype)
+    weights = {
+        fqn.removeprefix("model."): torch.empty(m.size, dtype=m.properties.dtype)
         for fqn, m in meta.state_dict_metadata.items()
         if fqn.startswith("model.") and hasattr(m, "size")
     }
-    target = {"model": {k.removeprefix("model."): v for k, v in tensors.items()}}
     try:
-        dcp.load(target, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
+        with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+            warnings.filterwarnings("ignore", message=".*single process", category=UserWarning)
+            dcp.load({"model": weights}, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
     except (Exception, dcp.CheckpointException) as exc:
         raise CheckpointError(f"checkpoint {ckpt} is corrupt: {_reason(exc)}") from None
+    return weights, state
+
+
+def export_checkpoint(ckpt: str, path: str) -> dict[str, torch.Tensor]:
+    """Convert a checkpoint's model weights to one safetensors file, in one process without the model.
+    Returns the tensors."""
+    from safetensors.torch import save_file
+
+    weights, state = read_model_weights(ckpt)
     with atomic_output(path) as out:
-        save_file(target["model"], out, metadata={"step": str(state["step"]), "model_config": json.dumps(state.get("model_config"))})
-    return target["model"]
+        save_file(weights, out, metadata={"step": str(state["step"]), "model_config": json.dumps(state.get("model_config"))})
+    return weights

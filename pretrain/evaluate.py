@@ -1,6 +1,6 @@
 """``pretrain eval CHECKPOINT [--data SHARDS_DIR_OR_DOCUMENTS]``: loss and perplexity on held-out text.
 
-Both paths run the training loop's own validation (``pretrain.train.evaluate`` over a ``Loader``), so
+Both paths run the training loop's own validation (``pretrain.train.validation_loss`` over a ``Loader``), so
 the numbers mean the same thing: mean next-token cross-entropy over windows of ``seq_len + 1`` tokens of
 the concatenated documents (each ending with EOS), in nats; perplexity is its exponential.
 
@@ -21,11 +21,10 @@ import tempfile
 
 import pyarrow as pa
 
-from pretrain.config import TrainConfig
 from pretrain.data import Loader, Source, build_loaders
-from pretrain.export import Trained, build_model, find_tokenizer, load_trained
-from pretrain.generate import pick_device
-from pretrain.train import StepContext, evaluate, resolve_precision
+from pretrain.device import resolve_device, resolve_precision
+from pretrain.inference import Trained, find_tokenizer, load_trained, model_for_inference
+from pretrain.train import TrainStepContext, validation_loss
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +51,7 @@ def run_validation(trained: Trained, device, max_batches: int | None = None) -> 
     if val is None:
         raise ValueError("the run has no validation split (data.val_fraction is 0 or the held-out documents "
                          "are shorter than seq_len + 1 tokens); pass --data")
-    return _evaluate(trained, val, max_batches or run.log.val_batches, device, _precision(run, device))
+    return _evaluate(trained, val, max_batches or run.log.val_batches, device, _precision(trained, device))
 
 
 def evaluate_shards(trained: Trained, directory: str, device, seq_len: int, batch_size: int,
@@ -63,7 +62,7 @@ def evaluate_shards(trained: Trained, directory: str, device, seq_len: int, batc
     batch_size = min(batch_size, samples)
     loader = Loader([source], [1.0], "train", batch_size, batch_size)
     n_batches = samples // batch_size if max_batches is None else min(max_batches, samples // batch_size)
-    return {**_evaluate(trained, loader, n_batches, device, _precision(trained.run, device)), "samples_available": samples}
+    return {**_evaluate(trained, loader, n_batches, device, _precision(trained, device)), "samples_available": samples}
 
 
 def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir: str | None,
@@ -87,16 +86,16 @@ def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir:
     return {"documents": result.kept.num_rows, "documents_dropped": dropped + result.dropped.num_rows}
 
 
-def _precision(run: TrainConfig | None, device) -> str:
+def _precision(trained: Trained, device) -> str:
     """The run's precision on this device; without the run, what "auto" means in training."""
-    return resolve_precision(run, device) if run else ("bf16" if device.type == "cuda" else "fp32")
+    return resolve_precision(trained.run.precision if trained.run else "auto", device)
 
 
 def _evaluate(trained: Trained, loader: Loader, n_batches: int, device, precision: str) -> dict:
     if n_batches < 1:
         raise ValueError("no full batch of samples to evaluate")
-    model = build_model(trained, device)
-    loss = evaluate(model, loader, n_batches, StepContext(device, precision, False, False), None)
+    model = model_for_inference(trained, device)
+    loss = validation_loss(model, loader, n_batches, TrainStepContext(device, precision, False, False), None)
     seq_len = loader.sources[0].seq_len
     return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)), "tokens": n_batches * loader.global_batch * seq_len,
             "batches": n_batches, "seq_len": seq_len, "precision": precision}
@@ -104,7 +103,7 @@ def _evaluate(trained: Trained, loader: Loader, n_batches: int, device, precisio
 
 def main(args: argparse.Namespace) -> int:
     trained = load_trained(args.checkpoint)
-    device = pick_device(args.device)
+    device = resolve_device(args.device)
     run = trained.run
     seq_len = args.seq_len or (run.seq_len if run else trained.model.max_seq_len)
     batch_size = args.batch_size or (run.micro_batch_size if run else 8)

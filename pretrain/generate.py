@@ -14,7 +14,8 @@ import sys
 
 import torch
 
-from pretrain.export import build_model, find_tokenizer, load_trained
+from pretrain.device import resolve_device
+from pretrain.inference import find_tokenizer, load_trained, model_for_inference
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,14 +30,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-samples", type=int, default=1)
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the run's)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ValueError("--device cuda requested but CUDA is not available")
-        return torch.device("cuda")
-    return torch.device("cpu")
 
 
 def next_token(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool,
@@ -84,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("--max-new-tokens and --num-samples must be positive, --top-p in (0, 1]")
     trained = load_trained(args.checkpoint)
     tokenizer, manifest = find_tokenizer(trained, args.tokenizer)
-    model = build_model(trained, pick_device(args.device))
+    model = model_for_inference(trained, resolve_device(args.device))
     prompt = document_prefix(tokenizer, manifest) + tokenizer.encode(args.prompt)
     generator = torch.Generator().manual_seed(args.seed)
     for i in range(args.num_samples):

@@ -8,8 +8,9 @@ it. The same code runs on CUDA with NCCL and on CPU with gloo (our tests).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -19,11 +20,23 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from pretrain.config import ParallelConfig
 
 
+class DataParallel(NamedTuple):
+    """This rank's place among the data-parallel ranks: the group to reduce over (None when alone)."""
+
+    group: dist.ProcessGroup | None
+    rank: int
+    size: int
+
+
 @dataclass
 class ParallelDims:
+    """The parallel degrees and, once built, their ``DeviceMesh``: the one place that answers "is FSDP
+    on?" or "which group is data parallel?"."""
+
     dp_shard: int
     tp: int
     world_size: int
+    mesh: DeviceMesh | None = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, cfg: ParallelConfig, world_size: int) -> "ParallelDims":
@@ -35,11 +48,31 @@ class ParallelDims:
             raise ValueError(f"parallel.dp_shard={cfg.dp_shard} x tp={cfg.tp} must equal the world size {world_size}")
         return cls(dp_shard=dp, tp=cfg.tp, world_size=world_size)
 
+    @property
+    def dp_enabled(self) -> bool:
+        """More than one data-parallel rank (all of them FSDP shards: we have no replicated dimension)."""
+        return self.dp_shard > 1
+
+    @property
+    def fsdp_enabled(self) -> bool:
+        return self.dp_shard > 1
+
+    @property
+    def tp_enabled(self) -> bool:
+        return self.tp > 1
+
     def build_mesh(self, device_type: str) -> DeviceMesh | None:
-        """A 2-D mesh ("dp_shard", "tp"); None for a single process."""
-        if self.world_size == 1:
-            return None
-        return init_device_mesh(device_type, (self.dp_shard, self.tp), mesh_dim_names=("dp_shard", "tp"))
+        """The 2-D mesh ("dp_shard", "tp"), kept as ``mesh``; None for a single process."""
+        if self.world_size > 1:
+            self.mesh = init_device_mesh(device_type, (self.dp_shard, self.tp), mesh_dim_names=("dp_shard", "tp"))
+        return self.mesh
+
+    def data_parallel(self) -> DataParallel:
+        """The data-parallel group, this rank's index in it and its size (from the mesh)."""
+        if self.mesh is None:
+            return DataParallel(None, 0, 1)
+        dp_mesh = self.mesh["dp_shard"]
+        return DataParallel(dp_mesh.get_group() if self.dp_enabled else None, dp_mesh.get_local_rank(), self.dp_shard)
 
 
 def init_distributed(device_type: str) -> tuple[int, int, int]:
@@ -152,16 +185,17 @@ def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, param_dtype: torch.dtype |
     fully_shard(model, **kwargs)
 
 
-def parallelize(model: nn.Module, dims: ParallelDims, mesh: DeviceMesh | None, cfg: ParallelConfig,
+def parallelize(model: nn.Module, dims: ParallelDims, cfg: ParallelConfig,
                 param_dtype: torch.dtype | None = None) -> nn.Module:
-    """Apply TP, activation checkpointing, compile and FSDP, in that order (the order torchtitan uses)."""
-    if cfg.loss_parallel and dims.tp == 1:
+    """Apply TP, activation checkpointing, compile and FSDP, in that order (the order torchtitan uses),
+    on the mesh ``dims`` built."""
+    if cfg.loss_parallel and not dims.tp_enabled:
         raise ValueError("parallel.loss_parallel needs tp > 1")
-    if dims.tp > 1:
-        apply_tp(model, mesh["tp"], cfg.loss_parallel)
+    if dims.tp_enabled:
+        apply_tp(model, dims.mesh["tp"], cfg.loss_parallel)
     apply_activation_checkpointing(model, cfg.activation_checkpointing)
     if cfg.compile:
         apply_compile(model)
-    if dims.dp_shard > 1:
-        apply_fsdp(model, mesh["dp_shard"], param_dtype)
+    if dims.fsdp_enabled:
+        apply_fsdp(model, dims.mesh["dp_shard"], param_dtype)
     return model

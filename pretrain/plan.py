@@ -117,8 +117,8 @@ def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int) -> list[tuple[s
     return out
 
 
-def evaluate(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
-             micro_batch: int, precision: str = "bf16") -> dict[str, float]:
+def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
+                  micro_batch: int, precision: str = "bf16") -> dict[str, float]:
     """Per-GPU memory breakdown (bytes) of one layout."""
     dp = gpus // tp
     mem = model_states(cfg, stage, dp, tp, precision)
@@ -169,8 +169,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     tried, chosen, previous = [], None, None
     for stage, tp, ac in _candidates(cfg, gpus, gpus_per_node):
         layout = Layout(stage, tp, gpus // tp, ac)
-        layout.memory = evaluate(cfg, stage, tp, ac, gpus=gpus, seq_len=seq_len, micro_batch=micro_batch,
-                                 precision=precision)
+        layout.memory = layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=seq_len, micro_batch=micro_batch,
+                                      precision=precision)
         layout.fits = layout.memory["total"] <= capacity
         layout.reason = _why(layout, previous, capacity)
         tried.append(layout)
@@ -204,8 +204,8 @@ def _no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision) -> s
     msg = (f"the model ({human(num_params(cfg))} parameters) does not fit on {gpus} x {gpu.name}: the leanest layout, "
            f"{leanest.name}, needs {leanest.memory['total'] / GB:.1f} GB per GPU of {gpu.memory_gb:g} GB")
     if micro_batch > 1:
-        one = evaluate(cfg, leanest.stage, leanest.tp, leanest.checkpointing, gpus=gpus, seq_len=seq_len,
-                       micro_batch=1, precision=precision)
+        one = layout_memory(cfg, leanest.stage, leanest.tp, leanest.checkpointing, gpus=gpus, seq_len=seq_len,
+                            micro_batch=1, precision=precision)
         if one["total"] <= gpu.memory_bytes:
             return msg + f"; --micro-batch 1 would fit ({one['total'] / GB:.1f} GB)"
     return msg + "; use more GPUs, a shorter sequence, or GPUs with more memory"
@@ -222,8 +222,8 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, prec
     step_flops = flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[chosen.checkpointing]
     step_time = step_flops / (gpus * gpu.peak_flops_bf16 * mfu)
     tokens_per_day = tokens_per_step / step_time * 86400
-    breakdown = {tp: {stage: evaluate(cfg, stage, tp, chosen.checkpointing, gpus=gpus, seq_len=seq_len,
-                                      micro_batch=micro_batch, precision=precision) for stage in SHARDED}
+    breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, gpus=gpus, seq_len=seq_len,
+                                           micro_batch=micro_batch, precision=precision) for stage in SHARDED}
                  for tp in sorted({1, chosen.tp, show_tp or 1})}
     act = {ac: activations(cfg, seq_len, micro_batch, ac, chosen.tp, precision, chosen.tp > 1)["total"]
            for ac in RECOMPUTE}

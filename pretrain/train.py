@@ -23,6 +23,7 @@ from torch.distributed.tensor import DTensor
 from pretrain import checkpoint
 from pretrain.config import OptimConfig, TrainConfig, load_train_config, save_yaml
 from pretrain.data import build_loaders, fingerprint
+from pretrain.device import resolve_device, resolve_precision
 from pretrain.metrics import MetricsLogger
 from pretrain.model import Llama, flops_per_token
 from pretrain.parallel import ParallelDims, init_distributed, parallelize
@@ -41,20 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --- setup ------------------------------------------------------------------------------------------
-
-
-def resolve_device(cfg: TrainConfig) -> torch.device:
-    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ValueError("device: cuda requested but CUDA is not available")
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # this process's GPU on its node
-    return torch.device("cpu")
-
-
-def resolve_precision(cfg: TrainConfig, device: torch.device) -> str:
-    if cfg.precision != "auto":
-        return cfg.precision
-    return "bf16" if device.type == "cuda" else "fp32"
 
 
 def total_steps(cfg: TrainConfig) -> int:
@@ -80,7 +67,7 @@ def lr_factor(step: int, total: int, opt: OptimConfig) -> float:
     return 1.0 - (1.0 - floor) * min(1.0, (step - start + 1) / decay_steps)
 
 
-def build_model(cfg: TrainConfig, dims: ParallelDims, mesh, device: torch.device, precision: str) -> Llama:
+def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.device, precision: str) -> Llama:
     """Build on the meta device, parallelize, allocate, then load weights initialised on rank 0's CPU:
     the initial weights are the same for every parallel layout (so runs are comparable) and only
     rank 0 ever holds the full model."""
@@ -91,7 +78,7 @@ def build_model(cfg: TrainConfig, dims: ParallelDims, mesh, device: torch.device
     with torch.device("meta"):
         model = Llama(cfg.model)
     param_dtype = torch.bfloat16 if precision == "bf16" and device.type == "cuda" else None
-    parallelize(model, dims, mesh, cfg.parallel, param_dtype)
+    parallelize(model, dims, cfg.parallel, param_dtype)
     model.to_empty(device=device)
     model.tie_weights()
     full = {}
@@ -132,8 +119,9 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 # --- the step ------------------------------------------------------------------------------------------
 
 
-class StepContext:
-    """Precision and parallel settings the step needs, decided once."""
+class TrainStepContext:
+    """What a forward pass needs besides the model, decided once: autocast, loss parallelism, the fp16
+    gradient scaler and whether FSDP must be told when to reduce gradients."""
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool):
         self.device, self.fsdp = device, fsdp
@@ -158,7 +146,7 @@ class StepContext:
             return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
-def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: StepContext,
+def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
                grad_clip: float) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over this rank's micro-batches; returns (mean loss, grad norm) as tensors
     (no host sync)."""
@@ -185,7 +173,7 @@ def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], c
 
 
 @torch.no_grad()
-def evaluate(model, loader, n_batches: int, ctx: StepContext, dp_group) -> float:
+def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dp_group) -> float:
     """Mean loss over the first ``n_batches`` global batches of the validation order (the same every time)."""
     total, count = torch.zeros((), device=ctx.device), 0
     for i in range(n_batches):
@@ -210,24 +198,23 @@ def _dp_mean(value: torch.Tensor, dp_group) -> float:
 def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None) -> list[dict]:
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``;
     returns the training records logged (rank 0; empty elsewhere)."""
-    device = resolve_device(cfg)
+    device = resolve_device(cfg.device)
     rank, _, world = init_distributed(device.type)
     dims = ParallelDims.from_config(cfg.parallel, world)
-    mesh = dims.build_mesh(device.type)
-    dp_group = mesh["dp_shard"].get_group() if mesh is not None and dims.dp_shard > 1 else None
-    dp_rank = mesh["dp_shard"].get_local_rank() if mesh is not None else 0
-    precision = resolve_precision(cfg, device)
+    dims.build_mesh(device.type)
+    dp = dims.data_parallel()
+    precision = resolve_precision(cfg.precision, device)
     torch.manual_seed(cfg.seed)
     if cfg.seq_len > cfg.model.max_seq_len:
         raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {cfg.model.max_seq_len}")
 
     train_loader, val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size, cfg.micro_batch_size,
-                                             dp_rank, dims.dp_shard, cfg.model.vocab_size)
-    model = build_model(cfg, dims, mesh, device, precision)
+                                             dp.rank, dp.size, cfg.model.vocab_size)
+    model = build_parallel_model(cfg, dims, device, precision)
     optimizer = build_optimizer(model, cfg.optim, device)
     steps = total_steps(cfg)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, cfg.optim))
-    ctx = StepContext(device, precision, cfg.parallel.loss_parallel, fsdp=dims.dp_shard > 1)
+    ctx = TrainStepContext(device, precision, cfg.parallel.loss_parallel, fsdp=dims.fsdp_enabled)
 
     ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
     step = _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, ctx)
@@ -257,12 +244,12 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None)
         log.count_tokens(tokens_per_step)
         if step % cfg.log.every_steps == 0 or step == steps:
             lr = cfg.optim.lr * lr_factor(step - 1, steps, cfg.optim)  # the lr this step used
-            rec = log.log_train(step, loss=_dp_mean(loss, dp_group), lr=lr, grad_norm=grad_norm.item(),
+            rec = log.log_train(step, loss=_dp_mean(loss, dp.group), lr=lr, grad_norm=grad_norm.item(),
                                 tokens=step * tokens_per_step)
             records.append(rec)
         if val_loader is not None and (step % cfg.log.val_every_steps == 0 or step == steps):
             log.write({"kind": "val", "step": step,
-                       "val_loss": evaluate(model, val_loader, cfg.log.val_batches, ctx, dp_group)})
+                       "val_loss": validation_loss(model, val_loader, cfg.log.val_batches, ctx, dp.group)})
             log.start(step)
         if step % cfg.checkpoint.every_steps == 0 or step == end:
             save()

@@ -14,9 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.config import ConfigError, load_config
-from dataprep.dedup import minhash as mh
 from dataprep.dedup.exact import ExactDedup
-from dataprep.dedup.minhash import MinHashDedup, agreement_bounds, collision_probability, jaccard, optimal_bands_rows
+from dataprep.dedup.minhash import MinHashDedup, agreement_bounds, collision_probability, optimal_bands_rows
 from dataprep.dedup.normalize import GROUP_CHARS, normalize, shingle_hashes, shingles
 from dataprep.stage import DOC_SCHEMA
 

@@ -15,11 +15,12 @@ import torch
 from test_tokenize import EDGE_CASES, doc_table, load_texts
 from test_train_fixtures import tiny_config
 
+from dataprep.tokenize.hf_tokenizer import write_hf_tokenizer
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer, train_tokenizer
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
-from pretrain.export import build_model, find_tokenizer, load_trained, write_hf_tokenizer
+from pretrain.inference import find_tokenizer, load_trained, model_for_inference
 from pretrain.train import run
 
 EXTRA_CASES = [
@@ -89,7 +90,7 @@ def test_transformers_logits_and_greedy_match_ours(trained, exported):
     from pretrain.generate import generate
 
     hf = transformers.LlamaForCausalLM.from_pretrained(exported, torch_dtype=torch.float32).eval()
-    ours = build_model(load_trained(trained["run"]))
+    ours = model_for_inference(load_trained(trained["run"]))
     tokenizer = trained["tokenizer"]
     tokens = torch.tensor([ids[:64] for ids in map(tokenizer.encode, trained["held_out"][-20:]) if len(ids) >= 64][:3])
     assert tokens.shape == (3, 64)
@@ -135,7 +136,7 @@ def test_bos_data_and_tied_embeddings_export(shared_data, tmp_path):
     ids = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))(text)["input_ids"]
     assert ids == [1, *trained["tokenizer"].encode(text)]  # the data had BOS: so does the HF tokenizer
     with torch.no_grad():
-        expected = build_model(loaded)(torch.tensor([ids]))
+        expected = model_for_inference(loaded)(torch.tensor([ids]))
         assert torch.allclose(hf(torch.tensor([ids])).logits, expected, atol=1e-4, rtol=0)
     # "tied" weights that differ are exported as what they are: untied
     untied = {**loaded.weights, "output.weight": loaded.weights["output.weight"] + 1}

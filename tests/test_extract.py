@@ -10,7 +10,8 @@ import pytest
 
 from dataprep.boilerplate import drop_marked_elements, main_blocks, parse_blocks, render
 from dataprep.config import InputConfig
-from dataprep.extract import Extract, decode_html, snippet_scores
+from bench.snippets import snippet_scores
+from dataprep.extract import Extract, decode_html
 from dataprep.readers import iter_documents
 from dataprep.stage import DROP_REASON, concat
 

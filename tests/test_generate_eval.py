@@ -15,7 +15,7 @@ from test_tokenize import doc_table
 
 from dataprep.tokenize.stage import Tokenize
 from pretrain.cli import main as pretrain_main
-from pretrain.export import build_model, find_tokenizer, load_trained
+from pretrain.inference import find_tokenizer, load_trained, model_for_inference
 from pretrain.generate import generate, next_token
 from pretrain.metrics import read_metrics
 
@@ -82,7 +82,7 @@ def test_next_token_top_p_and_greedy():
 
 def test_generate_is_reproducible_and_stays_in_the_vocabulary(trained, capsys):
     loaded = load_trained(trained["run"])
-    model = build_model(loaded)
+    model = model_for_inference(loaded)
     tokenizer, _ = find_tokenizer(loaded)
     prompt = [tokenizer.eos_id, *tokenizer.encode("The city of")]
     greedy = generate(model, prompt, 8, greedy=True)

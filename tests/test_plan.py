@@ -12,7 +12,7 @@ from pretrain.cli import main as cli
 from pretrain.config import ModelConfig, load_model_config, load_train_config
 from pretrain.hardware import GPUS, get_gpu, peak_flops
 from pretrain.model import Llama, flops_per_token, num_params
-from pretrain.plan import activations, evaluate, model_states, plan, train_config
+from pretrain.plan import activations, layout_memory, model_states, plan, train_config
 from pretrain.sizing import PRESET_DIR, PRESET_SIZES, preset, size_model
 
 H100 = GPUS["h100"]
@@ -152,7 +152,7 @@ def _gpu_with(total_bytes: float, slack: float = 0.0):
 
 
 def _need(cfg, stage, tp, ac, gpus, micro=4):
-    return evaluate(cfg, stage, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro)["total"]
+    return layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro)["total"]
 
 
 def test_walks_ddp_fsdp_checkpointing_tp_in_order():

@@ -17,7 +17,7 @@ import pytest
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition
-from dataprep.quality.text import split_words
+from dataprep.quality.languages import split_words
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("quality_golden", ROOT / "bench" / "quality_golden.py")

@@ -15,7 +15,7 @@ from dataprep.config import ConfigError, load_config
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition
-from dataprep.quality.text import count_sentences, split_words
+from dataprep.quality.languages import count_sentences, split_words
 
 ROOT = Path(__file__).resolve().parents[1]
 PROSE = (

@@ -20,10 +20,10 @@ import pytest
 
 from dataprep.cli import main as dataprep
 from dataprep.config import load_config, parse_stages
-from dataprep.pipeline import run_local
+from dataprep.report.cli import build_report
+from dataprep.runner import run_local
 from dataprep.stage import DOC_SCHEMA, DROP_REASON, DROP_STAGE
 from dataprep.stats import StageStats, save_json
-from pipelines.report import build_report
 from pipelines.run import run_pipeline
 
 CORE_SECTIONS = ["Summary", "Removal funnel per stage", "Removal per rule", "Languages", "Document length"]

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from dataprep.config import ConfigError, parse_stages
-from dataprep.safety.pii import PiiStage, cn_id_ok, find_pii, iban_ok, luhn_ok, redact
+from dataprep.safety.pii import PiiScrubber, cn_id_ok, find_pii, iban_ok, luhn_ok, redact
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,7 @@ def test_stage_redacts_counts_and_drops():
         None,
         "a@b.com c@b.com d@b.com e@b.com f@b.com g@b.com",
     ]
-    stage = PiiStage(max_spans=5)
+    stage = PiiScrubber(max_spans=5)
     result = stage.apply(_batch(texts))
     kept = result.kept.to_pylist()
     assert [r["text"] for r in kept[:2]] == ["Write to <EMAIL> or <EMAIL>, call <PHONE>.", "nothing here, 2023-10-05"]
@@ -103,7 +103,7 @@ def test_stage_redacts_counts_and_drops():
 
 def test_count_only_mode_and_type_selection():
     text = "a@b.com 030 1234567"
-    out, _ = PiiStage(redact=False, types=["email"]).process(_batch([text]))
+    out, _ = PiiScrubber(redact=False, types=["email"]).process(_batch([text]))
     row = out.to_pylist()[0]
     assert row["text"] == text and row["pii_email"] == 1 and row["pii_phone"] == 0
 
@@ -142,7 +142,7 @@ def test_ten_megabytes_of_text_with_pii():
     prose = "The council met on 2023-10-05 and agreed a budget of $1,250,000 for the new library. " * 4
     paragraph = prose + "Contact Jane at jane@example.com or +44 20 7946 0958.\n"
     text = paragraph * (10_000_000 // len(paragraph))
-    out, reasons = PiiStage().process(_batch([text]))
+    out, reasons = PiiScrubber().process(_batch([text]))
     row = out.to_pylist()[0]
     assert reasons == [None] and row["pii_email"] == row["pii_phone"] == text.count("jane@")
     assert "jane@" not in row["text"] and "2023-10-05" in row["text"]

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dataprep.config import ConfigError, parse_stages
-from dataprep.safety.toxicity import ToxicityStage, load_word_lists, split_units
+from dataprep.safety.toxicity import ToxicityFilter, load_word_lists, split_units
 
 CLEAN_EN = "The library reopened on Monday after two years of repairs.\nVisitors queued before nine o'clock."
 TOXIC_EN = "You are a fucking idiot and a stupid piece of shit, go to hell you asshole.\nFuck off."
@@ -34,7 +34,7 @@ def test_word_scores_english_whole_words_and_chinese_substrings():
 
 
 def test_drop_action_routes_lists_by_language_and_stores_scores():
-    stage = ToxicityStage(model="none")
+    stage = ToxicityFilter(model="none")
     texts = [CLEAN_EN, TOXIC_EN, CLEAN_ZH, TOXIC_ZH, "Bonjour tout le monde, fuck."]
     result = stage.apply(_batch(texts, ["en", "en", "zh", "zh", "fr"]))
     kept = {r["id"]: r for r in result.kept.to_pylist()}
@@ -46,12 +46,12 @@ def test_drop_action_routes_lists_by_language_and_stores_scores():
 
 
 def test_without_lang_column_all_lists_apply():
-    out, reasons = ToxicityStage(model="none").process(_batch([TOXIC_ZH, CLEAN_EN]))
+    out, reasons = ToxicityFilter(model="none").process(_batch([TOXIC_ZH, CLEAN_EN]))
     assert reasons == ["toxicity:words", None]
 
 
 def test_english_model_scores_and_only_for_english():
-    stage = ToxicityStage(words_threshold=None)
+    stage = ToxicityFilter(words_threshold=None)
     out, reasons = stage.process(_batch([CLEAN_EN, TOXIC_EN, CLEAN_ZH], ["en", "en", "zh"]))
     scores = out.column("toxicity_model").to_pylist()
     assert scores[0] < 0.2 and scores[1] > 0.9 and scores[2] is None
@@ -61,7 +61,7 @@ def test_english_model_scores_and_only_for_english():
 
 def test_remove_lines_keeps_the_rest_and_drops_all_toxic_pages():
     doc = "A calm first line about gardening.\nFuck you, you worthless piece of shit.\nA calm last line about tomatoes."
-    stage = ToxicityStage(action="remove_lines")
+    stage = ToxicityFilter(action="remove_lines")
     result = stage.apply(_batch([doc, "Fuck off.\nShit."], ["en", "en"]))
     row = result.kept.to_pylist()[0]
     assert row["text"] == "A calm first line about gardening.\nA calm last line about tomatoes."
@@ -73,13 +73,13 @@ def test_sentence_units_rejoin_to_the_original():
     text = "First one. Second one! 第三句。第四句？ Last without end"
     units = split_units(text, "sentence")
     assert "".join(units) == text and len(units) == 5
-    stage = ToxicityStage(action="remove_lines", unit="sentence", model="none")
+    stage = ToxicityFilter(action="remove_lines", unit="sentence", model="none")
     out, _ = stage.process(_batch(["Nice day. Fuck this shit. Nice night."]))
     assert out.column("text").to_pylist() == ["Nice day. Nice night."]
 
 
 def test_annotate_keeps_everything_and_empty_text_is_fine():
-    stage = ToxicityStage(action="annotate")
+    stage = ToxicityFilter(action="annotate")
     result = stage.apply(_batch([TOXIC_EN, "", None, "   \n  "], ["en", "en", None, "en"]))
     assert result.kept.num_rows == 4 and result.dropped.num_rows == 0
     rows = result.kept.to_pylist()
@@ -103,20 +103,20 @@ def test_config_errors():
 
 
 def test_user_trained_fasttext_model_scores_any_language(tmp_path):
-    from dataprep.classifier import FastTextClassifier
+    from dataprep.fasttext_classifier import FastTextClassifier
 
     toxic = ["du bist ein dummer idiot", "halt die klappe du idiot", "du dummer trottel verschwinde", "idiot trottel dumm"]
     clean = ["das wetter ist heute schön", "wir gehen in den park", "die bibliothek ist geöffnet", "ein schöner tag im garten"]
     path = tmp_path / "tox.bin"
     FastTextClassifier.train(toxic * 25 + clean * 25, ["toxic"] * 100 + ["clean"] * 100, str(path), epoch=25)
-    stage = ToxicityStage(model="fasttext", model_path=str(path), words_threshold=None, model_threshold=0.5)
+    stage = ToxicityFilter(model="fasttext", model_path=str(path), words_threshold=None, model_threshold=0.5)
     out, reasons = stage.process(_batch(["du dummer idiot", "heute ist das wetter schön"], ["de", "de"]))
     scores = out.column("toxicity_model").to_pylist()
     assert scores[0] > 0.5 > scores[1] and reasons == ["toxicity:model", None]
 
 
 def test_ten_megabytes_word_scoring_is_linear():
-    stage = ToxicityStage(model="none", action="remove_lines")
+    stage = ToxicityFilter(model="none", action="remove_lines")
     line = "an ordinary line of text about the weather and the garden, 你好世界\n"
     timings = []
     for size in (5_000_000, 10_000_000):

@@ -15,7 +15,7 @@ import xxhash
 from pydantic import Field
 
 from dataprep.dedup.normalize import Normalization, normalize
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason
+from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 
 REASON = "exact_duplicate"
 CLUSTER = "exact_cluster"
@@ -33,6 +33,8 @@ class ExactDedup(GlobalStage):
     """Remove documents whose text is identical after normalization (default: lowercase, whitespace
     collapsed). xxh128 is the default hash: at a billion documents a 64-bit hash is likely to merge
     two different texts somewhere, a 128-bit one is not."""
+
+    spark_runner = "pipelines.dedup:run_exact"
 
     normalization: Normalization = "lower"
     hash: Literal["xxh128", "xxh64", "sha1"] = "xxh128"
@@ -57,7 +59,7 @@ class ExactDedup(GlobalStage):
             for r in rows:
                 keep_id[r], size[r] = kept, len(rows)
         table = table.drop_columns([c for c in (CLUSTER, CLUSTER_SIZE) if c in table.column_names])
-        table = table.append_column(CLUSTER, pa.array(keep_id, pa.string()))
-        table = table.append_column(CLUSTER_SIZE, pa.array(size, pa.int64()))
+        table = with_column(table, CLUSTER, keep_id, pa.string())
+        table = with_column(table, CLUSTER_SIZE, size, pa.int64())
         reasons = [None if ids[r] == keep_id[r] else REASON for r in range(len(ids))]
         return split_by_reason(table, reasons, self.name)

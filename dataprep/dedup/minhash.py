@@ -40,7 +40,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from dataprep.dedup.normalize import mix64, shingle_hashes
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason
+from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"
@@ -144,6 +144,8 @@ def component_roots(src: pa.Array, dst: pa.Array) -> tuple[pa.Array, pa.Array]:
 @register("minhash_dedup")
 class MinHashDedup(GlobalStage):
     """Remove near-duplicate documents with MinHash LSH; keep the smallest id of each cluster."""
+
+    spark_runner = "pipelines.dedup:run_minhash"
 
     ngram: int = Field(5, ge=1, description="words per shingle")
     char_ngram: int = Field(5, ge=1, description="characters per shingle for Chinese, Japanese, Thai, ...")
@@ -259,8 +261,8 @@ class MinHashDedup(GlobalStage):
         cluster = [roots.get(i, i) for i in ids]
         sizes = Counter(cluster)
         table = table.drop_columns([c for c in (CLUSTER, CLUSTER_SIZE) if c in table.column_names])
-        table = table.append_column(CLUSTER, pa.array(cluster, pa.string()))
-        table = table.append_column(CLUSTER_SIZE, pa.array([sizes[c] for c in cluster], pa.int64()))
+        table = with_column(table, CLUSTER, cluster, pa.string())
+        table = with_column(table, CLUSTER_SIZE, [sizes[c] for c in cluster], pa.int64())
         reasons = [None if c == i else REASON for i, c in zip(ids, cluster)]
         return split_by_reason(table, reasons, self.name)
 

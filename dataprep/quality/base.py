@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.stage import DocumentStage
+from dataprep.stage import DocumentStage, with_column
 
 AUTO = "auto"
 
@@ -38,6 +38,5 @@ class QualityFilter(DocumentStage):
             texts.append(new_text)
             changed = changed or new_text is not text
         if changed:
-            index = batch.column_names.index("text")
-            batch = batch.set_column(index, "text", pa.array(texts, pa.string()))
+            batch = with_column(batch, "text", texts, pa.string())
         return batch, reasons

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from dataprep.quality.base import QualityFilter
-from dataprep.quality.text import CHAR_SPLIT_LANGUAGES, count_sentences, is_terminal_punct, split_words_cjk
+from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, count_sentences, is_terminal_punct, split_words_cjk
 from dataprep.stage import register
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
@@ -21,6 +21,8 @@ POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses co
 
 @register("c4_quality")
 class C4Quality(QualityFilter):
+    """Removes C4's boilerplate lines and citation markers; drops lorem ipsum, code and too few sentences."""
+
     remove_citations: bool = True
     filter_no_terminal_punct: bool = True
     min_num_sentences: int = 5  # -1 disables

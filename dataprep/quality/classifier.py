@@ -10,8 +10,8 @@ from functools import lru_cache
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from dataprep.classifier import FastTextClassifier
-from dataprep.stage import DocumentStage, register
+from dataprep.fasttext_classifier import FastTextClassifier
+from dataprep.stage import DocumentStage, register, with_column
 
 
 @lru_cache(maxsize=8)
@@ -21,6 +21,8 @@ def _load(path: str) -> FastTextClassifier:
 
 @register("quality_classifier")
 class QualityClassifier(DocumentStage):
+    """Adds a fastText classifier's probability of ``label`` as ``score_column``; optionally drops low scores."""
+
     model_path: str
     label: str = Field("hq", description="the positive label whose probability is the score")
     threshold: float | None = Field(None, ge=0, le=1, description="drop documents scoring below it; null keeps all")
@@ -33,10 +35,11 @@ class QualityClassifier(DocumentStage):
             raise ValueError(f"classifier model {path!r} does not exist (train one with dataprep train-classifier)")
         return path
 
+    def output_fields(self) -> list[pa.Field]:
+        return [pa.field(self.score_column, pa.float64())]
+
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         scores = _load(self.model_path).score(batch.column("text").to_pylist(), self.label)
-        if self.score_column in batch.column_names:
-            batch = batch.drop_columns([self.score_column])
-        batch = batch.append_column(self.score_column, pa.array(scores, pa.float64()))
+        batch = with_column(batch, self.score_column, scores, pa.float64())
         low = self.threshold
         return batch, [None if low is None or s >= low else "quality_score_below_threshold" for s in scores]

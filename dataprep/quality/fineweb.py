@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.gopher import find_duplicates
-from dataprep.quality.text import is_terminal_punct, split_words
+from dataprep.quality.languages import is_terminal_punct, split_words
 from dataprep.stage import register
 
 
 @register("fineweb_quality")
 class FineWebQuality(QualityFilter):
+    """Drops documents with few punctuated lines, mostly short lines, duplicated lines or list layout."""
+
     line_punct_thr: float = 0.12
     line_punct_exclude_zero: bool = False
     stop_chars: list[str] | None = None  # default: every sentence-terminal character

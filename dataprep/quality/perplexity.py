@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 import unicodedata
 from functools import lru_cache
 
@@ -21,8 +19,9 @@ import pyarrow as pa
 import regex
 from pydantic import Field, PrivateAttr, model_validator
 
+from dataprep.io import atomic_directory
 from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
-from dataprep.stage import DocumentStage, register
+from dataprep.stage import DocumentStage, register, with_column
 
 MODEL_FORMAT = "ccpretrain-ppl-model"
 MODEL_VERSION = 1
@@ -129,6 +128,9 @@ class Perplexity(DocumentStage):
         directory = self.models.get(lang or "")
         return load_model(directory) if directory else None
 
+    def output_fields(self) -> list[pa.Field]:
+        return [pa.field("perplexity", pa.float64()), pa.field("ppl_bucket", pa.string())]
+
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         texts = batch.column("text").to_pylist()
         langs = batch.column("lang").to_pylist() if "lang" in batch.column_names else [None] * len(texts)
@@ -149,11 +151,8 @@ class Perplexity(DocumentStage):
             "ppl_tail" if self.drop_tail and b == "tail" else "ppl_above_max" if self.max_perplexity and p > self.max_perplexity else None
             for p, b in zip(ppl, buckets)
         ]
-        for name, values in (("perplexity", pa.array(ppl, pa.float64(), from_pandas=True)), ("ppl_bucket", pa.array(buckets, pa.string()))):
-            if name in batch.column_names:
-                batch = batch.drop_columns([name])
-            batch = batch.append_column(name, values)
-        return batch, reasons
+        batch = with_column(batch, "perplexity", pa.array(ppl, pa.float64(), from_pandas=True))
+        return with_column(batch, "ppl_bucket", buckets, pa.string()), reasons
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,10 +178,7 @@ def train_model(
     held = [texts[i] for i in order_idx[:n_held]]
     train = [texts[i] for i in order_idx[n_held:]]
     train_lines = [line for t in train for line in _lines(t)]
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-ppl-", dir=parent)
-    try:
+    with atomic_directory(output_dir) as tmp:
         spm.SentencePieceTrainer.Train(
             sentence_iterator=iter(train_lines), model_prefix=os.path.join(tmp, "sp"), vocab_size=vocab_size,
             hard_vocab_limit=False, model_type="unigram", character_coverage=0.9995, input_sentence_size=2_000_000,
@@ -203,11 +199,5 @@ def train_model(
         }  # fmt: skip
         with open(os.path.join(tmp, "model.json"), "w", encoding="utf-8") as fh:
             json.dump(meta, fh, indent=2)
-        if os.path.isdir(output_dir):
-            shutil.rmtree(output_dir)
-        os.replace(tmp, output_dir)
-    finally:
-        if os.path.isdir(tmp):
-            shutil.rmtree(tmp)
     load_model.cache_clear()
     return meta

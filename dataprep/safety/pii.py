@@ -20,7 +20,7 @@ from typing import Literal, NamedTuple
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.stage import DocumentStage, register, with_column, with_fields
+from dataprep.stage import DocumentStage, register, with_column
 
 PiiType = Literal["email", "phone", "ip", "credit_card", "iban", "ssn", "cn_id"]
 PLACEHOLDERS = {
@@ -333,7 +333,7 @@ def redact(text: str, spans: list[Span], placeholders: dict[str, str] = PLACEHOL
 
 
 @register("pii")
-class PiiStage(DocumentStage):
+class PiiScrubber(DocumentStage):
     """Replace PII with typed placeholders and count it per type; optionally drop PII-heavy pages."""
 
     types: list[PiiType] = Field(default_factory=lambda: list(ALL_TYPES), description="detectors to run")
@@ -343,8 +343,8 @@ class PiiStage(DocumentStage):
     def _columns(self) -> list[str]:
         return [f"pii_{t}" for t in ALL_TYPES] + ["pii_count"]
 
-    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
-        return with_fields(input_schema, [pa.field(c, pa.int32()) for c in self._columns()])
+    def output_fields(self) -> list[pa.Field]:
+        return [pa.field(c, pa.int32()) for c in self._columns()]
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         texts = batch.column("text").to_pylist()

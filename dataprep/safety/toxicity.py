@@ -23,7 +23,7 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from dataprep.safety import ASSETS, literal_union, read_list
-from dataprep.stage import DocumentStage, register, with_column, with_fields
+from dataprep.stage import DocumentStage, register, with_column
 
 DEFAULT_LISTS = ASSETS / "toxic_words"
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -69,7 +69,7 @@ def load_word_lists(use_default: bool, extra: tuple[tuple[str, tuple[str, ...]],
 
 @lru_cache(maxsize=4)
 def _fasttext(path: str):
-    from dataprep.classifier import FastTextClassifier
+    from dataprep.fasttext_classifier import FastTextClassifier
 
     return FastTextClassifier.load(path)
 
@@ -86,7 +86,7 @@ def _lang_key(lang: str | None) -> str:
 
 
 @register("toxicity")
-class ToxicityStage(DocumentStage):
+class ToxicityFilter(DocumentStage):
     """Score toxicity with word lists and a classifier; drop, trim or annotate."""
 
     action: Literal["drop", "remove_lines", "annotate"] = "drop"
@@ -102,14 +102,14 @@ class ToxicityStage(DocumentStage):
     lang_column: str = "lang"
 
     @model_validator(mode="after")
-    def _check_model(self) -> "ToxicityStage":
+    def _check_model(self) -> "ToxicityFilter":
         if self.model == "fasttext" and not self.model_path:
             raise ValueError("model: fasttext needs model_path (train one with `dataprep train-classifier`)")
         return self
 
-    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
+    def output_fields(self) -> list[pa.Field]:
         floats = [pa.field(c, pa.float64()) for c in ("toxicity_words", "toxicity_model", "toxicity_model_max")]
-        return with_fields(input_schema, floats + [pa.field("toxicity_removed", pa.int32())])
+        return floats + [pa.field("toxicity_removed", pa.int32())]
 
     # -- scoring -------------------------------------------------------------------------------
 

@@ -147,6 +147,3 @@ class UrlFilter(DocumentStage):
         lists = self._lists()
         urls = batch.column("url").to_pylist() if "url" in batch.column_names else [None] * batch.num_rows
         return batch, [self.reason_for(url or "", lists) for url in urls]
-
-    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
-        return input_schema

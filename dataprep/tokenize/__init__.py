@@ -2,7 +2,8 @@
 
 ``tokenizer``: SentencePiece that round-trips text exactly. ``shards``: ``.bin``/``.idx`` writer and
 memory-mapped reader. ``manifest``: the dataset's ``manifest.json``. ``stage``: the ``tokenize``
-pipeline stage. ``verify``: ``dataprep verify-shards``. ``hf_dataset`` and ``nanogpt``: adapters.
+pipeline stage. ``verify``: ``dataprep verify-shards``. ``hf_dataset``, ``hf_tokenizer`` (``tokenizer.json`` for
+Hugging Face) and ``nanogpt``: adapters.
 """
 
 from dataprep.tokenize.manifest import load_manifest

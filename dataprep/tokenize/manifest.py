@@ -13,8 +13,9 @@ import os
 import time
 
 import fsspec
+import numpy as np
 
-from dataprep.io import atomic_write_text, exists, read_text
+from dataprep.io import atomic_write_text, exists, join_path, read_text
 
 MANIFEST_NAME = "manifest.json"
 TOKENIZER_DIR = "tokenizer"  # a copy of the tokenizer, so the folder is self-contained
@@ -22,6 +23,13 @@ FORMAT = "megatron-indexed-dataset"
 FORMAT_VERSION = 1
 _REQUIRED = ("format", "tokenizer", "vocab_size", "dtype", "special_ids", "shards")
 _SHARD_KEYS = ("name", "documents", "tokens", "bin_sha256", "idx_sha256")
+# Megatron's DType.optimal_dtype: vocabularies below this use uint16, the rest int32.
+UINT16_VOCAB_LIMIT = 65_500
+
+
+def dtype_for_vocab(vocab_size: int) -> np.dtype:
+    """The token dtype Megatron picks for a vocabulary: uint16 below 65,500 ids, else int32."""
+    return np.dtype(np.uint16) if vocab_size < UINT16_VOCAB_LIMIT else np.dtype(np.int32)
 
 
 def build_manifest(shards: list[dict], tokenizer: dict, dtype: str, extra: dict | None = None) -> dict:
@@ -65,8 +73,6 @@ def finish_dataset(directory: str, shards: list[dict], tokenizer, extra: dict | 
     """After every shard exists: save the tokenizer beside the shards, delete shard files this run did
     not write (left by an earlier run with other partitioning, or temporaries of a crashed task), then
     write the manifest, last."""
-    from dataprep.tokenize.shards import dtype_for_vocab
-
     manifest = build_manifest(shards, tokenizer.describe(), dtype_for_vocab(tokenizer.vocab_size).name, extra)
     tokenizer.save(join_path(directory, TOKENIZER_DIR))
     keep = {s["name"] + ext for s in shards for ext in (".bin", ".idx")}
@@ -99,7 +105,3 @@ def load_manifest(directory: str) -> dict:
             raise ValueError(f"{path}: shards[{i}] lacks {', '.join(lacking)}")
     return manifest
 
-
-def join_path(directory: str, name: str) -> str:
-    """``os.path.join`` that also works for URLs (s3://bucket/dir)."""
-    return directory.rstrip("/") + "/" + name if "://" in directory else os.path.join(directory, name)

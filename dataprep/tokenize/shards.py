@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from dataprep.io import is_url
-from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
+from dataprep.tokenize.manifest import MANIFEST_NAME, UINT16_VOCAB_LIMIT, dtype_for_vocab, load_manifest
 
 __all__ = [
     "MAGIC",
@@ -59,18 +59,11 @@ DTYPE_CODES = {
     np.dtype(np.uint16): 8,
 }
 CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
-# Megatron's DType.optimal_dtype: vocabularies below this use uint16, the rest int32.
-UINT16_VOCAB_LIMIT = 65_500
 _CHUNK = 1 << 20
 
 
 class ShardError(ValueError):
     """A shard that is missing, damaged or disagrees with its manifest; the message names it."""
-
-
-def dtype_for_vocab(vocab_size: int) -> np.dtype:
-    """The token dtype Megatron picks for a vocabulary: uint16 below 65,500 ids, else int32."""
-    return np.dtype(np.uint16) if vocab_size < UINT16_VOCAB_LIMIT else np.dtype(np.int32)
 
 
 # ---------------------------------------------------------------------------------------------

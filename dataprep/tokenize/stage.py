@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason
+from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists, train_tokenizer
@@ -52,6 +52,8 @@ class TokenizerTraining(BaseModel):
 @register("tokenize")
 class Tokenize(GlobalStage):
     """Encode documents and write Megatron ``.bin``/``.idx`` shards and ``manifest.json``."""
+
+    spark_runner = "pipelines.token_shards:run_tokenize"
 
     tokenizer: str = Field(description="tokenizer folder (tokenizer.model + tokenizer_meta.json)")
     train: TokenizerTraining | None = Field(None, description="train the tokenizer first when its folder is empty")
@@ -95,7 +97,7 @@ class Tokenize(GlobalStage):
             docs.append(ids)
         if NUM_TOKENS in table.column_names:
             table = table.drop_columns([NUM_TOKENS])
-        return table.append_column(NUM_TOKENS, pa.array(counts, pa.int64())), reasons, docs
+        return with_column(table, NUM_TOKENS, counts, pa.int64()), reasons, docs
 
     def _encode_one(self, text: str, tokenizer: Tokenizer):
         try:

@@ -21,8 +21,7 @@ from typing import Iterable, Iterator, Literal
 import numpy as np
 import sentencepiece as spm
 
-from dataprep.io import atomic_write_bytes, atomic_write_text, exists, open_stream, read_text
-from dataprep.tokenize.manifest import join_path as _join
+from dataprep.io import atomic_write_bytes, atomic_write_text, exists, join_path, open_stream, read_text
 
 MODEL_NAME = "tokenizer.model"
 META_NAME = "tokenizer_meta.json"
@@ -49,7 +48,7 @@ class Tokenizer:
     @classmethod
     def load(cls, directory: str) -> "Tokenizer":
         """Load a folder written by ``train_tokenizer``; the model must match the SHA-256 in its meta."""
-        meta_path, model_path = _join(directory, META_NAME), _join(directory, MODEL_NAME)
+        meta_path, model_path = join_path(directory, META_NAME), join_path(directory, MODEL_NAME)
         if not exists(meta_path):
             raise FileNotFoundError(f"no tokenizer in {directory}: {META_NAME} missing (train one with `dataprep train-tokenizer`)")
         meta = json.loads(read_text(meta_path))
@@ -63,8 +62,8 @@ class Tokenizer:
     def save(self, directory: str) -> None:
         """Write ``tokenizer.model`` then ``tokenizer_meta.json`` (last: its presence means complete)."""
         meta = {**self.meta, "model_file": MODEL_NAME, "model_sha256": self.sha256, "vocab_size": self.vocab_size}
-        atomic_write_bytes(_join(directory, MODEL_NAME), self.model_proto)
-        atomic_write_text(_join(directory, META_NAME), json.dumps(meta, indent=2) + "\n")
+        atomic_write_bytes(join_path(directory, MODEL_NAME), self.model_proto)
+        atomic_write_text(join_path(directory, META_NAME), json.dumps(meta, indent=2) + "\n")
 
     @property
     def special_ids(self) -> dict:
@@ -192,4 +191,4 @@ def train_tokenizer(
 
 
 def tokenizer_exists(directory: str) -> bool:
-    return exists(_join(directory, META_NAME))
+    return exists(join_path(directory, META_NAME))

@@ -11,24 +11,14 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataprep.stage import DOC_SCHEMA, DROP_REASON, DROP_STAGE, DocumentStage, GlobalStage, Stage, StageResult, Timer, concat
+from dataprep.stage import DROP_REASON, DROP_STAGE, DocumentStage, GlobalStage, Stage, StageResult, Timer, concat
 from dataprep.stats import StageStats, merge_all
 
-# What readers produce: documents, plus raw HTML for the extract stage when the input is a WARC.
-READ_SCHEMA = pa.schema(
-    list(DOC_SCHEMA)
-    + [
-        ("html", pa.binary()),
-        ("charset", pa.string()),
-        ("content_type", pa.string()),
-        ("cc_lang", pa.string()),
-    ]
-)
 DROP_FIELDS = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())]
 
 
 # ---------------------------------------------------------------------------------------------
-# Schemas: mapInArrow needs the output schema before it runs
+# Schemas: mapInArrow needs the output schema before it runs; stages declare theirs
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -43,47 +33,10 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _probe_batch(schema: pa.Schema) -> pa.Table:
-    """A one-document batch with plausible values for every column, to discover a stage's output."""
-    text = (
-        "This is a probe document used to discover which columns a stage adds.\n"
-        "It has a few ordinary sentences, so that every stage has something to look at."
-    )
-    values = {
-        "id": "probe",
-        "url": "http://example.com/probe",
-        "date": "2024-01-01T00:00:00Z",
-        "source": "probe",
-        "text": text,
-        "html": f"<html><body><p>{text}</p></body></html>".encode(),
-        "charset": "utf-8",
-        "content_type": "text/html",
-    }
-    arrays = []
-    for f in schema:
-        value = values.get(f.name)
-        if value is None and pa.types.is_floating(f.type):
-            value = 0.0
-        elif value is None and pa.types.is_integer(f.type):
-            value = 0
-        arrays.append(pa.array([value], f.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def stage_output_schema(stage: DocumentStage, input_schema: pa.Schema) -> pa.Schema:
-    """The schema ``stage.process`` returns for ``input_schema``: declared by the stage through an
-    ``output_schema(input_schema)`` method, or found by running it on a probe document."""
-    declared = getattr(stage, "output_schema", None)
-    if callable(declared):
-        return declared(input_schema)
-    out, _ = stage.process(_probe_batch(input_schema))
-    return out.schema
-
-
 def fused_schema(stages: list[DocumentStage], input_schema: pa.Schema) -> pa.Schema:
     schema = input_schema
     for stage in stages:
-        schema = stage_output_schema(stage, schema)
+        schema = stage.output_schema(schema)
     return pa.schema(list(schema) + DROP_FIELDS)
 
 
@@ -111,6 +64,7 @@ def run_fused(
             with Timer() as t:
                 result = stage.apply(batch)
             stage_stats.record(batch, result, t.seconds)
+            stage_stats.record_counters(stage)
             if result.dropped.num_rows:
                 yield conform(blank_text(result.dropped, keep_dropped_text), schema)
             batch = result.kept
@@ -130,6 +84,7 @@ def run_local(stages: list[Stage], table: pa.Table, keep_dropped_text: bool = Tr
                 result = stage.run_local(kept)
             s = StageStats(stage.name)
             s.record(kept, result, t.seconds)
+            s.record_counters(stage)
             all_stats.append(s)
             dropped.append(result.dropped)
             kept = result.kept

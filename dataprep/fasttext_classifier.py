@@ -13,6 +13,8 @@ import tempfile
 
 import numpy as np
 
+from dataprep.io import atomic_output
+
 LABEL_PREFIX = "__label__"
 _MAGIC = 793712314  # first int32 of every fastText .bin/.ftz model file
 # lr/epoch suit corpora of thousands of documents; 200k n-gram buckets keep a dim-64 model ~50 MB
@@ -59,9 +61,8 @@ class FastTextClassifier:
                     model = fasttext.train_supervised(input=train_file, **{**params, "lr": params["lr"] / 4, "thread": 1})
                 except RuntimeError:
                     raise ValueError(f"fastText training failed ({exc}); give more or more varied examples, or a lower lr") from None
-            tmp_model = os.path.join(tmp, "model.bin")
+        with atomic_output(output_path) as tmp_model:
             model.save_model(tmp_model)
-            os.replace(tmp_model, output_path)
         return cls(model, output_path)
 
     @classmethod

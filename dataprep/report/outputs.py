@@ -1,0 +1,105 @@
+"""Reading what a ``dataprep run`` wrote: ``stats.json``, a sample of ``corpus/``, the dropped documents
+in each step's data, and the token-shard manifests. Local folders and fsspec URLs alike.
+
+Counts come from ``stats.json`` and are exact; the corpus is read a few columns at a time, over at
+most ``max_docs`` documents taken file by file in a fixed random order, so a large corpus is never
+read whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dataprep.io import exists, is_url, join_path, read_text
+from dataprep.stage import DROP_REASON, DROP_STAGE
+from dataprep.stats import STATS_MARK
+from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
+
+CATEGORIES = ("lang", "ppl_bucket")  # string columns worth counting; other strings are ids
+
+
+def load_stats(output_dir: str) -> dict:
+    path = join_path(output_dir, "stats.json")
+    if not exists(path):
+        raise FileNotFoundError(f"{path} not found: {output_dir} is not the output of a finished `dataprep run`")
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+
+
+def _dataset(path: str):
+    """A Parquet dataset of a local folder or fsspec URL (Spark's _SUCCESS and markers are ignored)."""
+    import fsspec
+    import pyarrow.dataset as ds
+
+    fs, local = fsspec.core.url_to_fs(path)
+    return ds.dataset(local, format="parquet", filesystem=fs if is_url(path) else None)
+
+
+def read_corpus(corpus_dir: str, max_docs: int) -> tuple[pa.Table | None, int]:
+    """Numeric columns, ``lang``, ``ppl_bucket`` and ``chars`` (text length) of at most ``max_docs``
+    documents, whole files in a fixed random order; and the corpus's document count."""
+    if not exists(corpus_dir):
+        return None, 0
+    dataset = _dataset(corpus_dir)
+    names = [f.name for f in dataset.schema
+             if f.name in CATEGORIES or pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
+    has_text = "text" in dataset.schema.names
+    fragments = list(dataset.get_fragments())
+    random.Random(0).shuffle(fragments)
+    tables, n = [], 0
+    for batch in (b for f in fragments for b in f.to_batches(columns=names + ["text"] * has_text)):
+        if n >= max_docs:
+            break
+        table = pa.Table.from_batches([batch]).slice(0, max_docs - n)
+        if has_text:
+            chars = pc.fill_null(pc.utf8_length(table.column("text")), 0).cast(pa.int64())
+            table = table.drop_columns(["text"]).append_column("chars", chars)
+        tables.append(table)
+        n += table.num_rows
+    sample = pa.concat_tables(tables, promote_options="permissive") if tables else dataset.schema.empty_table().select(names)
+    return sample, dataset.count_rows()
+
+
+def drop_examples(output_dir: str, per_reason: int = 3, max_rows: int = 1_000_000) -> dict[tuple, list[str]]:
+    """Up to ``per_reason`` URLs of dropped documents per (stage, reason), scanning each step's data."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(join_path(output_dir, "steps"))
+    examples: dict[tuple, list[str]] = {}
+    for data in sorted(fs.glob(f"{root.rstrip('/')}/*/data")):
+        dataset = _dataset(fs.unstrip_protocol(data) if is_url(output_dir) else data)
+        if not {DROP_STAGE, DROP_REASON, "url"} <= set(dataset.schema.names):
+            continue
+        dropped = pc.field(DROP_REASON).is_valid() & (pc.field(DROP_STAGE) != STATS_MARK)
+        seen = 0
+        for batch in dataset.to_batches(columns=[DROP_STAGE, DROP_REASON, "url"], filter=dropped):
+            for stage, reason, url in zip(*(batch.column(i).to_pylist() for i in range(3))):
+                urls = examples.setdefault((stage, reason), [])
+                if url and len(urls) < per_reason:
+                    urls.append(url)
+            seen += batch.num_rows
+            if seen >= max_rows:
+                break
+    return examples
+
+
+def find_manifests(output_dir: str) -> list[tuple[str, dict | str]]:
+    """Every token-shard manifest under the output: (folder, manifest), or (folder, error message)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(output_dir)
+    found = []
+    for path in sorted(fs.glob(f"{root.rstrip('/')}/**/{MANIFEST_NAME}")):
+        folder = fs.unstrip_protocol(os.path.dirname(path)) if is_url(output_dir) else os.path.dirname(path)
+        try:
+            found.append((folder, load_manifest(folder)))
+        except (ValueError, FileNotFoundError) as exc:
+            found.append((folder, str(exc)))
+    return found

@@ -1,0 +1,25 @@
+"""Which device and precision a process computes in: what ``device: auto`` and ``precision: auto``
+(and ``--device auto``) mean, decided in one place for training, evaluation and generation."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto``: CUDA when available, else CPU; ``cuda`` is this process's GPU on its node (torchrun's
+    LOCAL_RANK, 0 for a single process)."""
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise ValueError("device cuda requested but CUDA is not available")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    """``auto``: bf16 on CUDA, fp32 elsewhere; any other name is kept."""
+    if name != "auto":
+        return name
+    return "bf16" if device.type == "cuda" else "fp32"
