@@ -13,8 +13,11 @@ C = 6 N D (the paper's frontier constraint; Table 3 rows satisfy it to <0.3% exc
   a = beta/(alpha+beta), b = alpha/(alpha+beta) (Section 3.3), with three constant sets: the paper's
   unrounded TeX-source values (give a = 0.46 and 40B for Gopher's 5.76e23 FLOPs, as printed), the
   rounded values of Appendix D.2 (a = 0.45 and 32B: they do not reproduce the paper, kept because
-  they are widely copied), and Epoch AI's refit (Besiroglu et al. 2024, arXiv:2404.10102).
+  they are widely copied), Epoch AI's refit (Besiroglu et al. 2024, arXiv:2404.10102) and the C4 fit
+  that Muennighoff et al. 2023 made jointly with their repetition constants (``pretrain.data_constrained``).
 - The 20 tokens per parameter rule of thumb: D = 20 N.
+
+Every method names its ``source``; the CLI prints it next to the answer.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 from dataclasses import asdict, dataclass
 
 GOPHER_FLOPS = 5.76e23  # Table 3's "1 Gopher unit" and the Chinchilla/Gopher training budget
+HOFFMANN = "Hoffmann et al. 2022, arXiv:2203.15556"
 
 
 def _positive(value: float, what: str) -> float:
@@ -57,6 +61,7 @@ class PowerLaw:
     k: float
     a: float
     note: str = ""
+    source: str = HOFFMANN
 
     def params_for_compute(self, c: float) -> float:
         return self.k * c**self.a
@@ -83,6 +88,7 @@ class ParametricLoss:
     alpha: float
     beta: float
     note: str = ""
+    source: str = HOFFMANN
 
     @property
     def a(self) -> float:
@@ -113,17 +119,28 @@ Method = PowerLaw | ParametricLoss
 
 METHODS: dict[str, Method] = {
     "approach1": PowerLaw("Approach 1 (training-curve envelope)", k=0.09934852556683499, a=0.4980916391736001,
-                          note="fit to Table 3"),
+                          note="fit to Table 3", source=f"{HOFFMANN}, Table 3 (least-squares fit here)"),
     "approach2": PowerLaw("Approach 2 (IsoFLOP profiles)", k=0.1455740332274308, a=0.48992737468486774,
-                          note="fit to Table A3"),
+                          note="fit to Table A3", source=f"{HOFFMANN}, Table A3 (least-squares fit here)"),
     "approach3": ParametricLoss("Approach 3 (parametric loss)", E=1.69337368, A=406.401018, B=410.722827,
-                                alpha=0.33917084, beta=0.2849083, note="paper's unrounded constants"),
+                                alpha=0.33917084, beta=0.2849083, note="paper's unrounded constants",
+                                source=f"{HOFFMANN}, Section 3.3 (unrounded constants of the TeX source)"),
     "approach3-rounded": ParametricLoss("Approach 3, rounded constants", E=1.69, A=406.4, B=410.7, alpha=0.34,
-                                        beta=0.28, note="as printed in App. D.2; does NOT reproduce the paper"),
+                                        beta=0.28, note="as printed in App. D.2; does NOT reproduce the paper",
+                                        source=f"{HOFFMANN}, Appendix D.2"),
     "approach3-epoch": ParametricLoss("Approach 3, Epoch AI refit", E=1.8172, A=482.01, B=2085.43, alpha=0.3478,
-                                      beta=0.3658, note="Besiroglu et al. 2024"),
-    "20x": PowerLaw("20 tokens per parameter", k=1 / math.sqrt(120), a=0.5, note="rule of thumb: D = 20 N"),
+                                      beta=0.3658, note="Besiroglu et al. 2024",
+                                      source="Besiroglu et al. 2024, arXiv:2404.10102 (refit of Hoffmann's data)"),
+    # Fitted on C4 with GPT-2 tokens together with R_D*, R_N*; published as logs of A, B, E.
+    "approach3-c4": ParametricLoss("Approach 3 form, Muennighoff C4 fit", E=math.exp(0.6254804),
+                                   A=math.exp(6.255414), B=math.exp(7.3049974), alpha=0.3526596, beta=0.3526596,
+                                   note="fitted with the repetition constants R_D*, R_N*",
+                                   source="Muennighoff et al. 2023, arXiv:2305.16264 (constants from "
+                                          "github.com/huggingface/datablations, 'Parametric Fit')"),
+    "20x": PowerLaw("20 tokens per parameter", k=1 / math.sqrt(120), a=0.5, note="rule of thumb: D = 20 N",
+                    source="rule of thumb from Hoffmann et al. 2022's Table 3 (~20 tokens per parameter)"),
 }
+FITS = [name for name, law in METHODS.items() if isinstance(law, ParametricLoss)]  # methods with a loss
 
 
 def estimate(method: str, *, compute: float | None = None, params: float | None = None,
@@ -146,6 +163,29 @@ def estimate(method: str, *, compute: float | None = None, params: float | None 
         n = law.params_for_compute(c)
     d = c / (6 * n)
     return Estimate(method, n, d, c, law.loss(n, d), law.note)
+
+
+def minimise_log(f, lo: float, hi: float, points_per_decade: int = 40) -> float:
+    """The x in [lo, hi] that minimises f: a log-spaced grid, then Brent's method around its best point
+    (the losses and costs minimised here have one minimum, sometimes at a kink)."""
+    from scipy.optimize import minimize_scalar
+
+    a, b = math.log(lo), math.log(hi)
+    steps = max(2, math.ceil((b - a) / math.log(10) * points_per_decade))
+    grid = [a + (b - a) * i / steps for i in range(steps + 1)]
+    values = [f(math.exp(x)) for x in grid]
+    i = min(range(len(grid)), key=values.__getitem__)
+    lo_i, hi_i = grid[max(i - 1, 0)], grid[min(i + 1, steps)]
+    best = minimize_scalar(lambda x: f(math.exp(x)), bounds=(lo_i, hi_i), method="bounded",
+                           options={"xatol": 1e-10})
+    return math.exp(best.x) if best.fun <= values[i] else math.exp(grid[i])
+
+
+def parametric_fit(name: str) -> ParametricLoss:
+    """The named loss fit (a method with a parametric loss), for answers that need a loss."""
+    if name not in FITS:
+        raise ValueError(f"{name!r} is not a parametric loss fit; known: {', '.join(FITS)}")
+    return METHODS[name]
 
 
 def compute_from_gpus(gpus: int, hours: float, peak_flops: float, mfu: float) -> float:

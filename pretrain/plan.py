@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 
 from dataprep.units import human
-from pretrain.budget import estimate, parse_number
+from pretrain.budget import METHODS, estimate, parse_number
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.hardware import GPUSpec, get_gpu
 from pretrain.model import flops_per_token, num_params
@@ -147,8 +147,12 @@ def _why(layout: Layout, previous: Layout | None, capacity: float) -> str:
 
 def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = None, micro_batch: int = 4,
          global_batch: int | None = None, precision: str = "bf16", mfu: float = 0.4, tokens: float | None = None,
-         gpus_per_node: int | None = None, show_tp: int | None = None) -> dict:
-    """Walk the layouts from simplest to most involved and return the first that fits, with timings."""
+         gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
+         tokens_source: str = "given", unique_tokens: float | None = None) -> dict:
+    """Walk the layouts from simplest to most involved and return the first that fits, with timings.
+
+    Without ``tokens`` the target is the Chinchilla ``method``'s D for the model; ``unique_tokens`` (the
+    data's) turns the target into epochs."""
     seq_len = seq_len or cfg.max_seq_len
     gpus_per_node = gpus_per_node or min(gpus, gpu.gpus_per_node)
     if seq_len > cfg.max_seq_len:
@@ -191,7 +195,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     if show_tp is not None and (show_tp < 1 or gpus % show_tp):
         raise ValueError(f"--tp {show_tp} does not divide {gpus} GPUs")
     return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, micro_batch=micro_batch,
-                   precision=precision, mfu=mfu, tokens=tokens, show_tp=show_tp)
+                   precision=precision, mfu=mfu, tokens=tokens, show_tp=show_tp, method=method,
+                   tokens_source=tokens_source, unique_tokens=unique_tokens)
 
 
 def _nearest(value: int, multiple: int) -> str:
@@ -211,12 +216,11 @@ def _no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision) -> s
     return msg + "; use more GPUs, a shorter sequence, or GPUs with more memory"
 
 
-def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, precision, mfu, tokens, show_tp) -> dict:
+def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, precision, mfu, tokens, show_tp,
+            method, tokens_source, unique_tokens) -> dict:
     n = num_params(cfg)
     if tokens is None:
-        tokens, tokens_source = estimate("approach1", params=n).tokens, "Chinchilla Approach 1 for this N"
-    else:
-        tokens_source = "given"
+        tokens, tokens_source = estimate(method, params=n).tokens, f"Chinchilla {METHODS[method].name} for this N"
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
     tokens_per_step = global_batch * seq_len
     step_flops = flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[chosen.checkpointing]
@@ -240,7 +244,8 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, prec
         "time": {"mfu": mfu, "flops_per_token": flops_per_token(cfg, seq_len),
                  "recompute_factor": RECOMPUTE[chosen.checkpointing], "step_seconds": step_time,
                  "tokens_per_day": tokens_per_day, "target_tokens": tokens, "target_source": tokens_source,
-                 "steps": math.ceil(tokens / tokens_per_step), "days": tokens / tokens_per_day},
+                 "steps": math.ceil(tokens / tokens_per_step), "days": tokens / tokens_per_day,
+                 "unique_tokens": unique_tokens, "epochs": tokens / unique_tokens if unique_tokens else None},
     }
 
 
@@ -272,7 +277,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
     parser.add_argument("--precision", choices=list(PRECISIONS), default="bf16")
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
-    parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: Chinchilla Approach 1 D for N)")
+    parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the Chinchilla --method's D for N)")
+    parser.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
+                        "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
+    parser.add_argument("--method", choices=list(METHODS), default="approach1",
+                        help="Chinchilla method for the default tokens (default approach1)")
     parser.add_argument("--out", help="write the chosen layout as a training config YAML for pretrain train")
     parser.add_argument("--data", action="append", help="token-shard directory for --out (repeatable)")
     parser.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
@@ -283,6 +292,7 @@ def main(args) -> int:
     from dataclasses import replace
 
     from pretrain.config import save_yaml
+    from pretrain.data_constrained import read_corpus
     from pretrain.sizing import resolve_model
 
     cfg = resolve_model(args.model)
@@ -293,20 +303,21 @@ def main(args) -> int:
         gpu = replace(gpu, peak_flops_bf16=parse_number(args.peak_flops))
     if args.out and not args.data:
         raise ValueError("--out needs --data: the token-shard directory the training config reads")
-    if args.data:  # the model's vocabulary must be the shards' tokenizer's (when the shards exist yet)
-        import os
-
-        from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
-
-        vocab = {load_manifest(d)["vocab_size"] for d in args.data if os.path.exists(os.path.join(d, MANIFEST_NAME))}
-        if len(vocab) > 1:
-            raise ValueError(f"--data directories use different vocabularies: {sorted(vocab)}")
-        if vocab:
-            cfg = cfg.model_copy(update={"vocab_size": vocab.pop()})
+    # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
+    # and their token count is the unique tokens the target repeats
+    corpus = read_corpus(args.data, required=False) if args.data else None
+    if corpus:
+        cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
+    unique = corpus["tokens"] if corpus else None
+    tokens, source = (parse_number(args.tokens) if args.tokens else None), "given"
+    if args.epochs is not None:
+        if args.tokens or unique is None or not args.epochs > 0:
+            raise ValueError("--epochs needs --data shards with a manifest, a positive count, and no --tokens")
+        tokens, source = args.epochs * unique, f"{args.epochs:g} epochs of the data"
     result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
-                  global_batch=args.global_batch, precision=args.precision, mfu=args.mfu,
-                  tokens=parse_number(args.tokens) if args.tokens else None, gpus_per_node=args.gpus_per_node,
-                  show_tp=args.tp)
+                  global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
+                  gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
+                  unique_tokens=unique)
     if args.out:
         save_yaml(train_config(result, cfg, args.data, args.run_dir), args.out)
         result["written"] = args.out
@@ -335,6 +346,9 @@ def format_report(r: dict) -> str:
               f"time at MFU {t['mfu']:g}: {t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
               f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
               f"({t['target_source']}, {t['steps']:,} steps)"]
+    if t.get("epochs") is not None:
+        lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "
+                     f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
     if "written" in r:
         lines.append(f"wrote {r['written']}")
     return "\n".join(lines)
