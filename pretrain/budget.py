@@ -28,6 +28,9 @@ from dataclasses import asdict, dataclass
 
 GOPHER_FLOPS = 5.76e23  # Table 3's "1 Gopher unit" and the Chinchilla/Gopher training budget
 HOFFMANN = "Hoffmann et al. 2022, arXiv:2203.15556"
+# The fits were made on models of 70M to 16B parameters and 5B to 500B tokens (Hoffmann et al. Section 3;
+# Epoch AI refit the same runs): losses for smaller N or D are extrapolations, good for trends only.
+FITTED_MIN_PARAMS, FITTED_MIN_TOKENS = 7e7, 5e9
 
 
 def _positive(value: float, what: str) -> float:

@@ -16,7 +16,8 @@ import json
 
 from dataprep.units import human
 from pretrain import data_constrained, inference_aware
-from pretrain.budget import FITS, METHODS, compute_from_gpus, estimate, parametric_fit, parse_number
+from pretrain.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
+                             parametric_fit, parse_number)
 from pretrain.data_constrained import Allocation, allocation, at_epochs, best_allocation, constrained_loss
 
 
@@ -144,7 +145,8 @@ def run(args) -> dict:
             row["loss_with_repeats"] = constrained_loss(METHODS[m], est.params, est.tokens, unique)
         rows.append(row)
     result = {"input": source, "unique_tokens": unique, "unique_tokens_source": unique_source or None,
-              "fit": args.fit, "estimates": rows}
+              "fit": args.fit, "estimates": rows,
+              "extrapolated": any(r["params"] < FITTED_MIN_PARAMS or r["tokens"] < FITTED_MIN_TOKENS for r in rows)}
     if model is not None:
         from pretrain.flops import compare
 
@@ -211,6 +213,9 @@ def format_report(result: dict) -> str:
                          f"epochs  training {a['flops']:.3g} + inference {a['inference_flops']:.3g} = "
                          f"{a['lifetime_flops']:.3g} FLOPs")
         lines.append(f"  saving {100 * inf['saving']:.1f}% of lifetime FLOPs")
+    if result["extrapolated"]:
+        lines += ["", f"note: N below {human(FITTED_MIN_PARAMS)} or D below {human(FITTED_MIN_TOKENS)} tokens lies "
+                      "outside the runs the fits were made on: read the losses as trends, not predictions"]
     lines += ["", "sources:"]
     for key, source in result["sources"].items():
         law = METHODS.get(key)

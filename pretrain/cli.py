@@ -7,7 +7,7 @@ import sys
 from dataprep.cli import dispatch
 
 COMMANDS = {
-    "budget": ("pretrain.budget_cli", "Chinchilla compute-optimal model size N and tokens D for a budget"),
+    "budget": ("pretrain.budget_cli", "compute-optimal N and D for a budget, a corpus and an inference load"),
     "size": ("pretrain.sizing", "turn a parameter count into a Llama-style model config"),
     "plan": ("pretrain.plan", "per-GPU memory, parallel layout and time to train"),
     "train": ("pretrain.train", "train a model (one process; use torchrun -m pretrain.train for many)"),

@@ -25,19 +25,26 @@ dataprep verify-shards "$OUT/pipeline/shards"
 
 # This machine as the accelerator: 2 CPU cores at ~50 GFLOP/s fp32 each.
 CPU_FLOPS=1e11
-step "5. compute budget: Chinchilla-optimal N and D for 10 minutes of this machine"
-pretrain budget --gpus 1 --hours 0.17 --peak-flops "$CPU_FLOPS" --mfu 0.3
+SHARDS="$OUT/pipeline/shards"
+step "5. compute budget: Chinchilla-optimal N and D for 10 minutes of this machine, as epochs of the demo's shards"
+pretrain budget --gpus 1 --hours 0.17 --peak-flops "$CPU_FLOPS" --mfu 0.3 --data "$SHARDS"
 
-step "6. plan: memory and layout for the tiny model here; writes the training config"
+step "6. the tiny model on these shards: the tokens Chinchilla gives it are many epochs of this tiny corpus"
+pretrain budget --model tiny --data "$SHARDS" --method approach3
+EPOCHS=$(pretrain budget --model tiny --data "$SHARDS" --method approach3 --json \
+  | python -c 'import json, sys; print(round(json.load(sys.stdin)["data_constrained"]["chinchilla"]["epochs"]))')
+echo "training for $EPOCHS epochs"
+
+step "7. plan: memory and layout for the tiny model here; writes the training config for $EPOCHS epochs"
 pretrain plan tiny --gpus 1 --gpu cpu --peak-flops "$CPU_FLOPS" --precision fp32 \
-  --seq-len 128 --micro-batch 8 --global-batch 16 --tokens 100000 \
-  --data "$OUT/pipeline/shards" --run-dir "$OUT/train" --out "$OUT/train.yaml"
+  --seq-len 128 --micro-batch 8 --global-batch 16 --epochs "$EPOCHS" \
+  --data "$SHARDS" --run-dir "$OUT/train" --out "$OUT/train.yaml"
 
-step "7. short CPU training run"
+step "8. short CPU training run"
 pretrain train "$OUT/train.yaml"
 pretrain plot "$OUT/train"
 
-step "8. report"
+step "9. report"
 dataprep report "$OUT/pipeline" --train-run "$OUT/train"
 
 printf '\nDone. Cleaned corpus: %s/pipeline/corpus  shards: %s/pipeline/shards  model: %s/train  report: %s/pipeline/report/report.html\n' "$OUT" "$OUT" "$OUT" "$OUT"
