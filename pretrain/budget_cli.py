@@ -88,7 +88,7 @@ def _corpus(args) -> tuple[float | None, str, int | None]:
     return None, "", None
 
 
-def _answer(law, a: Allocation, fit: str) -> dict:
+def _answer(a: Allocation, fit: str) -> dict:
     """An allocation's figures, and how far its loss is above the fresh-data optimum of its compute."""
     return a.to_dict() | {"loss_above_fresh_optimum": a.loss - estimate(fit, compute=a.flops).loss}
 
@@ -96,11 +96,11 @@ def _answer(law, a: Allocation, fit: str) -> dict:
 def _data_section(args, law, ref, unique: float, fixed_params: bool) -> dict:
     chinchilla = allocation(law, ref.params, ref.tokens, unique)
     section = {"fit": args.fit, "compute": ref.flops, "unique_tokens": unique, "exceeds_unique": ref.tokens > unique,
-               "chinchilla": _answer(law, chinchilla, args.fit),
-               "best": _answer(law, best_allocation(law, ref.flops, unique), args.fit)}
+               "chinchilla": _answer(chinchilla, args.fit),
+               "best": _answer(best_allocation(law, ref.flops, unique), args.fit)}
     if args.epochs is not None:
         fixed = {"params": ref.params} if fixed_params else {"compute": ref.flops}
-        section["at_epochs"] = _answer(law, at_epochs(law, args.epochs, unique, **fixed), args.fit)
+        section["at_epochs"] = _answer(at_epochs(law, args.epochs, unique, **fixed), args.fit)
     return section
 
 
