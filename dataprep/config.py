@@ -103,9 +103,10 @@ def parse_stages(items: list, base_dir: str = ".") -> list[Stage]:
     return stages
 
 
-def load_config(data: dict | str, overrides: dict | None = None) -> PipelineConfig:
+def load_config(data: dict | str, overrides: dict | None = None, check_assets: bool = True) -> PipelineConfig:
     """Build a validated config from a YAML path or a dict; ``overrides`` (from the command line)
-    replace top-level sections' keys, e.g. {"input": {"paths": [...]}, "output": {"dir": ...}}."""
+    replace top-level sections' keys, e.g. {"input": {"paths": [...]}, "output": {"dir": ...}}.
+    ``check_assets`` False skips loading models (for configs whose models an earlier command makes)."""
     base_dir = "."
     if isinstance(data, str):
         base_dir = os.path.dirname(os.path.abspath(data))
@@ -126,14 +127,14 @@ def load_config(data: dict | str, overrides: dict | None = None) -> PipelineConf
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from None
     config.stages = stages
-    check_stages(config)
+    check_stages(config, check_assets)
     return config
 
 
-def check_stages(config: PipelineConfig) -> None:
+def check_stages(config: PipelineConfig, check_assets: bool = True) -> None:
     """Failures that would otherwise show only as every document dropped: unloadable models and
     tokenizers, and a stage that reads text before ``extract`` on HTML input."""
-    for i, stage in enumerate(config.stages):
+    for i, stage in enumerate(config.stages if check_assets else []):
         try:
             stage.check_assets()
         except (ValueError, OSError) as exc:

@@ -70,7 +70,9 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
             log.warning("cannot tell the format of %s; set input.format", path)
             out.drop("error:unknown_format", id=_hash_id(path, 0))
         else:
-            yield from reader(path, cfg, out)
+            for result in reader(path, cfg, out):
+                yield result
+                out.restart_clock()  # the time the consumer took is not reading time
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"input file not found: {path}") from exc
     finally:
@@ -154,8 +156,10 @@ class _Batches:
             self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read)
             self.stats.errors_seen.merge(self.errors)
         self.kept, self.dropped, self.reasons, self.bytes_read, self.errors = [], [], [], 0, ErrorLog()
-        self._t0 = time.perf_counter()
         return result
+
+    def restart_clock(self) -> None:
+        self._t0 = time.perf_counter()
 
     def record_counters(self) -> None:
         if self.stats is not None:
