@@ -46,6 +46,11 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
     args = sub.parse_args(argv[1:])
     try:
         return int(module.main(args) or 0)
+    except BrokenPipeError:  # `| head` closed the pipe: stop quietly, as other commands do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by the pipe
     except (ValueError, FileNotFoundError, KeyError) as exc:
         # Configuration and input problems: one clear line, no traceback (set CCP_DEBUG=1 for it).
         import os

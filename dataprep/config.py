@@ -1,7 +1,10 @@
 """Pipeline configuration: one YAML file, validated completely before Spark starts.
 
 An unknown key or a bad value is a ``ConfigError`` that names it (``stages[2] (gopher_quality):
-min_words: ...``), so a typo never silently falls back to a default on a thousand-core job.
+min_words: ...``), so a typo never silently falls back to a default on a thousand-core job. Beyond
+syntax, ``load_config`` checks what would otherwise fail on every document: model files exist and load
+(``Stage.check_assets``), language codes are ones the model can emit, and on WARC input no stage reads
+text before ``extract`` has made it.
 """
 
 from __future__ import annotations
@@ -42,10 +45,20 @@ class SparkConfig(StrictModel):
     conf: dict[str, str] = Field(default_factory=dict)
 
 
+class ErrorBudget(StrictModel):
+    """A step fails (no done marker, non-zero exit) when one of its stages drops more documents as
+    ``error:*`` than both ``min_errors`` and ``max_fraction`` of its input: a broken model or install
+    then stops the job instead of silently emptying the corpus."""
+
+    max_fraction: float = Field(0.05, ge=0.0, le=1.0, description="errors allowed as a share of a stage's documents")
+    min_errors: int = Field(10, ge=0, description="errors always allowed (small inputs, a few odd records)")
+
+
 class PipelineConfig(StrictModel):
     input: InputConfig = Field(default_factory=InputConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
     stages: list[Stage] = Field(default_factory=list)
 
 
@@ -90,9 +103,10 @@ def parse_stages(items: list, base_dir: str = ".") -> list[Stage]:
     return stages
 
 
-def load_config(data: dict | str, overrides: dict | None = None) -> PipelineConfig:
+def load_config(data: dict | str, overrides: dict | None = None, check_assets: bool = True) -> PipelineConfig:
     """Build a validated config from a YAML path or a dict; ``overrides`` (from the command line)
-    replace top-level sections' keys, e.g. {"input": {"paths": [...]}, "output": {"dir": ...}}."""
+    replace top-level sections' keys, e.g. {"input": {"paths": [...]}, "output": {"dir": ...}}.
+    ``check_assets`` False skips loading models (for configs whose models an earlier command makes)."""
     base_dir = "."
     if isinstance(data, str):
         base_dir = os.path.dirname(os.path.abspath(data))
@@ -113,4 +127,33 @@ def load_config(data: dict | str, overrides: dict | None = None) -> PipelineConf
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from None
     config.stages = stages
+    check_stages(config, check_assets)
     return config
+
+
+def check_stages(config: PipelineConfig, check_assets: bool = True) -> None:
+    """Failures that would otherwise show only as every document dropped: unloadable models and
+    tokenizers, and a stage that reads text before ``extract`` on HTML input."""
+    for i, stage in enumerate(config.stages if check_assets else []):
+        try:
+            stage.check_assets()
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"stages[{i}] ({stage.name}): {exc}") from None
+    if not _html_input(config.input):
+        return
+    for i, stage in enumerate(config.stages):
+        if stage.name == "extract":
+            return
+        if stage.reads_text:
+            raise ConfigError(
+                f"stages[{i}] ({stage.name}) reads the document text, but the input is WARC (HTML) and no extract "
+                "stage comes before it: every document would be dropped as empty. Put `- stage: extract` first."
+            )
+
+
+def _html_input(cfg: InputConfig) -> bool:
+    """Whether documents arrive as HTML (WARC responses) rather than text (WET, JSONL, Parquet)."""
+    if cfg.format != "auto":
+        return cfg.format == "warc"
+    names = [p.lower().removesuffix(".gz") for p in cfg.paths]
+    return any(n.endswith(".warc") or n.endswith("warc.paths") for n in names)

@@ -10,12 +10,19 @@ the README):
 
 Charset decoding (``decode_html``) prefers UTF-8, then the declared charset, then detection, which
 suits Common Crawl better than trusting the declaration. Documents that already have text (WET,
-JSONL, Parquet) pass through unchanged.
+JSONL, Parquet) pass through unchanged. Text that is largely U+FFFD (bytes no charset decoded) is
+counted, and dropped with ``max_replacement_share``. Trafilatura runs under a per-page time limit
+(a timer signal in the worker's own process, no process per page); a page over it is dropped as
+``extract:timeout``.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
+import signal
+import threading
+from contextlib import contextmanager
 from typing import Literal
 
 import pyarrow as pa
@@ -31,6 +38,34 @@ PAYLOAD_COLUMNS = ("html", "charset")
 # depth; deeper pages are extracted without them. Real pages stay far below the limit.
 MAX_DEPTH = 256
 _TOO_DEEP = " > ".join(["*"] * MAX_DEPTH)
+# A <meta charset> naming UTF-16/32 is a lie whenever the parser can read it (WHATWG: treat it as UTF-8).
+_WIDE_ENCODING = re.compile(r"utf-?(16|32)", re.IGNORECASE)
+REPLACEMENT = "\ufffd"
+REPLACEMENT_NOTICE = 0.01  # documents whose text is more U+FFFD than this are counted as replacement_chars
+
+
+class ExtractionTimeout(BaseException):
+    """Raised inside Trafilatura by the timer; a BaseException so its own ``except Exception`` cannot hide it."""
+
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Interrupt the block after ``seconds`` with ExtractionTimeout (SIGALRM: main thread on POSIX only;
+    elsewhere the block runs unlimited)."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise ExtractionTimeout(f"over {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def decode_html(html: bytes, charset: str | None) -> str:
@@ -49,7 +84,13 @@ def decode_html(html: bytes, charset: str | None) -> str:
         return text.removeprefix("\ufeff")
     declared = map_encoding_to_html5(charset, fallback_utf8=False) if charset else None
     declared = declared or detect_encoding(html, from_html_meta=True)  # <meta charset>, else uchardet
-    for encoding in dict.fromkeys([declared, detect_encoding(html)]):
+    if declared and _WIDE_ENCODING.match(declared):  # no BOM, and ASCII markup readable: not UTF-16/32
+        declared = None
+    detected = detect_encoding(html)
+    if _WIDE_ENCODING.match(detected):
+        detected = "cp1252"
+    declared = declared or detected
+    for encoding in dict.fromkeys([declared, detected]):
         try:
             return html.decode(encoding)
         except (UnicodeDecodeError, LookupError):
@@ -86,20 +127,38 @@ class Extract(DocumentStage):
     favour_precision: bool = True  # as FineWeb/datatrove: less boilerplate, a little less text
     include_comments: bool = False
     include_tables: bool = True
+    trafilatura_timeout: float | None = Field(20.0, gt=0, description="seconds per page in Trafilatura; a page over it is dropped as extract:timeout")
+    max_replacement_share: float | None = Field(None, ge=0, le=1, description="drop text more U+FFFD than this share (undecodable bytes); null: only count")
 
     removed_columns = PAYLOAD_COLUMNS
+    reads_text = False  # it makes the text
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         n = batch.num_rows
         texts = batch.column("text").to_pylist()
         htmls = batch.column("html").to_pylist() if "html" in batch.column_names else [None] * n
         charsets = batch.column("charset").to_pylist() if "charset" in batch.column_names else [None] * n
+        reasons: list[str | None] = [None] * n
         for i, (html, charset) in enumerate(zip(htmls, charsets)):
             if html is not None:  # rows without html (WET, JSONL) keep their text
-                texts[i] = self.extract(decode_html(html, charset))
-        reasons = [None if text and text.strip() else "extract:empty" for text in texts]
+                try:
+                    texts[i] = self.extract(decode_html(html, charset))
+                except ExtractionTimeout:
+                    texts[i], reasons[i] = None, "extract:timeout"
+                    self.count("trafilatura_timeout")
+        for i, text in enumerate(texts):
+            if reasons[i] is None:
+                reasons[i] = self._replacement_reason(text) if text and text.strip() else "extract:empty"
         out = batch.drop_columns([c for c in PAYLOAD_COLUMNS if c in batch.column_names])
         return with_column(out, "text", texts, pa.string()), reasons
+
+    def _replacement_reason(self, text: str) -> str | None:
+        share = text.count(REPLACEMENT) / len(text)
+        if share > REPLACEMENT_NOTICE:
+            self.count("replacement_chars")
+        if self.max_replacement_share is not None and share > self.max_replacement_share:
+            return "extract:replacement_chars"
+        return None
 
     def extract(self, html: str) -> str:
         if self.engine == "trafilatura":
@@ -139,11 +198,12 @@ class Extract(DocumentStage):
     def _trafilatura(self, html: str) -> str:
         import trafilatura
 
-        text = trafilatura.extract(
-            html,
-            favor_precision=self.favour_precision,
-            include_comments=self.include_comments,
-            include_tables=self.include_tables,
-        )
+        with time_limit(self.trafilatura_timeout):
+            text = trafilatura.extract(
+                html,
+                favor_precision=self.favour_precision,
+                include_comments=self.include_comments,
+                include_tables=self.include_tables,
+            )
         return (text or "").strip()
 

@@ -10,6 +10,7 @@ import gzip
 import io
 import json
 import os
+import socket
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -150,6 +151,28 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
         os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# Folders holding the files shipped with a job (on Spark executors: SparkFiles' root), searched by base
+# name when a configured asset path does not exist where the task runs.
+ASSET_DIRS: list[str] = []
+
+
+def resolve_asset(path: str) -> str:
+    """``path`` where the task runs: as given when it exists here (or is a URL), else the copy shipped
+    with the job under the same base name. Model paths in a config are the driver's; on a YARN or
+    Kubernetes executor (or a worker with another working directory) only the shipped copy exists."""
+    if is_url(path) or os.path.exists(path):
+        return path
+    name = os.path.basename(path.rstrip("/"))
+    for directory in ASSET_DIRS:
+        candidate = os.path.join(directory, name)
+        if os.path.exists(candidate):
+            return candidate
+    raise FileNotFoundError(
+        f"{path!r} does not exist on {socket.gethostname()} (working directory {os.getcwd()}) "
+        "and was not shipped with the job"
+    )
 
 
 def read_text(path: str) -> str:

@@ -5,6 +5,12 @@ and JSONL(.gz) / Parquet documents (re-cleaning an existing corpus). Nothing is 
 record that is not a usable document is a dropped row of stage ``read`` (``non_html``, ``revisit``,
 ``not_response``, ``too_large``, ``empty``, ``http_status:4xx``, ...), and a file that breaks part
 way keeps what was read before the break plus one ``error:truncated`` / ``error:malformed_record`` row.
+
+A WARC record whose Content-Length is wrong (too long: it swallows the next records' headers; too
+short: its leftover bytes break the next header) is dropped as ``error:bad_content_length`` and
+reading resumes at the next record boundary (the next gzip member in a per-record ``.warc.gz``, the
+next ``WARC/1.x`` header line in a plain ``.warc``), so every good record after it is kept and no
+WARC or HTTP header text reaches a document. Empty files are counted (``empty_files``).
 """
 
 from __future__ import annotations
@@ -13,17 +19,21 @@ import hashlib
 import json
 import logging
 import re
+import time
+from collections import Counter
 import zlib
 from typing import Iterator
 
 import brotli  # a FastWARC dependency
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from dataprep.config import InputConfig
 from dataprep.io import open_stream
-from dataprep.stage import DOC_SCHEMA, StageResult, mark_dropped
+from dataprep.stage import DOC_SCHEMA, ErrorLog, StageResult, mark_dropped
+from dataprep.stats import StageStats
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +55,42 @@ HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.IGNORECASE)
 
 
-def iter_documents(path: str, cfg: InputConfig) -> Iterator[StageResult]:
-    """Stream ``path`` (local or fsspec URL) as batches of about ``cfg.batch_size`` kept documents."""
-    out = _Batches(path, cfg.batch_size)
+def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None) -> Iterator[StageResult]:
+    """Stream ``path`` (local or fsspec URL) as batches of about ``cfg.batch_size`` kept documents.
+    With ``stats``, each batch is counted there (documents, payload bytes read, time, errors)."""
+    out = _Batches(path, cfg.batch_size, stats)
     try:
+        if _is_empty(path):
+            log.warning("%s: empty file", path)
+            out.counters["empty_files"] += 1
+            return
         fmt = detect_format(path, cfg.format)
         reader = {"warc": _read_warc, "jsonl": _read_jsonl, "parquet": _read_parquet}.get(fmt)
         if reader is None:
             log.warning("cannot tell the format of %s; set input.format", path)
             out.drop("error:unknown_format", id=_hash_id(path, 0))
         else:
-            yield from reader(path, cfg, out)
+            for result in reader(path, cfg, out):
+                yield result
+                out.restart_clock()  # the time the consumer took is not reading time
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"input file not found: {path}") from exc
+    finally:
+        out.record_counters()
     if out.rows:
         yield out.flush()
+
+
+def _is_empty(path: str) -> bool:
+    """No bytes, or a gzip file holding none."""
+    with open_stream(path, decompress=False) as fh:
+        head = fh.read(2)
+    if not head:
+        return True
+    if head != b"\x1f\x8b":
+        return False
+    with open_stream(path) as fh:
+        return not fh.read(1)
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
@@ -89,11 +120,15 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
 class _Batches:
     """Collects kept and dropped rows; ``flush`` turns them into one StageResult."""
 
-    def __init__(self, source: str, batch_size: int) -> None:
-        self.source, self.batch_size = source, batch_size
+    def __init__(self, source: str, batch_size: int, stats: StageStats | None = None) -> None:
+        self.source, self.batch_size, self.stats = source, batch_size, stats
         self.kept: list[dict] = []
         self.dropped: list[dict] = []
         self.reasons: list[str] = []
+        self.bytes_read = 0  # payload bytes of the records in this batch, kept or dropped
+        self.errors = ErrorLog()
+        self.counters: Counter = Counter()
+        self._t0 = time.perf_counter()
 
     @property
     def rows(self) -> int:
@@ -106,16 +141,30 @@ class _Batches:
     def keep(self, **row) -> None:
         self.kept.append({"source": self.source, **row})
 
-    def drop(self, reason: str, **row) -> None:
+    def drop(self, reason: str, exc: BaseException | None = None, **row) -> None:
         row.pop("html", None)
         self.dropped.append({"source": self.source, **row})
         self.reasons.append(reason)
+        if exc is not None:
+            self.errors.add(exc, row.get("id"), with_traceback=False)
 
     def flush(self) -> StageResult:
         kept = pa.Table.from_pylist(self.kept, schema=READ_SCHEMA)
         dropped = mark_dropped(pa.Table.from_pylist(self.dropped, schema=READ_SCHEMA), READ_STAGE, self.reasons)
-        self.kept, self.dropped, self.reasons = [], [], []
-        return StageResult(kept, dropped)
+        result = StageResult(kept, dropped)
+        if self.stats is not None:
+            self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read)
+            self.stats.errors_seen.merge(self.errors)
+        self.kept, self.dropped, self.reasons, self.bytes_read, self.errors = [], [], [], 0, ErrorLog()
+        return result
+
+    def restart_clock(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def record_counters(self) -> None:
+        if self.stats is not None:
+            self.stats.counters.update(self.counters)
+        self.counters = Counter()
 
 
 def _hash_id(source: str, n: int) -> str:
@@ -132,23 +181,138 @@ _DOCUMENT_TYPES = WarcRecordType.response | WarcRecordType.conversion
 
 def _read_warc(path: str, cfg: InputConfig, out: _Batches) -> Iterator[StageResult]:
     with open_stream(path, decompress=False) as fh:  # FastWARC detects gzip itself, per member or not
+        gzipped = fh.read(2) == b"\x1f\x8b"
+        resync = fh.seekable()
+        pos: int | None = 0
+        while pos is not None:
+            pos = yield from _read_warc_from(fh, pos, gzipped, resync, path, cfg, out)
+
+
+def _read_warc_from(fh, pos: int, gzipped: bool, resync: bool, path: str, cfg: InputConfig, out: _Batches):
+    """Read records from byte ``pos``; return where to resume after a broken record (None: done).
+
+    A record is committed only once the next one parses (or the file ends cleanly): a too-short
+    Content-Length shows only as the next header failing to parse."""
+    fh.seek(pos)
+    pending = None  # (stream position, decision) of the last record read
+    try:
+        for record in ArchiveIterator(fh, record_types=WarcRecordType.any_type, parse_http=True):
+            if pending:
+                _commit(out, pending[1])
+                pending = None
+            if out.full():
+                yield out.flush()
+            try:
+                decision = _warc_record(record, path, cfg)
+            except Exception as exc:  # noqa: BLE001 - one odd record must not end the file
+                out.drop(f"error:{type(exc).__name__}", exc, id=_hash_id(path, record.stream_pos))
+                continue
+            out.bytes_read += record.content_length
+            if decision[0] == "broken":
+                _commit(out, decision)
+                return _next_record(fh, record.stream_pos + 1, gzipped) if resync else None
+            if decision[0] == "truncated":
+                _commit(out, decision)
+                return None
+            pending = (record.stream_pos, decision)
+    except (OSError, ValueError, EOFError, zlib.error) as exc:  # the stream itself broke
+        if isinstance(exc, EOFError):
+            if pending:
+                _commit(out, pending[1])
+            log.warning("%s: error:truncated after %d rows: %s", path, out.rows, exc)
+            out.drop("error:truncated", exc, id=_hash_id(path, -1))
+            return None
+        start = pending[0] if pending else pos
+        if pending and not _intact(fh, pending[0], gzipped):
+            _commit(out, ("broken", "error:bad_content_length", pending[1][2]))
+        else:
+            if pending:
+                _commit(out, pending[1])
+            log.warning("%s: error:malformed_record after %d rows: %s", path, out.rows, exc)
+            out.drop("error:malformed_record", exc, id=_hash_id(path, -1 - start))
+        return _next_record(fh, start + 1, gzipped) if resync else None
+    if pending:
+        _commit(out, pending[1])
+    return None
+
+
+def _commit(out: _Batches, decision: tuple) -> None:
+    action, reason, row = decision
+    if action == "keep":
+        out.keep(**row)
+    else:
+        out.drop(reason, **row)
+
+
+_WARC_LINE = re.compile(rb"(?:^|\n)(WARC/1\.[01]\r?\n)")
+# The start of a WARC header block inside a payload: a record whose Content-Length ran past its end.
+_EMBEDDED_HEADER = re.compile(rb"\nWARC/1\.[01]\r?\n(?:[A-Za-z-]+:[^\n]*\n){0,8}?WARC-(?:Type|Record-ID|Date):")
+
+
+def _next_record(fh, start: int, gzipped: bool, chunk: int = 1 << 20) -> int | None:
+    """The first record boundary at or after byte ``start``: a gzip member that opens with ``WARC/``
+    (per-record .warc.gz), or a ``WARC/1.x`` line (plain .warc). None at the end of the file."""
+    pos = start
+    while True:
+        fh.seek(pos)
+        data = fh.read(chunk)
+        if not data:
+            return None
+        if gzipped:
+            i = data.find(b"\x1f\x8b\x08")
+        else:
+            match = _WARC_LINE.search(data)
+            i = match.start(1) if match else -1
+        if i < 0:
+            if len(data) < chunk:
+                return None
+            pos += chunk - 16  # overlap: a boundary split across two reads is still found
+        elif _opens_record(fh, pos + i, gzipped):
+            return pos + i
+        else:
+            pos += i + 1
+
+
+def _opens_record(fh, offset: int, gzipped: bool) -> bool:
+    fh.seek(offset)
+    head = fh.read(4096)
+    if gzipped:
         try:
-            for record in ArchiveIterator(fh, record_types=WarcRecordType.any_type, parse_http=True):
-                if out.full():
-                    yield out.flush()
-                try:
-                    if _warc_record(record, path, cfg, out) == "stop":
-                        return
-                except Exception as exc:  # noqa: BLE001 - one odd record must not end the file
-                    out.drop(f"error:{type(exc).__name__}", id=_hash_id(path, record.stream_pos))
-        except (OSError, ValueError, EOFError, zlib.error) as exc:  # the stream itself broke
-            reason = "error:truncated" if isinstance(exc, EOFError) else "error:malformed_record"
-            log.warning("%s: %s after %d rows: %s", path, reason, out.rows, exc)
-            out.drop(reason, id=_hash_id(path, -1))
+            head = zlib.decompressobj(wbits=31).decompress(head, 64)
+        except zlib.error:
+            return False
+    return re.match(rb"WARC/1\.[01]\r?\n", head) is not None
 
 
-def _warc_record(record, source: str, cfg: InputConfig, out: _Batches) -> str | None:
-    """Keep or drop one record; return "stop" when the file ends inside it (truncated)."""
+def _intact(fh, offset: int, gzipped: bool) -> bool:
+    """Whether the record at ``offset`` ends exactly where its Content-Length says (followed by the
+    blank line that closes a record, and, in a gzip member, by nothing else)."""
+    fh.seek(offset)
+    inflater = zlib.decompressobj(wbits=31) if gzipped else None
+    data = b""
+    while True:
+        raw = fh.read(1 << 16)
+        chunk = inflater.decompress(raw) if inflater else raw
+        data += chunk
+        end = data.find(b"\r\n\r\n")
+        if end >= 0 or not raw:
+            break
+    match = re.search(rb"\ncontent-length:\s*(\d+)", data[: end + 2], re.IGNORECASE) if end >= 0 else None
+    if match is None:
+        return False
+    record_end = end + 4 + int(match.group(1))
+    while len(data) < record_end + 5 and (raw := fh.read(1 << 16)):
+        data += inflater.decompress(raw) if inflater else raw
+        if inflater and inflater.eof:
+            break
+    if data[record_end : record_end + 4] != b"\r\n\r\n":
+        return False
+    return not gzipped or len(data) == record_end + 4
+
+
+def _warc_record(record, source: str, cfg: InputConfig) -> tuple[str, str | None, dict]:
+    """Decide one record: ("keep", None, row), ("drop", reason, row), ("truncated", ...) when the
+    file ends inside it, or ("broken", ...) when its payload runs into the next record."""
     headers = record.headers
     row = {
         "id": (headers.get("WARC-Record-ID") or "").strip("<>") or _hash_id(source, record.stream_pos),
@@ -176,36 +340,42 @@ def _warc_record(record, source: str, cfg: InputConfig, out: _Batches) -> str | 
         elif content_type and content_type.strip().lower() not in HTML_TYPES:
             skip = "non_html"
     if skip:  # read through it anyway: a short record means the file ends here
-        if "Content-Length" not in headers or _skip_payload(record) < expected:
-            out.drop("error:truncated", **row)
-            return "stop"
-        return out.drop(skip, content_type=content_type, **row)
+        size, embedded = _skip_payload(record) if "Content-Length" in headers else (-1, False)
+        if embedded:
+            return "broken", "error:bad_content_length", row
+        if size < expected:
+            return "truncated", "error:truncated", row
+        return "drop", skip, {**row, "content_type": content_type}
     body = record.reader.read()
+    if _EMBEDDED_HEADER.search(body):
+        return "broken", "error:bad_content_length", row
     if len(body) < expected:
-        out.drop("error:truncated", **row)
-        return "stop"
+        return "truncated", "error:truncated", row
     if rtype == WarcRecordType.conversion:  # WET: text already extracted, UTF-8 by specification
         text = body.decode("utf-8", errors="replace").strip()
         if not text:
-            return out.drop("empty", **row)
-        return out.keep(text=text, content_type="text/plain", **row)
+            return "drop", "empty", row
+        return "keep", None, {**row, "text": text, "content_type": "text/plain"}
     body, reason = decode_payload(body, http.get("Transfer-Encoding"), http.get("Content-Encoding"), cfg.max_document_bytes)
     if reason is None and not body.strip():
         reason = "empty"
     if reason is None and not content_type and not _sniff_html(body):
         reason = "non_html"
     if reason:
-        return out.drop(reason, content_type=content_type, **row)
+        return "drop", reason, {**row, "content_type": content_type}
     charset = record.http_charset or _meta_charset(body)
-    return out.keep(html=body, charset=charset, content_type=content_type, **row)
+    return "keep", None, {**row, "html": body, "charset": charset, "content_type": content_type}
 
 
-def _skip_payload(record, chunk: int = 1 << 20) -> int:
-    """Read a record's payload without keeping it; return its length."""
-    n = 0
+def _skip_payload(record, chunk: int = 1 << 20) -> tuple[int, bool]:
+    """Read a record's payload without keeping it; return its length and whether it holds the start
+    of another record's WARC header (its Content-Length ran too long)."""
+    n, embedded, tail = 0, False, b""
     while data := record.reader.read(chunk):
         n += len(data)
-    return n
+        embedded = embedded or _EMBEDDED_HEADER.search(tail + data) is not None
+        tail = data[-512:]
+    return n, embedded
 
 
 def _sniff_html(body: bytes) -> bool:
@@ -296,6 +466,7 @@ def _read_jsonl(path: str, cfg: InputConfig, out: _Batches) -> Iterator[StageRes
                 if out.full():
                     yield out.flush()
                 n += 1
+                out.bytes_read += len(line)
                 if len(line) >= limit and not line.endswith(b"\n"):
                     while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
                         pass  # skip the rest of an enormous line without holding it
@@ -315,7 +486,7 @@ def _read_jsonl(path: str, cfg: InputConfig, out: _Batches) -> Iterator[StageRes
         except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt gzip: keep what was read
             reason = "error:truncated" if isinstance(exc, EOFError) else "error:malformed_record"
             log.warning("%s: %s after line %d: %s", path, reason, n, exc)
-            out.drop(reason, id=_hash_id(path, -1))
+            out.drop(reason, exc, id=_hash_id(path, -1))
 
 
 def _read_parquet(path: str, cfg: InputConfig, out: _Batches) -> Iterator[StageResult]:
@@ -324,7 +495,7 @@ def _read_parquet(path: str, cfg: InputConfig, out: _Batches) -> Iterator[StageR
             parquet = pq.ParquetFile(fh)
         except (pa.ArrowException, OSError) as exc:
             log.warning("%s: unreadable Parquet file: %s", path, exc)
-            out.drop("error:malformed_record", id=_hash_id(path, -1))
+            out.drop("error:malformed_record", exc, id=_hash_id(path, -1))
             return
         names = parquet.schema_arrow.names
         if cfg.text_field not in names:
@@ -334,6 +505,7 @@ def _read_parquet(path: str, cfg: InputConfig, out: _Batches) -> Iterator[StageR
         n = 0
         try:
             for batch in parquet.iter_batches(batch_size=cfg.batch_size, columns=columns):
+                out.bytes_read += int(pc.sum(pc.binary_length(batch.column(cfg.text_field))).as_py() or 0)
                 data = batch.to_pydict()
                 values = {k: data.get(c, [None] * batch.num_rows) for k, c in wanted.items()}
                 for text, doc_id, url, date in zip(values["text"], values["id"], values["url"], values["date"]):
@@ -343,5 +515,5 @@ def _read_parquet(path: str, cfg: InputConfig, out: _Batches) -> Iterator[StageR
                     yield out.flush()
         except (pa.ArrowException, OSError) as exc:
             log.warning("%s: Parquet read failed after %d rows: %s", path, n, exc)
-            out.drop("error:malformed_record", id=_hash_id(path, -1))
+            out.drop("error:malformed_record", exc, id=_hash_id(path, -1))
 

@@ -14,7 +14,9 @@ Two kinds:
   inputs).
 
 A stage can count events of its own (``self.count("routed_to_trafilatura")``); they land in stats.json
-beside kept and dropped. Parameters are pydantic fields, so a YAML config with an unknown key or a bad
+beside kept and dropped. A document that makes a stage raise is dropped as ``error:<Exception>``; its
+message and the first tracebacks go to stats.json too, and the runner fails the step when a stage's
+errors exceed the error budget (a broken model must not silently drop a whole corpus). Parameters are pydantic fields, so a YAML config with an unknown key or a bad
 value fails before any work starts, with the key named. ``@register("name")`` makes a stage available
 to configs (``dataprep.registry``).
 """
@@ -22,7 +24,9 @@ to configs (``dataprep.registry``).
 from __future__ import annotations
 
 import time
+import traceback
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import ClassVar, Iterable, NamedTuple
 
 import pyarrow as pa
@@ -49,12 +53,58 @@ class StageResult(NamedTuple):
     dropped: pa.Table  # the input columns plus DROP_STAGE and DROP_REASON
 
 
+@dataclass
+class ErrorLog:
+    """Why documents failed: ``"Type: message"`` -> count, and the first few failures with their
+    document id and traceback (sorted by id, so merging partitions in any order gives the same log)."""
+
+    messages: Counter = field(default_factory=Counter)
+    samples: list[dict] = field(default_factory=list)
+    MAX_SAMPLES: ClassVar[int] = 5
+    MAX_MESSAGES: ClassVar[int] = 50  # distinct messages kept; the rest are counted under "(other)"
+    MAX_CHARS: ClassVar[int] = 300
+
+    def add(self, exc: BaseException, doc_id: str | None, with_traceback: bool = True) -> None:
+        message = " ".join(str(exc).split())[: self.MAX_CHARS]
+        key = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+        self._count(key, 1)
+        if len(self.samples) < self.MAX_SAMPLES:
+            tb = "".join(traceback.format_exception(exc)) if with_traceback else ""
+            self.samples.append({"id": doc_id, "type": type(exc).__name__, "message": message, "traceback": tb})
+
+    def _count(self, key: str, n: int) -> None:
+        if key not in self.messages and len(self.messages) >= self.MAX_MESSAGES:
+            key = "(other)"
+        self.messages[key] += n
+
+    def merge(self, other: "ErrorLog") -> "ErrorLog":
+        for key, n in other.messages.items():
+            self._count(key, n)
+        if other.samples:
+            both = self.samples + other.samples
+            self.samples = sorted(both, key=lambda e: (str(e["id"]), e["type"], e["message"]))[: self.MAX_SAMPLES]
+        return self
+
+    def to_dict(self) -> dict:
+        if not self.messages:
+            return {}
+        return {"error_messages": dict(self.messages.most_common()), "error_samples": self.samples}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ErrorLog":
+        return cls(Counter(d.get("error_messages", {})), list(d.get("error_samples", [])))
+
+
 class Stage(BaseModel):
     """Base of every configurable stage: pydantic fields are its parameters."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     name: ClassVar[str] = ""
+    # False for stages that work without the document text (extract makes it, url_filter reads URLs):
+    # the config check rejects a text stage before extract on WARC input.
+    reads_text: ClassVar[bool] = True
     _counters: Counter = PrivateAttr(default_factory=Counter)
+    _errors: ErrorLog = PrivateAttr(default_factory=ErrorLog)
 
     def count(self, event: str, n: int = 1) -> None:
         """Count an event of this stage's own (e.g. pages routed to a slower extractor) for stats.json."""
@@ -64,6 +114,20 @@ class Stage(BaseModel):
         """The events counted since the last call (the runner adds them to the stage's stats)."""
         counters, self._counters = self._counters, Counter()
         return counters
+
+    def take_errors(self) -> ErrorLog:
+        """The failures logged since the last call."""
+        errors, self._errors = self._errors, ErrorLog()
+        return errors
+
+    def asset_paths(self) -> list[str]:
+        """Local files or folders (models, word lists) the stage reads on executors; the Spark runner
+        ships them with the job, and the stage opens them through ``dataprep.io.resolve_asset``."""
+        return []
+
+    def check_assets(self) -> None:
+        """Load what the stage needs (models, tokenizers) so that a missing or broken file is a config
+        error before Spark starts; raise ValueError or FileNotFoundError naming it."""
 
 
 class DocumentStage(Stage):
@@ -117,6 +181,8 @@ class DocumentStage(Stage):
                 out, reasons = self.process(row)
                 result = split_by_reason(out, reasons, self.name)
             except Exception as exc:  # noqa: BLE001 - counted as an error, never a crash
+                doc_id = row.column("id")[0].as_py() if "id" in row.column_names else None
+                self._errors.add(exc, doc_id)
                 result = StageResult(row.slice(0, 0), mark_dropped(row, self.name, [f"error:{type(exc).__name__}"]))
             kept.append(result.kept)
             dropped.append(result.dropped)
@@ -175,13 +241,17 @@ def split_by_reason(table: pa.Table, reasons: list[str | None], stage: str) -> S
     return StageResult(kept, dropped)
 
 
-def text_bytes(table: pa.Table) -> int:
-    """UTF-8 bytes of the text column (0 when absent)."""
-    if "text" not in table.column_names:
+def payload_bytes(table: pa.Table) -> int:
+    """Bytes of a document's content: its text plus raw HTML (before extract, the HTML is the content)."""
+    return _column_bytes(table, "text") + _column_bytes(table, "html")
+
+
+def _column_bytes(table: pa.Table, name: str) -> int:
+    if name not in table.column_names:
         return 0
     import pyarrow.compute as pc
 
-    total = pc.sum(pc.binary_length(table.column("text"))).as_py()
+    total = pc.sum(pc.binary_length(table.column(name))).as_py()
     return int(total or 0)
 
 

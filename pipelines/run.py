@@ -5,6 +5,10 @@ CONFIG.yaml``). Each step writes Parquet under ``OUTPUT/steps/NN_name/`` and the
 marker holding its stats and a fingerprint of the config that produced it. A rerun skips every step
 whose marker matches and redoes the first one that does not (a crash leaves no marker), so a killed
 job resumes without losing or duplicating documents. The cleaned corpus lands in ``OUTPUT/corpus/``.
+
+A step whose stage errors exceed the config's ``error_budget`` fails: no marker, its first tracebacks
+printed and saved to ``steps/NN_name/_ERRORS.json``, exit status 1; rerunning after the fix resumes at
+that step. Model files a stage names are shipped with the job to cluster executors (``addFile``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -20,14 +25,16 @@ from dataclasses import dataclass
 
 from dataprep.config import PipelineConfig, load_config
 from dataprep.io import atomic_write_text, exists, expand_inputs, join_path, read_text
-from dataprep.readers import READ_SCHEMA
+from dataprep.readers import READ_SCHEMA, READ_STAGE
 from dataprep.runner import fused_schema
 from dataprep.stage import DROP_REASON, DROP_STAGE
-from dataprep.stats import STATS_MARK, StageStats, format_table, merge_all, save_json
-from pipelines.steps import Step, StepContext, global_runner, make_partition_fn, plan_steps
+from dataprep.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
+from dataprep.units import human
+from pipelines.steps import STATS_DIR, Step, StepContext, global_runner, make_partition_fn, plan_steps
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
+ERRORS_FILE = "_ERRORS.json"
 
 
 @dataclass
@@ -51,15 +58,32 @@ def _read_marker(path: str) -> dict | None:
         return None
 
 
-class Progress:
-    """Prints 'files done of total' for the running Spark stage every few seconds (driver thread)."""
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
 
-    def __init__(self, spark, label: str, interval: float = 5.0, unit: str = "tasks"):
+
+class Progress:
+    """Every few seconds, the running step's tasks done of total, documents/s and an ETA (a driver
+    thread reading Spark's status tracker and a documents accumulator, which tasks add to as they
+    finish); ``finish`` prints the last line, N/N."""
+
+    def __init__(self, spark, label: str, unit: str = "tasks", total: int | None = None, interval: float = 5.0):
         self.tracker = spark.sparkContext.statusTracker()
-        self.label, self.interval, self.unit = label, interval, unit
+        self.docs = spark.sparkContext.accumulator(0)
+        self.label, self.interval, self.unit, self.total = label, interval, unit, total
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._last = None
+        self._t0 = time.perf_counter()
+
+    def line(self, done: int, total: int) -> str:
+        elapsed = time.perf_counter() - self._t0
+        docs = self.docs.value
+        text = f"  [{self.label}] {done}/{total} {self.unit}, {human(docs)} docs, {human(docs / max(elapsed, 1e-9))} docs/s"
+        if 0 < done < total:
+            text += f", ETA {_duration(elapsed / done * (total - done))}"
+        return text + f" ({_duration(elapsed)})"
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -69,9 +93,10 @@ class Progress:
                 if info:
                     done += info.numCompletedTasks
                     total += info.numTasks
-            if total and (done, total) != self._last:
-                self._last = (done, total)
-                print(f"  [{self.label}] {done}/{total} {self.unit} done", flush=True)
+            if total and (done, total, self.docs.value) != self._last:
+                self._last = (done, total, self.docs.value)
+                self.total = self.total or total
+                print(self.line(done, total), flush=True)
 
     def __enter__(self):
         self._thread.start()
@@ -80,6 +105,13 @@ class Progress:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join(timeout=1)
+
+    def finish(self, docs: int | None = None) -> None:
+        """The last line: every task done (``docs`` when the step counted them itself)."""
+        if docs is not None and not self.docs.value:
+            self.docs.add(docs)
+        total = self.total or (self._last[1] if self._last else 1)
+        print(self.line(total, total), flush=True)
 
 
 class PipelineRun:
@@ -113,6 +145,7 @@ class PipelineRun:
         if not files:
             log.warning("input matched no files; writing an empty corpus")
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
+        self._ship_assets()
         fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json")})
         all_stats: list[StageStats] = []
         skipped = 0
@@ -132,6 +165,9 @@ class PipelineRun:
                 t0 = time.perf_counter()
                 stats = self._run_step(step, step_dir, files, previous_dir)
                 wall = time.perf_counter() - t0
+                self._check_errors(step, step_dir, stats)
+                if step.reads_input:
+                    self._warn_empty(stats)
                 atomic_write_text(
                     join_path(step_dir, DONE_MARKER),
                     json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, "stats": [s.to_dict() for s in stats]}, indent=1),
@@ -146,6 +182,46 @@ class PipelineRun:
         print(format_table(all_stats), flush=True)
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped)
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _check_errors(self, step: Step, step_dir: str, stats: list[StageStats]) -> None:
+        """Fail the step (no marker) when a stage's errors exceed the budget; save what went wrong."""
+        budget = self.config.error_budget
+        failed = over_budget(stats, budget.max_fraction, budget.min_errors)
+        if not failed:
+            return
+        report = describe_errors(failed, budget.max_fraction, budget.min_errors)
+        path = join_path(step_dir, ERRORS_FILE)
+        atomic_write_text(path, json.dumps({"stages": [s.to_dict() for s in failed]}, indent=1, ensure_ascii=False))
+        print(f"step {step.name}: FAILED, errors over budget\n{report}\nall error samples: {path}", file=sys.stderr, flush=True)
+        raise ErrorBudgetExceeded(
+            f"step {step.name} failed: {', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
+            f"raised errors past the error budget; see {path}. Fix the cause and rerun: finished steps are kept."
+        )
+
+    @staticmethod
+    def _warn_empty(stats: list[StageStats]) -> None:
+        read = next((s for s in stats if s.stage == READ_STAGE), None)
+        if read is None:
+            return
+        if read.counters.get("empty_files"):
+            log.warning("%d input files are empty", read.counters["empty_files"])
+        if read.docs_kept == 0:
+            log.warning("the input holds no documents (%d records read, all dropped): check input.paths and input.format", read.docs_in)
+
+    def _ship_assets(self) -> None:
+        """On a cluster, send the model files and folders stages name to every executor: their paths
+        are the driver's, which executors (other machines, packed environments) may not have."""
+        paths = {p for stage in self.config.stages for p in stage.asset_paths() if p and os.path.exists(p)}
+        if not paths or self.spark.sparkContext.master.startswith("local"):
+            return
+        names: dict[str, str] = {}
+        for path in sorted(paths):
+            name = os.path.basename(os.path.abspath(path))
+            if names.setdefault(name, path) != path:
+                raise ValueError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by name: rename one")
+            self.spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -174,28 +250,26 @@ class PipelineRun:
             # One task per input file: the file is opened and streamed by the executor, not the driver.
             rdd = spark.sparkContext.parallelize([(f,) for f in files], max(1, len(files)))
             source = spark.createDataFrame(rdd, StructType([StructField("path", StringType())]))
-            unit = "files"
+            unit, total = "files", len(files)
         else:
             source = self._kept(previous_dir)
             input_schema = to_arrow_schema(source.schema)
-            unit = "partitions"
+            unit, total = "partitions", None
         schema = fused_schema(step.stages, input_schema)
-        fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped)
-        df = source.mapInArrow(fn, from_arrow_schema(schema))
-        with Progress(spark, step.name, unit=unit):
-            self._write(df, join_path(step_dir, "data"))
+        _remove_tree(join_path(step_dir, STATS_DIR))  # a crashed run's files would be counted again
+        with Progress(spark, step.name, unit=unit, total=total) as progress:
+            fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped, step_dir, progress.docs)
+            self._write(source.mapInArrow(fn, from_arrow_schema(schema)), join_path(step_dir, "data"))
+        progress.finish()
         return self._collect_stats(step_dir)
 
     def _collect_stats(self, step_dir: str) -> list[StageStats]:
-        from pyspark.sql import functions as F
-
-        rows = (
-            self.spark.read.parquet(join_path(step_dir, "data"))
-            .where(F.col(DROP_STAGE) == STATS_MARK)
-            .select("text")
-            .collect()
-        )
-        return merge_all([StageStats.from_dict(d) for row in rows for d in json.loads(row.text)])
+        """Merge the per-partition stats files the tasks wrote (read by Spark: there may be many)."""
+        stats_dir = join_path(step_dir, STATS_DIR)
+        if not exists(stats_dir):
+            return []
+        rows = self.spark.read.text(stats_dir).collect()
+        return merge_all([StageStats.from_dict(d) for row in rows for d in json.loads(row.value)])
 
     def _run_global(self, step: Step, step_dir: str, previous_dir: str) -> list[StageStats]:
         from pyspark.sql import functions as F
@@ -210,7 +284,7 @@ class PipelineRun:
         df = df.withColumn("_bytes", size)
         if not self.config.output.write_dropped:
             df = df.withColumn("text", F.when(dropped, F.lit(None).cast("string")).otherwise(F.col("text")))
-        with Progress(self.spark, step.name, unit="tasks"):
+        with Progress(self.spark, step.name, unit="tasks") as progress:
             self._write(df, join_path(step_dir, "data"))
         self.spark.catalog.clearCache()  # runners may cache their result to avoid recomputing it for the write
         seconds = time.perf_counter() - t0
@@ -230,6 +304,7 @@ class PipelineRun:
             else:
                 stats.dropped[row[DROP_REASON]] += row.docs
                 stats.dropped_bytes[row[DROP_REASON]] += row.bytes or 0
+        progress.finish(stats.docs_in)
         return [stats]
 
     def _write_corpus(self, last_dir: str, corpus_dir: str, fingerprint: str, redo: bool) -> None:
@@ -264,8 +339,20 @@ def main(args: argparse.Namespace) -> int:
     if args.master:
         overrides["spark"] = {"master": args.master}
     config = load_config(args.config, overrides)
-    run_pipeline(config, force=args.force)
+    try:
+        run_pipeline(config, force=args.force)
+    except ErrorBudgetExceeded as exc:
+        print(f"dataprep run: {exc}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _remove_tree(path: str) -> None:
+    import fsspec
+
+    fs, _, (local,) = fsspec.get_fs_token_paths(path)
+    if fs.exists(local):
+        fs.rm(local, recursive=True)
 
 
 if __name__ == "__main__":  # spark-submit pipelines/run.py CONFIG.yaml [...]

@@ -17,7 +17,6 @@ DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
-    "spark.ui.enabled": "false",
     "spark.driver.memory": "4g",
     "spark.python.worker.reuse": "true",
     "spark.task.maxFailures": "4",
@@ -25,7 +24,9 @@ DEFAULT_CONF = {
 # Local mode only (the driver JVM is also the executor, started by us): C1-compiled code only. That JVM
 # mostly moves Arrow batches to Parquet, and C2 compilation costs more CPU than it saves there
 # (bench/bench_pipeline.py measures it). Clusters keep their JVM defaults.
-LOCAL_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+# No web UI in local mode (tests, laptops); cluster masters keep Spark's UI on port 4040, where users
+# watch a long job.
+LOCAL_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", "spark.ui.enabled": "false"}
 
 
 def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dict[str, str] | None = None) -> SparkSession:
@@ -50,7 +51,9 @@ def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dic
 
         SparkContext._ensure_initialized()  # joins spark-submit's JVM, whose properties SparkConf() loads
         given = SparkConf()
-        defaults = {k: v for k, v in DEFAULT_CONF.items() if not given.contains(k)}
+        local = (master or given.get("spark.master", "local")).startswith("local")
+        chosen = {**DEFAULT_CONF, "spark.ui.enabled": "false"} if local else DEFAULT_CONF
+        defaults = {k: v for k, v in chosen.items() if not given.contains(k)}
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

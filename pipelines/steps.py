@@ -9,26 +9,29 @@ still kept; the result has the same rows and columns plus any attribute columns 
 ``drop_stage`` / ``drop_reason`` (string, null when the document is kept). Side outputs (token
 shards, audit files) go under ``ctx.step_dir``. Nothing may be collected on the driver in bulk.
 
-Every step writes one Parquet dataset holding kept rows, dropped rows (text emptied unless the config
-asks for an audit trail) and, for fused steps, one stats row per partition. Stats rows make the counts
-exact even when Spark retries a task: only the winning attempt's files are committed.
+Every step writes one Parquet dataset holding kept rows and dropped rows (text emptied unless the
+config asks for an audit trail). A fused step's tasks also write their stats beside it, one JSON file
+per partition under ``_stats/`` (hidden from Parquet readers): a retried or speculative attempt
+rewrites the same file with the same counts, so they stay exact.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from dataprep import io
 from dataprep.config import InputConfig
 from dataprep.readers import READ_SCHEMA, READ_STAGE, iter_documents
 from dataprep.runner import blank_text, conform, run_fused
-from dataprep.stage import DROP_REASON, DROP_STAGE, DocumentStage, GlobalStage, Stage
-from dataprep.stats import STATS_MARK, StageStats
+from dataprep.stage import DocumentStage, GlobalStage, Stage
+from dataprep.stats import StageStats
+
+STATS_DIR = "_stats"
 
 
 @dataclass
@@ -82,21 +85,28 @@ def global_runner(stage: GlobalStage):
     return getattr(importlib.import_module(module), func)
 
 
-def _stats_row(stats: list[StageStats], schema: pa.Schema, partition: int) -> pa.Table:
-    row = pa.table({"id": [f"{STATS_MARK}/{partition}"], "text": [json.dumps([s.to_dict() for s in stats])]})
-    row = row.append_column(DROP_STAGE, pa.array([STATS_MARK])).append_column(DROP_REASON, pa.array([STATS_MARK]))
-    return conform(row, schema)
+def stats_path(step_dir: str, partition: int) -> str:
+    return io.join_path(step_dir, STATS_DIR, f"part-{partition:05d}.json")
 
 
-def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, keep_dropped_text: bool):
+def use_shipped_assets() -> None:
+    """Let stages find the files the driver shipped with the job (``SparkContext.addFile``)."""
+    from pyspark import SparkFiles
+
+    root = SparkFiles.getRootDirectory()
+    if root and root not in io.ASSET_DIRS:
+        io.ASSET_DIRS.append(root)
+
+
+def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, keep_dropped_text: bool, step_dir: str, progress=None):
     """The function each Spark task runs: read its files (first step) or take its batches, apply the
-    fused stages, and finish with a stats row."""
+    fused stages, write the partition's stats file. ``progress`` (an accumulator) counts documents."""
     stages = list(step.stages)
 
     def partition_fn(record_batches):
         from pyspark import TaskContext
 
-
+        use_shipped_assets()
         partition = TaskContext.get().partitionId() if TaskContext.get() else 0
         stats = [StageStats(s.name) for s in stages]
         read_stats = StageStats(READ_STAGE)
@@ -108,13 +118,10 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, kee
                         yield pa.Table.from_batches([rb])
                     continue
                 for path in rb.column(0).to_pylist():
-                    t0 = time.perf_counter()
-                    for result in iter_documents(path, input_cfg):
-                        read_stats.record(None, result, time.perf_counter() - t0)
+                    for result in iter_documents(path, input_cfg, read_stats):
                         if result.dropped.num_rows:
                             dropped_out.append(result.dropped)
                         yield conform(result.kept, READ_SCHEMA)
-                        t0 = time.perf_counter()
 
         dropped_out: list[pa.Table] = []
         for table in run_fused(source_batches(), stages, stats, schema, keep_dropped_text):
@@ -124,6 +131,8 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, kee
         while dropped_out:
             yield from conform(blank_text(dropped_out.pop(), keep_dropped_text), schema).to_batches()
         all_stats = ([read_stats] if step.reads_input else []) + stats
-        yield from _stats_row(all_stats, schema, partition).to_batches()
+        io.atomic_write_text(stats_path(step_dir, partition), json.dumps([s.to_dict() for s in all_stats]))
+        if progress is not None:
+            progress.add(all_stats[0].docs_in if all_stats else 0)
 
     return partition_fn

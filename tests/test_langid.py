@@ -82,10 +82,12 @@ def test_languages_thresholds_and_columns(sentences):
     assert reasons["1"] == "langid:de" and reasons["3"] == "langid:low_score"
     assert result.kept.column("id").to_pylist() == ["0", "2"]
     # a per-language threshold above any score drops that language only
-    strict_fr = LanguageID(threshold=0.5, thresholds={"fr": 1.0}).apply(batch(texts[:3]))
+    strict_fr = LanguageID(languages=["en", "de", "fr"], threshold=0.5, thresholds={"fr": 1.0}).apply(batch(texts[:3]))
     assert strict_fr.kept.column("lang").to_pylist() == ["en", "de"]
-    everything = LanguageID(threshold=0.0).apply(batch(texts[:3]))
-    assert everything.kept.num_rows == 3  # empty `languages` keeps every language
+    everything = LanguageID(threshold=0.99).apply(batch(texts))
+    assert everything.kept.num_rows == len(texts)  # empty `languages` keeps every document, whatever its score
+    assert everything.kept.column("lang").to_pylist()[:3] == ["en", "de", "fr"]  # and only labels it
+    assert everything.kept.column("lang").to_pylist()[3] is None
 
 
 def test_bad_configuration_is_a_clear_error(tmp_path):
@@ -93,6 +95,11 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
         load_config({"stages": [{"stage": "langid", "model_path": "/no/such/lid.bin"}]})
     with pytest.raises(ConfigError, match="thresholds"):
         load_config({"stages": [{"stage": "langid", "thresholds": {"en": 1.5}}]})
+    for codes, hint in ((["EN"], "'en'"), (["zh-CN"], "'zh'"), (["english"], "'en'"), (["klingon"], "")):
+        with pytest.raises(ConfigError, match=rf"languages: {codes[0]!r} is not a language the model can emit.*{hint}"):
+            load_config({"stages": [{"stage": "langid", "languages": codes}]})
+    with pytest.raises(ConfigError, match="thresholds: 'EN'"):
+        load_config({"stages": [{"stage": "langid", "thresholds": {"EN": 0.5}}]})
     not_a_model = tmp_path / "model.bin"
     not_a_model.write_bytes(b"this is not a fastText model")
     stage = LanguageID(model_path=str(not_a_model))

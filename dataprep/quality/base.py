@@ -17,6 +17,12 @@ class QualityFilter(DocumentStage):
     language: str = Field("en", description="ISO 639-1 code, or 'auto' to use the lang column")
     default_language: str = "en"
 
+    def check_assets(self) -> None:
+        if self.language != AUTO:  # a language no model labels would silently fall back to English rules
+            from dataprep.langid import check_languages, model_labels
+
+            check_languages([self.language], model_labels(), "language")
+
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         """Return (drop reason or None, text to keep)."""
         raise NotImplementedError

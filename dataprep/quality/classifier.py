@@ -11,6 +11,7 @@ import pyarrow as pa
 from pydantic import Field, field_validator
 
 from dataprep.fasttext_classifier import FastTextClassifier
+from dataprep.io import resolve_asset
 from dataprep.stage import DocumentStage, register, with_column
 
 
@@ -38,8 +39,14 @@ class QualityClassifier(DocumentStage):
     def output_fields(self) -> list[pa.Field]:
         return [pa.field(self.score_column, pa.float64())]
 
+    def check_assets(self) -> None:
+        _load(self.model_path)
+
+    def asset_paths(self) -> list[str]:
+        return [self.model_path]
+
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        scores = _load(self.model_path).score(batch.column("text").to_pylist(), self.label)
+        scores = _load(resolve_asset(self.model_path)).score(batch.column("text").to_pylist(), self.label)
         batch = with_column(batch, self.score_column, scores, pa.float64())
         low = self.threshold
         return batch, [None if low is None or s >= low else "quality_score_below_threshold" for s in scores]

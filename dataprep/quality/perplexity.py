@@ -19,7 +19,7 @@ import pyarrow as pa
 import regex
 from pydantic import Field, PrivateAttr, model_validator
 
-from dataprep.io import atomic_directory
+from dataprep.io import atomic_directory, resolve_asset
 from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
 from dataprep.stage import DocumentStage, register, with_column
 
@@ -122,11 +122,18 @@ class Perplexity(DocumentStage):
             raise ValueError("set model_dir (one model) or models ({lang: dir})")
         return self
 
+    def check_assets(self) -> None:
+        for directory in self.asset_paths():
+            load_model(directory)
+
+    def asset_paths(self) -> list[str]:
+        return [self.model_dir] if self.model_dir else list(self.models.values())
+
     def _model_for(self, lang: str | None) -> PerplexityModel | None:
         if self.model_dir:
-            return load_model(self.model_dir)
+            return load_model(resolve_asset(self.model_dir))
         directory = self.models.get(lang or "")
-        return load_model(directory) if directory else None
+        return load_model(resolve_asset(directory)) if directory else None
 
     def output_fields(self) -> list[pa.Field]:
         return [pa.field("perplexity", pa.float64()), pa.field("ppl_bucket", pa.string())]

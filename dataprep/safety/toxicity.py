@@ -22,6 +22,7 @@ from typing import Literal, NamedTuple
 import pyarrow as pa
 from pydantic import Field, model_validator
 
+from dataprep.io import resolve_asset
 from dataprep.safety import ASSETS, literal_union, read_list
 from dataprep.stage import DocumentStage, register, with_column
 
@@ -107,6 +108,14 @@ class ToxicityFilter(DocumentStage):
             raise ValueError("model: fasttext needs model_path (train one with `dataprep train-classifier`)")
         return self
 
+    def check_assets(self) -> None:
+        if self.model == "fasttext":
+            _fasttext(self.model_path)
+
+    def asset_paths(self) -> list[str]:
+        extra = [p for paths in self.word_lists.values() for p in paths]
+        return ([self.model_path] if self.model == "fasttext" and self.model_path else []) + extra
+
     def output_fields(self) -> list[pa.Field]:
         floats = [pa.field(c, pa.float64()) for c in ("toxicity_words", "toxicity_model", "toxicity_model_max")]
         return floats + [pa.field("toxicity_removed", pa.int32())]
@@ -125,7 +134,7 @@ class ToxicityFilter(DocumentStage):
             from profanity_check import predict_prob  # loads the model once per process (~2 s)
 
             return [float(p) for p in predict_prob(units)]
-        return _fasttext(self.model_path).score(units, self.model_label)
+        return _fasttext(resolve_asset(self.model_path)).score(units, self.model_label)
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         lists = load_word_lists(self.use_default_lists, tuple((k, tuple(v)) for k, v in sorted(self.word_lists.items())))

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 from pydantic import Field, field_validator
 
+from dataprep.io import resolve_asset
 from dataprep.safety import ASSETS, literal_union, read_list
 from dataprep.stage import DocumentStage, register
 
@@ -109,6 +110,8 @@ class UrlFilter(DocumentStage):
     soft_word_threshold: int = Field(2, ge=1, description="distinct soft words in a URL needed to drop it")
     allow_domains: list[str] = Field(default_factory=list, description="never drop these domains or their subdomains")
 
+    reads_text = False  # URLs only: it may run before extract
+
     @field_validator("blocklists")
     @classmethod
     def _exists(cls, paths: list[str]) -> list[str]:
@@ -118,8 +121,11 @@ class UrlFilter(DocumentStage):
         return paths
 
     def _lists(self) -> dict[str, Category]:
-        roots = ([str(DEFAULT_BLOCKLISTS)] if self.use_default_lists else []) + [os.path.abspath(p) for p in self.blocklists]
+        roots = ([str(DEFAULT_BLOCKLISTS)] if self.use_default_lists else []) + [os.path.abspath(resolve_asset(p)) for p in self.blocklists]
         return load_categories(tuple(roots), tuple(self.categories) if self.categories is not None else None)
+
+    def asset_paths(self) -> list[str]:
+        return list(self.blocklists)
 
     def reason_for(self, url: str, lists: dict[str, Category]) -> str | None:
         if not url:

@@ -63,6 +63,12 @@ class Tokenize(GlobalStage):
     add_eos: bool = True
     num_threads: int = Field(1, gt=0, description="encoder threads per task (Spark already runs one task per core)")
 
+    def check_assets(self) -> None:
+        if tokenizer_exists(self.tokenizer):
+            Tokenizer.load(self.tokenizer)
+        elif self.train is None:
+            raise FileNotFoundError(f"no tokenizer in {self.tokenizer!r}; train one with `dataprep train-tokenizer` or set `train:`")
+
     def load_tokenizer(self, sample: Iterable[str] | None = None) -> Tokenizer:
         """The configured tokenizer, trained on ``sample`` first if its folder is empty and ``train`` is set."""
         if tokenizer_exists(self.tokenizer):
