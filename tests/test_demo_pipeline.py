@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import load_config
+from dataprep.config import check_stages, load_config
 from dataprep.demo import load_pages, planted_pii, write_demo_warc, write_reference
 from dataprep.cli import main as dataprep_cli
 from dataprep.tokenize.manifest import load_manifest
@@ -26,12 +26,14 @@ def demo_run(spark, tmp_path_factory):
     write_reference(str(tmp / "reference.jsonl"))
     cli = ["train-ppl-model", "--input", str(tmp / "reference.jsonl"), "--lang", "en", "--output", str(tmp / "ppl-en"), "--vocab-size", "500"]
     assert dataprep_cli(cli) == 0
-    config = load_config(str(ROOT / "configs" / "pipeline" / "demo.yaml"), {"input": {"paths": [str(warc)]}, "output": {"dir": str(tmp / "out")}})
+    overrides = {"input": {"paths": [str(warc)]}, "output": {"dir": str(tmp / "out")}}
+    config = load_config(str(ROOT / "configs" / "pipeline" / "demo.yaml"), overrides, check_assets=False)
     for stage in config.stages:  # point the demo's relative paths into the temporary folder
         if stage.name == "perplexity":
             stage.models = {"en": str(tmp / "ppl-en")}
         if stage.name == "tokenize":
             stage.tokenizer, stage.output_dir = str(tmp / "tokenizer"), str(tmp / "shards")
+    check_stages(config)  # the models it names now exist and load
     result = run_pipeline(config, spark=spark)
     corpus = pq.read_table(result.corpus_dir).to_pylist()
     return result, {doc["url"]: doc for doc in corpus}, tmp
