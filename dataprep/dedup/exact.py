@@ -14,7 +14,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field
 
-from dataprep.dedup.normalize import Normalization, normalize
+from dataprep.dedup.normalize import Normalization, normalize_many
 from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 
 REASON = "exact_duplicate"
@@ -43,7 +43,7 @@ class ExactDedup(GlobalStage):
     def text_hashes(self, texts: list[str | None]) -> list[bytes]:
         """Digest of each normalized text (missing text counts as empty)."""
         digest = _HASHES[self.hash]
-        return [digest(normalize(t, self.normalization).encode("utf-8", "surrogatepass")) for t in texts]
+        return [digest(t.encode("utf-8", "surrogatepass")) for t in normalize_many(texts, self.normalization)]
 
     def run_local(self, table: pa.Table) -> StageResult:
         ids = table.column("id").to_pylist()
