@@ -1,4 +1,4 @@
-"""Spark runners for exact and MinHash deduplication (contract: ``pipelines/steps.py``).
+"""Spark runners for exact, MinHash and URL deduplication (contract: ``pipelines/steps.py``).
 
 Everything stays distributed: per-document hashes and signatures come from the stage code through
 ``mapInArrow``; grouping, candidate edges, verification and connected components are DataFrame
@@ -20,9 +20,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from dataprep.dedup import exact, minhash
+from dataprep.dedup import exact, minhash, urls
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
+from dataprep.dedup.urls import UrlDedup
 from dataprep.stage import DROP_REASON, DROP_STAGE
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
@@ -90,6 +91,29 @@ def run_exact(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
     if stage.write_clusters:
         _write_clusters(clusters, ctx, exact.CLUSTER, exact.CLUSTER_SIZE)
     return _mark(df, clusters, exact.CLUSTER, exact.CLUSTER_SIZE, stage.name, exact.REASON)
+
+
+# ------------------------------------------------------------------------------------------------
+# URL
+
+
+def run_url(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
+    """Group documents by normalized URL; keep the preferred copy (``UrlDedup.preference``, then the
+    smallest id) of each URL."""
+
+    def key_batches(batches):
+        for rb in batches:
+            yield stage.key_batch(*(rb.column(c).to_pylist() for c in ("id", "url", "date", "length")))
+
+    lengths = df.select("id", "url", "date", F.coalesce(F.length("text"), F.lit(0)).cast("long").alias("length"))
+    keys = lengths.mapInArrow(key_batches, "id string, url_key string, fetched string, length long")
+    same_url = Window.partitionBy("url_key")
+    first, second = stage.preference
+    best_first = same_url.orderBy(F.desc(first), F.desc(second), F.asc("id"))
+    clusters = keys.select(
+        "id", F.first("id").over(best_first).alias(urls.CLUSTER), F.count("*").over(same_url).alias(urls.CLUSTER_SIZE)
+    ).where(F.col(urls.CLUSTER_SIZE) > 1)
+    return _mark(df, _materialize(clusters), urls.CLUSTER, urls.CLUSTER_SIZE, stage.name, urls.REASON)
 
 
 # ------------------------------------------------------------------------------------------------
