@@ -39,8 +39,9 @@ from pydantic import Field, model_validator
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.normalize import mix64, shingle_hashes
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.stage import StageResult, register, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"
@@ -142,7 +143,7 @@ def component_roots(src: pa.Array, dst: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 
 @register("minhash_dedup")
-class MinHashDedup(GlobalStage):
+class MinHashDedup(IndexedStage):
     """Remove near-duplicate documents with MinHash LSH; keep the smallest id of each cluster."""
 
     spark_runner = "pipelines.dedup:run_minhash"
@@ -171,6 +172,11 @@ class MinHashDedup(GlobalStage):
     def layout(self) -> tuple[int, int]:
         """(bands, rows) in use."""
         return optimal_bands_rows(self.threshold, self.num_perm) if self.optimize_bands else (self.bands, self.rows)
+
+    def index_config(self) -> dict:
+        bands, rows = self.layout()
+        shingling = {"ngram": self.ngram, "char_ngram": self.char_ngram, "num_perm": self.num_perm, "seed": self.seed}
+        return {"stage": self.name, **shingling, "bands": bands, "rows": rows, "normalizer": NORMALIZER}
 
     @property
     def min_matches(self) -> int:
@@ -247,6 +253,7 @@ class MinHashDedup(GlobalStage):
         return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()), pa.ListArray.from_arrays(offsets, values)], names=["id", "shingles"])
 
     def run_local(self, table: pa.Table) -> StageResult:
+        self.check_local()
         ids = table.column("id").to_pylist()
         if any(i is None for i in ids):
             raise ValueError("minhash_dedup: every document needs a non-null id")
