@@ -29,6 +29,7 @@ from dataprep.dedup.index import DATA, EARLIER, IndexedStage, begin_write, open_
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
 from dataprep.dedup.urls import UrlDedup
+from dataprep.dedup.weights import WEIGHT
 from dataprep.io import join_path
 from dataprep.stage import DROP_REASON, DROP_STAGE
 
@@ -322,4 +323,14 @@ def run_minhash(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_ed
         sigs.unpersist()
     if stage.write_clusters:
         _write_clusters(clusters, ctx, minhash.CLUSTER, minhash.CLUSTER_SIZE)
-    return _mark(df, clusters, minhash.CLUSTER, minhash.CLUSTER_SIZE, stage.name, minhash.REASON)
+    out = _mark(df, clusters, minhash.CLUSTER, minhash.CLUSTER_SIZE, stage.name, minhash.REASON)
+    return out.withColumn(WEIGHT, _weight(F.col(minhash.CLUSTER_SIZE), stage.weight_ranges())) if stage.sample_weights else out
+
+
+def _weight(size, ranges: list[tuple[int, int | None, float]]):
+    """``weights.weights_for`` as a column expression."""
+    weight = F.lit(1.0)
+    for low, high, w in reversed(ranges):
+        inside = (size >= low) if high is None else size.between(low, high)
+        weight = F.when(inside, F.lit(w)).otherwise(weight)
+    return weight

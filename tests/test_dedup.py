@@ -270,3 +270,19 @@ def test_spark_connected_components_on_long_chains(spark):
     assert len(roots) == 30
     assert {roots[n] for n in nodes[:20]} == {min(nodes[:20])}
     assert {roots[n] for n in nodes[20:]} == {min(nodes[20:])}
+
+
+def test_duplicate_aware_sample_weights(spark, corpus):
+    """FineWeb-2-style weights: the kept copy of a cluster of 2 weighs 2, a unique document 1; Spark agrees."""
+    from pipelines.dedup import run_minhash
+
+    stage = MinHashDedup(sample_weights={"2": 2.0, "3-10": 3.0, "11+": 0.5})
+    local = stage.run_local(doc_table(corpus))
+    weights = dict(zip(local.kept.column("id").to_pylist(), local.kept.column("sample_weight").to_pylist()))
+    assert weights["nd-a"] == 2.0 and weights["word-3"] == 1.0
+    rows = run_minhash(spark.createDataFrame(doc_table(corpus).to_pandas()), stage).where("drop_reason is null").collect()
+    assert {r.id: r.sample_weight for r in rows} == weights
+    with pytest.raises(ValueError, match="overlap"):
+        MinHashDedup(sample_weights={"2-5": 2.0, "4+": 1.0})
+    with pytest.raises(ValueError, match="not a size"):
+        MinHashDedup(sample_weights={"two": 2.0})

@@ -41,6 +41,7 @@ from scipy.sparse.csgraph import connected_components
 
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.normalize import mix64, shingle_hashes
+from dataprep.dedup.weights import WEIGHT, parse_weights, weights_for
 from dataprep.stage import StageResult, register, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
@@ -162,12 +163,19 @@ class MinHashDedup(IndexedStage):
     )
     seed: int = 1
     write_clusters: bool = Field(False, description="Spark: write id -> cluster for clusters of 2+ under the step dir")
+    sample_weights: dict[str, float] = Field(
+        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1} (FineWeb-2); empty: no sample_weight column'
+    )
 
     @model_validator(mode="after")
     def _check_layout(self) -> "MinHashDedup":
         if not self.optimize_bands and self.bands * self.rows > self.num_perm:
             raise ValueError(f"bands * rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
+        self.weight_ranges()
         return self
+
+    def weight_ranges(self) -> list[tuple[int, int | None, float]]:
+        return parse_weights(self.sample_weights)
 
     def layout(self) -> tuple[int, int]:
         """(bands, rows) in use."""
@@ -270,6 +278,8 @@ class MinHashDedup(IndexedStage):
         table = table.drop_columns([c for c in (CLUSTER, CLUSTER_SIZE) if c in table.column_names])
         table = with_column(table, CLUSTER, cluster, pa.string())
         table = with_column(table, CLUSTER_SIZE, [sizes[c] for c in cluster], pa.int64())
+        if self.sample_weights:
+            table = with_column(table, WEIGHT, weights_for([sizes[c] for c in cluster], self.weight_ranges()), pa.float64())
         reasons = [None if c == i else REASON for i, c in zip(ids, cluster)]
         return split_by_reason(table, reasons, self.name)
 
