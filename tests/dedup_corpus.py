@@ -1,25 +1,15 @@
-"""Real text for the dedup tests: the documents in ../shared/data, trafilatura-eval's annotated main
+"""Real text for the dedup tests: the documents in ../shared/data (bench.dedup_eval), trafilatura-eval's main
 text and boilerplate snippets, and a table builder in the pipeline's document schema."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import pyarrow as pa
 
+from bench.dedup_eval import real_documents  # noqa: F401 - the real documents, for the dedup tests
 from dataprep.stage import DOC_SCHEMA
-
-
-def real_texts(shared_data: Path) -> list[str]:
-    """The texts of every document under documents/ (about 50, English web text)."""
-    texts = []
-    for path in sorted((shared_data / "documents").iterdir()):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            texts.extend(json.loads(line)["text"] for line in fh if line.strip())
-    return texts
 
 
 def eval_pages(shared_data: Path) -> list[dict]:

@@ -15,7 +15,7 @@ from dataprep.config import ConfigError, load_config
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, agreement_bounds, collision_probability, optimal_bands_rows
 from dataprep.dedup.normalize import GROUP_CHARS, normalize, shingle_hashes, shingles
-from dedup_corpus import doc_table, real_texts
+from dedup_corpus import doc_table, real_documents
 
 
 def _sentences(shared_data, lang: str, n: int) -> str:
@@ -37,7 +37,7 @@ def _jaccard(a: set, b: set) -> float:
 @pytest.fixture(scope="module")
 def corpus(shared_data) -> dict[str, str | None]:
     """Real documents plus planted duplicates whose expected fate is encoded in their ids."""
-    real = real_texts(shared_data)
+    real = real_documents(shared_data)
     docs = {f"real-{i:02d}": t for i, t in enumerate(real)}
     source = next(k for k, t in docs.items() if len(t.split()) >= 400)
     words = docs.pop(source).split()[:300]  # planted copies replace the document they come from
@@ -100,7 +100,7 @@ def test_band_optimizer_beats_the_default_layout():
 
 def test_shingle_hashes_are_the_reference_shingles(shared_data):
     """The vectorised hashes hash exactly the shingles that ``shingles`` spells out, in every script."""
-    texts = real_texts(shared_data)[:40] + [_sentences(shared_data, lang, 8) for lang in ("zh", "ja", "th", "ko", "ru", "ar", "hi", "vi")]
+    texts = real_documents(shared_data)[:40] + [_sentences(shared_data, lang, 8) for lang in ("zh", "ja", "th", "ko", "ru", "ar", "hi", "vi")]
     texts += ["", None, "!!", "one", "a b c d", "a b c d e", "İSTANBUL ΟΔΟΣ", "x\u00ady z\u200bw", "a" * (GROUP_CHARS + 7) + " b c d e f"]
     hashes, offsets = shingle_hashes(texts)
     sets = [set(hashes[a:b].tolist()) for a, b in zip(offsets[:-1], offsets[1:])]
@@ -115,7 +115,7 @@ def test_shingle_hashes_are_the_reference_shingles(shared_data):
 def test_signature_agreement_estimates_jaccard(shared_data):
     """Equal positions ~ Binomial(num_perm, Jaccard): unbiased, with the binomial spread."""
     rng = random.Random(5)
-    words = " ".join(real_texts(shared_data)).split()
+    words = " ".join(real_documents(shared_data)).split()
     stage = MinHashDedup()
     errors, spread = [], []
     for _ in range(300):

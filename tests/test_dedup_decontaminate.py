@@ -12,7 +12,7 @@ import pytest
 
 from dataprep.dedup.decontaminate import MATCHED_BY, MATCHES, REASON, Decontaminate, eval_items
 from dataprep.runner import run_local
-from dedup_corpus import doc_table, real_texts
+from dedup_corpus import doc_table, real_documents
 
 
 def _zh_sentences(shared_data, n: int) -> list[str]:
@@ -30,7 +30,7 @@ def setup(shared_data, tmp_path_factory):
     """(eval files, documents, the passage planted): 20 multiple-choice items cut from the last ten
     real documents (a 40-word question and two choices each) as JSONL, 10 Chinese sentences as Parquet;
     the corpus is the other real documents plus planted copies."""
-    texts = real_texts(shared_data)
+    texts = real_documents(shared_data)
     held_out, corpus = texts[-10:], texts[:-10]
     folder = tmp_path_factory.mktemp("evals")
     items = []

@@ -12,7 +12,7 @@ import pytest
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.index import DedupIndexError, open_index
 from dataprep.dedup.minhash import MinHashDedup
-from dedup_corpus import doc_table, real_texts
+from dedup_corpus import doc_table, real_documents
 
 
 def _near(text: str, seed: int) -> str:
@@ -28,7 +28,7 @@ def runs(shared_data):
     """Three snapshots' documents. Run 1: 25 real documents. Run 2: 24 others, near copies of three
     run-1 documents, an exact copy of one under a new id, one run-1 document again under its own id,
     and a near copy of one of its own. Run 3: near copies of a run-1 and a run-2 document, and a new one."""
-    texts = [t for t in real_texts(shared_data) if len(t.split()) >= 150]
+    texts = [t for t in real_documents(shared_data) if len(t.split()) >= 150]
     first, second = texts[:20], texts[20:-1]
     run1 = {f"a-{i:02d}": t for i, t in enumerate(first)}
     run2 = {f"b-{i:02d}": t for i, t in enumerate(second)}

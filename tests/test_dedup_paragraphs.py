@@ -11,7 +11,7 @@ import pytest
 
 from dataprep.dedup.normalize import normalize
 from dataprep.dedup.paragraphs import REASON, ParagraphDedup, split_segments
-from dedup_corpus import doc_table, eval_pages, real_texts
+from dedup_corpus import doc_table, eval_pages, real_documents
 
 BOILERPLATE_COPIES = 12
 
@@ -21,7 +21,7 @@ def planted(shared_data):
     """(documents, boilerplate lines): real documents and trafilatura-eval main text (one page's
     snippets a document), with three real boilerplate snippets inserted as lines into 12 each."""
     pages = eval_pages(shared_data)
-    docs = {f"real-{i:02d}": t for i, t in enumerate(real_texts(shared_data))}
+    docs = {f"real-{i:02d}": t for i, t in enumerate(real_documents(shared_data))}
     docs.update({f"page-{i:03d}": "\n".join(p["with"]) for i, p in enumerate(pages) if len(p["with"]) >= 2})
     snippets = sorted({s for p in pages for s in p["without"] if len(s) >= 50})
     rng = random.Random(5)
@@ -79,7 +79,7 @@ def test_keep_first_leaves_one_copy_with_the_smallest_id(planted):
 def test_sentence_spans_cut_a_repeated_passage_but_not_a_shorter_one(shared_data):
     sentences = ["The committee met on Tuesday to review the annual budget.", "Members raised concerns about rising maintenance costs.",
                  "A final decision was postponed until the spring meeting."]  # fmt: skip
-    texts = real_texts(shared_data)[::10]  # one document from each file: no site in common
+    texts = real_documents(shared_data)[::10]  # one document from each file: no site in common
     docs = {f"d{i}": t + "\n" + " ".join(sentences) for i, t in enumerate(texts[:3])}
     docs["partial"] = texts[3] + "\n" + " ".join(sentences[:2])  # two of the three: no span in common
     docs["other"] = texts[4]

@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 
 from dataprep.config import load_config
 from dataprep.runner import run_local
-from dedup_corpus import doc_table, eval_pages, real_texts
+from dedup_corpus import doc_table, eval_pages, real_documents
 from pipelines.run import run_pipeline
 
 
 def test_dedup_stages_in_a_pipeline_match_the_in_memory_run(spark, shared_data, tmp_path):
-    texts = real_texts(shared_data)
+    texts = real_documents(shared_data)
     pages = eval_pages(shared_data)
     boilerplate = sorted({s for p in pages for s in p["without"] if len(s) >= 50})[:2]
     rng = random.Random(2)
