@@ -26,7 +26,6 @@ docs_per_s_per_core, peak_rss_mb_*, removed (and for ours min_removed_jaccard, r
 from __future__ import annotations
 
 import argparse
-import gzip
 import itertools
 import json
 import random
@@ -45,16 +44,12 @@ def make_corpus(n: int, out: Path, seed: int = 0, files: int = 2) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bench.dedup_eval import DATA, mutate
+    from bench.dedup_eval import mutate, real_documents
 
     if (out / "_DONE").exists():
         return
     rng = random.Random(seed)
-    words = []
-    for path in sorted((DATA / "documents").iterdir()):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            words += [w for line in fh if line.strip() for w in json.loads(line)["text"].split()]
+    words = [w for text in real_documents() for w in text.split()]
     vocab = sorted(set(words))
     cumulative = list(itertools.accumulate(1.0 / (rank + 1) for rank in range(len(vocab))))  # once, not per document
     texts: list[str] = []

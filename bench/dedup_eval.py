@@ -42,12 +42,18 @@ from dataprep.stage import DOC_SCHEMA  # noqa: E402
 DATA = ROOT.parent / "shared" / "data"
 
 
-def base_documents(data: Path) -> list[str]:
+def real_documents(data: Path = DATA) -> list[str]:
+    """The texts of the real web documents under documents/ (about 50, English)."""
     docs = []
     for path in sorted((data / "documents").iterdir()):
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as fh:
             docs.extend(json.loads(line)["text"] for line in fh if line.strip())
+    return docs
+
+
+def base_documents(data: Path) -> list[str]:
+    docs = real_documents(data)
     by_lang = defaultdict(list)
     with open(data / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8") as fh:
         for line in fh:

@@ -1,9 +1,13 @@
-"""Spark runners for exact and MinHash deduplication (contract: ``pipelines/steps.py``).
+"""Spark runners for exact, MinHash and URL deduplication (contract: ``pipelines/steps.py``).
 
 Everything stays distributed: per-document hashes and signatures come from the stage code through
 ``mapInArrow``; grouping, candidate edges, verification and connected components are DataFrame
 operations, so neither edges nor signatures are ever collected on the driver. Results are
 deterministic: the kept document of a group is its smallest ``id``, whatever the partitioning.
+
+Saved indexes (``dataprep.dedup.index``): the documents of earlier runs join the groups and graphs
+with ids prefixed by ``EARLIER``, which sorts first, so a group holding an earlier document has it as
+its root and every new member is removed; earlier documents themselves are never output.
 
 Intermediate results are checkpointed to cut lineage: reliably when the session has a checkpoint
 directory (``spark.checkpoint.dir``; set it on clusters so a lost executor does not lose the graph),
@@ -20,9 +24,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from dataprep.dedup import exact, minhash
+from dataprep.dedup import exact, minhash, urls
+from dataprep.dedup.index import DATA, EARLIER, IndexedStage, begin_write, open_index, write_manifest
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
+from dataprep.dedup.urls import UrlDedup
+from dataprep.dedup.weights import WEIGHT
+from dataprep.io import join_path
 from dataprep.stage import DROP_REASON, DROP_STAGE
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
@@ -36,6 +44,8 @@ BROADCAST_ROWS = 2_000_000
 # Band entries (key, id) grouped by one task at most: bounds a Python worker's memory (~200 B an
 # entry at its peak), whatever the corpus size.
 ENTRIES_PER_TASK = 250_000
+# Clusters may carry this boolean column: the document is a duplicate (else: its cluster is not its id).
+DUPLICATE = "_duplicate"
 
 
 def _materialize(df: DataFrame) -> DataFrame:
@@ -47,16 +57,46 @@ def _materialize(df: DataFrame) -> DataFrame:
 
 
 def _mark(df: DataFrame, clusters: DataFrame, cluster: str, size: str, stage: str, reason: str) -> DataFrame:
-    """Left-join per-document cluster info onto the documents and mark every non-representative."""
+    """Left-join per-document cluster info onto the documents and mark every non-representative
+    (or, where ``clusters`` has a DUPLICATE column, the documents it marks)."""
     df = df.drop(*[c for c in (cluster, size, DROP_STAGE, DROP_REASON) if c in df.columns])
     if clusters.count() <= BROADCAST_ROWS:  # few duplicates: the documents are not shuffled
         clusters = F.broadcast(clusters)
     out = df.join(clusters, "id", "left")
+    if DUPLICATE in clusters.columns:
+        duplicate = F.coalesce(F.col(DUPLICATE), F.lit(False))
+    else:
+        duplicate = F.coalesce(F.col(cluster) != F.col("id"), F.lit(False))
     out = out.withColumn(cluster, F.coalesce(F.col(cluster), F.col("id")))
     out = out.withColumn(size, F.coalesce(F.col(size), F.lit(1).cast("long")))
-    duplicate = F.col(cluster) != F.col("id")
     out = out.withColumn(DROP_STAGE, F.when(duplicate, F.lit(stage)))
-    return out.withColumn(DROP_REASON, F.when(duplicate, F.lit(reason)))
+    return out.withColumn(DROP_REASON, F.when(duplicate, F.lit(reason))).drop(DUPLICATE)
+
+
+def _earlier(df: DataFrame, stage: IndexedStage, columns: list[str]) -> DataFrame | None:
+    """The entries of the indexes ``stage`` loads, ids prefixed with EARLIER (None without indexes).
+    Every index is checked (format, configuration, checksums) before anything runs."""
+    if not stage.load_indexes:
+        return None
+    paths = [p for index in stage.load_indexes for p in open_index(index, stage.index_config())]
+    entries = df.sparkSession.read.parquet(*paths)
+    return entries.select(F.concat(F.lit(EARLIER), F.col("id")).alias("id"), *columns)
+
+
+def _resolve_earlier(clusters: DataFrame, cluster: str) -> DataFrame:
+    """Mark each document whose root is not itself as DUPLICATE; roots from an index lose their
+    prefix, and the indexed documents themselves leave (they are not this run's to mark)."""
+    earlier = F.col(cluster).startswith(EARLIER)
+    clusters = clusters.where(~F.col("id").startswith(EARLIER)).withColumn(DUPLICATE, F.col(cluster) != F.col("id"))
+    return clusters.withColumn(cluster, F.when(earlier, F.col(cluster).substr(F.lit(2), F.length(cluster))).otherwise(F.col(cluster)))
+
+
+def _save_index(entries: DataFrame, stage: IndexedStage) -> None:
+    """Write this run's kept entries (never those loaded from indexes) as a new index."""
+    begin_write(stage.save_index)
+    entries = _materialize(entries.where(~F.col("id").startswith(EARLIER)))
+    entries.write.mode("overwrite").parquet(join_path(stage.save_index, DATA))
+    write_manifest(stage.save_index, stage.index_config(), entries.count())
 
 
 def _write_clusters(clusters: DataFrame, ctx, cluster: str, size: str) -> None:
@@ -77,19 +117,47 @@ def run_exact(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
             yield pa.RecordBatch.from_arrays([rb.column("id"), pa.array(digests, pa.binary())], names=["id", "hash"])
 
     hashes = df.select("id", "text").mapInArrow(hash_batches, "id string, hash binary")
+    earlier = _earlier(df, stage, ["hash"])
+    if earlier is not None:
+        hashes = hashes.unionByName(earlier)
     group = Window.partitionBy("hash")
-    clusters = (
-        hashes.select(
-            "id",
-            F.min("id").over(group).alias(exact.CLUSTER),
-            F.count("*").over(group).alias(exact.CLUSTER_SIZE),
-        )
-        .where(F.col(exact.CLUSTER_SIZE) > 1)
+    grouped = hashes.select(
+        "id",
+        "hash",
+        F.min("id").over(group).alias(exact.CLUSTER),
+        F.count("*").over(group).alias(exact.CLUSTER_SIZE),
     )
-    clusters = _materialize(clusters)
+    if stage.save_index:
+        grouped = _materialize(grouped)
+        _save_index(grouped.where(F.col("id") == F.col(exact.CLUSTER)).select("id", "hash"), stage)
+    clusters = grouped.where(F.col(exact.CLUSTER_SIZE) > 1).select("id", exact.CLUSTER, exact.CLUSTER_SIZE)
+    clusters = _materialize(_resolve_earlier(clusters, exact.CLUSTER))
     if stage.write_clusters:
         _write_clusters(clusters, ctx, exact.CLUSTER, exact.CLUSTER_SIZE)
     return _mark(df, clusters, exact.CLUSTER, exact.CLUSTER_SIZE, stage.name, exact.REASON)
+
+
+# ------------------------------------------------------------------------------------------------
+# URL
+
+
+def run_url(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
+    """Group documents by normalized URL; keep the preferred copy (``UrlDedup.preference``, then the
+    smallest id) of each URL."""
+
+    def key_batches(batches):
+        for rb in batches:
+            yield stage.key_batch(*(rb.column(c).to_pylist() for c in ("id", "url", "date", "length")))
+
+    lengths = df.select("id", "url", "date", F.coalesce(F.length("text"), F.lit(0)).cast("long").alias("length"))
+    keys = lengths.mapInArrow(key_batches, "id string, url_key string, fetched string, length long")
+    same_url = Window.partitionBy("url_key")
+    first, second = stage.preference
+    best_first = same_url.orderBy(F.desc(first), F.desc(second), F.asc("id"))
+    clusters = keys.select(
+        "id", F.first("id").over(best_first).alias(urls.CLUSTER), F.count("*").over(same_url).alias(urls.CLUSTER_SIZE)
+    ).where(F.col(urls.CLUSTER_SIZE) > 1)
+    return _mark(df, _materialize(clusters), urls.CLUSTER, urls.CLUSTER_SIZE, stage.name, urls.REASON)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -164,8 +232,9 @@ def verified_edges(edges: DataFrame, sigs: DataFrame, docs: DataFrame, stage: Mi
         return scored.where(F.col("matches") >= stage.min_matches).select("src", "dst")
     low, high = stage.signature_bounds()
     scored = _materialize(scored)
-    sure = scored.where(F.col("matches") >= high).select("src", "dst")
-    doubt = scored.where((F.col("matches") >= low) & (F.col("matches") < high)).select("src", "dst")
+    earlier = F.col("src").startswith(EARLIER) | F.col("dst").startswith(EARLIER)  # no text: signatures decide
+    sure = scored.where((F.col("matches") >= high) | (earlier & (F.col("matches") >= stage.min_matches))).select("src", "dst")
+    doubt = scored.where((F.col("matches") >= low) & (F.col("matches") < high) & ~earlier).select("src", "dst")
     return sure.union(exactly_verified_edges(doubt, docs, stage))
 
 
@@ -235,16 +304,33 @@ def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_T
 
 def run_minhash(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
     """MinHash LSH near-duplicate removal; adds dup_cluster / dup_cluster_size (see dataprep.dedup.minhash)."""
-    sigs = signatures(df, stage).persist(StorageLevel.DISK_ONLY)  # in memory it would grow with the corpus
+    sigs = signatures(df, stage)
+    earlier = _earlier(df, stage, ["sig", "keys"])
+    if earlier is not None:
+        sigs = sigs.unionByName(earlier)
+    sigs = sigs.persist(StorageLevel.DISK_ONLY)  # in memory it would grow with the corpus
     try:
         edges = candidate_edges(sigs, sigs.count(), stage.layout()[0])
         if stage.verify != "none":
             edges = verified_edges(edges, sigs, df, stage)
         members = connected_components(edges, single_task_max_edges)
         size = F.count("*").over(Window.partitionBy("root"))
-        clusters = _materialize(members.select("id", F.col("root").alias(minhash.CLUSTER), size.alias(minhash.CLUSTER_SIZE)))
+        clusters = members.select("id", F.col("root").alias(minhash.CLUSTER), size.alias(minhash.CLUSTER_SIZE))
+        clusters = _materialize(_resolve_earlier(clusters, minhash.CLUSTER))
+        if stage.save_index:
+            _save_index(sigs.join(clusters.where(F.col(DUPLICATE)).select("id"), "id", "left_anti"), stage)
     finally:
         sigs.unpersist()
     if stage.write_clusters:
         _write_clusters(clusters, ctx, minhash.CLUSTER, minhash.CLUSTER_SIZE)
-    return _mark(df, clusters, minhash.CLUSTER, minhash.CLUSTER_SIZE, stage.name, minhash.REASON)
+    out = _mark(df, clusters, minhash.CLUSTER, minhash.CLUSTER_SIZE, stage.name, minhash.REASON)
+    return out.withColumn(WEIGHT, _weight(F.col(minhash.CLUSTER_SIZE), stage.weight_ranges())) if stage.sample_weights else out
+
+
+def _weight(size, ranges: list[tuple[int, int | None, float]]):
+    """``weights.weights_for`` as a column expression."""
+    weight = F.lit(1.0)
+    for low, high, w in reversed(ranges):
+        inside = (size >= low) if high is None else size.between(low, high)
+        weight = F.when(inside, F.lit(w)).otherwise(weight)
+    return weight

@@ -3,13 +3,11 @@ must agree with each other and across partitionings."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 from types import SimpleNamespace
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -17,16 +15,7 @@ from dataprep.config import ConfigError, load_config
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, agreement_bounds, collision_probability, optimal_bands_rows
 from dataprep.dedup.normalize import GROUP_CHARS, normalize, shingle_hashes, shingles
-from dataprep.stage import DOC_SCHEMA
-
-
-def _real_texts(shared_data) -> list[str]:
-    texts = []
-    for path in sorted((shared_data / "documents").iterdir()):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            texts.extend(json.loads(line)["text"] for line in fh if line.strip())
-    return texts
+from dedup_corpus import doc_table, real_documents
 
 
 def _sentences(shared_data, lang: str, n: int) -> str:
@@ -41,12 +30,6 @@ def _sentences(shared_data, lang: str, n: int) -> str:
     return "".join(out)
 
 
-def _table(docs: dict[str, str | None]) -> pa.Table:
-    ids = list(docs)
-    n = len(ids)
-    return pa.table({"id": ids, "url": [f"https://x/{i}" for i in ids], "date": [""] * n, "source": ["t"] * n, "text": list(docs.values())}, schema=DOC_SCHEMA)
-
-
 def _jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
@@ -54,7 +37,7 @@ def _jaccard(a: set, b: set) -> float:
 @pytest.fixture(scope="module")
 def corpus(shared_data) -> dict[str, str | None]:
     """Real documents plus planted duplicates whose expected fate is encoded in their ids."""
-    real = _real_texts(shared_data)
+    real = real_documents(shared_data)
     docs = {f"real-{i:02d}": t for i, t in enumerate(real)}
     source = next(k for k, t in docs.items() if len(t.split()) >= 400)
     words = docs.pop(source).split()[:300]  # planted copies replace the document they come from
@@ -117,7 +100,7 @@ def test_band_optimizer_beats_the_default_layout():
 
 def test_shingle_hashes_are_the_reference_shingles(shared_data):
     """The vectorised hashes hash exactly the shingles that ``shingles`` spells out, in every script."""
-    texts = _real_texts(shared_data)[:40] + [_sentences(shared_data, lang, 8) for lang in ("zh", "ja", "th", "ko", "ru", "ar", "hi", "vi")]
+    texts = real_documents(shared_data)[:40] + [_sentences(shared_data, lang, 8) for lang in ("zh", "ja", "th", "ko", "ru", "ar", "hi", "vi")]
     texts += ["", None, "!!", "one", "a b c d", "a b c d e", "İSTANBUL ΟΔΟΣ", "x\u00ady z\u200bw", "a" * (GROUP_CHARS + 7) + " b c d e f"]
     hashes, offsets = shingle_hashes(texts)
     sets = [set(hashes[a:b].tolist()) for a, b in zip(offsets[:-1], offsets[1:])]
@@ -132,7 +115,7 @@ def test_shingle_hashes_are_the_reference_shingles(shared_data):
 def test_signature_agreement_estimates_jaccard(shared_data):
     """Equal positions ~ Binomial(num_perm, Jaccard): unbiased, with the binomial spread."""
     rng = random.Random(5)
-    words = " ".join(_real_texts(shared_data)).split()
+    words = " ".join(real_documents(shared_data)).split()
     stage = MinHashDedup()
     errors, spread = [], []
     for _ in range(300):
@@ -159,7 +142,7 @@ def test_agreement_bounds_are_binomial_tails():
 
 
 def test_exact_dedup_keeps_smallest_id(corpus):
-    result = ExactDedup().run_local(_table(corpus))
+    result = ExactDedup().run_local(doc_table(corpus))
     dropped = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("exact_cluster").to_pylist()))
     assert dropped["ex-b"] == "ex-a"  # case and whitespace differ only
     assert "nd-b" not in dropped  # one word changed is not exact
@@ -168,7 +151,7 @@ def test_exact_dedup_keeps_smallest_id(corpus):
     assert {"empty-2", "none-1"} <= set(dropped) and "empty-1" not in dropped
     kept = result.kept.to_pydict()
     assert kept["exact_cluster_size"][kept["id"].index("empty-1")] == 3
-    assert ExactDedup(normalization="none").run_local(_table({"a": "x y", "b": "X  y"})).dropped.num_rows == 0
+    assert ExactDedup(normalization="none").run_local(doc_table({"a": "x y", "b": "X  y"})).dropped.num_rows == 0
 
 
 # -- MinHash dedup --------------------------------------------------------------------------------
@@ -180,7 +163,7 @@ def _fates(result) -> tuple[set[str], dict[str, str]]:
 
 @pytest.mark.parametrize("verify", ["exact", "signature", "none"])
 def test_minhash_removes_near_duplicates_and_keeps_distinct(corpus, verify):
-    result = MinHashDedup(verify=verify).run_local(_table(corpus))
+    result = MinHashDedup(verify=verify).run_local(doc_table(corpus))
     kept, dropped = _fates(result)
     assert dropped["nd-b"] == "nd-a"  # one word changed in 300 words
     assert dropped["ex-b"] == "ex-a"
@@ -201,14 +184,14 @@ def test_minhash_removes_near_duplicates_and_keeps_distinct(corpus, verify):
 
 def test_exact_verification_matches_checking_every_pair(corpus, monkeypatch):
     """Signatures decide only the clear pairs: the result equals computing every true Jaccard."""
-    table = _table(corpus)
+    table = doc_table(corpus)
     fast = _fates(MinHashDedup().run_local(table))
     monkeypatch.setattr(MinHashDedup, "signature_bounds", lambda self: (0, self.num_perm + 1))
     assert _fates(MinHashDedup().run_local(table)) == fast
 
 
 def test_minhash_local_is_order_independent(corpus):
-    table = _table(corpus)
+    table = doc_table(corpus)
     order = list(range(table.num_rows))
     random.Random(7).shuffle(order)
     first, second = MinHashDedup().run_local(table), MinHashDedup().run_local(table.take(order))
@@ -229,7 +212,7 @@ def _spark_fates(df) -> tuple[set[str], dict[str, str], dict[str, int]]:
 def test_spark_minhash_matches_local_for_any_partitioning(spark, corpus, tmp_path):
     from pipelines.dedup import run_minhash
 
-    table = _table(corpus)
+    table = doc_table(corpus)
     local_kept, local_dropped = _fates(MinHashDedup().run_local(table))
     df = spark.createDataFrame(table.to_pandas())
     ctx = SimpleNamespace(spark=spark, step_dir=str(tmp_path / "step"), config=None)
@@ -265,7 +248,7 @@ def test_spark_verification_modes(spark):
 def test_spark_exact_matches_local(spark, corpus):
     from pipelines.dedup import run_exact
 
-    table = _table(corpus)
+    table = doc_table(corpus)
     local = ExactDedup().run_local(table)
     rows = run_exact(spark.createDataFrame(table.to_pandas()).repartition(3), ExactDedup()).collect()
     assert {r.id for r in rows if r.drop_reason is None} == set(local.kept.column("id").to_pylist())
@@ -287,3 +270,19 @@ def test_spark_connected_components_on_long_chains(spark):
     assert len(roots) == 30
     assert {roots[n] for n in nodes[:20]} == {min(nodes[:20])}
     assert {roots[n] for n in nodes[20:]} == {min(nodes[20:])}
+
+
+def test_duplicate_aware_sample_weights(spark, corpus):
+    """FineWeb-2-style weights: the kept copy of a cluster of 2 weighs 2, a unique document 1; Spark agrees."""
+    from pipelines.dedup import run_minhash
+
+    stage = MinHashDedup(sample_weights={"2": 2.0, "3-10": 3.0, "11+": 0.5})
+    local = stage.run_local(doc_table(corpus))
+    weights = dict(zip(local.kept.column("id").to_pylist(), local.kept.column("sample_weight").to_pylist()))
+    assert weights["nd-a"] == 2.0 and weights["word-3"] == 1.0
+    rows = run_minhash(spark.createDataFrame(doc_table(corpus).to_pandas()), stage).where("drop_reason is null").collect()
+    assert {r.id: r.sample_weight for r in rows} == weights
+    with pytest.raises(ValueError, match="overlap"):
+        MinHashDedup(sample_weights={"2-5": 2.0, "4+": 1.0})
+    with pytest.raises(ValueError, match="not a size"):
+        MinHashDedup(sample_weights={"two": 2.0})

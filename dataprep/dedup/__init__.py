@@ -1,4 +1,7 @@
-"""Deduplication stages: ``exact_dedup`` (hash of normalized text) and ``minhash_dedup`` (MinHash LSH).
+"""Deduplication and decontamination.
 
-Both are global stages; their Spark runners live in ``pipelines/dedup.py``.
+Global stages (Spark runners in ``pipelines/dedup.py`` and ``pipelines/paragraph_dedup.py``):
+``exact_dedup`` (hash of normalized text), ``minhash_dedup`` (MinHash LSH), both able to save and load
+indexes of earlier runs (``index.py``); ``paragraph_dedup`` (lines, paragraphs, sentence spans);
+``url_dedup`` (normalized URL). Document stage: ``decontaminate`` (n-gram overlap with evaluation sets).
 """

@@ -14,8 +14,9 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field
 
-from dataprep.dedup.normalize import Normalization, normalize
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.dedup.index import NORMALIZER, IndexedStage
+from dataprep.dedup.normalize import Normalization, normalize_many
+from dataprep.stage import StageResult, register, split_by_reason, with_column
 
 REASON = "exact_duplicate"
 CLUSTER = "exact_cluster"
@@ -29,7 +30,7 @@ _HASHES = {
 
 
 @register("exact_dedup")
-class ExactDedup(GlobalStage):
+class ExactDedup(IndexedStage):
     """Remove documents whose text is identical after normalization (default: lowercase, whitespace
     collapsed). xxh128 is the default hash: at a billion documents a 64-bit hash is likely to merge
     two different texts somewhere, a 128-bit one is not."""
@@ -40,12 +41,16 @@ class ExactDedup(GlobalStage):
     hash: Literal["xxh128", "xxh64", "sha1"] = "xxh128"
     write_clusters: bool = Field(False, description="Spark: write id -> group for groups of 2+ under the step dir")
 
+    def index_config(self) -> dict:
+        return {"stage": self.name, "normalization": self.normalization, "hash": self.hash, "normalizer": NORMALIZER}
+
     def text_hashes(self, texts: list[str | None]) -> list[bytes]:
         """Digest of each normalized text (missing text counts as empty)."""
         digest = _HASHES[self.hash]
-        return [digest(normalize(t, self.normalization).encode("utf-8", "surrogatepass")) for t in texts]
+        return [digest(t.encode("utf-8", "surrogatepass")) for t in normalize_many(texts, self.normalization)]
 
     def run_local(self, table: pa.Table) -> StageResult:
+        self.check_local()
         ids = table.column("id").to_pylist()
         if any(i is None for i in ids):
             raise ValueError("exact_dedup: every document needs a non-null id")

@@ -39,8 +39,10 @@ from pydantic import Field, model_validator
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.normalize import mix64, shingle_hashes
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.dedup.weights import WEIGHT, parse_weights, weights_for
+from dataprep.stage import StageResult, register, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"
@@ -142,7 +144,7 @@ def component_roots(src: pa.Array, dst: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 
 @register("minhash_dedup")
-class MinHashDedup(GlobalStage):
+class MinHashDedup(IndexedStage):
     """Remove near-duplicate documents with MinHash LSH; keep the smallest id of each cluster."""
 
     spark_runner = "pipelines.dedup:run_minhash"
@@ -161,16 +163,28 @@ class MinHashDedup(GlobalStage):
     )
     seed: int = 1
     write_clusters: bool = Field(False, description="Spark: write id -> cluster for clusters of 2+ under the step dir")
+    sample_weights: dict[str, float] = Field(
+        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1} (FineWeb-2); empty: no sample_weight column'
+    )
 
     @model_validator(mode="after")
     def _check_layout(self) -> "MinHashDedup":
         if not self.optimize_bands and self.bands * self.rows > self.num_perm:
             raise ValueError(f"bands * rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
+        self.weight_ranges()
         return self
+
+    def weight_ranges(self) -> list[tuple[int, int | None, float]]:
+        return parse_weights(self.sample_weights)
 
     def layout(self) -> tuple[int, int]:
         """(bands, rows) in use."""
         return optimal_bands_rows(self.threshold, self.num_perm) if self.optimize_bands else (self.bands, self.rows)
+
+    def index_config(self) -> dict:
+        bands, rows = self.layout()
+        shingling = {"ngram": self.ngram, "char_ngram": self.char_ngram, "num_perm": self.num_perm, "seed": self.seed}
+        return {"stage": self.name, **shingling, "bands": bands, "rows": rows, "normalizer": NORMALIZER}
 
     @property
     def min_matches(self) -> int:
@@ -247,6 +261,7 @@ class MinHashDedup(GlobalStage):
         return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()), pa.ListArray.from_arrays(offsets, values)], names=["id", "shingles"])
 
     def run_local(self, table: pa.Table) -> StageResult:
+        self.check_local()
         ids = table.column("id").to_pylist()
         if any(i is None for i in ids):
             raise ValueError("minhash_dedup: every document needs a non-null id")
@@ -263,6 +278,8 @@ class MinHashDedup(GlobalStage):
         table = table.drop_columns([c for c in (CLUSTER, CLUSTER_SIZE) if c in table.column_names])
         table = with_column(table, CLUSTER, cluster, pa.string())
         table = with_column(table, CLUSTER_SIZE, [sizes[c] for c in cluster], pa.int64())
+        if self.sample_weights:
+            table = with_column(table, WEIGHT, weights_for([sizes[c] for c in cluster], self.weight_ranges()), pa.float64())
         reasons = [None if c == i else REASON for i, c in zip(ids, cluster)]
         return split_by_reason(table, reasons, self.name)
 

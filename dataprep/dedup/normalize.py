@@ -96,10 +96,21 @@ def normalize(text: str | None, mode: Normalization = "fineweb") -> str:
     if mode == "none":
         return text
     if mode == "fineweb":
-        text = normalized_codepoints([text])[0].tobytes().decode("utf-32-le", "surrogatepass")
-    elif mode == "lower":
+        return normalize_many([text])[0]
+    if mode == "lower":
         text = text.lower()
     return " ".join(text.split())
+
+
+def normalize_many(texts: list[str | None], mode: Normalization = "fineweb") -> list[str]:
+    """``normalize`` of every text; fineweb maps the whole list with one table lookup, which matters
+    for many short texts (the lines and paragraphs of a batch)."""
+    if mode != "fineweb":
+        return [normalize(t, mode) for t in texts]
+    cps, bounds = normalized_codepoints(texts)
+    joined = cps.tobytes().decode("utf-32-le", "surrogatepass")
+    bounds = bounds.tolist()
+    return [" ".join(joined[a:b].split()) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def is_unspaced(text: str) -> bool:

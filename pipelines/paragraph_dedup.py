@@ -1,0 +1,62 @@
+"""Spark runner for ``paragraph_dedup`` (contract: ``pipelines/steps.py``; the rules: dataprep.dedup.paragraphs).
+
+1. every task hashes the windows of its documents: (id, key) rows, one per distinct key of a document;
+2. a window over the key (one shuffle by hash) counts the documents holding it and their smallest id;
+   rows of keys held by more than ``max_documents`` documents are the cuts (minus the smallest id's
+   own row with ``keep: first``);
+3. the cuts, gathered per document, are joined back to the documents (broadcast while few), and each
+   task rewrites the texts that have cuts.
+Nothing but the three counters reaches the driver; the result does not depend on the partitioning.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.window import Window
+
+from dataprep.dedup.paragraphs import ParagraphDedup
+from dataprep.stage import DROP_REASON, DROP_STAGE
+from pipelines.dedup import BROADCAST_ROWS, _materialize
+
+_CUTS = "_cuts"
+
+
+def cuts(df: DataFrame, stage: ParagraphDedup) -> DataFrame:
+    """(id, key): the keys to cut from each document."""
+
+    def keys(batches):
+        for rb in batches:
+            yield stage.key_batch(rb.column("id").to_pylist(), rb.column("text").to_pylist())
+
+    rows = df.select("id", "text").mapInArrow(keys, "id string, key bigint")
+    by_key = Window.partitionBy("key")
+    rows = rows.select("id", "key", F.count("*").over(by_key).alias("docs"), F.min("id").over(by_key).alias("first"))
+    rows = rows.where(F.col("docs") > stage.max_documents)
+    if stage.keep == "first":
+        rows = rows.where(F.col("id") != F.col("first"))
+    return rows.select("id", "key")
+
+
+def run_paragraph_dedup(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataFrame:
+    """Cut duplicated segments out of the documents; drop those left too short."""
+    df = df.drop(*[c for c in (DROP_STAGE, DROP_REASON) if c in df.columns])
+    found = _materialize(cuts(df, stage))
+    counts = found.agg(F.count("*"), F.countDistinct("id"), F.countDistinct("key")).first()
+    stage.record({"segments_removed": counts[0], "documents_changed": counts[1], "duplicated_segments": counts[2]})
+    per_doc = _materialize(found.groupBy("id").agg(F.collect_list("key").alias(_CUTS)))
+    if counts[1] <= BROADCAST_ROWS:  # few documents change: the corpus is not shuffled
+        per_doc = F.broadcast(per_doc)
+    columns = df.columns
+    schema = StructType(df.schema.fields + [StructField(DROP_STAGE, StringType()), StructField(DROP_REASON, StringType())])
+
+    def rewrite(batches):
+        for rb in batches:
+            texts, reasons = stage.remove(rb.column("text").to_pylist(), rb.column(_CUTS).to_pylist())
+            arrays = [pa.array(texts, rb.schema.field("text").type) if c == "text" else rb.column(c) for c in columns]
+            dropped = [None if r is None else stage.name for r in reasons]
+            yield pa.RecordBatch.from_arrays(arrays + [pa.array(dropped, pa.string()), pa.array(reasons, pa.string())], names=[*columns, DROP_STAGE, DROP_REASON])
+
+    return df.join(per_doc, "id", "left").select(*columns, _CUTS).mapInArrow(rewrite, schema)
