@@ -295,6 +295,7 @@ class PipelineRun:
             .collect()
         )
         stats = StageStats(stage.name, seconds=seconds)
+        stats.record_counters(stage)  # counts the runner recorded on the driver
         for row in counts:
             stats.docs_in += row.docs
             stats.bytes_in += row.bytes or 0

@@ -52,4 +52,5 @@ def test_dedup_stages_in_a_pipeline_match_the_in_memory_run(spark, shared_data, 
     stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}
     assert stats["url_dedup"]["dropped"] == {"url_duplicate": 4} and stats["exact_dedup"]["dropped"] == {"exact_duplicate": 1}
     assert stats["decontaminate"]["counters"] == {"contaminated_documents": 1}
+    assert stats["paragraph_dedup"]["counters"]["segments_removed"] >= 2 * len(boilerplate)  # reached stats.json
     assert json.loads((tmp_path / "index" / "index.json").read_text())["rows"] == len(corpus)
