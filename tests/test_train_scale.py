@@ -3,7 +3,7 @@ initialisation and export, fp16 overflow on one rank, the bf16 FSDP policy, sele
 tensor parallelism, and the configs the mesh cannot run.
 
 Two torchrun launches (gloo, CPU) run this file as a worker (``__main__`` below): 4 ranks for the layouts
-(TP-only, FSDP-only, 2 x 2), 2 ranks for the memory measurements. Each rank writes what it saw to JSON;
+(TP-only, FSDP-only, 2 x 2), 2 FSDP ranks for the memory measurements and compile. Each rank writes what it saw to JSON;
 the tests read it. Memory is the process's resident size with glibc returning every allocation of
 64 KiB or more to the system when freed (MALLOC_MMAP_THRESHOLD_), so it follows live tensors.
 """
@@ -53,26 +53,26 @@ def layouts(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def memory(tmp_path_factory):
-    return _torchrun(2, tmp_path_factory.mktemp("memory"), "memory")
+def fsdp2(tmp_path_factory):
+    return _torchrun(2, tmp_path_factory.mktemp("fsdp2"), "fsdp2")
 
 
 # --- memory ---------------------------------------------------------------------------------------------
 
 
-def test_accumulation_keeps_only_gradient_shards_by_default(memory):
+def test_accumulation_keeps_only_gradient_shards_by_default(fsdp2):
     """Between micro-batches each of 2 FSDP ranks holds half the fp32 gradients by default; no-sync holds
     them all, unsharded (what the planner counts for it); both end with the same gradients."""
-    for rank in memory:
+    for rank in fsdp2:
         assert rank["grads_held"]["default"] < 0.65, rank
         assert rank["grads_held"]["no_sync"] > 0.9, rank
         assert rank["same_gradients"]
 
 
-def test_initialisation_and_export_never_hold_the_full_model_twice(memory):
+def test_initialisation_and_export_never_hold_the_full_model_twice(fsdp2):
     """Rank 0 grows by about its shard (half the model) while initialising, and by about one tensor while
     exporting; before, it built the whole model, and the export held a gathered copy plus its bytes."""
-    init, export = memory[0]["init_growth"], memory[0]["export_growth"]
+    init, export = fsdp2[0]["init_growth"], fsdp2[0]["export_growth"]
     assert init < 0.8 and export < 0.4, (init, export)
 
 
@@ -198,6 +198,16 @@ def test_gqa_saves_kv_heads_once(one_torch_thread):
     assert saved(4) - saved(1) == pytest.approx(2 * 2 * 16 * 2 * (32 * 3 // 4) * 4, rel=0.01)
 
 
+# --- compile ---------------------------------------------------------------------------------------------
+
+
+def test_fsdp_with_compiled_blocks_trains_like_eager(fsdp2):
+    """Compiled blocks (inductor) under FSDP with selective checkpointing: the same losses over two steps
+    as eager (tensor parallelism with compile is refused when the config loads, see below)."""
+    for rank in fsdp2:
+        assert rank["compiled_losses"] == pytest.approx(rank["eager_losses"], rel=1e-5)
+
+
 # --- configs the mesh cannot run ----------------------------------------------------------------------
 
 
@@ -268,12 +278,12 @@ def _batches(n: int, seq: int = 17) -> list[torch.Tensor]:
     return [torch.randint(0, 128, (2, seq), generator=gen) for _ in range(n)]
 
 
-def _memory_worker() -> dict:
+def _fsdp2_worker() -> dict:
     import tempfile
 
     from pretrain import checkpoint
     from pretrain.model import num_params
-    from pretrain.train import TrainStepContext, accumulate_gradients
+    from pretrain.train import TrainStepContext, accumulate_gradients, train_step
 
     out: dict = {"grads_held": {}}
     _build({"tp": 1}, model=WIDE)  # first use loads code (resident too): measure the second build
@@ -296,6 +306,11 @@ def _memory_worker() -> dict:
     path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
     _, export = _peak_growth(lambda: checkpoint.export_model(model, path))
     out["export_growth"] = export / full
+    for compile_ in (False, True):
+        cfg, _, model, optimizer, ctx = _build({"tp": 1, "compile": compile_, "activation_checkpointing": "selective"})
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+        losses = [train_step(model, optimizer, scheduler, _batches(2), ctx, 1.0)[0].item() for _ in range(2)]
+        out["compiled_losses" if compile_ else "eager_losses"] = losses
     return out
 
 
@@ -348,7 +363,7 @@ if __name__ == "__main__":
     _mode, _root = sys.argv[1], sys.argv[2]
     torch.distributed.init_process_group("gloo")
     torch.manual_seed(0)
-    _result = {"memory": _memory_worker, "layouts": _layouts_worker}[_mode]()
+    _result = {"fsdp2": _fsdp2_worker, "layouts": _layouts_worker}[_mode]()
     with open(os.path.join(_root, f"{_mode}-{torch.distributed.get_rank()}.json"), "w") as _fh:
         json.dump(_result, _fh)
     torch.distributed.destroy_process_group()
