@@ -2,8 +2,8 @@
 ``torchrun --nproc_per_node=K -m pretrain.train CONFIG`` (K processes, any number of nodes).
 
 Reads top to bottom: config, process group and mesh, data, model, optimizer, resume, loop. The step
-itself is ``train_step``: micro-batches forward/backward (gradient accumulation), clip, optimizer and
-scheduler step.
+itself is ``train_step``: ``accumulate_gradients`` (micro-batches forward/backward), then
+``optimizer_step`` (fp16 unscale, clip, optimizer and scheduler step).
 """
 
 from __future__ import annotations
