@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import pickle
 import random
 import re
 import shutil
+import struct
 import warnings
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -28,8 +31,6 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
     get_state_dict,
     set_state_dict,
 )
@@ -219,15 +220,54 @@ def load(path: str, model, optimizer) -> dict:
 # --- whole-model weights (inference, export) -------------------------------------------------------
 
 
-def export_model(model, path: str, metadata: dict | None = None) -> None:
-    """Gather the full model state (collective) and write it as one safetensors file from rank 0."""
-    from safetensors.torch import save_file
+_SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                      torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                      torch.uint8: "U8", torch.bool: "BOOL"}
 
-    sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+def write_safetensors(path: str, tensors: Mapping[str, torch.Tensor], metadata: dict | None = None, *,
+                      dtype: torch.dtype | None = None, materialise: Callable | None = None) -> None:
+    """Write ``tensors`` (converted to ``dtype`` if given) as a safetensors file, atomically and one tensor
+    at a time: ``materialise`` (e.g. gathering a DTensor) is called on each just before it is written.
+    ``safetensors.torch.save_file`` needs every tensor in memory and then copies them all into one
+    buffer (two full copies of a model); the format (an 8-byte header length, a JSON header, the raw
+    little-endian data) lets us stream instead."""
+    header, offset = {}, 0
+    for name, t in tensors.items():
+        kind = dtype or t.dtype
+        if kind not in _SAFETENSORS_DTYPES:
+            raise ValueError(f"safetensors cannot hold {name} of dtype {kind}")
+        size = math.prod(t.shape) * kind.itemsize
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[kind], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    if metadata:
+        header = {"__metadata__": {k: str(v) for k, v in metadata.items()}, **header}
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)  # data starts 8-byte aligned, as safetensors writes it
+    with atomic_output(path) as out, open(out, "wb") as fh:
+        fh.write(struct.pack("<Q", len(head)) + head)
+        for t in tensors.values():
+            t = (materialise(t) if materialise else t).detach().to("cpu", dtype or t.dtype)
+            fh.write(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+
+
+def _full_tensor(t: torch.Tensor) -> torch.Tensor:
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def export_model(model, path: str, metadata: dict | None = None) -> None:
+    """Gather the full model (collective), one tensor at a time, into one safetensors file written by rank
+    0: no process holds more than one full tensor besides its own shards."""
+    from pretrain.model import parameter_name
+
+    state = {parameter_name(k): v for k, v in model.state_dict().items()}
     if _rank() == 0:
-        sd = {k: v.contiguous() for k, v in sd.items()}
-        with atomic_output(path) as out:
-            save_file(sd, out, metadata={k: str(v) for k, v in (metadata or {}).items()})
+        write_safetensors(path, state, metadata, materialise=_full_tensor)
+    else:
+        for t in state.values():  # every rank takes part in each gather
+            _full_tensor(t)
     _barrier()
 
 
@@ -254,9 +294,6 @@ def read_model_weights(ckpt: str) -> tuple[dict[str, torch.Tensor], dict]:
 def export_checkpoint(ckpt: str, path: str) -> dict[str, torch.Tensor]:
     """Convert a checkpoint's model weights to one safetensors file, in one process without the model.
     Returns the tensors."""
-    from safetensors.torch import save_file
-
     weights, state = read_model_weights(ckpt)
-    with atomic_output(path) as out:
-        save_file(weights, out, metadata={"step": str(state["step"]), "model_config": json.dumps(state.get("model_config"))})
+    write_safetensors(path, weights, {"step": state["step"], "model_config": json.dumps(state.get("model_config"))})
     return weights

@@ -64,6 +64,22 @@ class ParallelConfig(StrictModel):
     activation_checkpointing: Literal["none", "block", "selective"] = "none"
     compile: bool = False
     loss_parallel: bool = False
+    # Gradient accumulation with FSDP: by default gradients are reduce-scattered after every micro-batch
+    # (torchtitan's choice: each rank holds only its gradient shard). no_sync_accumulation reduces once
+    # per step instead, keeping a full unsharded fp32 gradient on every rank until then (less
+    # communication, much more memory; ``pretrain plan --no-sync-accumulation`` counts it).
+    no_sync_accumulation: bool = False
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> "ParallelConfig":
+        if self.dp_shard == 0 or self.dp_shard < -1:
+            raise ValueError(f"parallel.dp_shard must be -1 or a positive degree, got {self.dp_shard}")
+        if self.loss_parallel and self.tp == 1:
+            raise ValueError("parallel.loss_parallel needs tp > 1")
+        if self.compile and self.tp > 1:  # fails in the backward pass (DTensor inside compiled blocks)
+            raise ValueError("parallel.compile is not supported with tensor parallelism (tp > 1): "
+                             "compile with FSDP only, or set compile: false")
+        return self
 
 
 class OptimConfig(StrictModel):
@@ -113,6 +129,25 @@ class TrainConfig(StrictModel):
     def _check_horizon(self) -> "TrainConfig":
         if self.max_steps is None and self.max_tokens is None:
             raise ValueError("set max_steps or max_tokens")
+        return self
+
+    @model_validator(mode="after")
+    def _check_mesh(self) -> "TrainConfig":
+        """Every divisibility the mesh needs, checked here: at run time a mismatch crashes one rank while
+        the others wait in a collective."""
+        tp, dp = self.parallel.tp, self.parallel.dp_shard
+        if isinstance(self.model, ModelConfig):
+            for name in ("n_heads", "n_kv_heads"):
+                if getattr(self.model, name) % tp:
+                    raise ValueError(f"parallel.tp={tp} must divide model.{name}={getattr(self.model, name)}")
+            if self.model.tie_embeddings and tp > 1:
+                raise ValueError("model.tie_embeddings is not supported with tensor parallelism (tp > 1)")
+        if self.seq_len % tp:  # sequence parallel splits every sequence tp ways
+            raise ValueError(f"seq_len {self.seq_len} must be divisible by parallel.tp={tp} (sequence parallel)")
+        per_step = self.micro_batch_size * max(dp, 1)
+        if self.global_batch_size % per_step:
+            raise ValueError(f"global_batch_size {self.global_batch_size} must be a multiple of micro_batch_size "
+                             f"{self.micro_batch_size}" + (f" x parallel.dp_shard {dp}" if dp > 1 else ""))
         return self
 
 

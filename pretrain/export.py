@@ -19,6 +19,7 @@ import torch
 from dataprep.io import atomic_directory, atomic_write_text
 from dataprep.tokenize.hf_tokenizer import write_hf_tokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
+from pretrain.checkpoint import write_safetensors
 from pretrain.config import ModelConfig, save_yaml
 from pretrain.hf_adapter import from_hf, from_hf_config, to_hf, to_hf_config
 from pretrain.inference import FINAL_WEIGHTS, Trained, find_tokenizer, load_trained
@@ -40,16 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dict | None = None,
               dtype: str = "float32", overwrite: bool = False) -> str:
     """Write the Hugging Face folder (built beside ``output``, renamed into place when complete)."""
-    from safetensors.torch import save_file
-
     if tokenizer.vocab_size > trained.model.vocab_size:
         raise ValueError(f"tokenizer vocabulary {tokenizer.vocab_size} exceeds the model's vocab_size {trained.model.vocab_size}")
     add_bos = bool((manifest or {}).get("add_bos", False))
     generation = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.pad_id,
                   "max_length": trained.model.max_seq_len}
     with atomic_directory(output, overwrite) as tmp:
-        tensors = {k: v.to(DTYPES[dtype]).contiguous() for k, v in to_hf(trained.weights, trained.model).items()}
-        save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        # renamed, not copied; each tensor converted just before it is written
+        write_safetensors(os.path.join(tmp, "model.safetensors"), to_hf(trained.weights, trained.model),
+                          {"format": "pt"}, dtype=DTYPES[dtype])
         for name, data in (("config.json", to_hf_config(trained.model, tokenizer, dtype)),
                            ("generation_config.json", generation)):
             atomic_write_text(os.path.join(tmp, name), json.dumps(data, indent=2) + "\n")
@@ -61,7 +61,6 @@ def import_hf(hf_dir: str, output: str, overwrite: bool = False) -> ModelConfig:
     """Convert a Hugging Face Llama folder (config.json + *.safetensors) to ``model.safetensors`` in our
     names plus ``model.yaml``, loadable by ``load_trained`` (and an initialisation for training)."""
     from safetensors import safe_open
-    from safetensors.torch import save_file
 
     with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as fh:
         cfg = from_hf_config(json.load(fh), hf_dir)
@@ -74,8 +73,8 @@ def import_hf(hf_dir: str, output: str, overwrite: bool = False) -> ModelConfig:
             tensors.update({k: fh.get_tensor(k) for k in fh.keys()})
     weights = from_hf(tensors, cfg)
     with atomic_directory(output, overwrite) as tmp:
-        save_file(weights, os.path.join(tmp, FINAL_WEIGHTS),
-                  metadata={"model_config": cfg.model_dump_json(), "source": os.path.abspath(hf_dir)})
+        write_safetensors(os.path.join(tmp, FINAL_WEIGHTS), weights,
+                          {"model_config": cfg.model_dump_json(), "source": os.path.abspath(hf_dir)})
         save_yaml(cfg, os.path.join(tmp, "model.yaml"))
     return cfg
 

@@ -5,11 +5,14 @@ its number of local heads from the projection width, so tensor parallelism can s
 the model knowing. Initialisation (``init_weights``): every weight is N(0, init_std), the two
 projections that write into the residual stream (``attention.wo``, ``feed_forward.w2``) use
 init_std / sqrt(2 * n_layers) as in GPT-2, so the residual variance does not grow with depth; norms
-start at 1. Parameters are created uninitialised so the model can be built on the meta device.
+start at 1. Parameters are created uninitialised so the model can be built on the meta device, and
+initialised where they live: a sharded parameter (DTensor) draws only its own rows and columns, with the
+same values a whole tensor would hold, so no process ever builds the full model.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import torch
@@ -34,6 +37,43 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).type_as(x)
 
 
+INIT_BLOCK = 1 << 22  # elements drawn per generator seed: bounds the host memory of initialisation
+
+
+def parameter_name(name: str) -> str:
+    """A parameter's name without the wrappers parallelism adds (``_checkpoint_wrapped_module``,
+    ``_orig_mod``): the same name for every layout."""
+    return ".".join(part for part in name.split(".") if not part.startswith("_"))
+
+
+def fill_normal(p: torch.Tensor, std: float, key: str) -> None:
+    """Fill the 2-D parameter ``p`` (a tensor or this rank's shard of a DTensor) with N(0, std) values that
+    depend only on ``key`` and the element's position in the full tensor. The full tensor is drawn in
+    blocks of whole rows, each from a generator seeded by (key, block), on the CPU (the same numbers on
+    every device); a shard draws only the blocks that overlap its rows."""
+    from torch.distributed.tensor import DTensor
+
+    rows, cols = p.shape
+    if isinstance(p, DTensor):
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+        (n_rows, n_cols), (row0, col0) = compute_local_shape_and_global_offset(p.shape, p.device_mesh, p.placements)
+        local = p.to_local()
+    else:
+        (n_rows, n_cols), (row0, col0), local = (rows, cols), (0, 0), p
+    if n_rows == 0 or n_cols == 0:
+        return
+    per_block = max(1, INIT_BLOCK // cols)
+    gen = torch.Generator()
+    for block in range(row0 // per_block, (row0 + n_rows - 1) // per_block + 1):
+        digest = hashlib.blake2b(f"{key}/{block}".encode(), digest_size=8).digest()
+        gen.manual_seed(int.from_bytes(digest, "little") >> 1)
+        first, last = block * per_block, min(rows, (block + 1) * per_block)
+        values = torch.empty(last - first, cols).normal_(0.0, std, generator=gen)
+        lo, hi = max(first, row0), min(last, row0 + n_rows)
+        local[lo - row0:hi - row0].copy_(values[lo - first:hi - first, col0:col0 + n_cols])
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -51,10 +91,9 @@ class Attention(nn.Module):
         v = self.wv(x).view(bsz, seq, -1, self.head_dim)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, heads, seq, head_dim)
-        if k.size(1) != q.size(1):  # grouped-query attention: each kv head serves a group of q heads
-            k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
-            v = v.repeat_interleave(q.size(1) // v.size(1), dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # grouped-query attention: each kv head serves a group of q heads; SDPA broadcasts them itself, so
+        # neither the forward nor the saved activations hold repeated copies of k and v
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.size(1) != q.size(1))
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
 
 
@@ -111,15 +150,16 @@ class Llama(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed: int | None = None) -> None:
-        """Initialise as described in the module docstring (deterministic given ``seed``)."""
-        gen = torch.Generator(device=self.output.weight.device)
-        gen.manual_seed(0 if seed is None else seed)
+        """Initialise as described in the module docstring, deterministic given ``seed`` and independent of
+        how the parameters are sharded: each rank fills only its own shard (``fill_normal``)."""
+        seed = 0 if seed is None else seed
         std, out_std = self.cfg.init_std, self.cfg.init_std / math.sqrt(2 * self.cfg.n_layers)
         for name, p in self.named_parameters():
+            name = parameter_name(name)
             if p.ndim == 1:
-                nn.init.ones_(p)
+                p.fill_(1.0)
             else:
-                nn.init.normal_(p, 0.0, out_std if name.endswith(("wo.weight", "w2.weight")) else std, generator=gen)
+                fill_normal(p, out_std if name.endswith(("wo.weight", "w2.weight")) else std, f"{seed}/{name}")
         self.reset_buffers()
 
     @torch.no_grad()

@@ -99,11 +99,7 @@ def apply_tp(model: nn.Module, tp_mesh: DeviceMesh, loss_parallel: bool) -> None
         parallelize_module,
     )
 
-    if model.cfg.tie_embeddings:
-        raise ValueError("tie_embeddings is not supported with tensor parallelism (tp > 1)")
-    heads, kv = model.cfg.n_heads, model.cfg.n_kv_heads
-    if heads % tp_mesh.size() or kv % tp_mesh.size():
-        raise ValueError(f"tp={tp_mesh.size()} must divide n_heads={heads} and n_kv_heads={kv}")
+    # the divisibilities TP needs (heads, sequence) are checked when the config loads (TrainConfig)
     parallelize_module(
         model,
         tp_mesh,
@@ -134,16 +130,24 @@ def apply_tp(model: nn.Module, tp_mesh: DeviceMesh, loss_parallel: bool) -> None
         parallelize_module(block, tp_mesh, block_plan)
 
 
+# What selective checkpointing keeps (torchtitan's list): matmul outputs, every attention kernel (the CPU
+# one included, so a CPU test sees the same policy as a GPU run), and the tensor-parallel reduce-scatter
+# (recomputing it would repeat a collective in the backward pass).
+SELECTIVE_KEEP = {
+    torch.ops.aten.mm.default,
+    torch.ops.aten._scaled_dot_product_efficient_attention.default,
+    torch.ops.aten._scaled_dot_product_flash_attention.default,
+    torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+    torch.ops._c10d_functional.reduce_scatter_tensor.default,
+}
+
+
 def _save_matmuls_policy():
-    """Selective checkpointing: keep the outputs of matmuls and attention, recompute the cheap rest."""
+    """Selective checkpointing: keep what ``SELECTIVE_KEEP`` names, recompute the cheap rest."""
     from torch.utils.checkpoint import CheckpointPolicy
 
-    keep = {
-        torch.ops.aten.mm.default,
-        torch.ops.aten._scaled_dot_product_efficient_attention.default,
-        torch.ops.aten._scaled_dot_product_flash_attention.default,
-        torch.ops.aten._scaled_dot_product_cudnn_attention.default,
-    }
+    keep = SELECTIVE_KEEP
 
     def policy(ctx, op, *args, **kwargs):
         return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
@@ -173,10 +177,12 @@ def apply_compile(model: nn.Module) -> None:
 
 def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, param_dtype: torch.dtype | None) -> None:
     """FSDP2: shard each block, then the root (embeddings, final norm, output). With ``param_dtype``
-    (bf16 on GPU) parameters are gathered in that dtype and gradients reduced in fp32."""
+    (bf16) parameters are gathered in that dtype and gradients reduced in fp32. Forward inputs are not
+    cast: the rotary tables every block receives stay fp32, as in the fp32 model an export runs."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32) if param_dtype else None
+    mp = (MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32, cast_forward_inputs=False)
+          if param_dtype else None)
     kwargs = {"mesh": dp_mesh} | ({"mp_policy": mp} if mp else {})
     blocks = list(model.layers.values())
     for i, block in enumerate(blocks):
@@ -189,8 +195,6 @@ def parallelize(model: nn.Module, dims: ParallelDims, cfg: ParallelConfig,
                 param_dtype: torch.dtype | None = None) -> nn.Module:
     """Apply TP, activation checkpointing, compile and FSDP, in that order (the order torchtitan uses),
     on the mesh ``dims`` built."""
-    if cfg.loss_parallel and not dims.tp_enabled:
-        raise ValueError("parallel.loss_parallel needs tp > 1")
     if dims.tp_enabled:
         apply_tp(model, dims.mesh["tp"], cfg.loss_parallel)
     apply_activation_checkpointing(model, cfg.activation_checkpointing)

@@ -7,11 +7,15 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   optimizer over data-parallel ranks, ZeRO-2 also gradients, ZeRO-3 (FSDP) also weights. Tensor
   parallelism (degree t) splits every matrix t ways; only the norm weights stay replicated. Our
   trainer's FSDP2 keeps the fp32 master as the sharded parameter and reduces gradients in fp32: the
-  same 16 bytes per parameter, all sharded.
+  same 16 bytes per parameter, all sharded. Gradient accumulation reduce-scatters every micro-batch by
+  default, so only gradient shards accumulate; with ``no_sync`` accumulation (one reduction per step)
+  every rank holds the full unsharded gradients, in fp32 (FSDP2 accumulates in its reduce dtype), from
+  the first micro-batch to the last: 4 bytes per parameter (divided by t only).
 - activations saved for backward, per token per layer, measured on our Llama block (tests check the
   count against the tensors autograd saves): each RMSNorm keeps an fp32 copy of its input and of the
   normalised value plus its output (8 d bytes + d elements); attention keeps q, k, v (full width after
-  the GQA repeat) and its output (4 d elements; flash attention has no seq^2 term); SwiGLU keeps gate,
+  each kv head once: SDPA's enable_gqa) and its output (2 d + 2 kv elements; flash attention has no
+  seq^2 term); SwiGLU keeps gate,
   silu, up and product (4 ffn elements). Selective checkpointing keeps only matmul and attention
   outputs and the block input (5 d + 2 kv + 2 ffn elements); block checkpointing keeps each block's
   input (d elements) and rebuilds one block at a time. The backward pass also holds one block's
@@ -47,14 +51,17 @@ GB = 1e9
 
 
 def model_states(cfg: ModelConfig, stage: str, dp: int, tp: int, precision: str = "bf16",
-                 n_params: int | None = None) -> dict[str, float]:
-    """Bytes per GPU of weights, gradients and optimizer states (``n_params`` overrides the count)."""
+                 n_params: int | None = None, unsharded_grads: bool = False) -> dict[str, float]:
+    """Bytes per GPU of weights, gradients and optimizer states (``n_params`` overrides the count);
+    ``unsharded_grads``: gradients held whole in fp32 (no-sync accumulation under ZeRO-2/3)."""
     total = num_params(cfg) if n_params is None else n_params
     replicated = (2 * cfg.n_layers + 1) * cfg.d_model if n_params is None else 0  # RMSNorm weights
     per_gpu = (total - replicated) / tp + replicated
     out = {}
     for name, nbytes, sharded in zip(("params", "grads", "optimizer"), PRECISIONS[precision], SHARDED[stage]):
         out[name] = per_gpu * nbytes / (dp if sharded else 1)
+    if unsharded_grads and SHARDED[stage][1] and dp > 1:
+        out["grads"] = per_gpu * 4
     return out
 
 
@@ -65,7 +72,7 @@ def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing:
     d, f, kv = cfg.d_model, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim
     tokens = micro_batch * seq_len
     norm = 8 * d + elem * d
-    full = 2 * norm + elem * (4 * d + 4 * f)
+    full = 2 * norm + elem * (2 * d + 2 * kv + 4 * f)
     per_layer = {"none": full, "selective": elem * (5 * d + 2 * kv + 2 * f), "block": elem * d}[checkpointing]
     # in flight during the backward pass: the gradients of one block's activations, plus that block's
     # recomputed activations under checkpointing
@@ -118,10 +125,12 @@ def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int) -> list[tuple[s
 
 
 def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
-                  micro_batch: int, precision: str = "bf16") -> dict[str, float]:
-    """Per-GPU memory breakdown (bytes) of one layout."""
+                  micro_batch: int, precision: str = "bf16", grad_accum: int = 1,
+                  no_sync: bool = False) -> dict[str, float]:
+    """Per-GPU memory breakdown (bytes) of one layout; ``no_sync`` accumulation over ``grad_accum`` > 1
+    micro-batches keeps the gradients unsharded (see module doc)."""
     dp = gpus // tp
-    mem = model_states(cfg, stage, dp, tp, precision)
+    mem = model_states(cfg, stage, dp, tp, precision, unsharded_grads=no_sync and grad_accum > 1)
     act = activations(cfg, seq_len, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1)
     mem["activations"] = act["total"]
     mem["fsdp_buffers"] = fsdp_buffers(cfg, tp, precision) if stage == "zero3" and dp > 1 else 0.0
@@ -148,11 +157,12 @@ def _why(layout: Layout, previous: Layout | None, capacity: float) -> str:
 def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = None, micro_batch: int = 4,
          global_batch: int | None = None, precision: str = "bf16", mfu: float = 0.4, tokens: float | None = None,
          gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
-         tokens_source: str = "given", unique_tokens: float | None = None) -> dict:
+         tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False) -> dict:
     """Walk the layouts from simplest to most involved and return the first that fits, with timings.
 
     Without ``tokens`` the target is the Chinchilla ``method``'s D for the model; ``unique_tokens`` (the
-    data's) turns the target into epochs."""
+    data's) turns the target into epochs. ``no_sync``: gradient accumulation without a reduce-scatter per
+    micro-batch (counted in memory)."""
     seq_len = seq_len or cfg.max_seq_len
     gpus_per_node = gpus_per_node or min(gpus, gpu.gpus_per_node)
     if seq_len > cfg.max_seq_len:
@@ -173,8 +183,9 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     tried, chosen, previous = [], None, None
     for stage, tp, ac in _candidates(cfg, gpus, gpus_per_node):
         layout = Layout(stage, tp, gpus // tp, ac)
+        accum = _accum_steps(global_batch, seq_len, micro_batch * layout.dp)
         layout.memory = layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=seq_len, micro_batch=micro_batch,
-                                      precision=precision)
+                                      precision=precision, grad_accum=accum, no_sync=no_sync)
         layout.fits = layout.memory["total"] <= capacity
         layout.reason = _why(layout, previous, capacity)
         tried.append(layout)
@@ -183,10 +194,11 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
             chosen = layout
             break
     if chosen is None:
-        raise ValueError(_no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision))
+        raise ValueError(_no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision, global_batch,
+                                         no_sync))
     per_step = micro_batch * chosen.dp
     if global_batch is None:
-        chosen.grad_accum = max(1, round(TOKENS_PER_STEP / (seq_len * per_step)))
+        chosen.grad_accum = _accum_steps(None, seq_len, per_step)
     elif global_batch % per_step:
         raise ValueError(f"global batch {global_batch} is not a multiple of micro-batch {micro_batch} x "
                          f"{chosen.dp} data-parallel ranks ({chosen.name}); try {_nearest(global_batch, per_step)}")
@@ -196,7 +208,14 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         raise ValueError(f"--tp {show_tp} does not divide {gpus} GPUs")
     return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, micro_batch=micro_batch,
                    precision=precision, mfu=mfu, tokens=tokens, show_tp=show_tp, method=method,
-                   tokens_source=tokens_source, unique_tokens=unique_tokens)
+                   tokens_source=tokens_source, unique_tokens=unique_tokens, no_sync=no_sync)
+
+
+def _accum_steps(global_batch: int | None, seq_len: int, per_step: int) -> int:
+    """Micro-batches per optimizer step: the given global batch, else ~TOKENS_PER_STEP tokens."""
+    if global_batch is None:
+        return max(1, round(TOKENS_PER_STEP / (seq_len * per_step)))
+    return max(1, global_batch // per_step)
 
 
 def _nearest(value: int, multiple: int) -> str:
@@ -204,20 +223,21 @@ def _nearest(value: int, multiple: int) -> str:
     return f"{low} or {low + multiple}" if low < value else str(low)
 
 
-def _no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision) -> str:
+def _no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision, global_batch, no_sync) -> str:
     leanest = min(tried, key=lambda t: t.memory["total"])
     msg = (f"the model ({human(num_params(cfg))} parameters) does not fit on {gpus} x {gpu.name}: the leanest layout, "
            f"{leanest.name}, needs {leanest.memory['total'] / GB:.1f} GB per GPU of {gpu.memory_gb:g} GB")
     if micro_batch > 1:
         one = layout_memory(cfg, leanest.stage, leanest.tp, leanest.checkpointing, gpus=gpus, seq_len=seq_len,
-                            micro_batch=1, precision=precision)
+                            micro_batch=1, precision=precision, no_sync=no_sync,
+                            grad_accum=_accum_steps(global_batch, seq_len, leanest.dp))
         if one["total"] <= gpu.memory_bytes:
             return msg + f"; --micro-batch 1 would fit ({one['total'] / GB:.1f} GB)"
     return msg + "; use more GPUs, a shorter sequence, or GPUs with more memory"
 
 
 def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, precision, mfu, tokens, show_tp,
-            method, tokens_source, unique_tokens) -> dict:
+            method, tokens_source, unique_tokens, no_sync) -> dict:
     n = num_params(cfg)
     if tokens is None:
         tokens, tokens_source = estimate(method, params=n).tokens, f"Chinchilla {METHODS[method].name} for this N"
@@ -227,7 +247,8 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, prec
     step_time = step_flops / (gpus * gpu.peak_flops_bf16 * mfu)
     tokens_per_day = tokens_per_step / step_time * 86400
     breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, gpus=gpus, seq_len=seq_len,
-                                           micro_batch=micro_batch, precision=precision) for stage in SHARDED}
+                                           micro_batch=micro_batch, precision=precision,
+                                           grad_accum=chosen.grad_accum, no_sync=no_sync) for stage in SHARDED}
                  for tp in sorted({1, chosen.tp, show_tp or 1})}
     act = {ac: activations(cfg, seq_len, micro_batch, ac, chosen.tp, precision, chosen.tp > 1)["total"]
            for ac in RECOMPUTE}
@@ -237,6 +258,7 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, prec
         "precision": precision, "seq_len": seq_len, "micro_batch": micro_batch,
         "layout": {"name": chosen.name, "stage": chosen.stage, "dp": chosen.dp, "tp": chosen.tp,
                    "checkpointing": chosen.checkpointing, "grad_accum": chosen.grad_accum,
+                   "no_sync_accumulation": no_sync,
                    "global_batch": global_batch, "tokens_per_step": tokens_per_step, "memory": chosen.memory},
         "decisions": [t.reason for t in tried],
         "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
@@ -258,7 +280,7 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
         "global_batch_size": lay["global_batch"], "max_tokens": int(result["time"]["target_tokens"]),
         "precision": "bf16" if result["precision"] == "bf16" else "fp32", "device": "auto",
         "parallel": {"dp_shard": -1, "tp": lay["tp"], "activation_checkpointing": lay["checkpointing"],
-                     "loss_parallel": lay["tp"] > 1},
+                     "loss_parallel": lay["tp"] > 1, "no_sync_accumulation": lay["no_sync_accumulation"]},
         "optim": {"warmup_steps": min(2000, max(1, steps // 100))}, "out_dir": out_dir,
     })
 
@@ -276,6 +298,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--global-batch", type=int, help="sequences per optimizer step (default: ~1M tokens)")
     parser.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
     parser.add_argument("--precision", choices=list(PRECISIONS), default="bf16")
+    parser.add_argument("--no-sync-accumulation", action="store_true",
+                        help="accumulate gradients unsharded and reduce once per step (less communication; "
+                             "every GPU then holds the full fp32 gradients)")
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
     parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the Chinchilla --method's D for N)")
     parser.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
@@ -317,7 +342,7 @@ def main(args) -> int:
     result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
                   global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
                   gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
-                  unique_tokens=unique)
+                  unique_tokens=unique, no_sync=args.no_sync_accumulation)
     if args.out:
         save_yaml(train_config(result, cfg, args.data, args.run_dir), args.out)
         result["written"] = args.out
@@ -342,7 +367,9 @@ def format_report(r: dict) -> str:
     acts = ", ".join(f"{k} {v / GB:.1f}" for k, v in r["activations_by_checkpointing"].items())
     lines += ["", f"activations per GPU by checkpointing (GB): {acts}",
               f"batch: {lay['global_batch']} sequences = micro-batch {r['micro_batch']} x {lay['dp']} data-parallel "
-              f"x {lay['grad_accum']} accumulation steps ({human(lay['tokens_per_step'])} tokens)",
+              f"x {lay['grad_accum']} accumulation steps ({human(lay['tokens_per_step'])} tokens), gradients "
+              + ("held unsharded until the last micro-batch (no-sync)" if lay["no_sync_accumulation"]
+                 else "reduce-scattered every micro-batch"),
               f"time at MFU {t['mfu']:g}: {t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
               f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
               f"({t['target_source']}, {t['steps']:,} steps)"]

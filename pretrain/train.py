@@ -2,8 +2,8 @@
 ``torchrun --nproc_per_node=K -m pretrain.train CONFIG`` (K processes, any number of nodes).
 
 Reads top to bottom: config, process group and mesh, data, model, optimizer, resume, loop. The step
-itself is ``train_step``: micro-batches forward/backward (gradient accumulation), clip, optimizer and
-scheduler step.
+itself is ``train_step``: ``accumulate_gradients`` (micro-batches forward/backward), then
+``optimizer_step`` (fp16 unscale, clip, optimizer and scheduler step).
 """
 
 from __future__ import annotations
@@ -68,30 +68,19 @@ def lr_factor(step: int, total: int, opt: OptimConfig) -> float:
 
 
 def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.device, precision: str) -> Llama:
-    """Build on the meta device, parallelize, allocate, then load weights initialised on rank 0's CPU:
-    the initial weights are the same for every parallel layout (so runs are comparable) and only
-    rank 0 ever holds the full model."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-
+    """Build on the meta device, parallelize, allocate this rank's shards and initialise them in place.
+    The initial weights are the same for every parallel layout (``Llama.init_weights`` draws each
+    element from its position in the full tensor), so runs are comparable, and no process ever holds
+    the full model."""
     if cfg.model.tie_embeddings and dims.world_size > 1:
         raise ValueError("model.tie_embeddings is supported in single-process training only (FSDP/TP would shard the shared weight twice)")
     with torch.device("meta"):
         model = Llama(cfg.model)
-    param_dtype = torch.bfloat16 if precision == "bf16" and device.type == "cuda" else None
+    param_dtype = torch.bfloat16 if precision == "bf16" and dims.fsdp_enabled else None
     parallelize(model, dims, cfg.parallel, param_dtype)
     model.to_empty(device=device)
     model.tie_weights()
-    full = {}
-    if not dist.is_initialized() or dist.get_rank() == 0:
-        with torch.device("meta"):  # skip nn's default init: init_weights sets every tensor
-            init = Llama(cfg.model)
-        init.to_empty(device="cpu")
-        init.tie_weights()
-        init.init_weights(cfg.seed)
-        full = init.state_dict()
-    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=dist.is_initialized())
-    set_model_state_dict(model, full, options=options)
-    model.reset_buffers()
+    model.init_weights(cfg.seed)
     return model
 
 
@@ -121,13 +110,15 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 
 class TrainStepContext:
     """What a forward pass needs besides the model, decided once: autocast, loss parallelism, the fp16
-    gradient scaler and whether FSDP must be told when to reduce gradients."""
+    gradient scaler and whether FSDP holds gradients unsharded between micro-batches."""
 
-    def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool):
-        self.device, self.fsdp = device, fsdp
+    def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
+                 no_sync_accumulation: bool = False):
+        self.device = device
+        self.no_sync = fsdp and no_sync_accumulation
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        # with FSDP on GPU, bf16 comes from its MixedPrecisionPolicy instead of autocast
-        use_autocast = autocast_dtype is not None and not (fsdp and precision == "bf16" and device.type == "cuda")
+        # with FSDP, bf16 comes from its MixedPrecisionPolicy instead of autocast
+        use_autocast = autocast_dtype is not None and not (fsdp and precision == "bf16")
         self.autocast = (lambda: torch.autocast(device.type, dtype=autocast_dtype)) if use_autocast else contextlib.nullcontext
         if loss_parallel:
             from torch.distributed.tensor.parallel import loss_parallel as lp
@@ -135,7 +126,15 @@ class TrainStepContext:
             self.loss_ctx = lp
         else:
             self.loss_ctx = contextlib.nullcontext
-        self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+        self.scaler = None
+        if precision == "fp16" and dist.is_initialized() and dist.get_world_size() > 1:
+            # an overflow on any rank must skip the step on every rank: the found-inf flag is all-reduced
+            # over the whole world (plain GradScaler reduces over the first gradient's mesh only)
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            self.scaler = ShardedGradScaler(device.type, process_group=dist.group.WORLD)
+        elif precision == "fp16":
+            self.scaler = torch.amp.GradScaler(device.type)
 
     def loss(self, model, batch: torch.Tensor) -> torch.Tensor:
         batch = batch.to(self.device, non_blocking=True)
@@ -146,18 +145,24 @@ class TrainStepContext:
             return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
-def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
-               grad_clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimizer step over this rank's micro-batches; returns (mean loss, grad norm) as tensors
-    (no host sync)."""
+def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainStepContext) -> torch.Tensor:
+    """Forward and backward over this rank's micro-batches; returns the mean loss (no host sync). FSDP
+    reduce-scatters each micro-batch's gradients as they come (only the shards accumulate), unless
+    ``no_sync_accumulation`` defers that to the last micro-batch."""
     total = torch.zeros((), device=ctx.device)
     for i, batch in enumerate(micro_batches):
-        if ctx.fsdp:  # reduce-scatter gradients only after the last micro-batch
+        if ctx.no_sync:
             model.set_requires_gradient_sync(i == len(micro_batches) - 1)
         loss = ctx.loss(model, batch) / len(micro_batches)
         with ctx.loss_ctx():
             (ctx.scaler.scale(loss) if ctx.scaler else loss).backward()
         total += (loss.full_tensor() if isinstance(loss, DTensor) else loss).detach()
+    return total
+
+
+def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float) -> torch.Tensor:
+    """Unscale (fp16: every rank skips the step if any found an inf or nan), clip, step; returns the
+    gradient norm."""
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
     params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -169,7 +174,15 @@ def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], c
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     scheduler.step()
-    return total, grad_norm
+    return grad_norm
+
+
+def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
+               grad_clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step over this rank's micro-batches; returns (mean loss, grad norm) as tensors
+    (no host sync)."""
+    loss = accumulate_gradients(model, micro_batches, ctx)
+    return loss, optimizer_step(optimizer, scheduler, ctx, grad_clip)
 
 
 @torch.no_grad()
@@ -214,7 +227,8 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None)
     optimizer = build_optimizer(model, cfg.optim, device)
     steps = total_steps(cfg)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, cfg.optim))
-    ctx = TrainStepContext(device, precision, cfg.parallel.loss_parallel, fsdp=dims.fsdp_enabled)
+    ctx = TrainStepContext(device, precision, cfg.parallel.loss_parallel, fsdp=dims.fsdp_enabled,
+                           no_sync_accumulation=cfg.parallel.no_sync_accumulation)
 
     ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
     step = _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, ctx)
