@@ -220,3 +220,20 @@ def test_bad_arguments_are_one_clear_line(tmp_path, capsys):
     md = (out / "report" / "report.md").read_text()
     assert _sections(md) == ["Summary", "Removal funnel per stage", "Removal per rule"]
     assert "| langid | (5 other rules) | 25 | 25.0% |" in md and "langid:x14" in md and "langid:x15" not in md
+
+
+def test_rule_examples_show_what_was_removed(local_output, tmp_path):
+    """With the dropped text kept (output.write_dropped), each rule's examples show its start."""
+    out = tmp_path / "out"
+    shutil.copytree(local_output, out)
+    stats = json.loads((out / "stats.json").read_text())
+    stats["stages"].append({**stats["stages"][-1], "stage": "gopher_quality", "docs_in": 2, "docs_dropped": 1, "docs_kept": 1,
+                            "dropped": {"gopher_below_alpha_threshold": 1}, "dropped_bytes": {"gopher_below_alpha_threshold": 80}})
+    (out / "stats.json").write_text(json.dumps(stats))
+    (out / "steps" / "03_quality" / "data").mkdir(parents=True)
+    text = "Prices | 1.99 | 2.49 | 3.99 |\n" * 10
+    pq.write_table(pa.table({"url": ["https://shop.example/prices"], "text": [text], DROP_STAGE: ["gopher_quality"],
+                             DROP_REASON: ["gopher_below_alpha_threshold"]}), out / "steps" / "03_quality" / "data" / "part-0.parquet")
+    md = Path(build_report(str(out), str(tmp_path / "r"))[1]).read_text()
+    row = next(line for line in md.splitlines() if "gopher_below_alpha_threshold" in line and line.startswith("| gopher_quality"))
+    assert "https://shop.example/prices: Prices \\| 1.99 \\| 2.49" in row and "…" in row

@@ -4,6 +4,8 @@ list (few newlines per word)."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.gopher import find_duplicates
 from dataprep.quality.languages import is_terminal_punct, split_words
@@ -21,6 +23,8 @@ class FineWebQuality(QualityFilter):
     short_line_length: int = 30
     char_duplicates_ratio: float = 0.01
     new_line_ratio: float = 0.3
+    # Not in datatrove (the default keeps its decisions)
+    dup_min_line_words: int = Field(0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines")
 
     def _ends_sentence(self, line: str) -> bool:
         if self.stop_chars is not None:
@@ -36,7 +40,8 @@ class FineWebQuality(QualityFilter):
             return "line_punct_ratio", text
         if sum(1 for line in lines if len(line) <= self.short_line_length) / len(lines) > self.short_line_thr:
             return "short_line_ratio", text
-        if find_duplicates(lines)[1] / max(len(text) - text.count("\n"), 1) > self.char_duplicates_ratio:
+        judged = [line for line in lines if len(line.split()) >= self.dup_min_line_words] if self.dup_min_line_words else lines
+        if find_duplicates(judged)[1] / max(len(text) - text.count("\n"), 1) > self.char_duplicates_ratio:
             return "char_dup_ratio", text
         if text.count("\n") / max(len(split_words(text, language)), 1) > self.new_line_ratio:
             return "list_ratio", text

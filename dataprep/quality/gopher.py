@@ -8,6 +8,8 @@ For Chinese/Japanese, words are characters, so the mean-word-length rule is skip
 from __future__ import annotations
 
 import re
+from collections import Counter
+from typing import Literal
 
 import numpy as np
 
@@ -36,6 +38,11 @@ class GopherQuality(QualityFilter):
     min_alpha_words_ratio: float | None = Field(0.8, description="datatrove calls it max_non_alpha_words_ratio")
     min_stop_words: int | None = 2
     stop_words: list[str] | None = Field(None, description="default: the Gopher list for English, per-language lists otherwise")
+    # Not in datatrove (defaults keep its decisions): datatrove's words split punctuation off, so every
+    # comma and bracket counts against the alpha ratio, and so do figures, dates, prices and scores.
+    alpha_words: Literal["tokens", "whitespace"] = Field(
+        "tokens", description="words of the alpha ratio: 'whitespace' splits on spaces as the Gopher paper does (punctuation stays on its word)")
+    alpha_counts_numbers: bool = Field(False, description="words with a digit (numbers, dates, prices) count as alphabetic")
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         words = split_words(text, language)
@@ -67,15 +74,19 @@ class GopherQuality(QualityFilter):
                 ellipses = sum(line.rstrip().endswith(_ELLIPSES) for line in lines)
                 if ellipses / len(lines) > self.max_ellipsis_lines_ratio:
                     return "gopher_too_many_end_ellipsis", text
-        if self.min_alpha_words_ratio:
-            alpha = sum(1 for w in words if any(c.isalpha() for c in w))
-            if alpha / n_words < self.min_alpha_words_ratio:
-                return "gopher_below_alpha_threshold", text
+        if self.min_alpha_words_ratio and self._alpha_ratio(text, words, language) < self.min_alpha_words_ratio:
+            return "gopher_below_alpha_threshold", text
         if self.min_stop_words:
             wanted = frozenset(self.stop_words) if self.stop_words is not None else stop_words(language)
             if len(wanted.intersection(words)) < self.min_stop_words:
                 return "gopher_enough_stop_words", text  # datatrove's name; it means "too few"
         return None, text
+
+    def _alpha_ratio(self, text: str, words: tuple[str, ...], language: str) -> float:
+        if self.alpha_words == "whitespace" and language not in CHAR_SPLIT_LANGUAGES:
+            words = text.split()
+        wanted = str.isalnum if self.alpha_counts_numbers else str.isalpha
+        return sum(1 for w in words if any(map(wanted, w))) / (len(words) or 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,6 +94,23 @@ class GopherQuality(QualityFilter):
 
 _PARAGRAPHS = re.compile(r"\n{2,}")
 _LINES = re.compile(r"\n+")
+
+
+def without_short_lines(text: str, min_words: int) -> str:
+    """The text without lines of fewer than ``min_words`` words (menu items, "Share", "Reply", dates):
+    navigation residue that repeats on real pages and says nothing about the text's own repetition."""
+    if min_words <= 1:
+        return text
+    return "\n".join(line for line in text.split("\n") if not line.strip() or len(line.split()) >= min_words)
+
+
+def top_word_share(words: tuple[str, ...], language: str) -> float:
+    """Share of the words taken by the most frequent word that is not a stop word, symbol or short word
+    (keyword stuffing: "cheap viagra", "plumber Springfield")."""
+    skip = stop_words(language)
+    counts = Counter(w.lower() for w in words if len(w) >= 4 and any(map(str.isalpha, w)) and w.lower() not in skip)
+    content = sum(1 for w in words if not is_symbol_word(w))
+    return counts.most_common(1)[0][1] / content if counts and content else 0.0
 
 
 def find_duplicates(items: list[str]) -> tuple[int, int]:
@@ -173,30 +201,41 @@ class GopherRepetition(QualityFilter):
     dup_para_char_frac: float | None = 0.2
     top_n_grams: list[tuple[int, float]] = [(2, 0.2), (3, 0.18), (4, 0.16)]
     dup_n_grams: list[tuple[int, float]] = [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)]
+    # Not in datatrove (defaults keep its decisions)
+    min_line_words: int = Field(0, ge=0, description="judge repetition without lines of fewer words (navigation residue); 0: all lines")
+    max_top_word_frac: float | None = Field(None, description="drop 'top_word' when one content word is more than this share of the words (keyword stuffing); documents of 50+ words")
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         if not text.strip():  # datatrove keeps whitespace-only texts here; nothing is lost by dropping them
             return "empty", text
+        if self.max_top_word_frac:
+            words = split_words(text, language)
+            if len(words) >= 50 and top_word_share(words, language) > self.max_top_word_frac:
+                return "top_word", text
+        judged = without_short_lines(text, self.min_line_words)
+        return (self._repetition(judged, language) if judged.strip() else None), text
+
+    def _repetition(self, text: str, language: str) -> str | None:
         n_chars = len(text)
         paragraphs = _PARAGRAPHS.split(text.strip())
         dups, chars = find_duplicates(paragraphs)
         if self.dup_para_frac and dups / len(paragraphs) > self.dup_para_frac:
-            return "dup_para_frac", text
+            return "dup_para_frac"
         if self.dup_para_char_frac and chars / n_chars > self.dup_para_char_frac:
-            return "dup_para_char_frac", text
+            return "dup_para_char_frac"
         lines = _LINES.split(text)
         dups, chars = find_duplicates(lines)
         if self.dup_line_frac and dups / len(lines) > self.dup_line_frac:
-            return "dup_line_frac", text
+            return "dup_line_frac"
         if self.dup_line_char_frac and chars / n_chars > self.dup_line_char_frac:
-            return "dup_line_char_frac", text
+            return "dup_line_char_frac"
         if not self.top_n_grams and not self.dup_n_grams:
-            return None, text
+            return None
         grams = NGrams(split_words(text, language))
         for n, frac in self.top_n_grams:
             if len(grams.words) >= n and grams.top_chars(n) / n_chars > frac:
-                return f"top_{n}_gram", text
+                return f"top_{n}_gram"
         for n, frac in self.dup_n_grams:
             if grams.duplicate_chars(n) / n_chars > frac:
-                return f"duplicated_{n}_n_grams", text
-        return None, text
+                return f"duplicated_{n}_n_grams"
+        return None

@@ -67,8 +67,10 @@ def read_corpus(corpus_dir: str, max_docs: int) -> tuple[pa.Table | None, int]:
     return sample, dataset.count_rows()
 
 
-def drop_examples(output_dir: str, per_reason: int = 3, max_rows: int = 1_000_000) -> dict[tuple, list[str]]:
-    """Up to ``per_reason`` URLs of dropped documents per (stage, reason), scanning each step's data."""
+def drop_examples(output_dir: str, per_reason: int = 3, max_rows: int = 1_000_000, snippet: int = 160) -> dict[tuple, list[str]]:
+    """Up to ``per_reason`` dropped documents per (stage, reason), scanning each step's data: the URL,
+    and the start of the text where the run kept dropped text (``output.write_dropped``), so a reader
+    sees what each rule removed."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(join_path(output_dir, "steps"))
@@ -77,17 +79,27 @@ def drop_examples(output_dir: str, per_reason: int = 3, max_rows: int = 1_000_00
         dataset = _dataset(fs.unstrip_protocol(data) if is_url(output_dir) else data)
         if not {DROP_STAGE, DROP_REASON, "url"} <= set(dataset.schema.names):
             continue
+        columns = [DROP_STAGE, DROP_REASON, "url"] + ["text"] * ("text" in dataset.schema.names)
         dropped = pc.field(DROP_REASON).is_valid() & (pc.field(DROP_STAGE) != STATS_MARK)
         seen = 0
-        for batch in dataset.to_batches(columns=[DROP_STAGE, DROP_REASON, "url"], filter=dropped):
-            for stage, reason, url in zip(*(batch.column(i).to_pylist() for i in range(3))):
-                urls = examples.setdefault((stage, reason), [])
-                if url and len(urls) < per_reason:
-                    urls.append(url)
+        for batch in dataset.to_batches(columns=columns, filter=dropped):
+            texts = batch.column("text").to_pylist() if "text" in columns else [None] * batch.num_rows
+            for stage, reason, url, text in zip(*(batch.column(i).to_pylist() for i in range(3)), texts):
+                found = examples.setdefault((stage, reason), [])
+                if (url or text) and len(found) < per_reason:
+                    found.append(_example(url, text, snippet))
             seen += batch.num_rows
             if seen >= max_rows:
                 break
     return examples
+
+
+def _example(url: str | None, text: str | None, snippet: int) -> str:
+    """'URL: start of the text…' on one line (either part may be missing)."""
+    flat = " ".join((text or "").split())
+    if len(flat) > snippet:
+        flat = flat[:snippet].rstrip() + "…"
+    return ": ".join(part for part in ((url or "")[:100], flat) if part)
 
 
 def find_manifests(output_dir: str) -> list[tuple[str, dict | str]]:

@@ -102,7 +102,10 @@ def rules(stats: list[StageStats], examples: dict, charts: Charts, top: int = 20
     reasons = [(st, reason, n) for st in stats for reason, n in st.dropped.most_common()]
     if not reasons:
         return None
-    s = Section("Removal per rule", ["Documents each rule removed, the share of its stage's input, and example URLs."])
+    s = Section("Removal per rule", ["Documents each rule removed, the share of its stage's input, and examples of what "
+                                     "it removed: URL and the start of the text (the text only when the run set "
+                                     "output.write_dropped). What each quality preset costs on labelled pages: "
+                                     "bench/filter_eval.py."])
     color = {st.stage: f"C{i % 10}" for i, st in enumerate(stats)}
     biggest = sorted(reasons, key=lambda r: -r[2])[:top]
     s.images.append(charts.barh("rules.png", [f"{st.stage}: {r}" for st, r, _ in biggest], [n for *_, n in biggest],
@@ -111,7 +114,7 @@ def rules(stats: list[StageStats], examples: dict, charts: Charts, top: int = 20
     for st in stats:  # the table lists each stage's biggest rules; langid alone has one per language
         for reason, n in st.dropped.most_common(per_stage):
             rows.append([st.stage, reason, _n(n), _pct(n, st.docs_in), _bytes(st.dropped_bytes.get(reason, 0)),
-                         "\n".join(u[:100] for u in examples.get((st.stage, reason), []))])
+                         "\n".join(examples.get((st.stage, reason), []))])
         if len(st.dropped) > per_stage:
             rest = sum(n for _, n in st.dropped.most_common()[per_stage:])
             rows.append([st.stage, f"({len(st.dropped) - per_stage} other rules)", _n(rest), _pct(rest, st.docs_in), "", ""])

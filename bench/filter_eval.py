@@ -1,0 +1,219 @@
+"""What each quality preset costs on labelled pages: per rule, the good pages it drops and the bad pages
+only it catches; per preset, the share of good pages kept and the bad pages kept.
+
+    python bench/filter_eval.py                          # both presets, needs ../shared/data
+    python bench/filter_eval.py --examples 2             # also name the pages behind each figure
+
+The labels are tests/data/filter_eval.jsonl: one line per page, ``label`` good/bad, a ``category`` and
+the page's ``lang``. A page is a pointer into ../shared/data (a trafilatura-eval page by ``file``, a
+WARC record or a document by ``source`` and ``id``) or, for kinds the samples lack (spam, adult,
+link farms, listings, cookie walls; forum threads, recipes, match and market reports), a ``written``
+page whose text is in the line. HTML is extracted with the pipeline's own ``extract`` stage (engine
+auto), so the rules see what a run gives them. Each page is judged in its own language, as with
+``language: auto`` after langid.
+
+A rule "drops" a page when it fires on it, whichever rule of the chain fires first: every rule of a
+stage is tried (a rule that fired is switched off to find the next), and a stage passes on the text
+it would keep (C4 rewrites it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[1]
+LABELS = ROOT / "tests" / "data" / "filter_eval.jsonl"
+PRESETS = ROOT / "configs" / "pipeline"
+SHARED = Path(os.environ.get("CCP_SHARED_DATA", ROOT.parent / "shared" / "data"))
+TRAFILATURA = "html/trafilatura-eval"
+
+# How to switch off the rule behind each drop reason, per stage (None: the reason ends the stage).
+_OFF: dict[str, dict[str, dict | None]] = {
+    "gopher_quality": {
+        "gopher_short_doc": {"min_doc_words": None}, "gopher_long_doc": {"max_doc_words": None},
+        "gopher_below_avg_threshold": {"min_avg_word_length": None}, "gopher_above_avg_threshold": {"max_avg_word_length": None},
+        "gopher_too_many_hashes": {"max_symbol_word_ratio": None}, "gopher_too_many_ellipsis": {"max_symbol_word_ratio": None},
+        "gopher_too_many_bullets": {"max_bullet_lines_ratio": None}, "gopher_too_many_end_ellipsis": {"max_ellipsis_lines_ratio": None},
+        "gopher_below_alpha_threshold": {"min_alpha_words_ratio": None}, "gopher_enough_stop_words": {"min_stop_words": None},
+    },
+    "gopher_repetition": {
+        "empty": None, "top_word": {"max_top_word_frac": None}, "dup_para_frac": {"dup_para_frac": None}, "dup_para_char_frac": {"dup_para_char_frac": None},
+        "dup_line_frac": {"dup_line_frac": None}, "dup_line_char_frac": {"dup_line_char_frac": None},
+    },
+    "c4_quality": {
+        "lorem_ipsum": {"filter_lorem_ipsum": False}, "curly_bracket": {"filter_curly_bracket": False},
+        "too_few_sentences": {"min_num_sentences": -1},
+    },
+    "fineweb_quality": {
+        "empty": None, "line_punct_ratio": {"line_punct_thr": 0.0}, "short_line_ratio": {"short_line_thr": 1.0},
+        "char_dup_ratio": {"char_duplicates_ratio": 1.0}, "list_ratio": {"new_line_ratio": math.inf},
+    },
+}
+
+
+def switch_off(stage, reason: str):
+    """The stage with the rule behind ``reason`` switched off, or None when nothing can be."""
+    if stage.name == "gopher_repetition" and reason.endswith(("_gram", "_n_grams")):
+        n = int(reason.split("_")[1])
+        key = "top_n_grams" if reason.startswith("top_") else "dup_n_grams"
+        return stage.model_copy(update={key: [(m, f) for m, f in getattr(stage, key) if m != n]})
+    update = _OFF.get(stage.name, {}).get(reason)
+    return stage.model_copy(update=update) if update else None
+
+
+def rule_hits(stages, text: str, lang: str) -> list[str]:
+    """Every ``stage:reason`` that fires on the text along the chain."""
+    hits = []
+    for stage in stages:
+        while True:
+            reason, kept_text = stage.decide(text, lang)
+            if reason is None:
+                text = kept_text
+                break
+            hits.append(f"{stage.name}:{reason}")
+            stage = switch_off(stage, reason)
+            if stage is None:
+                return hits
+    return hits
+
+
+# ---------------------------------------------------------------------------------------------
+# The labelled pages
+
+
+def _shared_texts(shared: Path) -> dict[tuple[str, str], str]:
+    """(source, id) -> main text of every WARC record and document in ../shared/data, and
+    ("trafilatura-eval", file) for the annotated pages, extracted as a pipeline run does."""
+    from dataprep.config import InputConfig
+    from dataprep.extract import Extract
+    from dataprep.readers import iter_documents
+
+    keys, rows = [], []
+    paths = [p for p in sorted(shared.glob("warc/*/*")) if "malformed" not in str(p) and not p.name.endswith((".wat", ".wat.gz"))]
+    for path in paths + sorted(shared.glob("documents/*")):
+        for result in iter_documents(str(path), InputConfig()):
+            for row in result.kept.select(["id", "text", "html", "charset"]).to_pylist():
+                keys.append((str(path.relative_to(shared)), row.pop("id")))
+                rows.append(row)
+    for page in sorted((shared / TRAFILATURA / "pages").glob("*.html.gz")):
+        keys.append(("trafilatura-eval", page.name))
+        rows.append({"text": None, "html": gzip.decompress(page.read_bytes()), "charset": None})
+    schema = pa.schema([("text", pa.string()), ("html", pa.binary()), ("charset", pa.string())])
+    table, _ = Extract().process(pa.Table.from_pylist(rows, schema=schema))
+    return dict(zip(keys, table.column("text").to_pylist()))
+
+
+def load_eval_set(shared: Path = SHARED, labels: Path = LABELS) -> list[dict]:
+    """The labelled pages with their text; a pointer that finds no text is an error, not a skip."""
+    texts = _shared_texts(shared)
+    pages = []
+    for line in labels.read_text(encoding="utf-8").splitlines():
+        page = json.loads(line)
+        if page["source"] != "written":
+            key = (page["source"], page.get("file") or page["id"])
+            if texts.get(key) is None:
+                raise KeyError(f"{labels.name}: no text for {key} in {shared}")
+            page["text"] = texts[key]
+        pages.append(page)
+    return pages
+
+
+def page_name(page: dict) -> str:
+    return page.get("file") or page.get("url") or page.get("id") or f"written:{page['category']}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+@dataclass
+class PresetScore:
+    name: str
+    good: int = 0
+    bad: int = 0
+    good_kept: int = 0
+    bad_kept: int = 0
+    good_dropped: Counter = field(default_factory=Counter)  # rule -> good pages it fires on
+    bad_caught: Counter = field(default_factory=Counter)  # rule -> bad pages it fires on
+    bad_only: Counter = field(default_factory=Counter)  # rule -> bad pages no other rule catches
+    examples: dict = field(default_factory=dict)  # (rule, "good"/"bad_only") -> page names
+
+    @property
+    def retention(self) -> float:
+        return self.good_kept / self.good if self.good else 0.0
+
+    def rules(self) -> list[str]:
+        return sorted(set(self.good_dropped) | set(self.bad_caught), key=lambda r: (-self.good_dropped[r], r))
+
+
+def load_preset(name: str) -> list:
+    import yaml
+
+    from dataprep.config import parse_stages
+
+    path = PRESETS / f"{name}.yaml"
+    return parse_stages(yaml.safe_load(path.read_text())["stages"], str(PRESETS))
+
+
+def score(name: str, stages: list, pages: list[dict]) -> PresetScore:
+    s = PresetScore(name)
+    for page in pages:
+        hits = rule_hits(stages, page["text"] or "", page["lang"])
+        good = page["label"] == "good"
+        s.good += good
+        s.bad += not good
+        if not hits:
+            s.good_kept += good
+            s.bad_kept += not good
+        for rule in hits:
+            (s.good_dropped if good else s.bad_caught)[rule] += 1
+            if good:
+                s.examples.setdefault((rule, "good"), []).append(page_name(page))
+        if not good and len(hits) == 1:
+            s.bad_only[hits[0]] += 1
+            s.examples.setdefault((hits[0], "bad_only"), []).append(page_name(page))
+    return s
+
+
+def table(scores: list[PresetScore], examples: int = 0) -> str:
+    lines = []
+    for s in scores:
+        lines += [f"## {s.name}: good kept {s.good_kept}/{s.good} ({s.retention:.3f}), bad kept {s.bad_kept}/{s.bad}", "",
+                  "| rule | good dropped | bad caught | bad only it catches |", "|---|---|---|---|"]
+        for rule in s.rules():
+            lines.append(f"| {rule} | {s.good_dropped[rule]} | {s.bad_caught[rule]} | {s.bad_only[rule]} |")
+            for kind in ("good", "bad_only"):
+                names = s.examples.get((rule, kind), [])[:examples]
+                if names:
+                    lines.append(f"|   {kind}: {', '.join(names)} | | | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", default=["fineweb_filters", "ccpretrain_filters"])
+    parser.add_argument("--examples", type=int, default=0, help="name up to N pages behind each figure")
+    args = parser.parse_args()
+    pages = load_eval_set()
+    kinds = Counter(p["label"] for p in pages)
+    print(f"{len(pages)} labelled pages: {kinds['good']} good, {kinds['bad']} bad "
+          f"({sum(p['source'] == 'written' for p in pages)} written for this set)\n")
+    scores = [score(name, load_preset(name), pages) for name in args.presets]
+    print(table(scores, args.examples))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
