@@ -194,18 +194,22 @@ def predicted_memory(cfg: TrainConfig, case: Case) -> dict[str, float]:
                          grad_accum=cfg.global_batch_size // cfg.micro_batch_size)
 
 
-def run_case(case: Case, args, device: torch.device, peak_flops: float | None) -> dict:
-    """Train ``args.steps`` steps of one case; time the steps after ``args.warmup``."""
-    cfg = train_config(case, args, device)
-    torch.manual_seed(cfg.seed)
-    result = {**asdict(case), "params": num_params(cfg.model),
-              "non_embedding_params": num_params(cfg.model, exclude_embedding=True), "seq_len": cfg.seq_len,
-              "micro_batch": cfg.micro_batch_size, "grad_accum": cfg.global_batch_size // cfg.micro_batch_size,
-              "tokens_per_step": cfg.global_batch_size * cfg.seq_len, "steps": args.steps, "warmup": args.warmup,
-              "data": args.data or "synthetic", "flops_per_token": flops_per_token(cfg.model, cfg.seq_len)}
+def describe(case: Case, cfg: TrainConfig, args) -> dict:
+    """A case's options, shape, FLOPs per token and the planner's memory prediction (known before training)."""
     predicted = predicted_memory(cfg, case)
-    result["predicted_memory_gb"] = predicted["total"] / GB
-    result["predicted_breakdown_gb"] = {k: v / GB for k, v in predicted.items() if k != "total"}
+    return {**asdict(case), "params": num_params(cfg.model),
+            "non_embedding_params": num_params(cfg.model, exclude_embedding=True), "seq_len": cfg.seq_len,
+            "micro_batch": cfg.micro_batch_size, "grad_accum": cfg.global_batch_size // cfg.micro_batch_size,
+            "tokens_per_step": cfg.global_batch_size * cfg.seq_len, "steps": args.steps, "warmup": args.warmup,
+            "data": args.data or "synthetic", "flops_per_token": flops_per_token(cfg.model, cfg.seq_len),
+            "predicted_memory_gb": predicted["total"] / GB,
+            "predicted_breakdown_gb": {k: v / GB for k, v in predicted.items() if k != "total"}}
+
+
+def run_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_flops: float | None) -> dict:
+    """Train ``args.steps`` steps of one case; time the steps after ``args.warmup``."""
+    torch.manual_seed(cfg.seed)
+    result = {}
     batches = Batches(cfg, args.data, args.steps)
     if device.type == "cuda":
         result["baseline_memory_gb"] = torch.cuda.memory_allocated(device) / GB
@@ -236,8 +240,8 @@ def run_case(case: Case, args, device: torch.device, peak_flops: float | None) -
     fwd_bwd = statistics.median(clock.seconds(a, b) for a, b, _ in marks[args.warmup:])
     opt = statistics.median(clock.seconds(b, c) for _, b, c in marks[args.warmup:])
     data = statistics.median(data_s[args.warmup:])
-    result["tokens_per_s"] = result["tokens_per_step"] * timed / wall
-    result["mfu"] = mfu(result["tokens_per_s"], result["flops_per_token"], peak_flops)
+    result["tokens_per_s"] = cfg.global_batch_size * cfg.seq_len * timed / wall
+    result["mfu"] = mfu(result["tokens_per_s"], flops_per_token(cfg.model, cfg.seq_len), peak_flops)
     result["step_s"] = step_s
     result["breakdown_s"] = {"data": data, "forward_backward": fwd_bwd, "optimizer": opt,
                              "other": max(0.0, step_s - data - fwd_bwd - opt)}
@@ -248,7 +252,7 @@ def run_case(case: Case, args, device: torch.device, peak_flops: float | None) -
     if device.type == "cuda":
         result["peak_memory_gb"] = torch.cuda.max_memory_allocated(device) / GB
         result["peak_reserved_gb"] = torch.cuda.max_memory_reserved(device) / GB
-        result["predicted_over_measured"] = result["predicted_memory_gb"] / result["peak_memory_gb"]
+        result["predicted_over_measured"] = predicted_memory(cfg, case)["total"] / GB / result["peak_memory_gb"]
     else:
         result["peak_memory_gb"] = None  # no allocator statistics on a CPU
     return result
@@ -352,17 +356,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MFU: {MFU_FORMULA}")
     print(f"{'case':<60}  {'tokens/s':>10}  {'MFU':>6}  {'step ms':>8}  {'fwd+bwd':>8}  {'optim':>6}  {'data':>6}  "
           f"{'peak GB':>7}  {'plan GB':>7}  {'plan/peak':>6}  loss", flush=True)
-    for case in cases(args):
+    planned = [(case, train_config(case, args, device)) for case in cases(args)]  # a bad config fails now
+    for case, cfg in planned:
+        result = describe(case, cfg, args)
         try:
-            result = {**run_case(case, args, device, peak), "status": "ok"}
+            result.update(run_case(case, cfg, args, device, peak), status="ok")
         except torch.cuda.OutOfMemoryError as exc:
-            result = {**asdict(case), "status": "oom", "error": str(exc).splitlines()[0]}
+            result.update(status="oom", error=str(exc).splitlines()[0])
         except Exception as exc:  # one case failing must not lose the others' figures
             traceback.print_exc()
-            result = {**asdict(case), "status": "error", "error": f"{type(exc).__name__}: {exc}"}
-        if "predicted_memory_gb" not in result:
-            cfg = train_config(case, args, device)
-            result["predicted_memory_gb"] = predicted_memory(cfg, case)["total"] / GB
+            result.update(status="error", error=f"{type(exc).__name__}: {exc}")
         release(device)
         report["cases"].append(result)
         atomic_write_text(path, json.dumps(report, indent=1) + "\n")
