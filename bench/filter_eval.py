@@ -13,8 +13,8 @@ category and the SHA-1 of the URL (or file, id, text), and dealt alternately to 
 WARC record or a document by ``source`` and ``id``) or, for kinds the samples lack (spam, adult,
 link farms, listings, cookie walls; forum threads, recipes, match and market reports), a ``written``
 page whose text is in the line. HTML is extracted with the pipeline's own ``extract`` stage (engine
-auto), so the rules see what a run gives them. Each page is judged in its own language, as with
-``language: auto`` after langid.
+auto) and each page's language is the ``langid`` stage's (lid.176), so the rules see what a run gives
+them, as with ``language: auto`` after langid. The line's ``lang`` is the language as annotated.
 
 A rule "drops" a page when it fires on it, whichever rule of the chain fires first: every rule of a
 stage is tried (a rule that fired is switched off to find the next), and a stage passes on the text
@@ -118,7 +118,10 @@ def _shared_texts(shared: Path) -> dict[tuple[str, str], str]:
 
 
 def load_eval_set(shared: Path = SHARED, labels: Path = LABELS) -> list[dict]:
-    """The labelled pages with their text; a pointer that finds no text is an error, not a skip."""
+    """The labelled pages with their text and the language langid gives it (``run_lang``); a pointer
+    that finds no text is an error, not a skip."""
+    from dataprep.langid import LanguageID
+
     texts = _shared_texts(shared)
     pages = []
     for line in labels.read_text(encoding="utf-8").splitlines():
@@ -129,6 +132,9 @@ def load_eval_set(shared: Path = SHARED, labels: Path = LABELS) -> list[dict]:
                 raise KeyError(f"{labels.name}: no text for {key} in {shared}")
             page["text"] = texts[key]
         pages.append(page)
+    langs, _ = LanguageID().predict([page["text"] for page in pages])
+    for page, lang in zip(pages, langs):
+        page["run_lang"] = lang
     return pages
 
 
@@ -172,7 +178,7 @@ def load_preset(name: str) -> list:
 def score(name: str, stages: list, pages: list[dict]) -> PresetScore:
     s = PresetScore(name)
     for page in pages:
-        hits = rule_hits(stages, page["text"] or "", page["lang"])
+        hits = rule_hits(stages, page["text"] or "", page["run_lang"])
         good = page["label"] == "good"
         s.good += good
         s.bad += not good
