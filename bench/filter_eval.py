@@ -79,6 +79,11 @@ def rule_hits(stages, text: str, lang: str) -> list[str]:
     """Every ``stage:reason`` that fires on the text along the chain."""
     hits = []
     for stage in stages:
+        if not hasattr(stage, "decide"):  # a stage that judges whole batches (quality_classifier)
+            reason = stage.process(pa.table({"text": [text]}))[1][0]
+            if reason is not None:
+                return hits + [f"{stage.name}:{reason}"]
+            continue
         while True:
             reason, kept_text = stage.decide(text, lang)
             if reason is None:
