@@ -3,14 +3,18 @@ only it catches; per preset, the share of good pages kept and the bad pages kept
 
     python bench/filter_eval.py                          # both presets, needs ../shared/data
     python bench/filter_eval.py --examples 2             # also name the pages behind each figure
+    python bench/filter_eval.py --split tune             # per-rule tables of one half only
 
-The labels are tests/data/filter_eval.jsonl: one line per page, ``label`` good/bad, a ``category`` and
-the page's ``lang``. A page is a pointer into ../shared/data (a trafilatura-eval page by ``file``, a
+The labels are tests/data/filter_eval.jsonl: one line per page, ``label`` good/bad, its ``split``, a
+``category`` and the page's ``lang``. The split is fixed in the file: rules and thresholds are chosen
+on the ``tune`` half and judged on the ``heldout`` half. It was drawn once, stratified by label and
+source: pages grouped by URL (a WARC record and its WET text stay together), sorted by label, source,
+category and the SHA-1 of the URL (or file, id, text), and dealt alternately to tune and heldout. A page is a pointer into ../shared/data (a trafilatura-eval page by ``file``, a
 WARC record or a document by ``source`` and ``id``) or, for kinds the samples lack (spam, adult,
 link farms, listings, cookie walls; forum threads, recipes, match and market reports), a ``written``
 page whose text is in the line. HTML is extracted with the pipeline's own ``extract`` stage (engine
-auto), so the rules see what a run gives them. Each page is judged in its own language, as with
-``language: auto`` after langid.
+auto) and each page's language is the ``langid`` stage's (lid.176), so the rules see what a run gives
+them, as with ``language: auto`` after langid. The line's ``lang`` is the language as annotated.
 
 A rule "drops" a page when it fires on it, whichever rule of the chain fires first: every rule of a
 stage is tried (a rule that fired is switched off to find the next), and a stage passes on the text
@@ -75,6 +79,11 @@ def rule_hits(stages, text: str, lang: str) -> list[str]:
     """Every ``stage:reason`` that fires on the text along the chain."""
     hits = []
     for stage in stages:
+        if not hasattr(stage, "decide"):  # a stage that judges whole batches (quality_classifier)
+            reason = stage.process(pa.table({"text": [text]}))[1][0]
+            if reason is not None:
+                return hits + [f"{stage.name}:{reason}"]
+            continue
         while True:
             reason, kept_text = stage.decide(text, lang)
             if reason is None:
@@ -114,7 +123,10 @@ def _shared_texts(shared: Path) -> dict[tuple[str, str], str]:
 
 
 def load_eval_set(shared: Path = SHARED, labels: Path = LABELS) -> list[dict]:
-    """The labelled pages with their text; a pointer that finds no text is an error, not a skip."""
+    """The labelled pages with their text and the language langid gives it (``run_lang``); a pointer
+    that finds no text is an error, not a skip."""
+    from dataprep.langid import LanguageID
+
     texts = _shared_texts(shared)
     pages = []
     for line in labels.read_text(encoding="utf-8").splitlines():
@@ -125,6 +137,9 @@ def load_eval_set(shared: Path = SHARED, labels: Path = LABELS) -> list[dict]:
                 raise KeyError(f"{labels.name}: no text for {key} in {shared}")
             page["text"] = texts[key]
         pages.append(page)
+    langs, _ = LanguageID().predict([page["text"] for page in pages])
+    for page, lang in zip(pages, langs):
+        page["run_lang"] = lang
     return pages
 
 
@@ -168,7 +183,7 @@ def load_preset(name: str) -> list:
 def score(name: str, stages: list, pages: list[dict]) -> PresetScore:
     s = PresetScore(name)
     for page in pages:
-        hits = rule_hits(stages, page["text"] or "", page["lang"])
+        hits = rule_hits(stages, page["text"] or "", page["run_lang"])
         good = page["label"] == "good"
         s.good += good
         s.bad += not good
@@ -200,17 +215,39 @@ def table(scores: list[PresetScore], examples: int = 0) -> str:
     return "\n".join(lines)
 
 
+SPLITS = ("tune", "heldout", "all")
+
+
+def in_split(pages: list[dict], split: str) -> list[dict]:
+    return pages if split == "all" else [p for p in pages if p["split"] == split]
+
+
+def summary(presets: dict[str, list], pages: list[dict]) -> str:
+    """Good pages kept and bad pages kept, per preset and half."""
+    lines = ["| preset | " + " | ".join(SPLITS) + " |", "|---|" + "---|" * len(SPLITS)]
+    for name, stages in presets.items():
+        cells = []
+        for split in SPLITS:
+            s = score(name, stages, in_split(pages, split))
+            cells.append(f"good {s.good_kept}/{s.good} ({s.retention:.3f}), bad kept {s.bad_kept}/{s.bad}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", default=["fineweb_filters", "ccpretrain_filters"])
     parser.add_argument("--examples", type=int, default=0, help="name up to N pages behind each figure")
+    parser.add_argument("--split", choices=SPLITS, default="all", help="the half the per-rule tables cover")
     args = parser.parse_args()
     pages = load_eval_set()
-    kinds = Counter(p["label"] for p in pages)
-    print(f"{len(pages)} labelled pages: {kinds['good']} good, {kinds['bad']} bad "
-          f"({sum(p['source'] == 'written' for p in pages)} written for this set)\n")
-    scores = [score(name, load_preset(name), pages) for name in args.presets]
-    print(table(scores, args.examples))
+    kinds = Counter((p["label"], p["split"]) for p in pages)
+    print(f"{len(pages)} labelled pages ({sum(p['source'] == 'written' for p in pages)} written for this set): "
+          + ", ".join(f"{split} {kinds['good', split]} good + {kinds['bad', split]} bad" for split in SPLITS[:2]) + "\n")
+    presets = {name: load_preset(name) for name in args.presets}
+    print(summary(presets, pages) + "\n")
+    print(f"Per rule, {args.split} pages:\n")
+    print(table([score(name, stages, in_split(pages, args.split)) for name, stages in presets.items()], args.examples))
     return 0
 
 

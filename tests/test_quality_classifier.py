@@ -76,3 +76,15 @@ def test_bad_model_files_fail_clearly(model_path, tmp_path):
     batch = pa.table({"id": ["1"], "text": ["hello"]})
     result = QualityClassifier(model_path=str(junk)).apply(batch)
     assert result.dropped.column("drop_reason").to_pylist() == ["error:ValueError"]
+
+
+def test_shipped_model_tells_forms_from_prose():
+    """The default model (dataprep/assets/quality) scores a newsletter form far below running prose."""
+    form = "\n".join(["Subscribe to our newsletter", "First name", "Last name", "Email address", "Subscribe now",
+                      "You can unsubscribe at any time.", "Privacy policy", "Back to top"])
+    prose = ("The river rises in the hills north of the town and reaches the sea after forty miles. Mills were built "
+             "along its banks in the eighteenth century to grind grain, and by 1850 the town had grown around a bridge.")
+    result = QualityClassifier(threshold=0.5).apply(pa.table({"text": [form, prose]}))
+    scores = result.kept.column("quality_score").to_pylist()
+    assert result.kept.column("text").to_pylist() == [prose] and scores[0] > 0.5
+    assert result.dropped.num_rows == 1

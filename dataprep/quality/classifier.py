@@ -1,6 +1,7 @@
 """DCLM-style quality classifier stage: a fastText model trained with ``dataprep train-classifier`` on
 examples of text you want more of (e.g. label ``hq``) and text you do not; every document gets the
-probability of the positive label, and documents below ``threshold`` are dropped."""
+probability of the positive label, and documents below ``threshold`` are dropped. Without a model_path
+it uses the model shipped in dataprep/assets/quality (``hq`` prose vs ``boilerplate``; see its README)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from dataprep.io import resolve_asset
 from dataprep.stage import DocumentStage, register, with_column
 
 
+DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "quality", "page_quality.bin")
+
+
 @lru_cache(maxsize=8)
 def _load(path: str) -> FastTextClassifier:
     return FastTextClassifier.load(path)
@@ -24,15 +28,15 @@ def _load(path: str) -> FastTextClassifier:
 class QualityClassifier(DocumentStage):
     """Adds a fastText classifier's probability of ``label`` as ``score_column``; optionally drops low scores."""
 
-    model_path: str
+    model_path: str | None = Field(None, description="fastText model; null: the shipped page-quality model (hq vs boilerplate)")
     label: str = Field("hq", description="the positive label whose probability is the score")
     threshold: float | None = Field(None, ge=0, le=1, description="drop documents scoring below it; null keeps all")
     score_column: str = "quality_score"
 
     @field_validator("model_path")
     @classmethod
-    def _exists(cls, path: str) -> str:
-        if not os.path.isfile(path):
+    def _exists(cls, path: str | None) -> str | None:
+        if path is not None and not os.path.isfile(path):
             raise ValueError(f"classifier model {path!r} does not exist (train one with dataprep train-classifier)")
         return path
 
@@ -40,13 +44,14 @@ class QualityClassifier(DocumentStage):
         return [pa.field(self.score_column, pa.float64())]
 
     def check_assets(self) -> None:
-        _load(self.model_path)
+        _load(self.model_path or DEFAULT_MODEL)
 
     def asset_paths(self) -> list[str]:
-        return [self.model_path]
+        return [self.model_path] if self.model_path else []  # the default ships inside the package
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        scores = _load(resolve_asset(self.model_path)).score(batch.column("text").to_pylist(), self.label)
+        path = resolve_asset(self.model_path) if self.model_path else DEFAULT_MODEL
+        scores = _load(path).score(batch.column("text").to_pylist(), self.label)
         batch = with_column(batch, self.score_column, scores, pa.float64())
         low = self.threshold
         return batch, [None if low is None or s >= low else "quality_score_below_threshold" for s in scores]

@@ -4,10 +4,12 @@ list (few newlines per word)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from dataprep.quality.base import QualityFilter
-from dataprep.quality.gopher import find_duplicates
+from dataprep.quality.gopher import collapse_doubled_lines, find_duplicates
 from dataprep.quality.languages import is_terminal_punct, split_words
 from dataprep.stage import register
 
@@ -24,12 +26,21 @@ class FineWebQuality(QualityFilter):
     char_duplicates_ratio: float = 0.01
     new_line_ratio: float = 0.3
     # Not in datatrove (the default keeps its decisions)
+    short_line_share: Literal["lines", "chars"] = Field(
+        "lines", description="'chars': the share of characters in short lines, so a recipe's ingredient list does not outweigh its method")
     dup_min_line_words: int = Field(0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines")
+    dup_collapse_doubled: bool = Field(False, description="a line that occurs exactly twice is not duplicated text (a lead repeated as a teaser)")
 
     def _ends_sentence(self, line: str) -> bool:
         if self.stop_chars is not None:
             return line.endswith(tuple(self.stop_chars))
         return is_terminal_punct(line[-1:])
+
+    def _short_share(self, lines: list[str]) -> float:
+        short = [line for line in lines if len(line) <= self.short_line_length]
+        if self.short_line_share == "chars":
+            return sum(map(len, short)) / sum(map(len, lines))
+        return len(short) / len(lines)
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         lines = [line for line in text.split("\n") if line.strip()]
@@ -38,9 +49,11 @@ class FineWebQuality(QualityFilter):
         ratio = sum(1 for line in lines if self._ends_sentence(line)) / len(lines)
         if ratio < self.line_punct_thr and not (ratio == 0 and self.line_punct_exclude_zero):
             return "line_punct_ratio", text
-        if sum(1 for line in lines if len(line) <= self.short_line_length) / len(lines) > self.short_line_thr:
+        if self._short_share(lines) > self.short_line_thr:
             return "short_line_ratio", text
         judged = [line for line in lines if len(line.split()) >= self.dup_min_line_words] if self.dup_min_line_words else lines
+        if self.dup_collapse_doubled:
+            judged = collapse_doubled_lines("\n".join(judged)).split("\n")
         if find_duplicates(judged)[1] / max(len(text) - text.count("\n"), 1) > self.char_duplicates_ratio:
             return "char_dup_ratio", text
         if text.count("\n") / max(len(split_words(text, language)), 1) > self.new_line_ratio:

@@ -101,7 +101,8 @@ def without_short_lines(text: str, min_words: int) -> str:
     navigation residue that repeats on real pages and says nothing about the text's own repetition."""
     if min_words <= 1:
         return text
-    return "\n".join(line for line in text.split("\n") if not line.strip() or len(line.split()) >= min_words)
+    kept = "\n".join(line for line in text.split("\n") if not line.strip() or len(line.split()) >= min_words)
+    return kept.strip("\n")  # a removed first or last line leaves no empty "line" to count as a duplicate
 
 
 def top_word_share(words: tuple[str, ...], language: str) -> float:
@@ -111,6 +112,21 @@ def top_word_share(words: tuple[str, ...], language: str) -> float:
     counts = Counter(w.lower() for w in words if len(w) >= 4 and any(map(str.isalpha, w)) and w.lower() not in skip)
     content = sum(1 for w in words if not is_symbol_word(w))
     return counts.most_common(1)[0][1] / content if counts and content else 0.0
+
+
+def collapse_doubled_lines(text: str) -> str:
+    """The text with the second occurrence of every line that occurs exactly twice removed: a page
+    shows its lead twice as teaser and body, or a block once per layout; spam repeats more often."""
+    counts = Counter(line.strip() for line in text.split("\n") if line.strip())
+    seen: set[str] = set()
+    kept = []
+    for line in text.split("\n"):
+        key = line.strip()
+        if counts[key] == 2 and key in seen:
+            continue
+        seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def find_duplicates(items: list[str]) -> tuple[int, int]:
@@ -204,6 +220,9 @@ class GopherRepetition(QualityFilter):
     # Not in datatrove (defaults keep its decisions)
     min_line_words: int = Field(0, ge=0, description="judge repetition without lines of fewer words (navigation residue); 0: all lines")
     max_top_word_frac: float | None = Field(None, description="drop 'top_word' when one content word is more than this share of the words (keyword stuffing); documents of 50+ words")
+    min_ngram_words: int = Field(0, ge=0, description="judge n-gram repetition only on documents of at least this many words: in a short page one repeated title already passes the thresholds")
+    collapse_doubled_lines: bool = Field(
+        False, description="judge repetition with a line that occurs exactly twice kept once (a lead repeated as a teaser, a title as heading, a block in desktop and mobile layout)")
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         if not text.strip():  # datatrove keeps whitespace-only texts here; nothing is lost by dropping them
@@ -213,6 +232,8 @@ class GopherRepetition(QualityFilter):
             if len(words) >= 50 and top_word_share(words, language) > self.max_top_word_frac:
                 return "top_word", text
         judged = without_short_lines(text, self.min_line_words)
+        if self.collapse_doubled_lines:
+            judged = collapse_doubled_lines(judged)
         return (self._repetition(judged, language) if judged.strip() else None), text
 
     def _repetition(self, text: str, language: str) -> str | None:
@@ -231,7 +252,10 @@ class GopherRepetition(QualityFilter):
             return "dup_line_char_frac"
         if not self.top_n_grams and not self.dup_n_grams:
             return None
-        grams = NGrams(split_words(text, language))
+        words = split_words(text, language)
+        if len(words) < self.min_ngram_words:
+            return None
+        grams = NGrams(words)
         for n, frac in self.top_n_grams:
             if len(grams.words) >= n and grams.top_chars(n) / n_chars > frac:
                 return f"top_{n}_gram"
