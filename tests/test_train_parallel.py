@@ -98,9 +98,10 @@ def test_fsdp_only_matches_single_process(runs):
 
 def test_resume_at_another_dp_size_continues_the_same_run(runs):
     state = json.loads((runs / "resized" / "checkpoints" / "step-00000003" / "train_state.json").read_text())
-    assert state["parallel"] == {"dp_shard": 4, "tp": 1} and state["loader"] == {"samples_consumed": 24}
+    assert state["parallel"] == {"pp": 1, "dp_replicate": 1, "dp_shard": 4, "cp": 1, "tp": 1}
+    assert state["loader"] == {"samples_consumed": 24}
     state = json.loads((runs / "resized" / "checkpoints" / "step-00000006" / "train_state.json").read_text())
-    assert state["parallel"] == {"dp_shard": 2, "tp": 2}
+    assert state["parallel"] == {"pp": 1, "dp_replicate": 1, "dp_shard": 2, "cp": 1, "tp": 2}
     _assert_same_losses(runs, "resized")
 
 
