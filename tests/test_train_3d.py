@@ -125,6 +125,37 @@ def test_stages_split_blocks_by_flops():
     assert stage_indices(1, 4, 2) == [1, 5]
 
 
+@pytest.mark.parametrize("parallel, message", [
+    ({"pp": 2, "pp_schedule": "interleaved_1f1b"}, "needs pp_stages_per_rank >= 2"),
+    ({"pp": 2, "pp_stages_per_rank": 2}, "runs one stage per rank"),
+    ({"pp": 16}, "cannot fill 16 pipeline stages"),
+    ({"pp": 2, "no_sync_accumulation": True}, "no_sync_accumulation does not apply"),
+    ({"pp": 2, "pp_schedule": "interleaved_zero_bubble", "pp_stages_per_rank": 2, "dp_shard": 2},
+     "does not compose with FSDP"),
+    ({"cp": 2, "pp": 2}, "cp > 1 does not combine"),
+    ({"cp": 3}, "divisible by parallel.tp=1 x cp=3"),
+    ({"cp": 16}, "divisible by 2 x parallel.cp=16"),
+    ({"pp": 4, "dp_shard": 2}, "2 micro-batches per step cannot fill 4 pipeline ranks"),
+])
+def test_layouts_that_cannot_run_fail_when_loaded(parallel, message):
+    from pretrain.config import ConfigError, load_train_config
+
+    with pytest.raises(ConfigError, match=message):
+        load_train_config(config("/unused", "/unused", parallel))
+
+
+def test_offload_is_a_gpu_option():
+    """The config path of CPU offload: it loads, and a run on CPU is refused with the reason."""
+    from pretrain.config import load_train_config
+    from pretrain.parallel import ParallelDims
+    from pretrain.train import build_parallel_model
+
+    cfg = load_train_config(config("/unused", "/unused", {"offload": True, "dp_shard": 2}))
+    assert cfg.parallel.offload
+    with pytest.raises(ValueError, match="offload .* needs CUDA"):
+        build_parallel_model(cfg, ParallelDims.from_config(cfg.parallel, 2), torch.device("cpu"), "fp32")
+
+
 def _worker(root: str, data: str) -> None:
     from pretrain.config import load_train_config
     from pretrain.train import run
