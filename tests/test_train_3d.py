@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_train_fixtures import make_token_dataset, tiny_config  # noqa: E402
-from test_train_parallel import _records, _torchrun  # noqa: E402
+from test_train_parallel import _records, _torchrun, run_single_process  # noqa: E402
 
 STEPS, SHORT = 6, 2
 MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 8, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 64,
@@ -54,15 +54,7 @@ def config(data, out, parallel: dict | None = None, steps: int = STEPS) -> dict:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("3d")
     data = make_token_dataset(root / "tokens", n_docs=200)
-    from pretrain.config import load_train_config
-    from pretrain.train import run
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        run(load_train_config(config(data, root / "single")))
-    finally:
-        torch.set_num_threads(threads)
+    run_single_process(config(data, root / "single"))
     _torchrun([os.path.abspath(__file__), str(root), data], timeout=600)
     return root
 
