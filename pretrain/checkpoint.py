@@ -31,6 +31,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
     get_state_dict,
     set_state_dict,
 )
@@ -39,6 +40,9 @@ from dataprep.io import atomic_output, atomic_write_text
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "train_state.json"
+# optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
+# a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
+FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 class CheckpointError(ValueError):
@@ -183,7 +187,7 @@ def save(root: str, step: int, model, optimizer, train_state: dict, keep_last: i
         shutil.rmtree(tmp, ignore_errors=True)  # left over from a crash during an earlier save
         os.makedirs(tmp)
     _barrier()
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=FLAT_OPTIM)
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
     torch.save(rng_state(), os.path.join(tmp, f"rng-{rank}.pt"))  # the whole directory is renamed at the end
     _barrier()
@@ -201,13 +205,17 @@ def load(path: str, model, optimizer) -> dict:
     """Restore model, optimizer and this rank's RNG from ``path`` (collective); returns the train state.
     Raises CheckpointError, naming the checkpoint, when it is missing, incomplete or corrupt."""
     state = _check_complete(path)
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    # checkpoints written before the flat optimizer state hold one "optim.param_groups" entry
+    nested = "optim.param_groups" in SafeReader(path).read_metadata().state_dict_metadata
+    options = None if nested else FLAT_OPTIM
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
     target = {"model": model_sd, "optim": optim_sd}
     try:
         dcp.load(target, storage_reader=SafeReader(path), planner=SafeLoadPlanner())
     except (Exception, dcp.CheckpointException) as exc:  # CheckpointException is a BaseException
         raise CheckpointError(f"checkpoint {path} is corrupt or does not match the model: {_reason(exc)}") from None
-    set_state_dict(model, optimizer, model_state_dict=target["model"], optim_state_dict=target["optim"])
+    set_state_dict(model, optimizer, model_state_dict=target["model"], optim_state_dict=target["optim"],
+                   options=options)
     rng_file = os.path.join(path, f"rng-{_rank()}.pt")
     if os.path.exists(rng_file):  # absent when resuming on more ranks than the checkpoint had
         try:

@@ -58,9 +58,22 @@ class DataConfig(StrictModel):
     seed: int = 1234
 
 
+PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zero_bubble")
+MULTI_STAGE_SCHEDULES = ("interleaved_1f1b", "interleaved_zero_bubble")  # several stages per rank
+
+
 class ParallelConfig(StrictModel):
-    dp_shard: int = Field(-1, description="FSDP degree; -1 = world_size / tp")
+    """The mesh ``pp x dp_replicate x dp_shard x cp x tp`` (outermost first) and how each dimension runs."""
+
+    dp_replicate: int = Field(1, gt=0, description="replicated data parallel: DDP, or HSDP with dp_shard > 1")
+    dp_shard: int = Field(-1, description="FSDP degree; -1 = the world size over the other degrees")
     tp: int = Field(1, gt=0)
+    cp: int = Field(1, gt=0, description="context parallel: each sequence split over cp ranks")
+    pp: int = Field(1, gt=0, description="pipeline parallel: the blocks split into pp stages")
+    pp_schedule: Literal[PP_SCHEDULES] = "1f1b"
+    # model chunks per pipeline rank: 1 for gpipe/1f1b, >= 2 for the interleaved schedules. (torch's ZB-V
+    # schedule is left out: its forward-only pass, our validation, fails in torch 2.13.)
+    pp_stages_per_rank: int = Field(1, gt=0)
     activation_checkpointing: Literal["none", "block", "selective"] = "none"
     compile: bool = False
     loss_parallel: bool = False
@@ -69,6 +82,11 @@ class ParallelConfig(StrictModel):
     # per step instead, keeping a full unsharded fp32 gradient on every rank until then (less
     # communication, much more memory; ``pretrain plan --no-sync-accumulation`` counts it).
     no_sync_accumulation: bool = False
+    # false: ZeRO-2-like, the gathered weights stay between forward and backward (no second all-gather,
+    # one unsharded copy of the weights held per block)
+    reshard_after_forward: bool = True
+    # FSDP2's CPUOffloadPolicy: sharded weights, gradients and optimizer states live in host memory (CUDA)
+    offload: bool = False
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "ParallelConfig":
@@ -79,7 +97,27 @@ class ParallelConfig(StrictModel):
         if self.compile and self.tp > 1:  # fails in the backward pass (DTensor inside compiled blocks)
             raise ValueError("parallel.compile is not supported with tensor parallelism (tp > 1): "
                              "compile with FSDP only, or set compile: false")
+        multi = self.pp_schedule in MULTI_STAGE_SCHEDULES
+        if self.pp > 1 and multi and self.pp_stages_per_rank < 2:
+            raise ValueError(f"parallel.pp_schedule {self.pp_schedule} needs pp_stages_per_rank >= 2")
+        if self.pp > 1 and not multi and self.pp_stages_per_rank != 1:
+            raise ValueError(f"parallel.pp_schedule {self.pp_schedule} runs one stage per rank: "
+                             "set pp_stages_per_rank: 1 or choose interleaved_1f1b")
+        if self.pp > 1 and self.pp_schedule == "interleaved_zero_bubble" and (self.dp_shard > 1 or self.dp_replicate > 1):
+            # measured: the split backward (input gradients first, weight gradients later) reaches FSDP's
+            # gradient reduction incomplete in torch 2.13, and the gradients come out wrong
+            raise ValueError("parallel.pp_schedule interleaved_zero_bubble does not compose with FSDP in torch "
+                             "2.13: set dp_shard: 1 and dp_replicate: 1, or use interleaved_1f1b")
+        if self.pp > 1 and self.no_sync_accumulation:
+            raise ValueError("parallel.no_sync_accumulation does not apply with pp > 1: the pipeline schedule "
+                             "reduces gradients after the last micro-batch itself")
+        if self.cp > 1 and (self.pp > 1 or self.compile):
+            raise ValueError("parallel.cp > 1 does not combine with pp > 1 or compile yet")
         return self
+
+    @property
+    def num_stages(self) -> int:
+        return self.pp * self.pp_stages_per_rank if self.pp > 1 else 1
 
 
 class OptimConfig(StrictModel):
@@ -135,19 +173,36 @@ class TrainConfig(StrictModel):
     def _check_mesh(self) -> "TrainConfig":
         """Every divisibility the mesh needs, checked here: at run time a mismatch crashes one rank while
         the others wait in a collective."""
-        tp, dp = self.parallel.tp, self.parallel.dp_shard
+        par = self.parallel
+        tp, cp = par.tp, par.cp
+        dp = par.dp_replicate * max(par.dp_shard, 1)  # dp_shard -1: known once the world size is
         if isinstance(self.model, ModelConfig):
             for name in ("n_heads", "n_kv_heads"):
                 if getattr(self.model, name) % tp:
                     raise ValueError(f"parallel.tp={tp} must divide model.{name}={getattr(self.model, name)}")
-            if self.model.tie_embeddings and tp > 1:
-                raise ValueError("model.tie_embeddings is not supported with tensor parallelism (tp > 1)")
-        if self.seq_len % tp:  # sequence parallel splits every sequence tp ways
-            raise ValueError(f"seq_len {self.seq_len} must be divisible by parallel.tp={tp} (sequence parallel)")
-        per_step = self.micro_batch_size * max(dp, 1)
+            if self.model.tie_embeddings and (tp > 1 or par.pp > 1):
+                raise ValueError("model.tie_embeddings is not supported with tensor or pipeline parallelism")
+            if self.model.n_layers < par.num_stages:
+                raise ValueError(f"model.n_layers={self.model.n_layers} cannot fill {par.num_stages} pipeline "
+                                 f"stages (pp {par.pp} x pp_stages_per_rank {par.pp_stages_per_rank})")
+        if self.seq_len % (tp * cp):  # sequence parallel splits every sequence (or cp chunk) tp ways
+            raise ValueError(f"seq_len {self.seq_len} must be divisible by parallel.tp={tp}"
+                             + (f" x cp={cp}" if cp > 1 else "") + " (sequence parallel)")
+        if cp > 1 and self.seq_len % (2 * cp):
+            raise ValueError(f"seq_len {self.seq_len} must be divisible by 2 x parallel.cp={cp}: each rank holds "
+                             "one chunk from each end of the sequence (load-balanced causal attention)")
+        if par.pp > 1 and self.precision == "fp16":
+            raise ValueError("precision fp16 is not supported with pipeline parallelism (no loss scaling across "
+                             "stages): use bf16")
+        per_step = self.micro_batch_size * dp
         if self.global_batch_size % per_step:
             raise ValueError(f"global_batch_size {self.global_batch_size} must be a multiple of micro_batch_size "
-                             f"{self.micro_batch_size}" + (f" x parallel.dp_shard {dp}" if dp > 1 else ""))
+                             f"{self.micro_batch_size}" + (f" x data-parallel degree {dp}" if dp > 1 else ""))
+        if par.pp > 1 and par.dp_shard != -1:
+            micro_batches = self.global_batch_size // per_step
+            if micro_batches < par.pp and par.pp_schedule != "gpipe":
+                raise ValueError(f"{micro_batches} micro-batches per step cannot fill {par.pp} pipeline ranks "
+                                 f"({par.pp_schedule}): raise global_batch_size or lower micro_batch_size")
         return self
 
 

@@ -2,7 +2,8 @@
 
 Only rank 0 writes. Throughput is measured between log steps; MFU = achieved model FLOP/s per device
 divided by the device's dense bf16 peak from ``pretrain.hardware`` (absent when the device is unknown,
-e.g. on CPU).
+e.g. on CPU). With pipeline parallelism each record carries the schedule's bubble fraction
+(``bubble_fraction``) beside the measured step time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,21 @@ import torch
 
 from dataprep.io import read_jsonl_records
 from pretrain.hardware import peak_flops
+
+
+def bubble_fraction(schedule: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -> float:
+    """Share of a pipeline step the ranks sit idle, with forward and backward of equal cost per stage:
+    (p-1)/(m+p-1) for GPipe and 1F1B (Huang et al. 2019; Narayanan et al. 2021), divided by v model
+    chunks per rank for interleaved 1F1B. The zero-bubble schedules fill most of it with the weight-
+    gradient halves of the backward pass: a third of the interleaved bubble as an estimate (ZB-H1, Qi
+    et al. 2023)."""
+    if pp <= 1:
+        return 0.0
+    bubble = (pp - 1) / (micro_batches + pp - 1)
+    if schedule in ("gpipe", "1f1b"):
+        return bubble
+    bubble /= stages_per_rank
+    return bubble / 3 if schedule == "interleaved_zero_bubble" else bubble
 
 
 def device_peak_flops(device: torch.device) -> float | None:

@@ -30,10 +30,12 @@ def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Te
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x (batch, seq, heads, head_dim) by the position's angles; the two halves of each head
-    form the pairs (the Hugging Face Llama layout, so an export needs no weight permutation)."""
+    """Rotate x (batch, seq, heads, head_dim) by the position's angles (the first ``seq`` rows of the
+    tables); the two halves of each head form the pairs (the Hugging Face Llama layout, so an export needs
+    no weight permutation)."""
     x1, x2 = x.float().chunk(2, dim=-1)
-    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    seq = x.size(1)
+    cos, sin = cos[None, :seq, None, :], sin[None, :seq, None, :]
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).type_as(x)
 
 
@@ -74,9 +76,17 @@ def fill_normal(p: torch.Tensor, std: float, key: str) -> None:
         local[lo - row0:hi - row0].copy_(values[lo - first:hi - first, col0:col0 + n_cols])
 
 
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal SDPA over (batch, heads, seq, head_dim). Grouped-query attention: each kv head serves a group
+    of q heads; SDPA broadcasts them itself, so neither the forward nor the saved activations hold
+    repeated copies of k and v."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.size(1) != q.size(1))
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        self.attend = causal_attention  # context parallelism swaps in its own (pretrain/context_parallel.py)
         self.head_dim = cfg.head_dim
         self.wq = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
         self.wk = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
@@ -91,9 +101,7 @@ class Attention(nn.Module):
         v = self.wv(x).view(bsz, seq, -1, self.head_dim)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, heads, seq, head_dim)
-        # grouped-query attention: each kv head serves a group of q heads; SDPA broadcasts them itself, so
-        # neither the forward nor the saved activations hold repeated copies of k and v
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.size(1) != q.size(1))
+        out = self.attend(q, k, v)
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
 
 
@@ -124,6 +132,12 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
+    """The decoder. A pipeline stage is a Llama with some blocks deleted and, away from the ends,
+    ``tok_embeddings`` or ``norm``/``output`` set to None: its parameters keep their names. Context
+    parallelism sets ``positions``, this rank's token positions in the sequence (RoPE angles)."""
+
+    positions: torch.Tensor | None = None
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -138,15 +152,21 @@ class Llama(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits (batch, seq, vocab) for token ids (batch, seq)."""
-        seq = tokens.size(1)
-        if seq > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {seq} exceeds max_seq_len {self.cfg.max_seq_len}")
-        rope = (self.rope_cos[:seq], self.rope_sin[:seq])
-        h = self.tok_embeddings(tokens)
+        """Logits (batch, seq, vocab) for token ids (batch, seq); a pipeline stage takes or returns the
+        hidden states (batch, seq, d_model) where it lacks the embeddings or the head."""
+        if self.tok_embeddings is not None and tokens.size(1) > self.cfg.max_seq_len:
+            raise ValueError(f"sequence length {tokens.size(1)} exceeds max_seq_len {self.cfg.max_seq_len}")
+        # each attention takes the first seq rows (seq as it sees it: sequence parallel splits the stream
+        # between blocks); under context parallelism the rows of this rank's positions
+        if self.positions is None:
+            rope = (self.rope_cos, self.rope_sin)
+        else:
+            positions = self.positions.to(self.rope_cos.device)
+            rope = (self.rope_cos[positions], self.rope_sin[positions])
+        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
         for block in self.layers.values():
             h = block(h, rope)
-        return self.output(self.norm(h))
+        return self.output(self.norm(h)) if self.output is not None else h
 
     @torch.no_grad()
     def init_weights(self, seed: int | None = None) -> None:
@@ -165,7 +185,7 @@ class Llama(nn.Module):
     @torch.no_grad()
     def tie_weights(self) -> None:
         """Share the output projection with the embedding again (``to_empty`` unties them)."""
-        if self.cfg.tie_embeddings:
+        if self.cfg.tie_embeddings and self.output is not None and self.tok_embeddings is not None:
             self.output.weight = self.tok_embeddings.weight
 
     def reset_buffers(self) -> None:

@@ -1,35 +1,13 @@
-"""``pretrain plan``: per-GPU memory, the simplest parallel layout that fits, and time to train.
+"""``pretrain plan``: the simplest parallel layout that fits, walking the decision tree with reasons, and
+time to train.
 
-Memory per GPU = model states + activations (+ FSDP's gathered buffers):
-- model states, bytes per parameter (weights, gradients, AdamW states): fp32 4 + 4 + 8 (7B: 28 GB +
-  28 GB + 56 GB); bf16 mixed precision 2 + 2 + 12 (fp32 master weights, momentum and variance), the
-  ZeRO paper's accounting (Rajbhandari et al. 2020). DDP replicates all three; ZeRO-1 shards the
-  optimizer over data-parallel ranks, ZeRO-2 also gradients, ZeRO-3 (FSDP) also weights. Tensor
-  parallelism (degree t) splits every matrix t ways; only the norm weights stay replicated. Our
-  trainer's FSDP2 keeps the fp32 master as the sharded parameter and reduces gradients in fp32: the
-  same 16 bytes per parameter, all sharded. Gradient accumulation reduce-scatters every micro-batch by
-  default, so only gradient shards accumulate; with ``no_sync`` accumulation (one reduction per step)
-  every rank holds the full unsharded gradients, in fp32 (FSDP2 accumulates in its reduce dtype), from
-  the first micro-batch to the last: 4 bytes per parameter (divided by t only).
-- activations saved for backward, per token per layer, measured on our Llama block (tests check the
-  count against the tensors autograd saves): each RMSNorm keeps an fp32 copy of its input and of the
-  normalised value plus its output (8 d bytes + d elements); attention keeps q, k, v (full width after
-  each kv head once: SDPA's enable_gqa) and its output (2 d + 2 kv elements; flash attention has no
-  seq^2 term); SwiGLU keeps gate,
-  silu, up and product (4 ffn elements). Selective checkpointing keeps only matmul and attention
-  outputs and the block input (5 d + 2 kv + 2 ffn elements); block checkpointing keeps each block's
-  input (d elements) and rebuilds one block at a time. The backward pass also holds one block's
-  activation gradients (and its recomputed activations). Sequence-parallel TP splits all of it t ways
-  (Korthikanti et al. 2022). The loss keeps fp32 log-probabilities and, in the backward pass, their
-  fp32 gradient and the logits' gradient (8 bytes + 1 element per vocabulary entry per token), split
-  t ways under loss parallelism.
-- FSDP gathers one unit (a block, or the root: embeddings + output) ahead of use: two gathered units
-  plus one unit of unsharded gradients.
-GB here are 1e9 bytes; GPUs are listed by their marketing size (an "80 GB" H100 has 85.9e9 bytes),
-which leaves ~6% for the CUDA context, NCCL buffers and allocator fragmentation.
+The walk (``_candidates``), first fit wins: DDP; ZeRO-2; FSDP (ZeRO-3); a micro-batch of 1 before any
+recomputation; for long sequences context parallel first; selective then block checkpointing; tensor
+parallel within a node; pipeline parallel across nodes (interleaving stages until the bubble is under
+``--max-bubble``); context parallel; CPU offload last. Each layout's memory and communication come from
+``pretrain/plan_memory.py`` (its docstring holds the accounting); step time is the FLOPs at an assumed
+MFU, stretched by the pipeline bubble.
 """
-
-from __future__ import annotations
 
 import json
 import math
@@ -40,115 +18,150 @@ from pretrain.budget import METHODS, estimate, parse_number
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.hardware import GPUSpec, get_gpu
 from pretrain.model import flops_per_token, num_params
+from pretrain.plan_memory import (  # noqa: F401  (activations, model_states: the public arithmetic)
+    GB,
+    PRECISIONS,
+    SHARDED,
+    activations,
+    communication,
+    layout_memory,
+    model_states,
+)
 
-PRECISIONS = {"bf16": (2, 2, 12), "fp32": (4, 4, 8)}  # bytes per parameter: weights, gradients, optimizer
-SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
-           "zero3": (True, True, True)}  # (weights, gradients, optimizer) sharded over data parallel
+LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
 STAGE_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
 RECOMPUTE = {"none": 1.0, "selective": 1.0, "block": 4 / 3}  # block checkpointing re-runs each forward
 TOKENS_PER_STEP = 2**20  # default global batch: ~1M tokens, the usual size for 100M-10B models
-GB = 1e9
-
-
-def model_states(cfg: ModelConfig, stage: str, dp: int, tp: int, precision: str = "bf16",
-                 n_params: int | None = None, unsharded_grads: bool = False) -> dict[str, float]:
-    """Bytes per GPU of weights, gradients and optimizer states (``n_params`` overrides the count);
-    ``unsharded_grads``: gradients held whole in fp32 (no-sync accumulation under ZeRO-2/3)."""
-    total = num_params(cfg) if n_params is None else n_params
-    replicated = (2 * cfg.n_layers + 1) * cfg.d_model if n_params is None else 0  # RMSNorm weights
-    per_gpu = (total - replicated) / tp + replicated
-    out = {}
-    for name, nbytes, sharded in zip(("params", "grads", "optimizer"), PRECISIONS[precision], SHARDED[stage]):
-        out[name] = per_gpu * nbytes / (dp if sharded else 1)
-    if unsharded_grads and SHARDED[stage][1] and dp > 1:
-        out["grads"] = per_gpu * 4
-    return out
-
-
-def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing: str, tp: int = 1,
-                precision: str = "bf16", loss_parallel: bool = False) -> dict[str, float]:
-    """Bytes per GPU of activations kept for the backward pass of one micro-batch (see module doc)."""
-    elem = 2 if precision == "bf16" else 4
-    d, f, kv = cfg.d_model, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim
-    tokens = micro_batch * seq_len
-    norm = 8 * d + elem * d
-    full = 2 * norm + elem * (2 * d + 2 * kv + 4 * f)
-    per_layer = {"none": full, "selective": elem * (5 * d + 2 * kv + 2 * f), "block": elem * d}[checkpointing]
-    # in flight during the backward pass: the gradients of one block's activations, plus that block's
-    # recomputed activations under checkpointing
-    in_flight = full if checkpointing == "none" else 2 * full
-    layers = tokens * (cfg.n_layers * per_layer + in_flight + norm) / tp  # + the final norm
-    logits = tokens * cfg.vocab_size * (elem + 8) / (tp if loss_parallel else 1)
-    return {"per_token_layer": per_layer, "layers": layers, "logits": logits, "total": layers + logits}
-
-
-def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
-    """Bytes of gathered parameters and unsharded gradients FSDP holds besides the shards."""
-    block = (num_params(cfg) - cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2) - cfg.d_model)
-    block /= cfg.n_layers
-    root = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
-    return 3 * max(block, root) / tp * (2 if precision == "bf16" else 4)
 
 
 @dataclass
 class Layout:
-    stage: str  # ddp or zero3 (what our trainer runs); zero1/2 appear in the breakdown table only
+    """One point of the walk: the degrees of every mesh dimension and how each runs."""
+
+    stage: str  # ddp, zero2 or zero3 (zero1 appears in the breakdown table only)
     tp: int
-    dp: int
+    dp: int  # data-parallel ranks (replicas x shards)
     checkpointing: str
+    micro_batch: int = 4
+    pp: int = 1
+    cp: int = 1
+    stages_per_rank: int = 1  # > 1: interleaved 1F1B
+    offload: bool = False
+    smaller_micro: bool = False  # the walk lowered the micro-batch to 1
     memory: dict = field(default_factory=dict)
     fits: bool = False
     grad_accum: int | None = None
+    bubble: float = 0.0
     reason: str = ""
 
     @property
+    def schedule(self) -> str:
+        return "interleaved_1f1b" if self.stages_per_rank > 1 else "1f1b"
+
+    @property
     def name(self) -> str:
-        parts = [] if self.dp == 1 else [f"{STAGE_NAMES[self.stage]} x{self.dp}"]
-        if self.tp > 1:
-            parts.append(f"TP {self.tp}")
+        parts = [] if self.dp == 1 and self.cp == 1 else [f"{STAGE_NAMES[self.stage]} x{self.dp}"]
+        parts += [f"{label} {n}" for label, n in (("TP", self.tp), ("CP", self.cp)) if n > 1]
+        if self.pp > 1:
+            parts.append(f"PP {self.pp}" + (f" (interleaved x{self.stages_per_rank})" if self.stages_per_rank > 1 else ""))
         parts = parts or ["single GPU"]
+        if self.smaller_micro:
+            parts.append("micro-batch 1")
         if self.checkpointing != "none":
             parts.append(f"{self.checkpointing} checkpointing")
+        if self.offload:
+            parts.append("CPU offload")
         return " + ".join(parts)
 
+    def degrees(self) -> dict:
+        """Every degree of the mesh, as ``parallel:`` of a training config names them."""
+        replicate = self.dp if self.stage == "ddp" else 1
+        return {"dp_replicate": replicate, "dp_shard": self.dp // replicate, "tp": self.tp, "pp": self.pp,
+                "cp": self.cp, "offload": self.offload}
 
-def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int) -> list[tuple[str, int, str]]:
-    """Layouts from simplest to most involved: DDP, FSDP, FSDP + checkpointing, then FSDP + TP in a node."""
-    out = [("ddp", 1, "none")]
-    if gpus > 1:
-        out.append(("zero3", 1, "none"))
-    out += [("zero3" if gpus > 1 else "ddp", 1, ac) for ac in ("selective", "block")]
-    for tp in (2, 4, 8):
-        if tp <= gpus_per_node and gpus % tp == 0 and cfg.n_heads % tp == 0 and cfg.n_kv_heads % tp == 0:
-            out += [("zero3" if gpus > tp else "ddp", tp, ac) for ac in ("none", "selective", "block")]
+
+def _tp_degrees(cfg: ModelConfig, gpus: int, gpus_per_node: int) -> list[int]:
+    return [t for t in (2, 4, 8) if t <= gpus_per_node and gpus % t == 0 and cfg.n_heads % t == 0
+            and cfg.n_kv_heads % t == 0]
+
+
+def _cp_layouts(gpus: int, tp: int, seq_len: int, checkpointing: tuple[str, ...]) -> list[Layout]:
+    out, cp = [], 2
+    while gpus % (tp * cp) == 0 and seq_len % (2 * cp * tp) == 0:
+        out += [Layout("zero3", tp, gpus // (tp * cp), ac, 1, cp=cp) for ac in checkpointing]
+        cp *= 2
     return out
 
 
-def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
-                  micro_batch: int, precision: str = "bf16", grad_accum: int = 1,
-                  no_sync: bool = False) -> dict[str, float]:
-    """Per-GPU memory breakdown (bytes) of one layout; ``no_sync`` accumulation over ``grad_accum`` > 1
-    micro-batches keeps the gradients unsharded (see module doc)."""
-    dp = gpus // tp
-    mem = model_states(cfg, stage, dp, tp, precision, unsharded_grads=no_sync and grad_accum > 1)
-    act = activations(cfg, seq_len, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1)
-    mem["activations"] = act["total"]
-    mem["fsdp_buffers"] = fsdp_buffers(cfg, tp, precision) if stage == "zero3" and dp > 1 else 0.0
-    mem["total"] = sum(mem.values())
-    return mem
+def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int, micro_batch: int, seq_len: int) -> list[Layout]:
+    """The decision tree as a list, from simplest to most involved: DDP, ZeRO-2, ZeRO-3, a micro-batch of 1,
+    (CP first for a long sequence), selective then block checkpointing, TP within a node, PP across nodes
+    (with the widest TP), CP, CPU offload last. The first that fits wins."""
+    sharded = "zero3" if gpus > 1 else "ddp"
+    out = [Layout("ddp", 1, gpus, "none", micro_batch)]
+    if gpus > 1:
+        out += [Layout("zero2", 1, gpus, "none", micro_batch), Layout("zero3", 1, gpus, "none", micro_batch)]
+    if micro_batch > 1:
+        out.append(Layout(sharded, 1, gpus, "none", 1))
+    if seq_len >= LONG_SEQUENCE:  # the sequence, not the model, is what does not fit: split it first
+        out += _cp_layouts(gpus, 1, seq_len, ("none", "selective"))
+    out += [Layout(sharded, 1, gpus, ac, 1) for ac in ("selective", "block")]
+    tps = _tp_degrees(cfg, gpus, gpus_per_node)
+    for tp in tps:
+        stage = "zero3" if gpus > tp else "ddp"
+        out += [Layout(stage, tp, gpus // tp, ac, 1) for ac in ("none", "selective", "block")]
+    tp = tps[-1] if tps else 1
+    pp = 2
+    while pp <= cfg.n_layers and gpus % (tp * pp) == 0 and tp * pp <= gpus:
+        dp = gpus // (tp * pp)
+        out += [Layout("zero3" if dp > 1 else "ddp", tp, dp, ac, 1, pp=pp) for ac in ("selective", "block")]
+        pp *= 2
+    out += _cp_layouts(gpus, tp, seq_len, ("selective", "block"))
+    if gpus > 1:  # FSDP streams the shards from host memory (our trainer offloads through FSDP2 only)
+        out.append(Layout("zero3", 1, gpus, "block", 1, offload=True))
+    for layout in out:
+        layout.smaller_micro = layout.micro_batch < micro_batch
+    return out
 
 
-def _why(layout: Layout, previous: Layout | None, capacity: float) -> str:
+def _pipeline_schedule(lay: Layout, cfg: ModelConfig, max_bubble: float) -> str:
+    """Interleave (several stages per rank) until the bubble is under ``max_bubble``, if layers allow."""
+    from pretrain.metrics import bubble_fraction
+
+    v = 1
+    lay.bubble = bubble_fraction("1f1b", lay.pp, lay.grad_accum, 1)
+    while lay.bubble > max_bubble and cfg.n_layers >= lay.pp * v * 2 and lay.grad_accum % lay.pp == 0:
+        v *= 2
+        lay.bubble = bubble_fraction("interleaved_1f1b", lay.pp, lay.grad_accum, v)
+    lay.stages_per_rank = v
+    verdict = "under" if lay.bubble <= max_bubble else "above"
+    return (f"{lay.grad_accum} micro-batches over {lay.pp} stages" + (f", {v} per rank" if v > 1 else "")
+            + f": bubble {lay.bubble:.1%}, {verdict} the {max_bubble:.0%} target")
+
+
+def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: ModelConfig) -> str:
     total, cap = layout.memory["total"] / GB, capacity / GB
     verdict = f"{total:.1f} GB {'<=' if layout.fits else '>'} {cap:.0f} GB per GPU"
     if previous is None:
         why = "simplest: every GPU holds all weights, gradients and Adam states"
+    elif layout.offload:
+        host = model_states(layout_cfg, "zero3", layout.dp, 1)
+        why = (f"last resort: weights, gradients and Adam states in host memory "
+               f"({sum(host.values()) * min(layout.dp, 8) / GB:.0f} GB per 8-GPU node), streamed to the GPUs every step")
+    elif layout.cp != previous.cp:
+        why = f"context parallel splits each sequence {layout.cp} ways (activations), gathering keys and values"
+    elif layout.pp != previous.pp:
+        why = f"pipeline parallel over {layout.pp} stages across nodes splits the layers {layout.pp} ways"
     elif layout.tp != previous.tp:
         why = f"tensor parallel over {layout.tp} GPUs of a node splits weights and activations {layout.tp} ways"
+    elif layout.micro_batch != previous.micro_batch:
+        why = "a micro-batch of 1 (more accumulation steps) before recomputing anything"
     elif layout.checkpointing != previous.checkpointing:
         why = {"selective": "selective checkpointing keeps matmul outputs, recomputes cheap elementwise ops",
                "block": "block checkpointing keeps only block inputs, recomputing each forward (~33% more compute)",
                "none": ""}[layout.checkpointing]
+    elif layout.stage == "zero2":
+        why = f"ZeRO-2 shards gradients and Adam states {layout.dp} ways, keeps the gathered weights forward to backward"
     else:
         why = f"FSDP shards weights, gradients and Adam states {layout.dp} ways (all-gathers every step)"
     return f"{layout.name}: {verdict}; {why}"
@@ -157,12 +170,13 @@ def _why(layout: Layout, previous: Layout | None, capacity: float) -> str:
 def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = None, micro_batch: int = 4,
          global_batch: int | None = None, precision: str = "bf16", mfu: float = 0.4, tokens: float | None = None,
          gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
-         tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False) -> dict:
+         tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False,
+         max_bubble: float = 0.1) -> dict:
     """Walk the layouts from simplest to most involved and return the first that fits, with timings.
 
     Without ``tokens`` the target is the Chinchilla ``method``'s D for the model; ``unique_tokens`` (the
     data's) turns the target into epochs. ``no_sync``: gradient accumulation without a reduce-scatter per
-    micro-batch (counted in memory)."""
+    micro-batch (counted in memory). ``max_bubble``: the pipeline bubble to stay under."""
     seq_len = seq_len or cfg.max_seq_len
     gpus_per_node = gpus_per_node or min(gpus, gpu.gpus_per_node)
     if seq_len > cfg.max_seq_len:
@@ -181,34 +195,32 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
     capacity = gpu.memory_bytes
     tried, chosen, previous = [], None, None
-    for stage, tp, ac in _candidates(cfg, gpus, gpus_per_node):
-        layout = Layout(stage, tp, gpus // tp, ac)
-        accum = _accum_steps(global_batch, seq_len, micro_batch * layout.dp)
-        layout.memory = layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=seq_len, micro_batch=micro_batch,
-                                      precision=precision, grad_accum=accum, no_sync=no_sync)
+    for layout in _candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len):
+        layout.grad_accum = _accum_steps(global_batch, seq_len, layout.micro_batch * layout.dp)
+        layout.memory = layout_memory(cfg, layout.stage, layout.tp, layout.checkpointing, gpus=gpus, seq_len=seq_len,
+                                      micro_batch=layout.micro_batch, precision=precision,
+                                      grad_accum=layout.grad_accum, no_sync=no_sync, pp=layout.pp, cp=layout.cp,
+                                      offload=layout.offload)
         layout.fits = layout.memory["total"] <= capacity
-        layout.reason = _why(layout, previous, capacity)
+        layout.reason = _why(layout, previous, capacity, cfg)
+        if layout.pp > 1:
+            layout.reason += "; " + _pipeline_schedule(layout, cfg, max_bubble)
         tried.append(layout)
         previous = layout
         if layout.fits:
             chosen = layout
             break
     if chosen is None:
-        raise ValueError(_no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision, global_batch,
-                                         no_sync))
-    per_step = micro_batch * chosen.dp
-    if global_batch is None:
-        chosen.grad_accum = _accum_steps(None, seq_len, per_step)
-    elif global_batch % per_step:
-        raise ValueError(f"global batch {global_batch} is not a multiple of micro-batch {micro_batch} x "
+        raise ValueError(_no_fit_message(cfg, tried, gpus, gpu))
+    per_step = chosen.micro_batch * chosen.dp
+    if global_batch is not None and global_batch % per_step:
+        raise ValueError(f"global batch {global_batch} is not a multiple of micro-batch {chosen.micro_batch} x "
                          f"{chosen.dp} data-parallel ranks ({chosen.name}); try {_nearest(global_batch, per_step)}")
-    else:
-        chosen.grad_accum = global_batch // per_step
     if show_tp is not None and (show_tp < 1 or gpus % show_tp):
         raise ValueError(f"--tp {show_tp} does not divide {gpus} GPUs")
-    return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, micro_batch=micro_batch,
-                   precision=precision, mfu=mfu, tokens=tokens, show_tp=show_tp, method=method,
-                   tokens_source=tokens_source, unique_tokens=unique_tokens, no_sync=no_sync)
+    return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
+                   tokens=tokens, show_tp=show_tp, method=method, tokens_source=tokens_source,
+                   unique_tokens=unique_tokens, no_sync=no_sync)
 
 
 def _accum_steps(global_batch: int | None, seq_len: int, per_step: int) -> int:
@@ -223,43 +235,42 @@ def _nearest(value: int, multiple: int) -> str:
     return f"{low} or {low + multiple}" if low < value else str(low)
 
 
-def _no_fit_message(cfg, tried, gpus, gpu, seq_len, micro_batch, precision, global_batch, no_sync) -> str:
+def _no_fit_message(cfg, tried, gpus, gpu) -> str:
     leanest = min(tried, key=lambda t: t.memory["total"])
-    msg = (f"the model ({human(num_params(cfg))} parameters) does not fit on {gpus} x {gpu.name}: the leanest layout, "
-           f"{leanest.name}, needs {leanest.memory['total'] / GB:.1f} GB per GPU of {gpu.memory_gb:g} GB")
-    if micro_batch > 1:
-        one = layout_memory(cfg, leanest.stage, leanest.tp, leanest.checkpointing, gpus=gpus, seq_len=seq_len,
-                            micro_batch=1, precision=precision, no_sync=no_sync,
-                            grad_accum=_accum_steps(global_batch, seq_len, leanest.dp))
-        if one["total"] <= gpu.memory_bytes:
-            return msg + f"; --micro-batch 1 would fit ({one['total'] / GB:.1f} GB)"
-    return msg + "; use more GPUs, a shorter sequence, or GPUs with more memory"
+    return (f"the model ({human(num_params(cfg))} parameters) does not fit on {gpus} x {gpu.name}: the leanest layout, "
+            f"{leanest.name}, needs {leanest.memory['total'] / GB:.1f} GB per GPU of {gpu.memory_gb:g} GB; "
+            "use more GPUs, a shorter sequence, or GPUs with more memory")
 
 
-def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, precision, mfu, tokens, show_tp,
+def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, tokens, show_tp,
             method, tokens_source, unique_tokens, no_sync) -> dict:
     n = num_params(cfg)
     if tokens is None:
         tokens, tokens_source = estimate(method, params=n).tokens, f"Chinchilla {METHODS[method].name} for this N"
+    micro_batch = chosen.micro_batch
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
     tokens_per_step = global_batch * seq_len
     step_flops = flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[chosen.checkpointing]
-    step_time = step_flops / (gpus * gpu.peak_flops_bf16 * mfu)
+    # the pipeline's idle share stretches the step at the same MFU of the busy time
+    step_time = step_flops / (gpus * gpu.peak_flops_bf16 * mfu) / (1 - chosen.bubble)
     tokens_per_day = tokens_per_step / step_time * 86400
-    breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, gpus=gpus, seq_len=seq_len,
-                                           micro_batch=micro_batch, precision=precision,
-                                           grad_accum=chosen.grad_accum, no_sync=no_sync) for stage in SHARDED}
-                 for tp in sorted({1, chosen.tp, show_tp or 1})}
-    act = {ac: activations(cfg, seq_len, micro_batch, ac, chosen.tp, precision, chosen.tp > 1)["total"]
+    kw = dict(gpus=gpus, seq_len=seq_len, micro_batch=micro_batch, precision=precision, grad_accum=chosen.grad_accum,
+              no_sync=no_sync, pp=chosen.pp, cp=chosen.cp, offload=chosen.offload)
+    breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, **kw) for stage in SHARDED}
+                 for tp in sorted({1, chosen.tp, show_tp or 1}) if gpus % (tp * chosen.pp * chosen.cp) == 0}
+    act = {ac: activations(cfg, seq_len // chosen.cp, micro_batch, ac, chosen.tp, precision, chosen.tp > 1)["total"]
            for ac in RECOMPUTE}
     return {
         "model": {"params": n, "non_embedding_params": num_params(cfg, exclude_embedding=True), **cfg.model_dump()},
         "cluster": {"gpus": gpus, **gpu.to_dict()},
         "precision": precision, "seq_len": seq_len, "micro_batch": micro_batch,
-        "layout": {"name": chosen.name, "stage": chosen.stage, "dp": chosen.dp, "tp": chosen.tp,
+        "layout": {"name": chosen.name, "stage": chosen.stage, "dp": chosen.dp, **chosen.degrees(),
+                   "pp_schedule": chosen.schedule if chosen.pp > 1 else None,
+                   "pp_stages_per_rank": chosen.stages_per_rank, "bubble": chosen.bubble,
                    "checkpointing": chosen.checkpointing, "grad_accum": chosen.grad_accum,
-                   "no_sync_accumulation": no_sync,
-                   "global_batch": global_batch, "tokens_per_step": tokens_per_step, "memory": chosen.memory},
+                   "no_sync_accumulation": no_sync, "reshard_after_forward": chosen.stage != "zero2",
+                   "global_batch": global_batch, "tokens_per_step": tokens_per_step, "memory": chosen.memory,
+                   "communication": communication(cfg, chosen, seq_len, precision)},
         "decisions": [t.reason for t in tried],
         "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
         "activations_by_checkpointing": act,
@@ -272,21 +283,27 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, micro_batch, prec
 
 
 def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) -> TrainConfig:
-    """The chosen layout as a ``pretrain train`` config (FSDP2 runs the DDP layout too: it only saves memory)."""
+    """The chosen layout as a ``pretrain train`` config, every degree named (DDP is ``dp_replicate``)."""
     lay, steps = result["layout"], result["time"]["steps"]
     return TrainConfig.model_validate({
         "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data]},
         "seq_len": result["seq_len"], "micro_batch_size": result["micro_batch"],
         "global_batch_size": lay["global_batch"], "max_tokens": int(result["time"]["target_tokens"]),
         "precision": "bf16" if result["precision"] == "bf16" else "fp32", "device": "auto",
-        "parallel": {"dp_shard": -1, "tp": lay["tp"], "activation_checkpointing": lay["checkpointing"],
-                     "loss_parallel": lay["tp"] > 1, "no_sync_accumulation": lay["no_sync_accumulation"]},
+        "parallel": {"dp_replicate": lay["dp_replicate"], "dp_shard": lay["dp_shard"], "tp": lay["tp"],
+                     "pp": lay["pp"], "cp": lay["cp"], "activation_checkpointing": lay["checkpointing"],
+                     "loss_parallel": lay["tp"] > 1,
+                     "no_sync_accumulation": lay["no_sync_accumulation"] and lay["pp"] == 1,
+                     "reshard_after_forward": lay["reshard_after_forward"], "offload": lay["offload"],
+                     **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
+                        if lay["pp"] > 1 else {})},
         "optim": {"warmup_steps": min(2000, max(1, steps // 100))}, "out_dir": out_dir,
     })
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("model", help="model config YAML or preset (tiny, 125m, 350m, 1b, 3b, 7b)")
+    parser.add_argument("model", help="model config YAML, preset (tiny, 125m, 350m, 1b, 3b, 7b) or a parameter count "
+                        "(70B: shaped by pretrain size)")
     parser.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
     parser.add_argument("--gpu", default="h100", help="GPU type: h100, h200, a100-80gb, a100-40gb, l4, ... "
                         "(default h100)")
@@ -301,6 +318,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-sync-accumulation", action="store_true",
                         help="accumulate gradients unsharded and reduce once per step (less communication; "
                              "every GPU then holds the full fp32 gradients)")
+    parser.add_argument("--max-bubble", type=float, default=0.1,
+                        help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)")
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
     parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the Chinchilla --method's D for N)")
     parser.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
@@ -320,7 +339,14 @@ def main(args) -> int:
     from pretrain.data_constrained import read_corpus
     from pretrain.sizing import resolve_model
 
-    cfg = resolve_model(args.model)
+    try:
+        cfg = resolve_model(args.model)
+    except ValueError:  # not a preset: a parameter count, shaped as pretrain size would
+        from pretrain.sizing import size_model
+
+        cfg = size_model(parse_number(args.model))
+        if args.seq_len:
+            cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, args.seq_len)})
     gpu = get_gpu(args.gpu)
     if args.gpu_memory_gb is not None:
         gpu = replace(gpu, memory_gb=args.gpu_memory_gb)
@@ -342,7 +368,7 @@ def main(args) -> int:
     result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
                   global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
                   gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
-                  unique_tokens=unique, no_sync=args.no_sync_accumulation)
+                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble)
     if args.out:
         save_yaml(train_config(result, cfg, args.data, args.run_dir), args.out)
         result["written"] = args.out
@@ -356,7 +382,14 @@ def format_report(r: dict) -> str:
              f"seq {r['seq_len']}, micro-batch {r['micro_batch']}, {r['precision']}; "
              f"{r['cluster']['gpus']} x {r['cluster']['name']}", "",
              "decisions:"] + [f"  {line}" for line in r["decisions"]]
-    lines += ["", f"chosen: {lay['name']}"]
+    degrees = ", ".join(f"{k} {lay[k]}" for k in ("dp_replicate", "dp_shard", "tp", "pp", "cp"))
+    lines += ["", f"chosen: {lay['name']} ({degrees}{', offload' if lay['offload'] else ''})"]
+    if lay["pp"] > 1:
+        lines.append(f"pipeline: {lay['pp_schedule']}, {lay['pp_stages_per_rank']} stage(s) per rank, "
+                     f"bubble {lay['bubble']:.1%}")
+    comm = lay["communication"]
+    lines.append("communication per GPU per step, GB: " + ", ".join(
+        f"{k} {v / GB:.1f}" for k, v in comm.items() if v or k == "total"))
     for tp, rows in r["breakdown"].items():
         lines += ["", f"per-GPU memory, GB (TP {tp}, checkpointing: {lay['checkpointing']}):",
                   f"  {'':<15}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}{'fsdp':>8}{'total':>8}"]

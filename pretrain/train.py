@@ -2,8 +2,8 @@
 ``torchrun --nproc_per_node=K -m pretrain.train CONFIG`` (K processes, any number of nodes).
 
 Reads top to bottom: config, process group and mesh, data, model, optimizer, resume, loop. The step
-itself is ``train_step``: ``accumulate_gradients`` (micro-batches forward/backward), then
-``optimizer_step`` (fp16 unscale, clip, optimizer and scheduler step).
+itself is ``train_step``: ``accumulate_gradients`` (micro-batches forward/backward, or the pipeline
+schedule over them), then ``optimizer_step`` (fp16 unscale, clip, optimizer and scheduler step).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from pretrain import checkpoint
 from pretrain.config import OptimConfig, TrainConfig, load_train_config, save_yaml
 from pretrain.data import build_loaders, fingerprint
 from pretrain.device import resolve_device, resolve_precision
-from pretrain.metrics import MetricsLogger
-from pretrain.model import Llama, flops_per_token
+from pretrain.metrics import MetricsLogger, bubble_fraction
+from pretrain.model import Llama, flops_per_token, num_params
 from pretrain.parallel import ParallelDims, init_distributed, parallelize
+from pretrain.pipeline import Pipeline, build_pipeline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,17 +68,28 @@ def lr_factor(step: int, total: int, opt: OptimConfig) -> float:
     return 1.0 - (1.0 - floor) * min(1.0, (step - start + 1) / decay_steps)
 
 
+def _param_dtype(precision: str, dims: ParallelDims) -> torch.dtype | None:
+    """bf16 weights gathered by FSDP's mixed-precision policy (elsewhere bf16 comes from autocast)."""
+    return torch.bfloat16 if precision == "bf16" and dims.fsdp_enabled else None
+
+
+def _check_devices(cfg: TrainConfig, dims: ParallelDims, device: torch.device) -> None:
+    if cfg.model.tie_embeddings and dims.world_size > 1:
+        raise ValueError("model.tie_embeddings is supported in single-process training only (FSDP/TP would shard the shared weight twice)")
+    if cfg.parallel.offload and (device.type != "cuda" or not dims.fsdp_enabled):
+        raise ValueError("parallel.offload moves FSDP's shards to host memory: it needs CUDA and more than one "
+                         "data-parallel rank")
+
+
 def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.device, precision: str) -> Llama:
     """Build on the meta device, parallelize, allocate this rank's shards and initialise them in place.
     The initial weights are the same for every parallel layout (``Llama.init_weights`` draws each
     element from its position in the full tensor), so runs are comparable, and no process ever holds
-    the full model."""
-    if cfg.model.tie_embeddings and dims.world_size > 1:
-        raise ValueError("model.tie_embeddings is supported in single-process training only (FSDP/TP would shard the shared weight twice)")
+    the full model. (With pipeline parallelism: ``build_pipeline``, which builds each stage the same way.)"""
+    _check_devices(cfg, dims, device)
     with torch.device("meta"):
         model = Llama(cfg.model)
-    param_dtype = torch.bfloat16 if precision == "bf16" and dims.fsdp_enabled else None
-    parallelize(model, dims, cfg.parallel, param_dtype)
+    parallelize(model, dims, cfg.parallel, _param_dtype(precision, dims), cfg.seq_len)
     model.to_empty(device=device)
     model.tie_weights()
     model.init_weights(cfg.seed)
@@ -85,21 +97,28 @@ def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.dev
 
 
 def build_optimizer(model: torch.nn.Module, opt: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains)."""
+    """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains). Fused where the
+    parameters live on the GPU (offloaded ones live in host memory)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": opt.weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=opt.lr, betas=opt.betas, eps=opt.eps, fused=device.type == "cuda")
+    fused = device.type == "cuda" and all(p.device.type == "cuda" for p in params)
+    return torch.optim.AdamW(groups, lr=opt.lr, betas=opt.betas, eps=opt.eps, fused=fused)
 
 
-def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """Global gradient norm over all ranks (DTensor-aware), and clipping to ``max_norm`` when > 0."""
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float, pp_group=None) -> torch.Tensor:
+    """Global gradient norm over all ranks (DTensor-aware; summed over pipeline stages when ``pp_group``),
+    and clipping to ``max_norm`` when > 0."""
     grads = [p.grad for p in params if p.grad is not None]
     norm = torch.nn.utils.get_total_norm(grads, foreach=True)
     if isinstance(norm, DTensor):
         norm = norm.full_tensor()
+    if pp_group is not None:
+        norm = norm**2
+        dist.all_reduce(norm, group=pp_group)
+        norm = norm.sqrt()
     if max_norm > 0:
         torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm, foreach=True)
     return norm
@@ -110,12 +129,14 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
 
 class TrainStepContext:
     """What a forward pass needs besides the model, decided once: autocast, loss parallelism, the fp16
-    gradient scaler and whether FSDP holds gradients unsharded between micro-batches."""
+    gradient scaler, whether FSDP holds gradients unsharded between micro-batches, the pipeline group
+    (grad norm over stages) and this rank's token positions under context parallelism."""
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
-                 no_sync_accumulation: bool = False):
+                 no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None):
         self.device = device
         self.no_sync = fsdp and no_sync_accumulation
+        self.pp_group, self.positions = pp_group, positions
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         # with FSDP, bf16 comes from its MixedPrecisionPolicy instead of autocast
         use_autocast = autocast_dtype is not None and not (fsdp and precision == "bf16")
@@ -139,6 +160,8 @@ class TrainStepContext:
     def loss(self, model, batch: torch.Tensor) -> torch.Tensor:
         batch = batch.to(self.device, non_blocking=True)
         inputs, targets = batch[:, :-1], batch[:, 1:]
+        if self.positions is not None:  # context parallel: this rank's chunks of each sequence
+            inputs, targets = inputs[:, self.positions], targets[:, self.positions]
         with self.autocast():
             logits = model(inputs)
         with self.loss_ctx():
@@ -148,7 +171,10 @@ class TrainStepContext:
 def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainStepContext) -> torch.Tensor:
     """Forward and backward over this rank's micro-batches; returns the mean loss (no host sync). FSDP
     reduce-scatters each micro-batch's gradients as they come (only the shards accumulate), unless
-    ``no_sync_accumulation`` defers that to the last micro-batch."""
+    ``no_sync_accumulation`` defers that to the last micro-batch. A ``Pipeline`` runs its schedule
+    over them (the loss is then zero on ranks without the last stage)."""
+    if isinstance(model, Pipeline):
+        return model.step(micro_batches, ctx)
     total = torch.zeros((), device=ctx.device)
     for i, batch in enumerate(micro_batches):
         if ctx.no_sync:
@@ -166,7 +192,7 @@ def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    grad_norm = clip_grad_norm(params, grad_clip)
+    grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
     if ctx.scaler:
         ctx.scaler.step(optimizer)
         ctx.scaler.update()
@@ -186,23 +212,22 @@ def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], c
 
 
 @torch.no_grad()
-def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dp_group) -> float:
-    """Mean loss over the first ``n_batches`` global batches of the validation order (the same every time)."""
-    total, count = torch.zeros((), device=ctx.device), 0
+def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dims: ParallelDims | None) -> float:
+    """Mean loss over the first ``n_batches`` global batches of the validation order (the same every time),
+    averaged over the ranks of ``dims`` (None: this process alone)."""
+    total = torch.zeros((), device=ctx.device)
     for i in range(n_batches):
-        for batch in loader.batch_at(i * loader.global_batch):
+        micro_batches = loader.batch_at(i * loader.global_batch)
+        if isinstance(model, Pipeline):
+            total += model.step(micro_batches, ctx, forward_only=True)
+            continue
+        for batch in micro_batches:
             loss = ctx.loss(model, batch)
-            total += loss.full_tensor() if isinstance(loss, DTensor) else loss
-            count += 1
-    return _dp_mean(total / count, dp_group)
-
-
-def _dp_mean(value: torch.Tensor, dp_group) -> float:
-    if dp_group is not None:
-        value = value.clone()
-        dist.all_reduce(value, group=dp_group)  # gloo has no AVG
-        value /= dist.get_world_size(dp_group)
-    return value.item()
+            total += (loss.full_tensor() if isinstance(loss, DTensor) else loss) / len(micro_batches)
+    total /= n_batches
+    if dims is None:
+        return total.item()
+    return dims.mean_loss(total, holds_loss=not isinstance(model, Pipeline) or model.has_last)
 
 
 # --- the run ------------------------------------------------------------------------------------------
@@ -223,12 +248,20 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None)
 
     train_loader, val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size, cfg.micro_batch_size,
                                              dp.rank, dp.size, cfg.model.vocab_size)
-    model = build_parallel_model(cfg, dims, device, precision)
+    pipe = None
+    if dims.pp_enabled:  # the stepper is the pipeline; the optimizer and checkpoints see its stages' module
+        _check_devices(cfg, dims, device)
+        pipe = build_pipeline(cfg, dims, device, _param_dtype(precision, dims), train_loader.grad_accum_steps)
+        model = pipe.module
+    else:
+        model = build_parallel_model(cfg, dims, device, precision)
+    stepper = pipe or model
     optimizer = build_optimizer(model, cfg.optim, device)
     steps = total_steps(cfg)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, cfg.optim))
     ctx = TrainStepContext(device, precision, cfg.parallel.loss_parallel, fsdp=dims.fsdp_enabled,
-                           no_sync_accumulation=cfg.parallel.no_sync_accumulation)
+                           no_sync_accumulation=cfg.parallel.no_sync_accumulation, pp_group=dims.group("pp"),
+                           positions=getattr(model, "positions", None))
 
     ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
     step = _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, ctx)
@@ -237,40 +270,50 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None)
     tokens_per_step = cfg.global_batch_size * cfg.seq_len
     log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard, flops_per_token(cfg.model, cfg.seq_len),
                         world, device, rank)
+    pp_fields = {}
+    if dims.pp_enabled:
+        pp_fields = {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, train_loader.grad_accum_steps,
+                                                  cfg.parallel.pp_stages_per_rank)}
     if rank == 0:
-        print(f"[train] {model.num_params():,} parameters, {steps} steps of {tokens_per_step:,} tokens, "
-              f"dp_shard={dims.dp_shard} tp={dims.tp}, {precision} on {device.type}, "
+        layout = " ".join(f"{k}={v}" for k, v in dims.degrees().items() if v > 1 or k in ("dp_shard", "tp"))
+        print(f"[train] {num_params(cfg.model):,} parameters, {steps} steps of {tokens_per_step:,} tokens, "
+              f"{layout}, {precision} on {device.type}, "
               f"grad accumulation {train_loader.grad_accum_steps}, starting at step {step}", file=sys.stderr)
 
-    def save() -> None:
+    def save() -> str:
         state = {"scheduler": scheduler.state_dict(), "loader": train_loader.state_dict(),
                  "data": fingerprint(train_loader), "model_config": cfg.model.model_dump(mode="json"),
-                 "scaler": ctx.scaler.state_dict() if ctx.scaler else None,
-                 "parallel": {"dp_shard": dims.dp_shard, "tp": dims.tp}}
-        checkpoint.save(ckpt_root, step, model, optimizer, state, cfg.checkpoint.keep_last)
+                 "scaler": ctx.scaler.state_dict() if ctx.scaler else None, "parallel": dims.degrees()}
+        return checkpoint.save(ckpt_root, step, model, optimizer, state, cfg.checkpoint.keep_last)
 
     records = []
     log.start(step)
     end = min(steps, stop_at or steps)
+    saved = None
     while step < end:
-        loss, grad_norm = train_step(model, optimizer, scheduler, train_loader.next_step(), ctx, cfg.optim.grad_clip)
+        loss, grad_norm = train_step(stepper, optimizer, scheduler, train_loader.next_step(), ctx, cfg.optim.grad_clip)
         step += 1
         log.count_tokens(tokens_per_step)
         if step % cfg.log.every_steps == 0 or step == steps:
             lr = cfg.optim.lr * lr_factor(step - 1, steps, cfg.optim)  # the lr this step used
-            rec = log.log_train(step, loss=_dp_mean(loss, dp.group), lr=lr, grad_norm=grad_norm.item(),
-                                tokens=step * tokens_per_step)
+            rec = log.log_train(step, loss=dims.mean_loss(loss, pipe is None or pipe.has_last), lr=lr,
+                                grad_norm=grad_norm.item(), tokens=step * tokens_per_step, **pp_fields)
             records.append(rec)
         if val_loader is not None and (step % cfg.log.val_every_steps == 0 or step == steps):
             log.write({"kind": "val", "step": step,
-                       "val_loss": validation_loss(model, val_loader, cfg.log.val_batches, ctx, dp.group)})
+                       "val_loss": validation_loss(stepper, val_loader, cfg.log.val_batches, ctx, dims)})
             log.start(step)
         if step % cfg.checkpoint.every_steps == 0 or step == end:
-            save()
+            saved = save()
             log.start(step)
     if step == steps:  # finished: the consolidated weights for inference
-        checkpoint.export_model(model, os.path.join(cfg.out_dir, "model.safetensors"),
-                                {"step": step, "model_config": cfg.model.model_dump_json()})
+        path = os.path.join(cfg.out_dir, "model.safetensors")
+        if pipe is None:
+            checkpoint.export_model(model, path, {"step": step, "model_config": cfg.model.model_dump_json()})
+        else:  # no rank holds every stage: rank 0 reads the final checkpoint whole
+            if rank == 0:
+                checkpoint.export_checkpoint(saved or checkpoint.list_checkpoints(ckpt_root)[-1], path)
+            dist.barrier()
     log.close()
     return records if rank == 0 else []
 

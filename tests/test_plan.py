@@ -155,17 +155,84 @@ def _need(cfg, stage, tp, ac, gpus, micro=4):
     return layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro)["total"]
 
 
-def test_walks_ddp_fsdp_checkpointing_tp_in_order():
+def test_walks_ddp_zero_micro_batch_checkpointing_in_order():
     cfg, gpus = preset("1b"), 8
-    steps = [("ddp", 1, "none", "DDP x8"), ("zero3", 1, "none", "FSDP (ZeRO-3) x8"),
-             ("zero3", 1, "selective", "FSDP (ZeRO-3) x8 + selective checkpointing"),
-             ("zero3", 1, "block", "FSDP (ZeRO-3) x8 + block checkpointing")]
-    for stage, tp, ac, name in steps:
-        need = _need(cfg, stage, tp, ac, gpus)
+    steps = [("ddp", 1, "none", 4, "DDP x8"), ("zero2", 1, "none", 4, "ZeRO-2 x8"),
+             ("zero3", 1, "none", 4, "FSDP (ZeRO-3) x8"), ("zero3", 1, "none", 1, "FSDP (ZeRO-3) x8 + micro-batch 1"),
+             ("zero3", 1, "selective", 1, "FSDP (ZeRO-3) x8 + micro-batch 1 + selective checkpointing"),
+             ("zero3", 1, "block", 1, "FSDP (ZeRO-3) x8 + micro-batch 1 + block checkpointing")]
+    for stage, tp, ac, micro, name in steps:
+        need = _need(cfg, stage, tp, ac, gpus, micro)
         fits = plan(cfg, gpus=gpus, gpu=_gpu_with(need, 1e-9), global_batch=256)
         assert fits["layout"]["name"] == name  # at capacity (to a byte, GB round-trip): this layout
         shy = plan(cfg, gpus=gpus, gpu=_gpu_with(need, -1e-6), global_batch=256)
         assert shy["layout"]["name"] != name  # a byte short: the next one
+
+
+def _model(params: float, seq_len: int = 4096) -> ModelConfig:
+    return size_model(params).model_copy(update={"max_seq_len": seq_len})
+
+
+def _walk(cfg, gpus, **kw) -> list[tuple[str, float]]:
+    """Every layout the planner picks as the GPU shrinks, one byte below the previous pick's need each
+    time, down to the last resort; checks each pick is the first of the walk that fits."""
+    picks, capacity = [], float("inf")
+    while True:
+        try:
+            r = plan(cfg, gpus=gpus, gpu=_gpu_with(capacity * 1e9 if capacity < float("inf") else 1e15), **kw)
+        except ValueError:
+            return picks
+        need = r["layout"]["memory"]["total"]
+        assert all(" > " in line for line in r["decisions"][:-1]) and " <= " in r["decisions"][-1]
+        picks.append((r["layout"]["name"], need))
+        capacity = need / 1e9 - 1e-6
+
+
+def test_the_whole_tree_in_order_down_to_offload():
+    """70B on 64 H100s (8 nodes): each byte less moves to the next layout of the tree, through TP within a
+    node and PP across nodes to CPU offload."""
+    picks = [name for name, _ in _walk(_model(70e9), 64, seq_len=4096, global_batch=512)]
+    assert picks[0] == "DDP x64" and picks[-1].endswith("CPU offload")
+    kinds = ["ZeRO-2", "FSDP (ZeRO-3) x64", "micro-batch 1", "selective", "block", "TP 2", "TP 8", "PP", "CP"]
+    firsts = [next(i for i, name in enumerate(picks) if kind in name) for kind in kinds]
+    assert firsts == sorted(firsts), picks
+    assert any(name.startswith("TP 8 + PP 8") for name in picks), picks  # pipeline over the 8 nodes
+
+
+def test_long_sequences_split_the_sequence_before_checkpointing():
+    r = plan(_model(8e9, 131072), gpus=64, gpu=H100, seq_len=131072, global_batch=64)
+    lay = r["layout"]
+    assert lay["cp"] > 1 and lay["checkpointing"] == "none" and lay["cp"] * lay["dp_shard"] * lay["tp"] == 64
+    assert r["layout"]["communication"]["cp"] > 0
+
+
+@pytest.mark.parametrize("params, gpus, expect", [
+    (7e9, 8, {"dp_shard": 8, "tp": 1, "pp": 1, "cp": 1, "offload": False}),
+    (70e9, 8, {"dp_shard": 8, "offload": True}),
+    (70e9, 64, {"dp_shard": 64, "pp": 1, "offload": False}),
+    (405e9, 512, {"dp_shard": 512, "offload": False}),
+])
+def test_sensible_layouts_on_h100s(params, gpus, expect):
+    lay = plan(_model(params), gpus=gpus, gpu=H100, seq_len=4096)["layout"]
+    assert {k: lay[k] for k in expect} == expect
+    assert lay["dp_replicate"] * lay["dp_shard"] * lay["tp"] * lay["pp"] * lay["cp"] == gpus
+
+
+def test_pipeline_interleaves_to_keep_the_bubble_under_target():
+    """A layout with PP: 1F1B's bubble (p-1)/(m+p-1) above the target interleaves stages until it is under."""
+    from pretrain.metrics import bubble_fraction
+
+    assert bubble_fraction("1f1b", 4, 12) == pytest.approx(3 / 15)
+    assert bubble_fraction("interleaved_1f1b", 4, 12, 2) == pytest.approx(3 / 15 / 2)
+    cfg = _model(70e9)
+    kw = dict(seq_len=4096, global_batch=512, max_bubble=0.01)  # 512 micro-batches over 8 stages: 1.35% in 1F1B
+    picks = [(n, need) for n, need in _walk(cfg, 64, **kw) if "PP" in n]
+    r = plan(cfg, gpus=64, gpu=_gpu_with(picks[0][1], 1e-9), **kw)
+    lay = r["layout"]
+    assert lay["pp"] == 8 and lay["pp_stages_per_rank"] == 2 and lay["pp_schedule"] == "interleaved_1f1b", lay
+    assert lay["bubble"] == pytest.approx(7 / 519 / 2)
+    tc = train_config(r, cfg, ["/d"], "runs/x")
+    assert (tc.parallel.pp, tc.parallel.tp, tc.parallel.pp_stages_per_rank) == (lay["pp"], 8, lay["pp_stages_per_rank"])
 
 
 def test_single_gpu_small_model():
@@ -176,11 +243,11 @@ def test_single_gpu_small_model():
 
 def test_tp_needs_gpus_in_a_node():
     cfg = preset("7b")
-    need_block = _need(cfg, "zero3", 1, "block", 8, micro=8)
-    gpu = _gpu_with(need_block, -1e-3)  # too small for any tp=1 layout
+    need_block = _need(cfg, "zero3", 1, "block", 8, micro=1)
+    gpu = _gpu_with(need_block, -1e-3)  # too small for any tp=1 layout without offload
     assert plan(cfg, gpus=8, gpu=gpu, micro_batch=8)["layout"]["tp"] > 1
-    with pytest.raises(ValueError, match="does not fit"):
-        plan(cfg, gpus=8, gpu=gpu, micro_batch=8, gpus_per_node=1)
+    alone = plan(cfg, gpus=8, gpu=gpu, micro_batch=8, gpus_per_node=1)["layout"]  # one GPU per node: no TP
+    assert alone["tp"] == 1 and (alone["pp"] > 1 or alone["offload"])
 
 
 def test_cannot_fit_even_fully_sharded():
@@ -188,11 +255,11 @@ def test_cannot_fit_even_fully_sharded():
         plan(preset("7b"), gpus=1, gpu=GPUS["l4"])
 
 
-def test_suggests_a_smaller_micro_batch():
+def test_lowers_the_micro_batch_before_checkpointing():
     cfg = preset("1b")
-    gpu = _gpu_with(_need(cfg, "ddp", 1, "block", 1, micro=1), 0.1)
-    with pytest.raises(ValueError, match="--micro-batch 1 would fit"):
-        plan(cfg, gpus=1, gpu=gpu, micro_batch=64)
+    gpu = _gpu_with(_need(cfg, "ddp", 1, "none", 1, micro=1), 0.1)
+    lay = plan(cfg, gpus=1, gpu=gpu, micro_batch=64)["layout"]
+    assert lay["checkpointing"] == "none" and lay["name"] == "single GPU + micro-batch 1"
 
 
 @pytest.mark.parametrize("kwargs,message", [

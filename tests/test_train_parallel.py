@@ -37,6 +37,19 @@ WORKER_RUNS = {  # name -> parallel config (with torchrun, 4 processes)
 }
 
 
+def run_single_process(cfg: dict) -> None:
+    """The reference run, on one thread like each torchrun worker (OMP_NUM_THREADS=1)."""
+    from pretrain.config import load_train_config
+    from pretrain.train import run
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run(load_train_config(cfg))
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _torchrun(args: list[str], timeout: int = 400) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CCP_DEBUG": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", *args]
@@ -60,15 +73,7 @@ def runs(tmp_path_factory):
     """Single-process reference, then the two torchrun launches; returns the run directories."""
     root = tmp_path_factory.mktemp("parallel")
     data = make_token_dataset(root / "tokens", n_docs=200)
-    from pretrain.config import load_train_config
-    from pretrain.train import run
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        run(load_train_config(config(data, root / "single")))
-    finally:
-        torch.set_num_threads(threads)
+    run_single_process(config(data, root / "single"))
     cfg_path = root / "2x2.yaml"
     cfg_path.write_text(yaml.safe_dump(config(data, root / "2x2", {"dp_shard": 2, "tp": 2})))
     _torchrun(["-m", "pretrain.train", str(cfg_path)])
@@ -98,9 +103,10 @@ def test_fsdp_only_matches_single_process(runs):
 
 def test_resume_at_another_dp_size_continues_the_same_run(runs):
     state = json.loads((runs / "resized" / "checkpoints" / "step-00000003" / "train_state.json").read_text())
-    assert state["parallel"] == {"dp_shard": 4, "tp": 1} and state["loader"] == {"samples_consumed": 24}
+    assert state["parallel"] == {"pp": 1, "dp_replicate": 1, "dp_shard": 4, "cp": 1, "tp": 1}
+    assert state["loader"] == {"samples_consumed": 24}
     state = json.loads((runs / "resized" / "checkpoints" / "step-00000006" / "train_state.json").read_text())
-    assert state["parallel"] == {"dp_shard": 2, "tp": 2}
+    assert state["parallel"] == {"pp": 1, "dp_replicate": 1, "dp_shard": 2, "cp": 1, "tp": 2}
     _assert_same_losses(runs, "resized")
 
 

@@ -1,0 +1,136 @@
+"""The planner's arithmetic: bytes per GPU of a layout, and bytes it sends per step.
+
+Memory per GPU = model states + activations (+ FSDP's gathered buffers):
+- model states, bytes per parameter (weights, gradients, AdamW states): fp32 4 + 4 + 8 (7B: 28 GB +
+  28 GB + 56 GB); bf16 mixed precision 2 + 2 + 12 (fp32 master weights, momentum and variance), the
+  ZeRO paper's accounting (Rajbhandari et al. 2020). DDP replicates all three; ZeRO-1 shards the
+  optimizer over data-parallel ranks, ZeRO-2 also gradients, ZeRO-3 (FSDP) also weights. Tensor
+  parallelism (degree t) splits every matrix t ways; only the norm weights stay replicated. Our
+  trainer's FSDP2 keeps the fp32 master as the sharded parameter and reduces gradients in fp32: the
+  same 16 bytes per parameter, all sharded. Gradient accumulation reduce-scatters every micro-batch by
+  default, so only gradient shards accumulate; with ``no_sync`` accumulation (one reduction per step)
+  every rank holds the full unsharded gradients, in fp32 (FSDP2 accumulates in its reduce dtype), from
+  the first micro-batch to the last: 4 bytes per parameter (divided by t only).
+- activations saved for backward, per token per layer, measured on our Llama block (tests check the
+  count against the tensors autograd saves): each RMSNorm keeps an fp32 copy of its input and of the
+  normalised value plus its output (8 d bytes + d elements); attention keeps q, k, v (full width after
+  each kv head once: SDPA's enable_gqa) and its output (2 d + 2 kv elements; flash attention has no
+  seq^2 term); SwiGLU keeps gate,
+  silu, up and product (4 ffn elements). Selective checkpointing keeps only matmul and attention
+  outputs and the block input (5 d + 2 kv + 2 ffn elements); block checkpointing keeps each block's
+  input (d elements) and rebuilds one block at a time. The backward pass also holds one block's
+  activation gradients (and its recomputed activations). Sequence-parallel TP splits all of it t ways
+  (Korthikanti et al. 2022). The loss keeps fp32 log-probabilities and, in the backward pass, their
+  fp32 gradient and the logits' gradient (8 bytes + 1 element per vocabulary entry per token), split
+  t ways under loss parallelism.
+- FSDP gathers one unit (a block, or the root: embeddings + output) ahead of use: two gathered units
+  plus one unit of unsharded gradients.
+GB here are 1e9 bytes; GPUs are listed by their marketing size (an "80 GB" H100 has 85.9e9 bytes),
+which leaves ~6% for the CUDA context, NCCL buffers and allocator fragmentation.
+"""
+
+from __future__ import annotations
+
+from pretrain.config import ModelConfig
+from pretrain.model import num_params
+
+PRECISIONS = {"bf16": (2, 2, 12), "fp32": (4, 4, 8)}  # bytes per parameter: weights, gradients, optimizer
+SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
+           "zero3": (True, True, True)}  # (weights, gradients, optimizer) sharded over data parallel
+ELEM = {"bf16": 2, "fp32": 4}  # bytes per activation element
+GB = 1e9
+
+
+def model_states(cfg: ModelConfig, stage: str, dp: int, tp: int, precision: str = "bf16",
+                 n_params: int | None = None, unsharded_grads: bool = False) -> dict[str, float]:
+    """Bytes per GPU of weights, gradients and optimizer states (``n_params`` overrides the count);
+    ``unsharded_grads``: gradients held whole in fp32 (no-sync accumulation under ZeRO-2/3)."""
+    total = num_params(cfg) if n_params is None else n_params
+    replicated = (2 * cfg.n_layers + 1) * cfg.d_model if n_params is None else 0  # RMSNorm weights
+    per_gpu = (total - replicated) / tp + replicated
+    out = {}
+    for name, nbytes, sharded in zip(("params", "grads", "optimizer"), PRECISIONS[precision], SHARDED[stage]):
+        out[name] = per_gpu * nbytes / (dp if sharded else 1)
+    if unsharded_grads and SHARDED[stage][1] and dp > 1:
+        out["grads"] = per_gpu * 4
+    return out
+
+
+def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing: str, tp: int = 1,
+                precision: str = "bf16", loss_parallel: bool = False) -> dict[str, float]:
+    """Bytes per GPU of activations kept for the backward pass of one micro-batch (see module doc)."""
+    elem = 2 if precision == "bf16" else 4
+    d, f, kv = cfg.d_model, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim
+    tokens = micro_batch * seq_len
+    norm = 8 * d + elem * d
+    full = 2 * norm + elem * (2 * d + 2 * kv + 4 * f)
+    per_layer = {"none": full, "selective": elem * (5 * d + 2 * kv + 2 * f), "block": elem * d}[checkpointing]
+    # in flight during the backward pass: the gradients of one block's activations, plus that block's
+    # recomputed activations under checkpointing
+    in_flight = full if checkpointing == "none" else 2 * full
+    layers = tokens * (cfg.n_layers * per_layer + in_flight + norm) / tp  # + the final norm
+    logits = tokens * cfg.vocab_size * (elem + 8) / (tp if loss_parallel else 1)
+    return {"per_token_layer": per_layer, "layers": layers, "logits": logits, "total": layers + logits}
+
+
+def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
+    """Bytes of gathered parameters and unsharded gradients FSDP holds besides the shards."""
+    block = (num_params(cfg) - cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2) - cfg.d_model)
+    block /= cfg.n_layers
+    root = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
+    return 3 * max(block, root) / tp * (2 if precision == "bf16" else 4)
+
+
+def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
+                  micro_batch: int, precision: str = "bf16", grad_accum: int = 1, no_sync: bool = False,
+                  pp: int = 1, cp: int = 1, offload: bool = False) -> dict[str, float]:
+    """Per-GPU memory breakdown (bytes) of one layout; ``no_sync`` accumulation over ``grad_accum`` > 1
+    micro-batches keeps the gradients unsharded (see module doc). Pipeline stages hold 1/pp of the model
+    states and, under 1F1B, up to pp micro-batches of their 1/pp of the layers: one micro-batch's worth.
+    Context parallelism splits activations cp ways (FSDP shards over dp x cp) and gathers one layer's
+    keys and values whole. Offload moves the model states to host memory."""
+    dp = gpus // (tp * pp * cp)
+    mem = model_states(cfg, stage, dp * cp, tp, precision, unsharded_grads=no_sync and grad_accum > 1)
+    mem = {k: v / pp for k, v in mem.items()}
+    if offload:
+        mem = {k: 0.0 for k in mem}
+    act = activations(cfg, seq_len // cp, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1)
+    mem["activations"] = act["total"]
+    if cp > 1:  # one layer's gathered k and v, and their gradients
+        mem["activations"] += 2 * 2 * micro_batch * seq_len * cfg.n_kv_heads * cfg.head_dim / tp * ELEM[precision]
+    sharding = stage in ("zero2", "zero3") and dp * cp > 1
+    mem["fsdp_buffers"] = fsdp_buffers(cfg, tp, precision) if sharding or offload else 0.0
+    mem["total"] = sum(mem.values())
+    return mem
+
+
+def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") -> dict[str, float]:
+    """Bytes each GPU sends per optimizer step of layout ``lay`` (a ``pretrain.plan.Layout``), by mesh
+    dimension (ring collectives: (n-1)/n of the buffer per all-gather or reduce-scatter, twice that per
+    all-reduce). FSDP gathers bf16 weights in forward
+    and backward (once under ZeRO-2) and reduce-scatters fp32 gradients, per micro-batch; DDP all-reduces
+    gradients once; sequence-parallel TP all-gathers and reduce-scatters the activations 4 times per
+    layer in forward, as many in backward (and again when a checkpointed block is recomputed); PP sends
+    activations forward and their gradients back; CP gathers each layer's keys and values."""
+    elem = ELEM[precision]
+    params = num_params(cfg) / lay.tp / lay.pp
+    tokens = lay.micro_batch * seq_len // lay.cp  # per micro-batch per GPU
+    m = lay.grad_accum or 1
+    ring = lambda n: (n - 1) / n  # noqa: E731
+    out = {"dp": 0.0, "tp": 0.0, "pp": 0.0, "cp": 0.0}
+    shards = lay.dp * lay.cp
+    if lay.stage == "ddp":
+        out["dp"] = 2 * params * 4 * ring(shards)
+    else:
+        gathers = 1 if lay.stage == "zero2" else 2
+        out["dp"] = m * params * (gathers * elem + 4) * ring(shards)
+    if lay.tp > 1:
+        passes = 8 + (4 if lay.checkpointing == "block" else 0)
+        out["tp"] = m * cfg.n_layers / lay.pp * passes * tokens * cfg.d_model * elem * ring(lay.tp)
+    if lay.pp > 1:
+        out["pp"] = m * 2 * lay.stages_per_rank * tokens * cfg.d_model / lay.tp * elem
+    if lay.cp > 1:
+        kv = cfg.n_kv_heads * cfg.head_dim / lay.tp
+        out["cp"] = m * cfg.n_layers * 2 * 2 * lay.micro_batch * seq_len * kv * elem * ring(lay.cp)
+    out["total"] = sum(out.values())
+    return out
