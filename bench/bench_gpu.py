@@ -80,25 +80,14 @@ class Case:
     fsdp: bool  # FSDP2 over a one-rank mesh, or the bare model
 
 
-class OneRankFSDP(ParallelDims):
-    """FSDP2 on a mesh of one rank: the wrapping, bf16 mixed-precision policy and per-block gathers of a
-    sharded run, without the sharding (``ParallelDims`` turns FSDP on only for ``dp_shard`` > 1)."""
-
-    @property
-    def fsdp_enabled(self) -> bool:
-        return True
-
-
 def parallel_dims(fsdp: bool, device: torch.device) -> ParallelDims:
     if not fsdp:
         return ParallelDims(dp_shard=1, tp=1, world_size=1)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(),
                                 rank=0, world_size=1)
-    dims = OneRankFSDP(dp_shard=1, tp=1, world_size=1)
-    from torch.distributed.device_mesh import init_device_mesh
-
-    dims.mesh = init_device_mesh(device.type, (1, 1), mesh_dim_names=("dp_shard", "tp"))
+    dims = ParallelDims(dp_shard=1, tp=1, world_size=1, single_rank_fsdp=True)
+    dims.build_mesh(device.type)
     return dims
 
 

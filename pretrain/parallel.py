@@ -43,6 +43,7 @@ class ParallelDims:
     dp_replicate: int = 1
     cp: int = 1
     pp: int = 1
+    single_rank_fsdp: bool = False  # FSDP2 wrapping on one process (benchmarks: its policy and gathers, unsharded)
     mesh: DeviceMesh | None = field(default=None, repr=False)
     flat: dict[str, DeviceMesh] = field(default_factory=dict, repr=False)  # the flattened dimensions
 
@@ -77,7 +78,7 @@ class ParallelDims:
     def fsdp_enabled(self) -> bool:
         """FSDP2 holds the weights: sharded over dp_shard x cp, replicated over dp_replicate (HSDP; DDP when
         nothing is sharded)."""
-        return self.dp_replicate * self.dp_shard * self.cp > 1
+        return self.dp_replicate * self.dp_shard * self.cp > 1 or self.single_rank_fsdp
 
     @property
     def tp_enabled(self) -> bool:
@@ -94,7 +95,7 @@ class ParallelDims:
     def build_mesh(self, device_type: str) -> DeviceMesh | None:
         """The 5-D mesh, kept as ``mesh``, with the flattened dimensions the others need: "dp" (samples),
         "dp_shard_cp" (FSDP), "dp_cp" (loss average); None for a single process."""
-        if self.world_size > 1:
+        if self.world_size > 1 or self.single_rank_fsdp:
             mesh = init_device_mesh(device_type, tuple(getattr(self, n) for n in MESH_DIMS), mesh_dim_names=MESH_DIMS)
             self.flat = {"dp": mesh["dp_replicate", "dp_shard"]._flatten("dp"),
                          "dp_shard_cp": mesh["dp_shard", "cp"]._flatten("dp_shard_cp")}
