@@ -106,7 +106,11 @@ class HarmfulContent(DocumentStage):
         return floats + [pa.field("harm_contacts", pa.int32()), pa.field("harm_score", pa.float64())]
 
     def _threshold(self, category: str, lang: str) -> float | None:
+        """The language's threshold, else ``default``; pages without a language get the most
+        lenient one, since every language's list applies to them."""
         per_lang = self.thresholds.get(category, {})
+        if not lang:
+            return max((v for v in per_lang.values() if v is not None), default=None)
         return per_lang.get(lang, per_lang.get("default"))
 
     def score(self, text: str, title: str, lang: str, lists: dict[str, dict[str, WordList]]) -> tuple[dict[str, float | int | None], str | None]:
