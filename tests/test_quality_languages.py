@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import yaml
 
 from dataprep.extract import Extract
@@ -67,3 +69,28 @@ def test_japanese_ruby_readings_are_not_inlined():
         text = Extract(engine=engine).extract(html)
         assert "漢字は中国" in text and "かんじ" not in text and "とうきょう" not in text, engine
     assert "かんじ" in Extract(ruby_readings=True).extract(html)
+
+
+def test_chinese_minhash_shingles_are_jieba_words():
+    from dataprep.dedup.minhash import MinHashDedup
+    from dataprep.dedup.normalize import normalize, shingle_hashes, shingles
+
+    zh = PAGES["zh-encyclopedia"]["text"]
+    texts = [zh, PAGES["ja-encyclopedia"]["text"], PAGES["ru-news"]["text"], "长江", None]
+    words = shingles(normalize(zh), 5, 5, chinese_words=True)
+    assert b" " in words[0] and len(words) < len(shingles(normalize(zh), 5, 5)) / 1.3  # fewer, longer shingles
+    hashes, offsets = shingle_hashes(texts, 5, 5, chinese_words=True)
+    counts = np.diff(offsets).tolist()
+    assert counts == [len(shingles(normalize(t), 5, 5, chinese_words=True)) for t in texts]
+    plain, plain_offsets = shingle_hashes(texts, 5, 5)
+    assert counts[1:] == np.diff(plain_offsets).tolist()[1:]  # only the Chinese text changes
+    # a lightly edited copy of the article is still found
+    edited = zh.replace("长江是中国第一长河", "长江是我国第一长河").replace("世界第三长", "世界上第三长")
+    result = MinHashDedup().run_local(_ids([zh, edited, PAGES["zh-news-gambling-crackdown"]["text"]]))
+    assert result.kept.num_rows == 2 and result.dropped.column("id").to_pylist() == ["1"]
+
+
+def _ids(texts):
+    import pyarrow as pa
+
+    return pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
