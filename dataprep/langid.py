@@ -62,7 +62,7 @@ def model_labels(path: str | None = None, second_opinion: str = "none") -> froze
     lingua's when it gives a second opinion."""
     model = load_model(path or default_model_path())
     labels = frozenset(label.removeprefix(LABEL_PREFIX) for label in model.get_labels())
-    return labels | frozenset(lingua_codes()) if second_opinion == "lingua" else labels
+    return labels | frozenset(lingua_codes().values()) if second_opinion == "lingua" else labels
 
 
 @functools.lru_cache(maxsize=1)
