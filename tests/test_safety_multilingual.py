@@ -88,6 +88,15 @@ def test_contact_spam_and_stuffed_titles():
     assert title_stuffing("澳门赌场_澳门赌场官网_澳门赌场app_澳门赌场注册") == 1.0
     assert title_stuffing("长江 - 维基百科，自由的百科全书") == 0.0
     assert title_stuffing("News | Sport | Weather | Culture") == 0.25
+    assert contact_count("Born 1896 1897 1898, then 1896 1897 1898.") == 0  # years are not phones
+    assert contact_count(fold("Звоните: +7 (999) 123-45-67, +7 (999) 123-45-67")) == 2
+    sentence = "Ang Kalakhang Tokyo, kasama ang Tokyo, ang Tokyo at ang Tokyo, ay ang pinakamalaking lugar sa Tokyo"
+    assert title_stuffing(sentence) == 0.0  # long comma-separated segments: a sentence, not keywords
+
+
+def test_languages_without_lists_are_not_scored():
+    out, reasons = HarmfulContent().process(pa.table({"id": ["0"], "text": ["Sex anni, anal nude est."], "lang": ["la"]}))
+    assert reasons == [None] and out.column("harm_adult").to_pylist() == [None]
 
 
 def test_thresholds_are_per_language_and_configurable():

@@ -7,7 +7,8 @@ its threshold, so a page is dropped when it reaches 1; the reason names the sign
   tokens, CJK characters counted one each) with the list of the page's language
   (``assets/safety/harmful/<category>/<lang>.txt``), matched per script after folding width, case
   and traditional/simplified forms (``dataprep.safety``). Thresholds are per language: one mention
-  in a news story stays far below them, an explicit story or a casino advert does not.
+  in a news story stays far below them, an explicit story or a casino advert does not. Languages
+  without a list are not scored (null); pages without a language get every list at once.
 - ``harm_contacts``: contact spam, i.e. QQ, WeChat, Telegram or LINE ids and phone numbers that
   appear more than once. Pages that also use adult or gambling vocabulary need fewer.
 - ``harm_title``: a keyword-stuffed title (``title`` column, or the first line): the share of its
@@ -45,7 +46,15 @@ _CONTACT_IDS = re.compile(
     rf"|(?:t\.me/|telegram\s*[:：]?\s*@?|tg\s*[:：]\s*@?|飞机\s*[:：]?\s*@?)(?P<tg>{_ID})"
     rf"|line\s*(?:id)?\s*[:：]\s*@?(?P<line>{_ID})"
 )
-_PHONE = re.compile(r"(?<![\d-])(?:\+?\d[\d ()-]{6,16}\d)(?![\d-])")
+# Phone numbers in the forms spam uses (Chinese mobiles and landlines, international +, Russian 8 (xxx)),
+# not any digit run: lists of years or page numbers must not look like phones.
+_PHONE = re.compile(
+    r"(?<!\d)1[3-9]\d{9}(?!\d)"
+    r"|(?<![\d-])0\d{2,3}-\d{7,8}(?![\d-])"
+    r"|\+\d{1,3}[ -]?\(?\d{2,4}\)?[ -]?\d{3,4}[ -]?\d{2,4}(?:[ -]?\d{2})?(?!\d)"
+    r"|(?<!\d)8 ?\(\d{3}\) ?\d{3}-\d{2}-\d{2}(?!\d)"
+)
+MAX_SEGMENT_CHARS = 16
 _TITLE_SEPARATORS = re.compile(r"\s*[|_,，、/\-–—·:：;；!！]+\s*|\s{2,}")
 _CJK_BIGRAM = re.compile(r"(?=([\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]{2}))")
 _WORD = re.compile(r"[^\W\d_]{3,}")
@@ -71,10 +80,11 @@ def contact_count(folded: str) -> int:
 
 
 def title_stuffing(title: str) -> float:
-    """The largest share of a title's segments (at least 4) that contain one same keyword (a CJK
-    character pair or a Latin/Cyrillic word of 3+ letters); 0.0 for titles that are one phrase."""
+    """The largest share of a title's segments that contain one same keyword (a CJK character pair
+    or a word of 3+ letters); 0.0 for titles of fewer than 4 segments or of long segments (a
+    sentence with commas is not a keyword list)."""
     segments = [s for s in _TITLE_SEPARATORS.split(fold(title)) if s]
-    if len(segments) < 4:
+    if len(segments) < 4 or sum(map(len, segments)) / len(segments) > MAX_SEGMENT_CHARS:
         return 0.0
     keys = Counter()
     for segment in segments:
@@ -118,9 +128,13 @@ class HarmfulContent(DocumentStage):
         signals: dict[str, float | int | None] = {}
         ratios: dict[str, float] = {}
         for cat in CATEGORIES:
-            by_lang = lists.get(cat, {})
-            wl = by_lang.get(lang) or by_lang.get(ALL)  # no list for the language: all of them at once
-            flagged, total = wl.count(text) if wl else (0, 0)
+            # a language without a list is not scored (its words may mean anything in the other
+            # lists' languages); unlabelled pages get every list at once
+            wl = lists.get(cat, {}).get(lang or ALL)
+            if wl is None:
+                signals[f"harm_{cat}"] = None
+                continue
+            flagged, total = wl.count(text)
             signals[f"harm_{cat}"] = flagged / total if total else 0.0
             threshold = self._threshold(cat, lang)
             if threshold:
@@ -145,7 +159,10 @@ class HarmfulContent(DocumentStage):
         columns: dict[str, list] = {f.name: [] for f in self.output_fields()}
         reasons: list[str | None] = []
         for text, title, lang in zip(texts, titles, langs):
-            signals, worst = self.score(text, title or text.lstrip().split("\n", 1)[0][:300], lang_key(lang), lists)
+            if not title:  # the first line stands for the title when it is short enough to be one
+                first = text.lstrip().split("\n", 1)[0]
+                title = first if len(first) <= 150 else ""
+            signals, worst = self.score(text, title, lang_key(lang), lists)
             for name in columns:
                 columns[name].append(signals[name])
             reasons.append(f"harmful:{worst}" if worst and self.action == "drop" else None)
