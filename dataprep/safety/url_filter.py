@@ -29,7 +29,7 @@ import xxhash
 from pydantic import Field, field_validator
 
 from dataprep.io import resolve_asset
-from dataprep.safety import ASSETS, literal_union, read_list
+from dataprep.safety import ASSETS, literal_union
 from dataprep.stage import DocumentStage, register
 
 DEFAULT_BLOCKLISTS = ASSETS / "blocklists"
