@@ -15,7 +15,8 @@ labelled.
 cannot tell Bokmål from Nynorsk; ``en``: it calls Bantu languages English) go to lingua (``lingua-language-detector``, a wheel with its n-gram models inside,
 75 languages, among them the Bantu languages lid.176 lacks), which then decides among its languages;
 its confidence becomes ``lang_score``. lid.176 keeps the languages lingua does not know. Only the
-first ``ask_max_chars`` characters go to lingua, so its cost stays bounded on long pages.
+middle ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so
+its cost stays bounded on long pages.
 """
 
 from __future__ import annotations
@@ -150,6 +151,11 @@ class LanguageID(DocumentStage):
             self._ask_lingua(lines, present, langs, scores)
         return langs, scores
 
+    def _window(self, line: str) -> str:
+        """The middle ``ask_max_chars`` characters: a page's start and end are mostly navigation."""
+        start = max(0, (len(line) - self.ask_max_chars) // 2)
+        return line[start : start + self.ask_max_chars]
+
     def _ask_lingua(self, lines: list[str], present: list[int], langs: list[str | None], scores: list[float]) -> None:
         """Let lingua relabel the texts lid.176 is unsure of (in place)."""
         codes = lingua_codes()
@@ -162,7 +168,7 @@ class LanguageID(DocumentStage):
         if not ask:
             return
         self.count("lingua_asked", len(ask))
-        results = lingua_detector().compute_language_confidence_values_in_parallel([lines[i][: self.ask_max_chars] for i in ask])
+        results = lingua_detector().compute_language_confidence_values_in_parallel([self._window(lines[i]) for i in ask])
         for i, values in zip(ask, results):
             if not values:
                 continue
