@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, NamedTuple
@@ -24,6 +25,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets" / "safety"
 
 _NO_SPACE = "\u0e00-\u0e7f\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _HAS_NO_SPACE = re.compile(f"[{_NO_SPACE}]")
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _TOKEN = re.compile(rf"[{_NO_SPACE}]|[^\W{_NO_SPACE}]+")
 # separators hidden between characters of a word: anything but letters, digits and line breaks
 _BETWEEN_CHARS = re.compile(rf"(?<=[{_NO_SPACE}])[^\w\n]+(?=[{_NO_SPACE}])")
@@ -79,7 +81,8 @@ def fold(text: str) -> str:
     """Full-width -> half-width (NFKC), case folded, traditional Chinese -> simplified."""
     if text.isascii():
         return text.lower()
-    return unicodedata.normalize("NFKC", text).casefold().translate(_traditional_to_simplified())
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return text.translate(_traditional_to_simplified()) if _HAN.search(text) else text
 
 
 def unhide(folded: str) -> str:
@@ -92,30 +95,52 @@ def unhide(folded: str) -> str:
 class WordList(NamedTuple):
     """Entries of one language (or the union of all), matched per script as the module says."""
 
-    words: re.Pattern | None  # whole words and ``prefix*`` entries
+    words: frozenset[str]  # one-word entries, whole words
+    prefixes: tuple[str, ...]  # ``prefix*`` entries
+    multiword: re.Pattern | None  # entries of several words, between word boundaries
     phrases: re.Pattern | None  # entries in scripts without spaces: substrings
 
     def count(self, text: str) -> tuple[int, int]:
         """(flagged tokens, tokens) in ``text``; each CJK/Hangul/Thai character is a token and a
         phrase match flags as many tokens as it has characters."""
-        text = unhide(fold(text))
-        flagged = len(self.words.findall(text)) if self.words is not None else 0
+        prepared = prepare(text)
+        tokens = tokens_of(prepared)
+        return self.flagged(prepared, tokens), tokens.total()
+
+    def flagged(self, prepared: str, tokens: Counter) -> int:
+        """Flagged tokens of a ``prepare``d text, given its ``tokens_of`` (shared between lists)."""
+        words, prefixes = self.words, self.prefixes
+        flagged = sum(n for t, n in tokens.items() if t in words or (prefixes and t.startswith(prefixes)))
+        if self.multiword is not None:
+            flagged += len(self.multiword.findall(prepared))
         if self.phrases is not None:
-            flagged += sum(map(len, self.phrases.findall(text)))
-        return flagged, len(_TOKEN.findall(text))
+            flagged += sum(map(len, self.phrases.findall(prepared)))
+        return flagged
+
+
+def prepare(text: str) -> str:
+    """What the lists are matched against: ``unhide(fold(text))``."""
+    return unhide(fold(text))
+
+
+def tokens_of(prepared: str) -> Counter:
+    """Words of spaced scripts and single CJK/Hangul/Thai characters (what densities count), counted."""
+    return Counter(_TOKEN.findall(prepared))
 
 
 def word_list(entries: Iterable[str]) -> WordList:
-    entries = {unhide(fold(e)) for e in entries if e.strip()}
-    phrases = [e for e in entries if _HAS_NO_SPACE.search(e)]
-    whole = [e for e in entries if not _HAS_NO_SPACE.search(e) and not e.endswith("*")]
-    prefixes = [e[:-1] for e in entries if not _HAS_NO_SPACE.search(e) and e.endswith("*") and len(e) > 1]
-    parts = []
-    if whole:
-        parts.append(rf"(?<!\w)(?:{literal_union(whole)})(?!\w)")
-    if prefixes:
-        parts.append(rf"(?<!\w)(?:{literal_union(prefixes)})\w*")
-    return WordList(re.compile("|".join(parts)) if parts else None, re.compile(literal_union(phrases)) if phrases else None)
+    entries = {prepare(e) for e in entries if e.strip()}
+    phrases = sorted(e for e in entries if _HAS_NO_SPACE.search(e))
+    spaced = entries.difference(phrases)
+    prefixes = tuple(sorted(e[:-1] for e in spaced if e.endswith("*") and len(e) > 1))
+    single = {e for e in spaced if not e.endswith("*") and len(_TOKEN.findall(e)) == 1 and _TOKEN.fullmatch(e)}
+    multiword = [e for e in spaced if not e.endswith("*") and e not in single]
+    return WordList(
+        frozenset(single),
+        prefixes,
+        re.compile(rf"(?<!\w)(?:{literal_union(multiword)})(?!\w)") if multiword else None,
+        re.compile(literal_union(phrases)) if phrases else None,
+    )
 
 
 def lang_key(lang: str | None) -> str:

@@ -26,7 +26,7 @@ from functools import lru_cache
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.safety import ASSETS, WordList, fold, lang_key, load_lists, word_list
+from dataprep.safety import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
 from dataprep.stage import DocumentStage, register, with_column
 
 DEFAULT_LISTS = ASSETS / "harmful"
@@ -46,6 +46,8 @@ _CONTACT_IDS = re.compile(
     rf"|(?:t\.me/|telegram\s*[:：]?\s*@?|tg\s*[:：]\s*@?|飞机\s*[:：]?\s*@?)(?P<tg>{_ID})"
     rf"|line\s*(?:id)?\s*[:：]\s*@?(?P<line>{_ID})"
 )
+_CONTACT_KEYS = ("qq", "扣扣", "企鹅", "信", "weixin", "wechat", "vx", "wx", "加v", "加微", "t.me/", "telegram", "tg", "飞机", "line")
+_DIGIT_RUN = re.compile(r"\d{3}")
 # Phone numbers in the forms spam uses (Chinese mobiles and landlines, international +, Russian 8 (xxx)),
 # not any digit run: lists of years or page numbers must not look like phones.
 _PHONE = re.compile(
@@ -74,7 +76,9 @@ def load_category_lists(use_default: bool, extra: tuple[tuple[str, tuple[tuple[s
 
 def contact_count(folded: str) -> int:
     """Contact-id mentions plus the occurrences of phone numbers written more than once."""
-    ids = sum(1 for _ in _CONTACT_IDS.finditer(folded))
+    ids = len(_CONTACT_IDS.findall(folded)) if any(k in folded for k in _CONTACT_KEYS) else 0
+    if not _DIGIT_RUN.search(folded):
+        return ids
     phones = Counter(re.sub(r"\D", "", m.group()) for m in _PHONE.finditer(folded))
     return ids + sum(n for number, n in phones.items() if n > 1 and 7 <= len(number) <= 15)
 
@@ -127,6 +131,8 @@ class HarmfulContent(DocumentStage):
         """The page's signals and the signal that drops it (or None)."""
         signals: dict[str, float | int | None] = {}
         ratios: dict[str, float] = {}
+        prepared = prepare(text)
+        tokens = tokens_of(prepared)
         for cat in CATEGORIES:
             # a language without a list is not scored (its words may mean anything in the other
             # lists' languages); unlabelled pages get every list at once
@@ -134,13 +140,12 @@ class HarmfulContent(DocumentStage):
             if wl is None:
                 signals[f"harm_{cat}"] = None
                 continue
-            flagged, total = wl.count(text)
-            signals[f"harm_{cat}"] = flagged / total if total else 0.0
+            signals[f"harm_{cat}"] = wl.flagged(prepared, tokens) / tokens.total() if tokens else 0.0
             threshold = self._threshold(cat, lang)
             if threshold:
                 ratios[cat] = signals[f"harm_{cat}"] / threshold
         signals["harm_title"] = title_stuffing(title)
-        signals["harm_contacts"] = contacts = contact_count(fold(text))
+        signals["harm_contacts"] = contacts = contact_count(prepared)
         if self.max_contacts:
             limit = self.max_contacts_with_vocabulary if max(ratios.values(), default=0) >= 0.5 else self.max_contacts
             ratios["contact_spam"] = contacts / limit
