@@ -13,7 +13,7 @@ import yaml
 from dataprep.config import parse_stages
 from dataprep.runner import run_local
 from dataprep.safety import fold, unhide
-from dataprep.safety.harmful import HarmfulContent, contact_count, title_stuffing
+from dataprep.safety.harmful import HarmfulContent, contact_count, load_category_lists, title_stuffing
 from dataprep.safety.toxicity import load_word_lists
 from dataprep.safety.url_filter import DomainSet, UrlFilter, load_categories
 
@@ -54,6 +54,10 @@ def test_word_lists_per_script():
     assert lists["de"].count("Du Arschloch!")[0] == 1
     assert lists["ko"].count("이 씨발놈아")[0] == 2  # Hangul: anywhere, like CJK
     assert lists["ja"].count("お前なんか死ね")[0] == 2
+    harmful = load_category_lists(True, ())
+    # everyday words that contain a listed string stay clean: 보지 않았다 "did not see", кончилось "it ended"
+    assert harmful["adult"]["ko"].count("나는 그 영화를 보지 않았다.")[0] == 0
+    assert harmful["adult"]["ru"].count("Всё кончилось хорошо.")[0] == 0
 
 
 def test_every_labelled_page_is_decided_by_its_stage():
