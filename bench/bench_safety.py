@@ -68,6 +68,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
+    from dataprep.safety.harmful import HarmfulContent
     from dataprep.safety.pii import PiiScrubber
     from dataprep.safety.toxicity import ToxicityFilter
     from dataprep.safety.url_filter import UrlFilter
@@ -77,6 +78,7 @@ def main() -> int:
     batch = pa.table({"id": [str(i) for i in range(n)], "url": _urls(n), "text": texts, "lang": ["en"] * n})
     stages = {
         "url_filter": UrlFilter(),
+        "harmful_content": HarmfulContent(),
         "toxicity (word lists)": ToxicityFilter(model="none"),
         "toxicity (lists + profanity model)": ToxicityFilter(),
         "toxicity (remove_lines)": ToxicityFilter(action="remove_lines"),

@@ -98,6 +98,11 @@ def decode_html(html: bytes, charset: str | None) -> str:
     return bytes_to_str(html, declared, errors="replace")
 
 
+# A ruby reading (<rt>, or the <rp> parentheses around it) up to its end tag, which HTML lets pages
+# leave out: 漢字<rt>かんじ</rt> would come out as 漢字かんじ.
+_RUBY_READING = re.compile(r"<(rt|rp)\b[^>]*>[^<]*(?:</\1\s*>)?", re.IGNORECASE)
+
+
 def _parse(html: str) -> tuple[HTMLTree, bool]:
     """Resiliparse's DOM, and whether it nests deeper than MAX_DEPTH."""
     tree = HTMLTree.parse(html)
@@ -129,6 +134,7 @@ class Extract(DocumentStage):
     include_tables: bool = True
     trafilatura_timeout: float | None = Field(20.0, gt=0, description="seconds per page in Trafilatura; a page over it is dropped as extract:timeout")
     max_replacement_share: float | None = Field(None, ge=0, le=1, description="drop text more U+FFFD than this share (undecodable bytes); null: only count")
+    ruby_readings: bool = False  # keep <rt>/<rp> ruby readings (furigana); inlined they repeat words
 
     removed_columns = PAYLOAD_COLUMNS
     reads_text = False  # it makes the text
@@ -161,6 +167,8 @@ class Extract(DocumentStage):
         return None
 
     def extract(self, html: str) -> str:
+        if not self.ruby_readings and "<r" in html:
+            html = _RUBY_READING.sub("", html)
         if self.engine == "trafilatura":
             return self._trafilatura(html)
         if self.engine == "resiliparse":

@@ -9,6 +9,14 @@ that executor's installed package), a configured one through ``resolve_asset`` (
 ``load_config`` loads the model and rejects language codes it cannot emit (``EN``, ``zh-CN``,
 ``english``), with the closest labels it has. With ``languages: []`` every document is kept and only
 labelled.
+
+``second_opinion: lingua`` makes it an ensemble: texts that lid.176 labels with a probability under
+``ask_below``, texts shorter than ``ask_chars`` and texts with a label in ``ask_labels`` (``no``: it
+cannot tell Bokmål from Nynorsk; ``en``: it calls Bantu languages English) go to lingua (``lingua-language-detector``, a wheel with its n-gram models inside,
+75 languages, among them the Bantu languages lid.176 lacks), which then decides among its languages;
+its confidence becomes ``lang_score``. lid.176 keeps the languages lingua does not know. Only the
+middle ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so
+its cost stays bounded on long pages.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import difflib
 import functools
 import importlib.util
 import os
+from typing import Literal
 
 import pyarrow as pa
 from pydantic import Field, model_validator
@@ -49,10 +58,30 @@ def load_model(path: str):
         raise ValueError(f"fasttext cannot load the language ID model {path!r}: {exc}") from None
 
 
-def model_labels(path: str | None = None) -> frozenset[str]:
-    """The language codes a model can emit (lid.176: ISO 639 codes such as en, zh, pt, ceb)."""
+def model_labels(path: str | None = None, second_opinion: str = "none") -> frozenset[str]:
+    """The language codes a model can emit (lid.176: ISO 639 codes such as en, zh, pt, ceb), with
+    lingua's when it gives a second opinion."""
     model = load_model(path or default_model_path())
-    return frozenset(label.removeprefix(LABEL_PREFIX) for label in model.get_labels())
+    labels = frozenset(label.removeprefix(LABEL_PREFIX) for label in model.get_labels())
+    return labels | frozenset(lingua_codes().values()) if second_opinion == "lingua" else labels
+
+
+@functools.lru_cache(maxsize=1)
+def lingua_detector():
+    """lingua over all its languages, built once per process (its models load on first use)."""
+    try:
+        from lingua import LanguageDetectorBuilder
+    except ImportError:
+        raise ImportError("second_opinion: lingua needs lingua-language-detector (pip install lingua-language-detector)") from None
+    return LanguageDetectorBuilder.from_all_languages().build()
+
+
+@functools.lru_cache(maxsize=1)
+def lingua_codes() -> dict:
+    """lingua Language -> ISO 639-1 code as lid.176 writes it."""
+    from lingua import Language
+
+    return {lang: lang.iso_code_639_1.name.lower() for lang in Language.all()}
 
 
 def check_languages(codes, labels: frozenset[str], where: str) -> None:
@@ -76,6 +105,11 @@ class LanguageID(DocumentStage):
     languages: list[str] = Field(default_factory=list)  # model labels without __label__; empty: keep all, label only
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides
+    second_opinion: Literal["none", "lingua"] = "none"  # lingua decides short and uncertain texts
+    ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
+    ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
+    ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
+    ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
 
     @model_validator(mode="after")
     def _check(self) -> "LanguageID":
@@ -88,7 +122,7 @@ class LanguageID(DocumentStage):
         return self
 
     def check_assets(self) -> None:
-        labels = model_labels(self.model_path)
+        labels = model_labels(self.model_path, self.second_opinion)
         check_languages(self.languages, labels, "languages")
         check_languages(self.thresholds, labels, "thresholds")
 
@@ -113,7 +147,36 @@ class LanguageID(DocumentStage):
             for i, label, prob in zip(present, labels, probs):
                 langs[i] = label[0].removeprefix(LABEL_PREFIX)
                 scores[i] = min(float(prob[0]), 1.0)
+        if self.second_opinion == "lingua":
+            self._ask_lingua(lines, present, langs, scores)
         return langs, scores
+
+    def _window(self, line: str) -> str:
+        """The middle ``ask_max_chars`` characters: a page's start and end are mostly navigation."""
+        start = max(0, (len(line) - self.ask_max_chars) // 2)
+        return line[start : start + self.ask_max_chars]
+
+    def _ask_lingua(self, lines: list[str], present: list[int], langs: list[str | None], scores: list[float]) -> None:
+        """Let lingua relabel the texts lid.176 is unsure of (in place)."""
+        codes = lingua_codes()
+        known = set(codes.values()) | {"no"}
+        always = set(self.ask_labels)
+        ask = [
+            i for i in present
+            if langs[i] in known and (scores[i] < self.ask_below or len(lines[i]) < self.ask_chars or langs[i] in always)
+        ]  # fmt: skip
+        if not ask:
+            return
+        self.count("lingua_asked", len(ask))
+        results = lingua_detector().compute_language_confidence_values_in_parallel([self._window(lines[i]) for i in ask])
+        for i, values in zip(ask, results):
+            if not values:
+                continue
+            best = codes[values[0].language]
+            if best != langs[i]:
+                self.count("lingua_relabelled")
+            scores[i] = max(scores[i], values[0].value) if best == langs[i] else values[0].value
+            langs[i] = best
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         langs, scores = self.predict(batch.column("text").to_pylist())

@@ -35,13 +35,13 @@ def test_word_scores_english_whole_words_and_chinese_substrings():
 
 def test_drop_action_routes_lists_by_language_and_stores_scores():
     stage = ToxicityFilter(model="none")
-    texts = [CLEAN_EN, TOXIC_EN, CLEAN_ZH, TOXIC_ZH, "Bonjour tout le monde, fuck."]
-    result = stage.apply(_batch(texts, ["en", "en", "zh", "zh", "fr"]))
+    texts = [CLEAN_EN, TOXIC_EN, CLEAN_ZH, TOXIC_ZH, "Buongiorno a tutti, fuck."]
+    result = stage.apply(_batch(texts, ["en", "en", "zh", "zh", "it"]))
     kept = {r["id"]: r for r in result.kept.to_pylist()}
     dropped = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
     assert dropped == {"1": "toxicity:words", "3": "toxicity:words"}
     assert kept["0"]["toxicity_words"] == 0.0 and kept["2"]["toxicity_words"] == 0.0
-    assert kept["4"]["toxicity_words"] is None  # no French list: not scored rather than scored 0
+    assert kept["4"]["toxicity_words"] is None  # no Italian list: not scored rather than scored 0
     assert kept["0"]["toxicity_model"] is None  # model: none
 
 

@@ -150,7 +150,8 @@ class MinHashDedup(IndexedStage):
     spark_runner = "pipelines.dedup:run_minhash"
 
     ngram: int = Field(5, ge=1, description="words per shingle")
-    char_ngram: int = Field(5, ge=1, description="characters per shingle for Chinese, Japanese, Thai, ...")
+    char_ngram: int = Field(5, ge=1, description="characters per shingle for Japanese, Thai, ... (and Chinese without chinese_words)")
+    chinese_words: bool = Field(True, description="shingle Chinese by jieba words (ngram of them), not characters")
     num_perm: int = Field(112, ge=1, description="hash functions in a signature")
     bands: int = Field(14, ge=1)
     rows: int = Field(8, ge=1, description="hashes per band")
@@ -183,7 +184,7 @@ class MinHashDedup(IndexedStage):
 
     def index_config(self) -> dict:
         bands, rows = self.layout()
-        shingling = {"ngram": self.ngram, "char_ngram": self.char_ngram, "num_perm": self.num_perm, "seed": self.seed}
+        shingling = {"ngram": self.ngram, "char_ngram": self.char_ngram, "chinese_words": self.chinese_words, "num_perm": self.num_perm, "seed": self.seed}
         return {"stage": self.name, **shingling, "bands": bands, "rows": rows, "normalizer": NORMALIZER}
 
     @property
@@ -203,7 +204,7 @@ class MinHashDedup(IndexedStage):
 
     def signatures(self, texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
         """(uint32 array [documents, num_perm], bool array: the document has a signature)."""
-        hashes, offsets = shingle_hashes(texts, self.ngram, self.char_ngram)
+        hashes, offsets = shingle_hashes(texts, self.ngram, self.char_ngram, self.chinese_words)
         valid = np.diff(offsets) > 0
         x = (hashes >> np.uint64(32)).astype(np.uint32)
         starts = offsets[:-1][valid]
@@ -235,7 +236,7 @@ class MinHashDedup(IndexedStage):
         """Sorted distinct shingle hashes of each text, what ``exact`` verification compares: their top
         32 bits (int32), half the data to join, and two sets of 1,000 shingles share a false match
         with probability ~1e-4 (a Jaccard error of ~1e-3 when they do)."""
-        hashes, offsets = shingle_hashes(texts, self.ngram, self.char_ngram)
+        hashes, offsets = shingle_hashes(texts, self.ngram, self.char_ngram, self.chinese_words)
         top = (hashes >> np.uint64(32)).astype(np.uint32).view(np.int32)
         return [np.unique(top[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
 

@@ -8,13 +8,16 @@ The mapping is one lookup table over all code points (``_fineweb_table``), appli
 with numpy, so a batch costs a few array passes instead of a Python call per character.
 
 Shingles are word n-grams, except for scripts written without spaces (Chinese, Japanese, Thai, Lao,
-Khmer, Burmese), where a "word" would be a whole sentence: those get character n-grams.
+Khmer, Burmese), where a "word" would be a whole sentence: those get character n-grams. With
+``chinese_words``, Chinese texts (mostly Han, almost no kana) are cut into words by jieba after
+normalization and get word n-grams like spaced languages (``segment_chinese``).
 ``shingles`` builds them as byte strings (readable; the reference in tests and bench/dedup_eval.py);
 ``shingle_hashes`` computes 64-bit hashes of the same shingles for a whole batch without building them.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import unicodedata
 from functools import lru_cache
@@ -122,15 +125,37 @@ def is_unspaced(text: str) -> bool:
     return letters > 0 and np.count_nonzero(_unspaced_table()[cps]) >= UNSPACED_SHARE * letters
 
 
-def shingles(normalized: str, word_n: int = 5, char_n: int = 5) -> list[bytes]:
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_KANA = re.compile(r"[\u3040-\u30ff]")
+
+
+def is_chinese(text: str) -> bool:
+    """Mostly Han characters and (almost) no kana: Chinese rather than Japanese."""
+    if text.isascii():
+        return False
+    han = len(_HAN.findall(text))
+    return han >= UNSPACED_SHARE * len(text.replace(" ", "")) and len(_KANA.findall(text)) < 0.05 * han
+
+
+def segment_chinese(normalized: str) -> str:
+    """A normalized Chinese text with jieba's words separated by spaces (then shingled as words)."""
+    from dataprep.quality.languages import split_words_jieba
+
+    return " ".join(split_words_jieba(normalized))
+
+
+def shingles(normalized: str, word_n: int = 5, char_n: int = 5, chinese_words: bool = False) -> list[bytes]:
     """The n-gram shingles of an already normalized text, UTF-8 encoded.
 
-    Word n-grams, or character n-grams (spaces removed) for unspaced scripts. A text shorter than one
-    n-gram is a single shingle (so identical short texts still match); an empty text has none.
+    Word n-grams, or character n-grams (spaces removed) for unspaced scripts; with ``chinese_words``,
+    jieba word n-grams for Chinese. A text shorter than one n-gram is a single shingle (so identical
+    short texts still match); an empty text has none.
     """
     if not normalized:
         return []
-    if is_unspaced(normalized):
+    if chinese_words and is_chinese(normalized):
+        normalized = segment_chinese(normalized)
+    elif is_unspaced(normalized):
         chars = normalized.replace(" ", "")
         if len(chars) <= char_n:
             return [chars.encode("utf-8", "surrogatepass")]
@@ -178,22 +203,30 @@ def _position_multipliers(n: int) -> np.ndarray:
     return np.concatenate([_POSITION, extra])[:n]
 
 
-def shingle_hashes(texts: list[str | None], word_n: int = 5, char_n: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    """64-bit hashes of the shingles of each text (the same shingles as ``shingles(normalize(t))``,
-    repeats included) as one uint64 array, and int64 offsets [len(texts) + 1] into it."""
+def shingle_hashes(texts: list[str | None], word_n: int = 5, char_n: int = 5, chinese_words: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """64-bit hashes of the shingles of each text (the same shingles as ``shingles(normalize(t),
+    chinese_words=...)``, repeats included) as one uint64 array, and int64 offsets [len(texts) + 1]."""
+    words = np.zeros(len(texts), dtype=bool)  # Chinese texts already cut into words: shingle as spaced
+    if chinese_words:
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if text and not text.isascii():
+                normalized = normalize(text)
+                if is_chinese(normalized):
+                    texts[i], words[i] = segment_chinese(normalized), True
     lengths = np.fromiter((len(t) if t else 0 for t in texts), dtype=np.int64, count=len(texts))
     group = np.cumsum(lengths) // GROUP_CHARS
     cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(texts)]
     offsets, parts, done = np.zeros(len(texts) + 1, np.int64), [np.zeros(0, _U64)], 0
     for a, b in zip(cuts[:-1], cuts[1:]):
-        hashes, part_offsets = _group_hashes(texts[a:b], word_n, char_n)
+        hashes, part_offsets = _group_hashes(texts[a:b], word_n, char_n, words[a:b])
         offsets[a + 1 : b + 1] = part_offsets[1:] + done
         parts.append(hashes)
         done += len(hashes)
     return np.concatenate(parts), offsets
 
 
-def _group_hashes(texts: list[str | None], word_n: int, char_n: int) -> tuple[np.ndarray, np.ndarray]:
+def _group_hashes(texts: list[str | None], word_n: int, char_n: int, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``shingle_hashes`` of a few texts at once. Tokens (words, or characters of unspaced texts) hash
     as a polynomial of their code points, read off prefix sums over the whole group; a shingle sums
     its token hashes times per-position multipliers; both are finished by splitmix64."""
@@ -204,7 +237,7 @@ def _group_hashes(texts: list[str | None], word_n: int, char_n: int) -> tuple[np
     unspaced = np.zeros(len(texts), dtype=bool)
     if len(cps) and cps.max() >= _UNSPACED_RANGES[0][0]:
         unspaced_at = np.flatnonzero(_unspaced_table()[cps])
-        unspaced = (letters > 0) & (np.diff(np.searchsorted(unspaced_at, bounds)) >= UNSPACED_SHARE * letters)
+        unspaced = (letters > 0) & (np.diff(np.searchsorted(unspaced_at, bounds)) >= UNSPACED_SHARE * letters) & ~words
     # a token is a run of non-space code points within one text; in unspaced texts, each one alone
     edge = np.ones(len(cps) + 1, dtype=bool)  # a token may start or end here
     edge[1:-1] = solid[1:] != solid[:-1]

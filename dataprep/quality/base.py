@@ -1,10 +1,12 @@
-"""What the heuristic quality stages share: a language setting and a per-document decision."""
+"""What the heuristic quality stages share: a language setting, per-language thresholds and a
+per-document decision."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 from pydantic import Field
 
+from dataprep.quality.languages import language_settings
 from dataprep.stage import DocumentStage, with_column
 
 AUTO = "auto"
@@ -22,6 +24,15 @@ class QualityFilter(DocumentStage):
             from dataprep.langid import check_languages, model_labels
 
             check_languages([self.language], model_labels(), "language")
+
+    def param(self, name: str, language: str):
+        """A rule threshold for ``language``: the config's value when it sets ``name``, else the
+        language's own (``languages.LANGUAGES``), else the stage default (English's)."""
+        if name not in self.model_fields_set:
+            thresholds = language_settings(language).thresholds
+            if name in thresholds:
+                return thresholds[name]
+        return getattr(self, name)
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         """Return (drop reason or None, text to keep)."""

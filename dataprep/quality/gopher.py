@@ -2,7 +2,8 @@
 
 Decisions and reason names match datatrove's GopherQualityFilter / GopherRepetitionFilter (the parity
 test checks every rule on real pages). Each threshold is a parameter; ``null`` switches a rule off.
-For Chinese/Japanese, words are characters, so the mean-word-length rule is skipped there.
+Words and per-language thresholds (e.g. no mean-word-length rule for Chinese and Japanese) come from
+``languages.LANGUAGES``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from dataprep.quality.base import QualityFilter
-from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, is_symbol_word, split_words, stop_words
+from dataprep.quality.languages import is_symbol_word, split_words, stop_words
 from dataprep.stage import register
 
 _BULLETS = ("•", "-")
@@ -53,11 +54,12 @@ class GopherQuality(QualityFilter):
             return "gopher_short_doc", text
         if self.max_doc_words and n_content > self.max_doc_words:
             return "gopher_long_doc", text
-        if content and language not in CHAR_SPLIT_LANGUAGES:
+        if content:
             mean_length = sum(map(len, content)) / n_content
-            if self.min_avg_word_length and mean_length < self.min_avg_word_length:
+            min_length, max_length = self.param("min_avg_word_length", language), self.param("max_avg_word_length", language)
+            if min_length and mean_length < min_length:
                 return "gopher_below_avg_threshold", text
-            if self.max_avg_word_length and mean_length > self.max_avg_word_length:
+            if max_length and mean_length > max_length:
                 return "gopher_above_avg_threshold", text
         if self.max_symbol_word_ratio:
             if text.count("#") / n_words > self.max_symbol_word_ratio:

@@ -1,16 +1,25 @@
-"""Language-aware text helpers for the quality rules: words per language, sentence ends, symbols and
-stop words.
+"""Language-aware text helpers for the quality rules: per-language settings (word splitter, stop
+words, rule thresholds), sentence ends and symbols.
 
-FineWeb's filters (datatrove) count words with spaCy's rule-based tokenizer; ``split_words(text, "en")``
-reproduces it for space-delimited scripts (``spacy_words``). Chinese and Japanese have no spaces: each
-Han/kana character counts as a word there, so word-count rules see real text; Thai uses pythainlp when
-installed, otherwise character clusters.
+``LANGUAGES`` holds every language's settings in one place (FineWeb-2 style). FineWeb's filters
+(datatrove) count words with spaCy's rule-based tokenizer; the ``spaced`` splitter reproduces it
+(``spacy_words``), and English uses exactly that. Chinese is counted in words by jieba's dictionary
+segmenter; Japanese has no segmenter here, so each Han/kana character counts as a word; Thai uses
+pythainlp when installed, otherwise character clusters. A language without settings uses English's
+splitter and stop words and the stages' own thresholds.
+
+To add a language: ``add_language(LanguageSettings("xx", splitter="spaced", stop_words=...,
+thresholds={...}))`` before the pipeline runs (or an entry in ``LANGUAGES``). ``thresholds`` maps a
+quality stage's parameter name to the value used for that language when the config does not set the
+parameter itself (``QualityFilter.param``); ``None`` switches the rule off for the language.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Callable, Literal
 
 import regex
 
@@ -21,6 +30,7 @@ from dataprep.quality.spacy_words import split_words_spaced
 
 _CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}ー]")
 _THAI_RUN = regex.compile(r"\p{Thai}+")
+_WORDLIKE = regex.compile(r"[\p{L}\p{N}]")
 
 
 def split_words_cjk(text: str) -> list[str]:
@@ -63,18 +73,99 @@ def split_words_thai(text: str) -> list[str]:
     return out
 
 
-CHAR_SPLIT_LANGUAGES = {"zh", "ja", "yue", "wuu"}
+@lru_cache(maxsize=1)
+def _jieba():
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict" banner on every worker
+    tokenizer = jieba.Tokenizer()
+    tokenizer.initialize()
+    return tokenizer
+
+
+def split_words_jieba(text: str) -> list[str]:
+    """Chinese words from jieba's dictionary segmenter (with its HMM for unknown words); runs of
+    other scripts split as spaced text, so English words and numbers inside Chinese count alike.
+    Punctuation and symbols are not words here: a quarter of jieba's tokens in Chinese news are
+    marks (，。、“”), which would make the alpha-word rule reject prose, and citation markers ([1])
+    or infobox pipes would tip encyclopedia articles under its 0.8."""
+    out: list[str] = []
+    for token in _jieba().cut(text):
+        if _CJK_CHAR.search(token):
+            out.append(token)
+        elif _WORDLIKE.search(token):
+            out.extend(w for w in split_words_spaced(token) if _WORDLIKE.search(w))
+    return out
+
+
+Splitter = Literal["spaced", "jieba", "cjk_chars", "thai"]
+SPLITTERS: dict[str, Callable[[str], list[str]]] = {
+    "spaced": split_words_spaced,
+    "jieba": split_words_jieba,
+    "cjk_chars": split_words_cjk,
+    "thai": split_words_thai,
+}
+
+
+@dataclass(frozen=True)
+class LanguageSettings:
+    """How the quality rules read one language."""
+
+    code: str  # as the langid model labels it (lid.176: ISO 639-1 where one exists)
+    splitter: Splitter = "spaced"
+    stop_words: frozenset[str] = frozenset()  # Gopher's "at least N stop words" rule
+    thresholds: dict[str, float | None] = field(default_factory=dict)  # stage parameter -> value here
+
+
+# Word lengths: jieba's Chinese words average under 2 characters and Japanese "words" are single
+# characters, so the mean-word-length rule does not apply; Korean words (eojeol) are 2-4 syllables.
+_NO_WORD_LENGTH = {"min_avg_word_length": None, "max_avg_word_length": None}
+LANGUAGES: dict[str, LanguageSettings] = {
+    s.code: s
+    for s in [
+        LanguageSettings("en", stop_words=frozenset("the be to of and that have with".split())),
+        LanguageSettings("de", stop_words=frozenset("der die das und ist nicht zu mit den von sie es ein".split()),
+                         thresholds={"max_avg_word_length": 12}),
+        LanguageSettings("fr", stop_words=frozenset("le la les de et des est un une que en du pas".split())),
+        LanguageSettings("es", stop_words=frozenset("el la de que y en los se del las un por con".split())),
+        LanguageSettings("it", stop_words=frozenset("il di che la e è per un non in del le".split())),
+        LanguageSettings("pt", stop_words=frozenset("de que o a e do da em um para é com não".split())),
+        LanguageSettings("nl", stop_words=frozenset("de het een en van is dat op te in niet".split())),
+        LanguageSettings("ru", stop_words=frozenset("и в не на что с он как по это к из о а".split())),
+        LanguageSettings("pl", stop_words=frozenset("i w nie na się z to że do jest".split())),
+        LanguageSettings("zh", "jieba", frozenset("的 是 在 了 和 有 不 我 这 人 中 一 也 就 都 与 为 他 她 们".split()), _NO_WORD_LENGTH),
+        LanguageSettings("yue", "jieba", frozenset("嘅 係 喺 咗 同 有 唔 我 呢 人 一 都".split()), _NO_WORD_LENGTH),
+        LanguageSettings("wuu", "cjk_chars", frozenset("个 是 勒 了 搭 有 勿 我 迭 人 一".split()), _NO_WORD_LENGTH),
+        LanguageSettings("ja", "cjk_chars", frozenset("の に は を た が で て と し れ さ".split()), _NO_WORD_LENGTH),
+        LanguageSettings("ko", stop_words=frozenset("이 그 저 것 수 등 및 더 또 그리고 있다 하는 있는 한다".split()),
+                         thresholds={"min_avg_word_length": 1.5}),
+        LanguageSettings("th", "thai", frozenset("ที่ และ การ ใน ของ เป็น มี ได้ ไม่ ให้".split()), {"min_avg_word_length": 1.5}),
+    ]
+}  # fmt: skip
+
+
+def add_language(settings: LanguageSettings) -> None:
+    """Register (or replace) a language's settings."""
+    LANGUAGES[settings.code] = settings
+    split_words.cache_clear()
+
+
+def language_settings(language: str) -> LanguageSettings:
+    """The language's settings; unknown languages read as English without its thresholds."""
+    return LANGUAGES.get(language) or LanguageSettings(language, stop_words=LANGUAGES["en"].stop_words)
+
+
+# Languages whose words the rules count per character (C4 and sentence counting read this).
+CHAR_SPLIT_LANGUAGES = {code for code, s in LANGUAGES.items() if s.splitter in ("jieba", "cjk_chars")}
 
 
 @lru_cache(maxsize=1024)
 def split_words(text: str, language: str = "en") -> tuple[str, ...]:
-    """Words of ``text`` for the word-based rules of Gopher and FineWeb. Cached: consecutive stages
-    (repetition, quality, FineWeb) split the same text once."""
-    if language in CHAR_SPLIT_LANGUAGES:
-        return tuple(split_words_cjk(text))
-    if language == "th":
-        return tuple(split_words_thai(text))
-    return tuple(split_words_spaced(text))
+    """Words of ``text`` for the word-based rules of Gopher and FineWeb, with the language's splitter.
+    Cached: consecutive stages (repetition, quality, FineWeb) split the same text once."""
+    return tuple(SPLITTERS[language_settings(language).splitter](text))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,28 +224,5 @@ def count_sentences(text: str, language: str = "en") -> int:
     return count
 
 
-# ---------------------------------------------------------------------------------------------
-# Stop words for Gopher's "has at least N stop words" rule (the paper's English list, and short
-# lists of the most frequent function words for other languages)
-
-STOP_WORDS: dict[str, frozenset[str]] = {
-    lang: frozenset(words.split())
-    for lang, words in {
-        "en": "the be to of and that have with",
-        "de": "der die das und ist nicht zu mit den von sie es ein",
-        "fr": "le la les de et des est un une que en du pas",
-        "es": "el la de que y en los se del las un por con",
-        "it": "il di che la e è per un non in del le",
-        "pt": "de que o a e do da em um para é com não",
-        "nl": "de het een en van is dat op te in niet",
-        "ru": "и в не на что с он как по это",
-        "pl": "i w nie na się z to że do jest",
-        "zh": "的 是 在 了 和 有 不 我 这 人 中 一",
-        "ja": "の に は を た が で て と し れ さ",
-        "th": "ที่ และ การ ใน ของ เป็น มี ได้ ไม่ ให้",
-    }.items()
-}
-
-
 def stop_words(language: str) -> frozenset[str]:
-    return STOP_WORDS.get(language, STOP_WORDS["en"])
+    return language_settings(language).stop_words

@@ -1,9 +1,11 @@
 """Toxicity: a word-list score and a model score per document, then drop, trim or only annotate.
 
 - ``toxicity_words``: flagged tokens / all tokens, with the list of the document's language (``lang``
-  column from the langid stage; without it, all lists at once). Latin-script entries match whole
-  words; entries in Chinese or Japanese script match anywhere, since those languages have no spaces
-  (a trie-shaped regex, so cost does not grow with list size). Each CJK character counts as a token.
+  column from the langid stage; without it, all lists at once), matched per script after folding
+  width, case and traditional/simplified forms (``dataprep.safety``: whole words in spaced scripts,
+  anywhere in CJK/Hangul/Thai, separators between characters ignored; a trie-shaped regex, so cost
+  does not grow with list size). Each CJK character counts as a token. ``words_thresholds`` sets
+  the density per language (lists ship for en, zh, ja, ko, ru, de, fr, es).
 - ``toxicity_model``: a classifier's probability, scored per line (or sentence) and averaged weighted
   by length; ``toxicity_model_max`` is the worst unit. English uses the linear model shipped inside
   the ``alt-profanity-check`` wheel; any language can use a fastText model trained with
@@ -17,54 +19,26 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import pyarrow as pa
 from pydantic import Field, model_validator
 
 from dataprep.io import resolve_asset
-from dataprep.safety import ASSETS, literal_union, read_list
+from dataprep.safety import ASSETS, WordList, lang_key, load_lists, word_list
 from dataprep.stage import DocumentStage, register, with_column
 
 DEFAULT_LISTS = ASSETS / "toxic_words"
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_HAS_CJK = re.compile(f"[{_CJK}]")
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
 _SENTENCE = re.compile(r"[^\n.!?。！？]*(?:[.!?]+(?=\s|$)|[。！？]+|\n|$)[^\S\n]*\n?")
 ALL = "*"  # the union of every list, for documents without a language
-
-
-class WordList(NamedTuple):
-    words: frozenset[str]
-    phrases: re.Pattern | None  # CJK entries, matched without word boundaries
-
-    def count(self, unit: str) -> tuple[int, int]:
-        """(flagged tokens, tokens) in ``unit``."""
-        tokens = _TOKEN.findall(unit.lower())
-        flagged = sum(1 for t in tokens if t in self.words)
-        if self.phrases is not None:
-            flagged += sum(len(m.group()) for m in self.phrases.finditer(unit))
-        return flagged, len(tokens)
-
-
-def _word_list(entries: list[str]) -> WordList:
-    words = {e.lower() for e in entries if not _HAS_CJK.search(e)}
-    phrases = [e for e in entries if _HAS_CJK.search(e)]
-    return WordList(frozenset(words), re.compile(literal_union(phrases)) if phrases else None)
 
 
 @lru_cache(maxsize=8)
 def load_word_lists(use_default: bool, extra: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, WordList]:
     """Language -> WordList from the shipped lists plus extra files; ``ALL`` holds their union."""
-    entries: dict[str, list[str]] = {}
-    if use_default:
-        for path in sorted(DEFAULT_LISTS.glob("*.txt")):
-            entries.setdefault(path.stem, []).extend(read_list(path))
-    for lang, paths in extra:
-        for path in paths:
-            entries.setdefault(lang, []).extend(read_list(path))
-    lists = {lang: _word_list(e) for lang, e in entries.items()}
-    lists[ALL] = _word_list([w for e in entries.values() for w in e])
+    entries = load_lists(DEFAULT_LISTS, {lang: list(paths) for lang, paths in extra}, use_default)
+    lists = {lang: word_list(e) for lang, e in entries.items()}
+    lists[ALL] = word_list([w for e in entries.values() for w in e])
     return lists
 
 
@@ -82,10 +56,6 @@ def split_units(text: str, unit: str) -> list[str]:
     return [u for u in _SENTENCE.findall(text) if u]
 
 
-def _lang_key(lang: str | None) -> str:
-    return (lang or "").replace("_", "-").split("-")[0].lower()
-
-
 @register("toxicity")
 class ToxicityFilter(DocumentStage):
     """Score toxicity with word lists and a classifier; drop, trim or annotate."""
@@ -93,6 +63,7 @@ class ToxicityFilter(DocumentStage):
     action: Literal["drop", "remove_lines", "annotate"] = "drop"
     unit: Literal["line", "sentence"] = "line"  # what remove_lines removes and the model scores
     words_threshold: float | None = Field(0.02, ge=0, le=1, description="flagged-token fraction above which to act; null: never")
+    words_thresholds: dict[str, float] = Field(default_factory=dict, description="per-language overrides of words_threshold")
     model: Literal["profanity_check", "fasttext", "none"] = "profanity_check"
     model_path: str | None = None  # fastText model from `dataprep train-classifier`
     model_label: str = "toxic"  # the fastText label whose probability is the score
@@ -124,7 +95,7 @@ class ToxicityFilter(DocumentStage):
 
     def _model_languages(self) -> set[str] | None:
         if self.model_languages is not None:
-            return {_lang_key(lang) for lang in self.model_languages}
+            return {lang_key(lang) for lang in self.model_languages}
         return {"en"} if self.model == "profanity_check" else None
 
     def _predict(self, units: list[str]) -> list[float]:
@@ -140,7 +111,7 @@ class ToxicityFilter(DocumentStage):
         lists = load_word_lists(self.use_default_lists, tuple((k, tuple(v)) for k, v in sorted(self.word_lists.items())))
         texts = [t or "" for t in batch.column("text").to_pylist()]
         if self.lang_column in batch.column_names:
-            langs = [_lang_key(x) if x else ALL for x in batch.column(self.lang_column).to_pylist()]
+            langs = [lang_key(x) if x else ALL for x in batch.column(self.lang_column).to_pylist()]
         else:
             langs = [ALL] * len(texts)
         model_langs = self._model_languages()
@@ -172,15 +143,16 @@ class ToxicityFilter(DocumentStage):
             else:  # 0.0: the model applies but the text is blank; None: the model does not apply
                 model_score = model_max = 0.0 if applies[i] else None
             removed, reason = 0, None
+            words_threshold = self.words_thresholds.get(lang, self.words_threshold)
             if self.action == "drop":
-                if self._over(words_score, self.words_threshold):
+                if self._over(words_score, words_threshold):
                     reason = "toxicity:words"
                 elif self._over(model_score, self.model_threshold):
                     reason = "toxicity:model"
             elif self.action == "remove_lines":
                 kept = []
                 for u, (f, n), p in zip(doc_units, counts, probs):
-                    if self._over(f / n if n else None, self.words_threshold) or self._over(p, self.model_threshold):
+                    if self._over(f / n if n else None, words_threshold) or self._over(p, self.model_threshold):
                         removed += 1
                     else:
                         kept.append(u)

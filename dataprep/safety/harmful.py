@@ -1,0 +1,177 @@
+"""Stage ``harmful_content``: adult and gambling pages and contact spam, in every shipped language.
+
+Signals, each a column, compared with a threshold (``harm_score`` is the largest signal divided by
+its threshold, so a page is dropped when it reaches 1; the reason names the signal):
+
+- ``harm_adult`` / ``harm_gambling``: the density of the category's vocabulary (flagged tokens /
+  tokens, CJK characters counted one each) with the list of the page's language
+  (``assets/safety/harmful/<category>/<lang>.txt``), matched per script after folding width, case
+  and traditional/simplified forms (``dataprep.safety``). Thresholds are per language: one mention
+  in a news story stays far below them, an explicit story or a casino advert does not. Languages
+  without a list are not scored (null); pages without a language get every list at once.
+- ``harm_contacts``: contact spam, i.e. QQ, WeChat, Telegram or LINE ids and phone numbers that
+  appear more than once. Pages that also use adult or gambling vocabulary need fewer.
+- ``harm_title``: a keyword-stuffed title (``title`` column, or the first line): the share of its
+  separated segments that repeat the same keyword, as in ``澳门赌场_澳门赌场官网_澳门赌场注册``.
+
+Drop reasons: ``harmful:adult``, ``harmful:gambling``, ``harmful:contact_spam``, ``harmful:stuffed_title``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+
+import pyarrow as pa
+from pydantic import Field
+
+from dataprep.safety import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
+from dataprep.stage import DocumentStage, register, with_column
+
+DEFAULT_LISTS = ASSETS / "harmful"
+CATEGORIES = ("adult", "gambling")
+ALL = "*"  # the union of every language's list
+# Densities above which a page is mostly about the category. CJK languages count characters, so a
+# 4-character term weighs 4 tokens there; Korean counts syllables.
+DEFAULT_THRESHOLDS = {
+    "adult": {"default": 0.02, "zh": 0.03, "ja": 0.03, "ko": 0.03},
+    "gambling": {"default": 0.02, "zh": 0.04, "ja": 0.03, "ko": 0.03},
+}
+
+_ID = r"[a-z0-9][a-z0-9_.-]{4,31}"
+_CONTACT_IDS = re.compile(
+    r"(?:qq|扣扣|企鹅)\s*(?:号码|号|群)?\s*[:：]?\s*(?P<qq>[1-9]\d{4,10})(?!\d)"
+    rf"|(?:微信|威信|薇信|v信|weixin|wechat|vx|wx|加v|加微)\s*(?:号)?\s*[:：]?\s*(?P<wx>{_ID})"
+    rf"|(?:t\.me/|telegram\s*[:：]?\s*@?|tg\s*[:：]\s*@?|飞机\s*[:：]?\s*@?)(?P<tg>{_ID})"
+    rf"|line\s*(?:id)?\s*[:：]\s*@?(?P<line>{_ID})"
+)
+_CONTACT_KEYS = ("qq", "扣扣", "企鹅", "信", "weixin", "wechat", "vx", "wx", "加v", "加微", "t.me/", "telegram", "tg", "飞机", "line")
+_DIGIT_RUN = re.compile(r"\d{3}")
+# Phone numbers in the forms spam uses (Chinese mobiles and landlines, international +, Russian 8 (xxx)),
+# not any digit run: lists of years or page numbers must not look like phones.
+_PHONE = re.compile(
+    r"(?<!\d)1[3-9]\d{9}(?!\d)"
+    r"|(?<![\d-])0\d{2,3}-\d{7,8}(?![\d-])"
+    r"|\+\d{1,3}[ -]?\(?\d{2,4}\)?[ -]?\d{3,4}[ -]?\d{2,4}(?:[ -]?\d{2})?(?!\d)"
+    r"|(?<!\d)8 ?\(\d{3}\) ?\d{3}-\d{2}-\d{2}(?!\d)"
+)
+MAX_SEGMENT_CHARS = 16
+_TITLE_SEPARATORS = re.compile(r"\s*[|_,，、/\-–—·:：;；!！]+\s*|\s{2,}")
+_CJK_BIGRAM = re.compile(r"(?=([\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]{2}))")
+_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+@lru_cache(maxsize=8)
+def load_category_lists(use_default: bool, extra: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]) -> dict[str, dict[str, WordList]]:
+    """Category -> language -> WordList (shipped lists plus extra files)."""
+    extra_by_cat = {cat: {lang: list(paths) for lang, paths in langs} for cat, langs in extra}
+    out = {}
+    for cat in sorted(set(CATEGORIES) | set(extra_by_cat)):
+        entries = load_lists(DEFAULT_LISTS / cat, extra_by_cat.get(cat), use_default)
+        out[cat] = {lang: word_list(e) for lang, e in entries.items()}
+        out[cat][ALL] = word_list([w for e in entries.values() for w in e])
+    return out
+
+
+def contact_count(folded: str) -> int:
+    """Contact-id mentions plus the occurrences of phone numbers written more than once."""
+    ids = len(_CONTACT_IDS.findall(folded)) if any(k in folded for k in _CONTACT_KEYS) else 0
+    if not _DIGIT_RUN.search(folded):
+        return ids
+    phones = Counter(re.sub(r"\D", "", m.group()) for m in _PHONE.finditer(folded))
+    return ids + sum(n for number, n in phones.items() if n > 1 and 7 <= len(number) <= 15)
+
+
+def title_stuffing(title: str) -> float:
+    """The largest share of a title's segments that contain one same keyword (a CJK character pair
+    or a word of 3+ letters); 0.0 for titles of fewer than 4 segments or of long segments (a
+    sentence with commas is not a keyword list)."""
+    segments = [s for s in _TITLE_SEPARATORS.split(fold(title)) if s]
+    if len(segments) < 4 or sum(map(len, segments)) / len(segments) > MAX_SEGMENT_CHARS:
+        return 0.0
+    keys = Counter()
+    for segment in segments:
+        keys.update(set(_CJK_BIGRAM.findall(segment)) | set(_WORD.findall(segment)))
+    return max(keys.values(), default=0) / len(segments)
+
+
+@register("harmful_content")
+class HarmfulContent(DocumentStage):
+    """Score adult and gambling vocabulary, contact spam and stuffed titles; drop above thresholds."""
+
+    thresholds: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: {cat: dict(v) for cat, v in DEFAULT_THRESHOLDS.items()},
+        description="category -> language (or 'default') -> density above which to drop",
+    )
+    max_contacts: int | None = Field(4, ge=1, description="contact mentions at which to drop; null: never")
+    max_contacts_with_vocabulary: int = Field(2, ge=1, description="the same, for pages at half a category threshold")
+    max_title_stuffing: float | None = Field(0.6, gt=0, le=1, description="share of title segments repeating a keyword; null: never")
+    use_default_lists: bool = True
+    word_lists: dict[str, dict[str, list[str]]] = Field(default_factory=dict, description="category -> language -> extra list files")
+    action: str = Field("drop", pattern="^(drop|annotate)$")
+    lang_column: str = "lang"
+
+    def asset_paths(self) -> list[str]:
+        return [p for langs in self.word_lists.values() for paths in langs.values() for p in paths]
+
+    def output_fields(self) -> list[pa.Field]:
+        floats = [pa.field(f"harm_{c}", pa.float64()) for c in CATEGORIES] + [pa.field("harm_title", pa.float64())]
+        return floats + [pa.field("harm_contacts", pa.int32()), pa.field("harm_score", pa.float64())]
+
+    def _threshold(self, category: str, lang: str) -> float | None:
+        """The language's threshold, else ``default``; pages without a language get the most
+        lenient one, since every language's list applies to them."""
+        per_lang = self.thresholds.get(category, {})
+        if not lang:
+            return max((v for v in per_lang.values() if v is not None), default=None)
+        return per_lang.get(lang, per_lang.get("default"))
+
+    def score(self, text: str, title: str, lang: str, lists: dict[str, dict[str, WordList]]) -> tuple[dict[str, float | int | None], str | None]:
+        """The page's signals and the signal that drops it (or None)."""
+        signals: dict[str, float | int | None] = {}
+        ratios: dict[str, float] = {}
+        prepared = prepare(text)
+        tokens = tokens_of(prepared)
+        for cat in CATEGORIES:
+            # a language without a list is not scored (its words may mean anything in the other
+            # lists' languages); unlabelled pages get every list at once
+            wl = lists.get(cat, {}).get(lang or ALL)
+            if wl is None:
+                signals[f"harm_{cat}"] = None
+                continue
+            signals[f"harm_{cat}"] = wl.flagged(prepared, tokens) / tokens.total() if tokens else 0.0
+            threshold = self._threshold(cat, lang)
+            if threshold:
+                ratios[cat] = signals[f"harm_{cat}"] / threshold
+        signals["harm_title"] = title_stuffing(title)
+        signals["harm_contacts"] = contacts = contact_count(prepared)
+        if self.max_contacts:
+            limit = self.max_contacts_with_vocabulary if max(ratios.values(), default=0) >= 0.5 else self.max_contacts
+            ratios["contact_spam"] = contacts / limit
+        if self.max_title_stuffing:
+            ratios["stuffed_title"] = signals["harm_title"] / self.max_title_stuffing
+        worst = max(ratios, key=ratios.get, default=None)
+        signals["harm_score"] = ratios[worst] if worst else 0.0
+        return signals, (worst if worst and ratios[worst] >= 1 else None)
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+        extra = tuple((cat, tuple((lang, tuple(p)) for lang, p in sorted(langs.items()))) for cat, langs in sorted(self.word_lists.items()))
+        lists = load_category_lists(self.use_default_lists, extra)
+        texts = [t or "" for t in batch.column("text").to_pylist()]
+        titles = batch.column("title").to_pylist() if "title" in batch.column_names else [None] * len(texts)
+        langs = batch.column(self.lang_column).to_pylist() if self.lang_column in batch.column_names else [None] * len(texts)
+        columns: dict[str, list] = {f.name: [] for f in self.output_fields()}
+        reasons: list[str | None] = []
+        for text, title, lang in zip(texts, titles, langs):
+            if not title:  # the first line stands for the title when it is short enough to be one
+                first = text.lstrip().split("\n", 1)[0]
+                title = first if len(first) <= 150 else ""
+            signals, worst = self.score(text, title, lang_key(lang), lists)
+            for name in columns:
+                columns[name].append(signals[name])
+            reasons.append(f"harmful:{worst}" if worst and self.action == "drop" else None)
+        for field in self.output_fields():
+            batch = with_column(batch, field.name, columns[field.name], field.type)
+        return batch, reasons
+

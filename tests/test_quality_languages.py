@@ -1,0 +1,96 @@
+"""Per-language quality settings: Chinese counted in jieba words, thresholds per language with the
+config winning, a language added at run time, and Japanese ruby readings kept out of the text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import yaml
+
+from dataprep.extract import Extract
+from dataprep.quality.gopher import GopherQuality, GopherRepetition
+from dataprep.quality.languages import LANGUAGES, LanguageSettings, add_language, language_settings, split_words
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = {p["id"]: p for p in yaml.safe_load((ROOT / "tests" / "data" / "safety_pages.yaml").read_text(encoding="utf-8"))}
+
+
+def test_shipped_languages_have_settings():
+    for code in ("zh", "ja", "ko", "th", "ru", "de", "fr", "es", "en"):
+        assert language_settings(code).stop_words, code
+    assert language_settings("zh").splitter == "jieba"
+    assert language_settings("xx").stop_words == LANGUAGES["en"].stop_words  # unknown: English's
+
+
+def test_chinese_is_counted_in_words_not_characters():
+    words = split_words("长江是中国第一长河，也是亚洲最长的河流。", "zh")
+    assert words[:3] == ("长江", "是", "中国") and "，" not in words  # marks are not words
+    text = "长江是中国第一长河，也是亚洲最长的河流。" * 3  # 60 characters, about 30 words
+    assert GopherQuality(language="zh").decide(text, "zh")[0] == "gopher_short_doc"
+
+
+def test_encyclopedia_with_citations_and_infobox_passes_the_alpha_rule():
+    text = PAGES["zh-encyclopedia"]["text"].replace("。", "[1]。", 3).replace("公里", "公里[2]", 2)
+    infobox = "| 长度 | 6300公里 |\n| 流域面积 | 180万平方公里 |\n| 发源地 | 唐古拉山脉 |\n| 河口 | 东海 |\n"
+    for page in (text, infobox + text):
+        assert GopherQuality(language="zh").decide(page, "zh")[0] is None
+        assert GopherRepetition(language="zh").decide(page, "zh")[0] is None
+
+
+def test_language_thresholds_and_explicit_config():
+    stage = GopherQuality(language="auto")
+    assert stage.param("min_avg_word_length", "zh") is None  # the language switches the rule off
+    assert stage.param("min_avg_word_length", "en") == 3
+    assert stage.param("max_avg_word_length", "de") == 12
+    explicit = GopherQuality(language="auto", min_avg_word_length=2)
+    assert explicit.param("min_avg_word_length", "zh") == 2  # the config wins
+
+
+def test_add_a_language():
+    try:
+        add_language(LanguageSettings("qx", stop_words=frozenset({"ka", "ta"}), thresholds={"min_doc_words": 3}))
+        stage = GopherQuality(language="qx")
+        assert stage.param("min_doc_words", "qx") == 3
+        assert stop_words_of("qx") == {"ka", "ta"}
+    finally:
+        LANGUAGES.pop("qx", None)
+
+
+def stop_words_of(code: str) -> set[str]:
+    return set(language_settings(code).stop_words)
+
+
+def test_japanese_ruby_readings_are_not_inlined():
+    sentence = "<ruby>漢字<rp>(</rp><rt>かんじ</rt><rp>)</rp></ruby>は中国から伝わった文字です。<ruby>東京<rt>とうきょう</ruby>は首都です。"
+    html = f"<html><body><article><h1>漢字</h1><p>{sentence * 5}</p></article></body></html>"
+    for engine in ("blocks", "resiliparse", "trafilatura"):
+        text = Extract(engine=engine).extract(html)
+        assert "漢字は中国" in text and "かんじ" not in text and "とうきょう" not in text, engine
+    assert "かんじ" in Extract(ruby_readings=True).extract(html)
+
+
+def test_chinese_minhash_shingles_are_jieba_words():
+    from dataprep.dedup.minhash import MinHashDedup
+    from dataprep.dedup.normalize import normalize, shingle_hashes, shingles
+
+    zh = PAGES["zh-encyclopedia"]["text"]
+    texts = [zh, PAGES["ja-encyclopedia"]["text"], PAGES["ru-news"]["text"], "长江", None]
+    words = shingles(normalize(zh), 5, 5, chinese_words=True)
+    assert b" " in words[0] and len(words) < len(shingles(normalize(zh), 5, 5)) / 1.3  # fewer, longer shingles
+    hashes, offsets = shingle_hashes(texts, 5, 5, chinese_words=True)
+    counts = np.diff(offsets).tolist()
+    assert counts == [len(shingles(normalize(t), 5, 5, chinese_words=True)) for t in texts]
+    plain, plain_offsets = shingle_hashes(texts, 5, 5)
+    assert counts[1:] == np.diff(plain_offsets).tolist()[1:]  # only the Chinese text changes
+    # a lightly edited copy of the article is still found
+    edited = zh.replace("长江是中国第一长河", "长江是我国第一长河").replace("世界第三长", "世界上第三长")
+    result = MinHashDedup().run_local(_ids([zh, edited, PAGES["zh-news-gambling-crackdown"]["text"]]))
+    assert result.kept.num_rows == 2 and result.dropped.column("id").to_pylist() == ["1"]
+
+
+def _ids(texts):
+    import pyarrow as pa
+
+    return pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
