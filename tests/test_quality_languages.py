@@ -44,8 +44,9 @@ def test_language_thresholds_and_explicit_config():
     assert stage.param("min_avg_word_length", "zh") is None  # the language switches the rule off
     assert stage.param("min_avg_word_length", "en") == 3
     assert stage.param("max_avg_word_length", "de") == 12
-    explicit = GopherQuality(language="auto", min_avg_word_length=2)
-    assert explicit.param("min_avg_word_length", "zh") == 2  # the config wins
+    explicit = GopherQuality(language="auto", min_avg_word_length=2, max_avg_word_length=20)
+    assert explicit.param("max_avg_word_length", "de") == 20  # the config wins over a language's value
+    assert explicit.param("min_avg_word_length", "zh") is None  # but not over a rule the language switches off
 
 
 def test_add_a_language():

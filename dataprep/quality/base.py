@@ -27,11 +27,11 @@ class QualityFilter(DocumentStage):
 
     def param(self, name: str, language: str):
         """A rule threshold for ``language``: the config's value when it sets ``name``, else the
-        language's own (``languages.LANGUAGES``), else the stage default (English's)."""
-        if name not in self.model_fields_set:
-            thresholds = language_settings(language).thresholds
-            if name in thresholds:
-                return thresholds[name]
+        language's own (``languages.LANGUAGES``), else the stage default (English's). A rule the language
+        switches off (None, e.g. word length for unspaced Chinese) stays off: configs hold English values."""
+        thresholds = language_settings(language).thresholds
+        if name in thresholds and (thresholds[name] is None or name not in self.model_fields_set):
+            return thresholds[name]
         return getattr(self, name)
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:

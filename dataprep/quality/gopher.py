@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from dataprep.quality.base import QualityFilter
-from dataprep.quality.languages import is_symbol_word, split_words, stop_words
+from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, is_symbol_word, split_words, stop_words
 from dataprep.stage import register
 
 _BULLETS = ("•", "-")
