@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from dataprep.validation import ConfigError, StrictModel, describe
+from dataprep.validation import ConfigError, StrictModel, apply_overrides, describe
 
 __all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "load_train_config", "save_yaml"]
 
@@ -133,11 +133,13 @@ def load_model_config(path_or_dict: str | dict) -> ModelConfig:
     try:
         return ModelConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"model config: {describe(exc)}") from None
+        raise ConfigError(f"model config: {describe(exc, ModelConfig)}") from None
 
 
-def load_train_config(path_or_dict: str | dict, base_dir: str | None = None) -> TrainConfig:
-    """Load and validate a training config; a ``model:`` path is resolved relative to the file."""
+def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, sets: list[str] | None = None) -> TrainConfig:
+    """Load and validate a training config; a ``model:`` path is resolved relative to the file.
+    ``sets`` are dotted command-line assignments (``optim.lr=3e-4``, ``model.n_layers=4``), applied
+    after the model file is read and validated with everything else."""
     if isinstance(path_or_dict, str):
         base_dir = os.path.dirname(os.path.abspath(path_or_dict))
         data = _load_yaml(path_or_dict)
@@ -147,11 +149,12 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None) -> 
         model_path = data["model"]
         if not os.path.isabs(model_path) and base_dir and not os.path.exists(model_path):
             model_path = os.path.join(base_dir, model_path)
-        data["model"] = load_model_config(model_path).model_dump()
+        data["model"] = _load_yaml(model_path)
+    data = apply_overrides(data, sets or [])
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"train config: {describe(exc)}") from None
+        raise ConfigError(f"train config: {describe(exc, TrainConfig)}") from None
 
 
 def save_yaml(model: BaseModel, path: str) -> None:

@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop-at-step", type=int, metavar="N",
                         help="checkpoint and exit at step N without changing the schedule's horizon "
                              "(for jobs shorter than the run; continue with --resume auto)")
+    from dataprep.cli import add_set_argument
+
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
 # --- setup ------------------------------------------------------------------------------------------
@@ -284,15 +288,27 @@ def _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, c
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = load_train_config(args.config)
-    overrides = {k: v for k, v in {"out_dir": args.out_dir, "max_steps": args.max_steps}.items() if v is not None}
-    if overrides:
-        cfg = cfg.model_copy(update=overrides)
+    sets = list(getattr(args, "set", None) or [])
+    sets += [f"{key}={value}" for key, value in (("out_dir", args.out_dir), ("max_steps", args.max_steps)) if value is not None]
+    cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
+    if args.stop_at_step is not None and args.stop_at_step <= 0:
+        raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
+    quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
-        run(cfg, args.resume, args.stop_at_step)
+        with quiet:
+            records = run(cfg, args.resume, args.stop_at_step)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    if getattr(args, "json", False) and int(os.environ.get("RANK", "0")) == 0:
+        import json
+
+        final = os.path.join(cfg.out_dir, "model.safetensors")
+        print(json.dumps({"out_dir": os.path.abspath(cfg.out_dir), "steps": total_steps(cfg),
+                          "last_step": records[-1]["step"] if records else None,
+                          "loss": records[-1]["loss"] if records else None,
+                          "model": os.path.abspath(final) if os.path.exists(final) else None,
+                          "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
     return 0
 
 
