@@ -84,10 +84,21 @@ class CheckpointConfig(StrictModel):
     keep_last: int = Field(3, gt=0)
 
 
+class WandbConfig(StrictModel):
+    """A Weights & Biases run (``pip install 'ccpretrain[wandb]'``); offline mode writes under out_dir/wandb."""
+
+    project: str
+    name: str | None = None  # default: the out_dir's folder name
+    entity: str | None = None
+    mode: Literal["online", "offline", "disabled"] = "online"
+    tags: list[str] = Field(default_factory=list)
+
+
 class LogConfig(StrictModel):
     every_steps: int = Field(10, gt=0)
     jsonl: str | None = "metrics.jsonl"
-    tensorboard: str | None = None
+    tensorboard: str | None = None  # folder inside out_dir for TensorBoard event files (ccpretrain[tensorboard])
+    wandb: WandbConfig | None = None  # Weights & Biases run (ccpretrain[wandb])
     val_every_steps: int = Field(200, gt=0)
     val_batches: int = Field(10, gt=0)
 

@@ -21,10 +21,11 @@ import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 
 from pretrain import checkpoint
-from pretrain.config import OptimConfig, TrainConfig, load_train_config, save_yaml
+from pretrain.config import OptimConfig, TrainConfig, load_train_config
 from pretrain.data import build_loaders, fingerprint
 from pretrain.device import resolve_device, resolve_precision
-from pretrain.metrics import MetricsLogger
+from pretrain.inference import save_run_dir
+from pretrain.metrics import MetricsLogger, check_trackers
 from pretrain.model import Llama, flops_per_token
 from pretrain.parallel import ParallelDims, init_distributed, parallelize
 
@@ -223,10 +224,10 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None)
     ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
     step = _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, ctx)
     if rank == 0:
-        save_yaml(cfg, os.path.join(cfg.out_dir, "config.yaml"))
+        save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
     tokens_per_step = cfg.global_batch_size * cfg.seq_len
     log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard, flops_per_token(cfg.model, cfg.seq_len),
-                        world, device, rank)
+                        world, device, rank, wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
     if rank == 0:
         print(f"[train] {model.num_params():,} parameters, {steps} steps of {tokens_per_step:,} tokens, "
               f"dp_shard={dims.dp_shard} tp={dims.tp}, {precision} on {device.type}, "
@@ -291,6 +292,7 @@ def main(args: argparse.Namespace) -> int:
     sets = list(getattr(args, "set", None) or [])
     sets += [f"{key}={value}" for key, value in (("out_dir", args.out_dir), ("max_steps", args.max_steps)) if value is not None]
     cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
+    check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
     if args.stop_at_step is not None and args.stop_at_step <= 0:
         raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
     quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 import yaml
@@ -107,7 +108,7 @@ def text_data(shared_data, tmp_path_factory):
     return root
 
 
-def test_train_validates_overrides_and_every_command_speaks_json(text_data, capsys, one_torch_thread):
+def test_train_validates_overrides_and_every_command_speaks_json(text_data, capsys, monkeypatch, one_torch_thread):
     config = str(text_data / "train.yaml")
     assert pretrain_main(["train", config, "--max-steps", "-5"]) == 2
     assert "max_steps: Input should be greater than 0" in capsys.readouterr().err
@@ -121,7 +122,12 @@ def test_train_validates_overrides_and_every_command_speaks_json(text_data, caps
     saved = yaml.safe_load(open(os.path.join(result["out_dir"], "config.yaml")))
     assert saved["optim"]["lr"] == 2e-3 and saved["log"]["every_steps"] == 2
 
-    run = result["out_dir"]
+    assert all(os.path.isabs(src["path"]) for src in saved["data"]["sources"]) and os.path.isabs(saved["out_dir"])
+    # Portable: the run folder moves, the shards' tokenizer disappears, commands run from elsewhere.
+    run = str(text_data / "moved" / "run")
+    shutil.move(result["out_dir"], run)
+    os.rename(text_data / "tokens" / "tokenizer", text_data / "tokenizer-gone")
+    monkeypatch.chdir(text_data / "moved")
     assert pretrain_main(["plot", run, "--json"]) == 0
     assert os.path.exists(json.loads(capsys.readouterr().out)["png"])
     assert pretrain_main(["generate", run, "--prompt", "The", "--max-new-tokens", "3", "--num-samples", "2", "--json"]) == 0
