@@ -75,8 +75,10 @@ def _model_of(annotation):
 def apply_overrides(data: dict, assignments: list[str]) -> dict:
     """``["optim.lr=3e-4", "stages.1.threshold=0.5"]`` applied to a config's raw mapping (a copy).
 
-    Values are YAML (``3e-4``, ``true``, ``[en, de]``, ``null``); a number in the path indexes a list.
-    A key the config lacks is added, so validation names it if it is a typo."""
+    Values are YAML (``3e-4``, ``true``, ``[en, de]``, ``null``); a number in the path indexes a list;
+    a key holding dots (``spark.conf.spark.executor.memory=4g``) matches an existing key of that name,
+    and a new one is set with its section: ``spark.conf={spark.executor.memory: 4g}``. A key the config
+    lacks is added, so validation names it if it is a typo."""
     import copy
 
     data = copy.deepcopy(data)
@@ -87,7 +89,12 @@ def apply_overrides(data: dict, assignments: list[str]) -> dict:
             raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. optim.lr=3e-4")
         value = _parse_value(raw)
         node = data
-        for depth, part in enumerate(parts):
+        depth = 0
+        while depth < len(parts):
+            if isinstance(node, dict):  # keys may hold dots themselves (spark.conf's): the longest existing one
+                span = next((n for n in range(len(parts) - depth, 1, -1) if ".".join(parts[depth:depth + n]) in node), 1)
+                parts[depth:depth + span] = [".".join(parts[depth:depth + span])]
+            part = parts[depth]
             last = depth == len(parts) - 1
             where = ".".join(parts[: depth + 1])
             if isinstance(node, list):
@@ -102,6 +109,7 @@ def apply_overrides(data: dict, assignments: list[str]) -> dict:
                 if isinstance(node, dict) and not isinstance(node.get(part), (dict, list)):
                     node[part] = {}
                 node = node[part]
+            depth += 1
     return data
 
 

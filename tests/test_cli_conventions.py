@@ -29,6 +29,8 @@ def test_dotted_overrides_reach_nested_keys_and_list_entries():
     assert out == {"optim": {"lr": 3e-4}, "log": {"tensorboard": "tb"},
                    "stages": [{"stage": "a"}, {"stage": "b", "x": 0.5, "langs": ["en", "de"]}]}
     assert data["optim"]["lr"] == 1.0  # the input is not modified
+    conf = {"spark": {"conf": {"spark.executor.memory": "1g"}}}
+    assert apply_overrides(conf, ["spark.conf.spark.executor.memory=4g"]) == {"spark": {"conf": {"spark.executor.memory": "4g"}}}
     with pytest.raises(ConfigError, match="not an index of a list of 2"):
         apply_overrides(data, ["stages.5.x=1"])
     with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
