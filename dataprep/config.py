@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from dataprep.io import COMMON_CRAWL_PREFIX, read_text
 from dataprep.registry import MissingDependency, stage_class
@@ -65,6 +65,14 @@ class SparkConfig(StrictModel):
     master: str | None = None  # None: spark-submit's --master, else local[*]
     app_name: str = "ccpretrain"
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _as_strings(cls, conf):
+        """Spark takes every setting as a string; YAML reads ``512`` and ``true`` as numbers and booleans."""
+        if isinstance(conf, dict):
+            return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.items()}
+        return conf
 
 
 class ErrorBudget(StrictModel):
