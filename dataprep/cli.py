@@ -24,6 +24,7 @@ COMMANDS = {
     "train-classifier": ("dataprep.classifier_cli", "train a fastText quality/toxicity classifier"),
     "train-tokenizer": ("pipelines.train_tokenizer", "train a SentencePiece tokenizer on a cleaned corpus"),
     "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
+    "index-shards": ("dataprep.tokenize.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
     "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
     "report": ("dataprep.report.cli", "write an HTML + Markdown report of a pipeline output"),
 }
