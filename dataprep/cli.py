@@ -21,6 +21,7 @@ COMMANDS = {
     "stages": ("dataprep.stages_cli", "list every stage and its parameters (the config reference)"),
     "demo-data": ("dataprep.demo", "write the bundled sample WARC used by the demo"),
     "train-ppl-model": ("dataprep.quality.perplexity_cli", "train a CCNet-style n-gram perplexity model"),
+    "arpa": ("dataprep.quality.arpa", "convert a perplexity model's n-gram model to or from ARPA (KenLM, CCNet)"),
     "train-classifier": ("dataprep.classifier_cli", "train a fastText quality/toxicity classifier"),
     "train-tokenizer": ("pipelines.train_tokenizer", "train a SentencePiece tokenizer on a cleaned corpus"),
     "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
