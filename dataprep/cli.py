@@ -43,7 +43,7 @@ def build_parser(commands: dict, prog: str, description: str) -> argparse.Argume
 # import name of an optional dependency -> the extra that brings it
 EXTRAS = {"pyspark": "data", "torch": "train", "safetensors": "train", "fasttext": "data", "trafilatura": "data",
           "resiliparse": "data", "xxhash": "data", "profanity_check": "data", "transformers": "hf",
-          "tokenizers": "hf", "tensorboard": "tensorboard", "wandb": "wandb", "kenlm": "kenlm", "s3fs": "s3"}
+          "tokenizers": "hf", "tensorboard": "tensorboard", "wandb": "wandb", "s3fs": "s3"}
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
