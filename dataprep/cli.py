@@ -1,7 +1,12 @@
 """``dataprep`` command line: one subcommand per module, each exposing ``add_arguments`` and ``main``.
 
 Modules are imported only when their command runs, so ``dataprep --help`` stays fast and a missing
-optional dependency breaks only the command that needs it.
+optional dependency breaks only the command that needs it (with the extra to install).
+
+Conventions shared by every command of ``dataprep`` and ``pretrain``: exit status 0 on success, 1 when
+the work failed, 2 for a usage or configuration error (one message, no traceback; ``CCP_DEBUG=1`` shows
+it); ``--log-level`` sets the ``ccpretrain`` loggers' level; a command that takes ``--set KEY=VALUE``
+also takes torchtitan-style ``--optim.lr 3e-4``.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ COMMANDS = {
     "stages": ("dataprep.stages_cli", "list every stage and its parameters (the config reference)"),
     "demo-data": ("dataprep.demo", "write the bundled sample WARC used by the demo"),
     "train-ppl-model": ("dataprep.quality.perplexity_cli", "train a CCNet-style n-gram perplexity model"),
+    "arpa": ("dataprep.quality.arpa", "convert a perplexity model's n-gram model to or from ARPA (KenLM, CCNet)"),
     "train-classifier": ("dataprep.classifier_cli", "train a fastText quality/toxicity classifier"),
     "train-tokenizer": ("pipelines.train_tokenizer", "train a SentencePiece tokenizer on a cleaned corpus"),
     "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
+    "index-shards": ("dataprep.tokenize.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
     "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
     "report": ("dataprep.report.cli", "write an HTML + Markdown report of a pipeline output"),
 }
@@ -33,6 +40,20 @@ def build_parser(commands: dict, prog: str, description: str) -> argparse.Argume
     return parser
 
 
+# import name of an optional dependency -> the extra that brings it
+EXTRAS = {"pyspark": "data", "torch": "train", "safetensors": "train", "fasttext": "data", "trafilatura": "data",
+          "resiliparse": "data", "xxhash": "data", "profanity_check": "data", "transformers": "hf",
+          "tokenizers": "hf", "tensorboard": "tensorboard", "wandb": "wandb", "s3fs": "s3"}
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def add_set_argument(parser: argparse.ArgumentParser) -> None:
+    """``--set KEY.PATH=VALUE`` (repeatable), for commands that read a config."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
+                        help="override a config value by its dotted path, e.g. optim.lr=3e-4 or stages.1.threshold=0.5 "
+                             "(repeatable; also written --optim.lr 3e-4)")
+
+
 def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(commands, prog, description)
@@ -40,10 +61,28 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
         parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.error(f"unknown command {argv[0]!r}")
         return 0
     module_name, help_text = commands[argv[0]]
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        return _missing_package(f"{prog} {argv[0]}", exc)
     sub = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=help_text)
     module.add_arguments(sub)
-    args = sub.parse_args(argv[1:])
+    sub.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
+    rest = argv[1:]
+    if any(action.dest == "set" for action in sub._actions):
+        from dataprep.validation import ConfigError, split_dotted_options
+
+        try:
+            rest, dotted = split_dotted_options(rest)
+        except ConfigError as exc:
+            sub.error(str(exc))
+        rest += [f"--set={item}" for item in dotted]
+    args = sub.parse_args(rest)
+    import logging
+
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("ccpretrain").setLevel(args.log_level.upper())
+    logging.getLogger("dataprep").setLevel(args.log_level.upper())
     try:
         return int(module.main(args) or 0)
     except BrokenPipeError:  # `| head` closed the pipe: stop quietly, as other commands do
@@ -51,14 +90,27 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by the pipe
+    except ModuleNotFoundError as exc:
+        return _missing_package(f"{prog} {argv[0]}", exc)
     except (ValueError, FileNotFoundError, KeyError) as exc:
-        # Configuration and input problems: one clear line, no traceback (set CCP_DEBUG=1 for it).
+        # Configuration and input problems: one clear message, no traceback (set CCP_DEBUG=1 for it).
         import os
 
         if os.environ.get("CCP_DEBUG"):
             raise
-        print(f"{prog} {argv[0]}: error: {exc}", file=sys.stderr)
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"{prog} {argv[0]}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _missing_package(command: str, exc: ModuleNotFoundError) -> int:
+    """A command whose side of the install is missing: name the extra, exit 1 (a failed run, not usage)."""
+    top = (exc.name or "").split(".")[0]
+    if top not in EXTRAS:
+        raise exc
+    print(f"{command}: error: this command needs {top!r}, which is not installed: "
+          f"pip install 'ccpretrain[{EXTRAS[top]}]'", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:

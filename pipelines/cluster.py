@@ -10,6 +10,10 @@ and Python processes it spawned, as when a node is lost. State (pids, ports, URL
     python -m pipelines.cluster start --dir /tmp/sparkc --workers 2   # prints the master URL
     python -m pipelines.cluster status --dir /tmp/sparkc
     python -m pipelines.cluster stop --dir /tmp/sparkc
+
+Across machines (``scripts/slurm_pipeline.sbatch``): ``start --workers 0 --host HEAD`` starts the master
+alone, ``worker --master URL`` runs one worker in the foreground on each node (under ``srun``), and
+``wait --workers N`` returns once N have registered.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class StandaloneCluster:
             log = state / "master.log"
             self.master_url = _wait_log(log, r"Starting Spark master at (spark://\S+)", self._procs["master"], timeout)[1]
             self.webui_url = _wait_log(log, r"started at (http://\S+)", self._procs["master"], timeout)[1]
+            self._save()  # the URLs, for `wait`/`status`/`stop` from other processes (also with no workers)
             for i in range(self.workers):
                 work_dir = state / f"worker-{i}"
                 work_dir.mkdir(exist_ok=True)
@@ -208,16 +213,35 @@ class StandaloneCluster:
         return cls(**json.loads(path.read_text()))
 
 
+def run_worker(master_url: str, state_dir: str, cores: int, memory: str, host: str) -> int:
+    """One worker in the foreground (it becomes this process), for a scheduler that runs one per node
+    and ends it at the end of the job. Its work dir is ``state_dir/worker-HOST``."""
+    work_dir = Path(state_dir) / f"worker-{host}"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=host)
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    os.execv(spark_class, [spark_class, WORKER_CLASS, "--host", host, "--cores", str(cores), "--memory", memory,
+                           "--work-dir", str(work_dir), master_url])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.cluster", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("action", choices=["start", "stop", "status", "worker", "wait"])
     parser.add_argument("--dir", default=os.environ.get("CCP_CLUSTER_DIR", "/tmp/ccpretrain-spark-cluster"),
                         help="state directory: pids, logs, worker work dirs")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="2g", help="memory per worker (executors on it share this)")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default=None, help="address to bind (start: 127.0.0.1; worker: SPARK_LOCAL_IP, else this host's name)")
+    parser.add_argument("--master", help="worker: the master URL to join")
+    parser.add_argument("--timeout", type=float, default=300, help="wait: seconds before giving up")
     args = parser.parse_args(argv)
+    if args.action == "worker":
+        if not args.master:
+            parser.error("worker needs --master spark://HOST:PORT")
+        return run_worker(args.master, args.dir, args.cores, args.memory,
+                          args.host or os.environ.get("SPARK_LOCAL_IP") or socket.gethostname())
+    args.host = args.host or "127.0.0.1"
     if args.action == "start":
         path = Path(args.dir) / STATE_FILE
         if path.exists() and StandaloneCluster.load(args.dir).pids:
@@ -234,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     if not cluster.pids:
         print(f"no cluster running from {args.dir}", file=sys.stderr)
         return 1
+    if args.action == "wait":
+        status = cluster.wait_for_workers(args.workers, args.timeout)
+        print(f"{cluster.master_url}: {status['aliveworkers']} workers, {status['cores']} cores")
+        return 0
     if args.action == "stop":
         cluster.stop()
         print(f"stopped the cluster of {args.dir}")

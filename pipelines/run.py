@@ -324,14 +324,21 @@ def run_pipeline(config: PipelineConfig, spark=None, force: bool = False) -> Run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="pipeline YAML (see configs/pipeline/)")
+    from dataprep.cli import add_set_argument
+
+    parser.add_argument("config", help="pipeline YAML, or a shipped preset's name (fineweb, ingest, ...)")
     parser.add_argument("--input", nargs="+", metavar="PATH", help="override input.paths: files, globs, *.paths.gz, s3:// URLs")
     parser.add_argument("--output", metavar="DIR", help="override output.dir")
     parser.add_argument("--master", help="Spark master, e.g. local[*] or spark://host:7077 (default: config, or spark-submit's)")
     parser.add_argument("--force", action="store_true", help="redo every step even if a previous run finished it")
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print the result (output paths, per-stage stats) as JSON on stdout; progress goes to stderr")
 
 
 def main(args: argparse.Namespace) -> int:
+    import contextlib
+
     overrides: dict = {}
     if args.input:
         overrides["input"] = {"paths": args.input}
@@ -339,12 +346,18 @@ def main(args: argparse.Namespace) -> int:
         overrides["output"] = {"dir": args.output}
     if args.master:
         overrides["spark"] = {"master": args.master}
-    config = load_config(args.config, overrides)
+    config = load_config(args.config, overrides, sets=getattr(args, "set", None))
+    progress = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
-        run_pipeline(config, force=args.force)
+        with progress:
+            result = run_pipeline(config, force=args.force)
     except ErrorBudgetExceeded as exc:
         print(f"dataprep run: {exc}", file=sys.stderr)
         return 1
+    if getattr(args, "json", False):
+        print(json.dumps({"output_dir": result.output_dir, "corpus_dir": result.corpus_dir, "files": result.files,
+                          "skipped_steps": result.skipped_steps, "stats": join_path(result.output_dir, "stats.json"),
+                          "stages": [s.to_dict() for s in result.stats]}, ensure_ascii=False))
     return 0
 
 

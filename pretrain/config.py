@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from dataprep.validation import ConfigError, StrictModel, describe
+from dataprep.validation import ConfigError, StrictModel, apply_overrides, describe
 
 __all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "load_train_config", "save_yaml"]
 
@@ -138,10 +138,21 @@ class CheckpointConfig(StrictModel):
     keep_last: int = Field(3, gt=0)
 
 
+class WandbConfig(StrictModel):
+    """A Weights & Biases run (``pip install 'ccpretrain[wandb]'``); offline mode writes under out_dir/wandb."""
+
+    project: str
+    name: str | None = None  # default: the out_dir's folder name
+    entity: str | None = None
+    mode: Literal["online", "offline", "disabled"] = "online"
+    tags: list[str] = Field(default_factory=list)
+
+
 class LogConfig(StrictModel):
     every_steps: int = Field(10, gt=0)
     jsonl: str | None = "metrics.jsonl"
-    tensorboard: str | None = None
+    tensorboard: str | None = None  # folder inside out_dir for TensorBoard event files (ccpretrain[tensorboard])
+    wandb: WandbConfig | None = None  # Weights & Biases run (ccpretrain[wandb])
     val_every_steps: int = Field(200, gt=0)
     val_batches: int = Field(10, gt=0)
 
@@ -223,11 +234,13 @@ def load_model_config(path_or_dict: str | dict) -> ModelConfig:
     try:
         return ModelConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"model config: {describe(exc)}") from None
+        raise ConfigError(f"model config: {describe(exc, ModelConfig)}") from None
 
 
-def load_train_config(path_or_dict: str | dict, base_dir: str | None = None) -> TrainConfig:
-    """Load and validate a training config; a ``model:`` path is resolved relative to the file."""
+def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, sets: list[str] | None = None) -> TrainConfig:
+    """Load and validate a training config; a ``model:`` path is resolved relative to the file.
+    ``sets`` are dotted command-line assignments (``optim.lr=3e-4``, ``model.n_layers=4``), applied
+    after the model file is read and validated with everything else."""
     if isinstance(path_or_dict, str):
         base_dir = os.path.dirname(os.path.abspath(path_or_dict))
         data = _load_yaml(path_or_dict)
@@ -237,11 +250,12 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None) -> 
         model_path = data["model"]
         if not os.path.isabs(model_path) and base_dir and not os.path.exists(model_path):
             model_path = os.path.join(base_dir, model_path)
-        data["model"] = load_model_config(model_path).model_dump()
+        data["model"] = _load_yaml(model_path)
+    data = apply_overrides(data, sets or [])
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"train config: {describe(exc)}") from None
+        raise ConfigError(f"train config: {describe(exc, TrainConfig)}") from None
 
 
 def save_yaml(model: BaseModel, path: str) -> None:

@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the run's data sources' tokenizer/)")
     parser.add_argument("--dtype", choices=list(DTYPES), default="float32", help="weights dtype to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
 def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dict | None = None,
@@ -44,8 +45,8 @@ def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dic
     if tokenizer.vocab_size > trained.model.vocab_size:
         raise ValueError(f"tokenizer vocabulary {tokenizer.vocab_size} exceeds the model's vocab_size {trained.model.vocab_size}")
     add_bos = bool((manifest or {}).get("add_bos", False))
-    generation = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.pad_id,
-                  "max_length": trained.model.max_seq_len}
+    # No max_length: transformers warns on every generate() call when the saved config sets it.
+    generation = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.pad_id}
     with atomic_directory(output, overwrite) as tmp:
         # renamed, not copied; each tensor converted just before it is written
         write_safetensors(os.path.join(tmp, "model.safetensors"), to_hf(trained.weights, trained.model),
@@ -83,12 +84,20 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.to == "ccpretrain":
             cfg = import_hf(args.checkpoint, args.output, args.overwrite)
-            print(f"imported {args.checkpoint} -> {args.output} ({cfg.n_layers} layers, d_model {cfg.d_model})")
+            _report(args, f"imported {args.checkpoint} -> {args.output} ({cfg.n_layers} layers, d_model {cfg.d_model})",
+                    {"to": "ccpretrain", "source": os.path.abspath(args.checkpoint), "output": os.path.abspath(args.output),
+                     "model": cfg.model_dump(mode="json")})
             return 0
         trained = load_trained(args.checkpoint)
         tokenizer, manifest = find_tokenizer(trained, args.tokenizer)
         export_hf(trained, tokenizer, args.output, manifest, args.dtype, args.overwrite)
     except FileExistsError as exc:  # an output folder in the way: a usage error, reported in one line
         raise ValueError(str(exc)) from None
-    print(f"exported {trained.path} (step {trained.step}) -> {args.output}")
+    _report(args, f"exported {trained.path} (step {trained.step}) -> {args.output}",
+            {"to": "hf", "source": os.path.abspath(trained.path), "step": trained.step, "output": os.path.abspath(args.output),
+             "files": sorted(os.listdir(args.output))})
     return 0
+
+
+def _report(args: argparse.Namespace, line: str, record: dict) -> None:
+    print(json.dumps(record) if args.json else line)

@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-samples", type=int, default=1)
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the run's)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--json", action="store_true", help="print the samples as one JSON object (prompt, samples, seed)")
 
 
 def next_token(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool,
@@ -80,11 +81,20 @@ def main(args: argparse.Namespace) -> int:
     model = model_for_inference(trained, resolve_device(args.device))
     prompt = document_prefix(tokenizer, manifest) + tokenizer.encode(args.prompt)
     generator = torch.Generator().manual_seed(args.seed)
+    samples = []
     for i in range(args.num_samples):
         new = generate(model, prompt, args.max_new_tokens, args.temperature, args.top_p, args.greedy,
                        stop_id=tokenizer.eos_id, vocab_limit=tokenizer.vocab_size, generator=generator)
+        samples.append({"text": args.prompt + tokenizer.decode(new), "tokens": new})
+        if args.json:
+            continue
         if i:
             print("-" * 40)
-        print(args.prompt + tokenizer.decode(new))
+        print(samples[-1]["text"])
         sys.stdout.flush()
+    if args.json:
+        import json
+
+        print(json.dumps({"checkpoint": trained.path, "step": trained.step, "prompt": args.prompt, "seed": args.seed,
+                          "samples": samples}, ensure_ascii=False))
     return 0

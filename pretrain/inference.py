@@ -3,8 +3,9 @@ start here.
 
 A CHECKPOINT is a ``step-*`` directory, a run's checkpoint folder or out_dir (latest checkpoint), or a
 ``model.safetensors`` written at the end of a run (or by ``pretrain export --to ccpretrain``). The run's
-``config.yaml`` is looked up beside it; through it the tokenizer is found: the run's data sources ->
-their ``tokenizer/`` copy (or an explicit folder).
+``config.yaml`` is looked up beside it; through it the tokenizer is found: the run's own ``tokenizer/``
+copy (written by ``save_run_dir`` when training starts, so a run folder can move or be copied to
+another machine), else the run's data sources -> their ``tokenizer/`` (or an explicit folder).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_train_co
 from pretrain.model import Llama
 
 RUN_CONFIG = "config.yaml"  # written by pretrain.train into out_dir
+RUN_MANIFEST = "data_manifest.json"  # the first data source's manifest, beside out_dir/tokenizer/
 FINAL_WEIGHTS = "model.safetensors"
 
 
@@ -35,18 +37,45 @@ class Trained:
     run: TrainConfig | None  # None when the run's config.yaml is not beside the checkpoint
     path: str
     step: int | None
+    run_dir: str | None = None  # the folder holding the run's config.yaml
+
+
+def save_run_dir(cfg: TrainConfig) -> None:
+    """The run's ``config.yaml`` with absolute paths (no meaning that depends on the working directory)
+    and a copy of its tokenizer with the data manifest, so eval, generate and export work on the run
+    folder alone, wherever it is moved."""
+    import shutil
+
+    from dataprep.io import atomic_directory, atomic_write_text
+    from pretrain.config import save_yaml
+
+    sources = [s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
+    portable = cfg.model_copy(update={"data": cfg.data.model_copy(update={"sources": sources}),
+                                      "out_dir": os.path.abspath(cfg.out_dir)})
+    save_yaml(portable, os.path.join(cfg.out_dir, RUN_CONFIG))
+    manifests = [load_manifest(s.path) for s in sources]
+    tokenizers = {json.dumps(m.get("tokenizer"), sort_keys=True) for m in manifests}
+    source_tokenizer = os.path.join(sources[0].path, TOKENIZER_DIR)
+    if len(tokenizers) == 1 and os.path.isdir(source_tokenizer):  # one tokenizer, as a folder: travels along
+        with atomic_directory(os.path.join(cfg.out_dir, TOKENIZER_DIR)) as tmp:
+            shutil.copytree(source_tokenizer, tmp, dirs_exist_ok=True)
+        atomic_write_text(os.path.join(cfg.out_dir, RUN_MANIFEST), json.dumps(manifests[0], indent=1))
 
 
 def _find_run_config(path: str) -> TrainConfig | None:
     """The run's config.yaml in the checkpoint's folder or up to three folders above it."""
+    folder = _find_run_dir(path)
+    try:
+        return load_train_config(os.path.join(folder, RUN_CONFIG)) if folder else None
+    except ConfigError:
+        return None
+
+
+def _find_run_dir(path: str) -> str | None:
     folder = os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else os.path.abspath(path)
     for _ in range(4):
-        candidate = os.path.join(folder, RUN_CONFIG)
-        if os.path.isfile(candidate):
-            try:
-                return load_train_config(candidate)
-            except ConfigError:
-                return None
+        if os.path.isfile(os.path.join(folder, RUN_CONFIG)):
+            return folder
         folder = os.path.dirname(folder)
     return None
 
@@ -97,7 +126,8 @@ def load_trained(path: str) -> Trained:
             warnings.warn(f"{resolved}: tie_embeddings is set but the output and embedding weights differ; "
                           "treating the model as untied")
             cfg = cfg.model_copy(update={"tie_embeddings": False})
-    return Trained(weights, cfg, run, resolved, int(step) if step is not None else None)
+    return Trained(weights, cfg, run, resolved, int(step) if step is not None else None,
+                   _find_run_dir(resolved) if run is not None else None)
 
 
 def model_for_inference(trained: Trained, device: str | torch.device = "cpu") -> Llama:
@@ -119,6 +149,10 @@ def find_tokenizer(trained: Trained, override: str | None = None) -> tuple[Token
     """The tokenizer the model was trained with, and the first data source's manifest (``add_bos`` ...)."""
     if override:
         return Tokenizer.load(override), {}
+    own = os.path.join(trained.run_dir or "", TOKENIZER_DIR)
+    if trained.run_dir and os.path.isdir(own) and os.path.isfile(os.path.join(trained.run_dir, RUN_MANIFEST)):
+        with open(os.path.join(trained.run_dir, RUN_MANIFEST), encoding="utf-8") as fh:
+            return Tokenizer.load(own), json.load(fh)
     if trained.run is None:
         raise FileNotFoundError(f"{trained.path}: the run's {RUN_CONFIG} was not found; pass --tokenizer DIR")
     found = {}

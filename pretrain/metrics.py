@@ -1,4 +1,5 @@
-"""Training metrics: one record per log step to the console, a JSONL file and optionally TensorBoard.
+"""Training metrics: one record per log step to the console, a JSONL file and optionally TensorBoard
+and Weights & Biases, under ``train/`` and ``val/`` tags (``train/loss``, ``val/loss``, ``train/mfu``).
 
 Only rank 0 writes. Throughput is measured between log steps; MFU = achieved model FLOP/s per device
 divided by the device's dense bf16 peak from ``pretrain.hardware`` (absent when the device is unknown,
@@ -17,7 +18,27 @@ import time
 import torch
 
 from dataprep.io import read_jsonl_records
+from dataprep.validation import ConfigError
 from pretrain.hardware import peak_flops
+
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}  # log.<key> -> import name (= the extra)
+
+
+def check_trackers(log) -> None:
+    """Fail at config time, before any set-up, when a configured tracker's package is missing."""
+    import importlib.util
+
+    for key, module in TRACKER_PACKAGES.items():
+        if getattr(log, key, None) and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"log.{key} is set but the {module!r} package is not installed: "
+                              f"pip install 'ccpretrain[{module}]' (or remove log.{key})")
+
+
+def tracker_scalars(record: dict) -> dict[str, float]:
+    """A record's numbers under its kind's prefix: {"train/loss": ..., "val/loss": ...}."""
+    kind = record.get("kind", "train")
+    return {f"{kind}/{key.removeprefix(kind + '_')}": value for key, value in record.items()
+            if key not in ("step", "time", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 def bubble_fraction(schedule: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -> float:
@@ -53,11 +74,11 @@ def memory_gib(device: torch.device) -> dict:
 
 class MetricsLogger:
     def __init__(self, out_dir: str, jsonl: str | None, tensorboard: str | None, flops_per_token: float,
-                 world_size: int, device: torch.device, rank: int = 0):
+                 world_size: int, device: torch.device, rank: int = 0, wandb=None, run_config: dict | None = None):
         self.enabled = rank == 0
         self.flops_per_token, self.world_size, self.device = flops_per_token, world_size, device
         self.peak = device_peak_flops(device)
-        self._jsonl = self._tb = None
+        self._jsonl = self._tb = self._wandb = None
         if self.enabled:
             os.makedirs(out_dir, exist_ok=True)
             if jsonl:
@@ -66,6 +87,12 @@ class MetricsLogger:
                 from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
 
                 self._tb = SummaryWriter(os.path.join(out_dir, tensorboard))
+            if wandb is not None:
+                import wandb as wandb_lib
+
+                self._wandb = wandb_lib.init(project=wandb.project, name=wandb.name or os.path.basename(os.path.abspath(out_dir)),
+                                             entity=wandb.entity, mode=wandb.mode, tags=wandb.tags, config=run_config,
+                                             dir=out_dir, resume="allow")
         self.start(0)
 
     def count_tokens(self, n: int) -> None:
@@ -96,10 +123,13 @@ class MetricsLogger:
         if self._jsonl:
             self._jsonl.write(json.dumps(record) + "\n")
             self._jsonl.flush()
-        if self._tb:
-            for key, value in record.items():
-                if key not in ("step", "time") and isinstance(value, (int, float)):
+        if self._tb or self._wandb:
+            scalars = tracker_scalars(record)
+            for key, value in scalars.items():
+                if self._tb:
                     self._tb.add_scalar(key, value, record["step"])
+            if self._wandb:
+                self._wandb.log(scalars, step=record["step"])
         print(" | ".join(_fmt(k, v) for k, v in record.items() if k != "time"), file=sys.stderr, flush=True)
 
     def close(self) -> None:
@@ -107,6 +137,8 @@ class MetricsLogger:
             self._jsonl.close()
         if self._tb:
             self._tb.close()
+        if self._wandb:
+            self._wandb.finish()
 
 
 def _fmt(key: str, value) -> str:

@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a training run's out_dir (holding metrics.jsonl)")
     parser.add_argument("--metrics", default="metrics.jsonl", help="metrics file name inside RUN_DIR")
     parser.add_argument("-o", "--output", help="PNG path (default: RUN_DIR/curves.png)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
 def find_metrics(run: str, name: str = "metrics.jsonl") -> str:
@@ -95,5 +96,13 @@ def training_section(run: str, folder: str) -> Section:
 
 def main(args: argparse.Namespace) -> int:
     path = find_metrics(args.run_dir, args.metrics)
-    print(plot(path, args.output or os.path.join(args.run_dir, "curves.png")))
+    png = plot(path, args.output or os.path.join(args.run_dir, "curves.png"))
+    if args.json:
+        import json
+
+        train, val = train_and_val(path)
+        print(json.dumps({"png": os.path.abspath(png), "metrics": os.path.abspath(path), "last_step": train[-1]["step"],
+                          "loss": train[-1]["loss"], "val_loss": val[-1]["val_loss"] if val else None}))
+    else:
+        print(png)
     return 0

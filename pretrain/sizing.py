@@ -28,7 +28,7 @@ from pretrain.budget import parse_number
 from pretrain.config import ModelConfig, load_model_config, save_yaml
 from pretrain.model import flops_per_token, num_params
 
-PRESET_DIR = Path(__file__).resolve().parents[1] / "configs" / "model"
+PRESET_DIR = Path(__file__).resolve().parent / "configs" / "model"  # ships in the package
 PRESET_SIZES = {"125m": 125e6, "350m": 350e6, "1b": 1e9, "3b": 3e9, "7b": 7e9}
 # The CPU test model: two layers, small enough to train a few steps in seconds on a laptop.
 TINY = ModelConfig(vocab_size=32000, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=192,

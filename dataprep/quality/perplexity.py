@@ -3,7 +3,8 @@ a reference corpus the user picks (e.g. Wikipedia), scores every document; docum
 head/middle/tail by the 30th/60th percentile of the held-out reference perplexities.
 
 A model directory holds ``model.json`` (format version, language, cut-offs, training figures),
-``sp.model`` and ``lm.npz`` (see ``ngram_lm``). ``dataprep train-ppl-model`` writes one.
+``sp.model`` and ``lm.npz`` (see ``ngram_lm``). ``dataprep train-ppl-model`` writes one; ``dataprep arpa``
+converts the n-gram model to and from KenLM's ARPA text format (``dataprep.quality.arpa``).
 """
 
 from __future__ import annotations
@@ -193,18 +194,25 @@ def train_model(
         )  # fmt: skip
         sp = spm.SentencePieceProcessor(model_file=os.path.join(tmp, "sp.model"))
         lm = NGramLM.train(sp.Encode(train_lines), order, sp.GetPieceSize(), sp.bos_id(), sp.eos_id())
-        lm.save(os.path.join(tmp, "lm.npz"))
-        model = PerplexityModel(tmp, {"cutoffs": {"p30": 0, "p60": 0}}, sp, lm)
-        held_ppl = model.perplexities(held)
-        held_ppl = held_ppl[~np.isnan(held_ppl)]
-        meta = {
-            "format": MODEL_FORMAT, "version": MODEL_VERSION, "lang": lang, "order": order, "vocab_size": sp.GetPieceSize(),
-            "cutoffs": {"p30": float(np.percentile(held_ppl, 30)), "p60": float(np.percentile(held_ppl, 60))},
-            "reference": {"train_documents": len(train), "heldout_documents": len(held), "train_lines": len(train_lines),
-                          "ngrams": {str(k): int(len(lm.keys[k])) for k in lm.keys},
-                          "heldout_perplexity_median": float(np.median(held_ppl))},
-        }  # fmt: skip
-        with open(os.path.join(tmp, "model.json"), "w", encoding="utf-8") as fh:
-            json.dump(meta, fh, indent=2)
+        meta = write_model_files(tmp, sp, lm, lang, held, {"train_documents": len(train), "train_lines": len(train_lines)})
     load_model.cache_clear()
+    return meta
+
+
+def write_model_files(folder: str, sp, lm: NGramLM, lang: str, held: list[str], reference: dict) -> dict:
+    """``lm.npz`` and ``model.json`` (cut-offs from the perplexities of the held-out texts ``held``) in a
+    folder that already holds ``sp.model``; returns model.json's content."""
+    lm.save(os.path.join(folder, "lm.npz"))
+    held_ppl = PerplexityModel(folder, {"cutoffs": {"p30": 0, "p60": 0}}, sp, lm).perplexities(held)
+    held_ppl = held_ppl[~np.isnan(held_ppl)]
+    if not len(held_ppl):
+        raise ValueError("no held-out text to set the bucket cut-offs from")
+    meta = {
+        "format": MODEL_FORMAT, "version": MODEL_VERSION, "lang": lang, "order": lm.order, "vocab_size": sp.GetPieceSize(),
+        "cutoffs": {"p30": float(np.percentile(held_ppl, 30)), "p60": float(np.percentile(held_ppl, 60))},
+        "reference": {**reference, "heldout_documents": len(held), "ngrams": {str(k): int(len(lm.keys[k])) for k in lm.keys},
+                      "heldout_perplexity_median": float(np.median(held_ppl))},
+    }  # fmt: skip
+    with open(os.path.join(folder, "model.json"), "w", encoding="utf-8") as fh:
+        json.dump(meta, fh, indent=2)
     return meta

@@ -55,7 +55,7 @@ class Tokenize(GlobalStage):
 
     spark_runner = "pipelines.token_shards:run_tokenize"
 
-    tokenizer: str = Field(description="tokenizer folder (tokenizer.model + tokenizer_meta.json)")
+    tokenizer: str = Field(description="tokenizer folder (tokenizer.model + tokenizer_meta.json, or a Hugging Face tokenizer.json)")
     train: TokenizerTraining | None = Field(None, description="train the tokenizer first when its folder is empty")
     output_dir: str | None = Field(None, description="where shards go; default: <step dir>/shards")
     tokens_per_shard: int = Field(100_000_000, gt=0)

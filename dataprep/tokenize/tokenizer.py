@@ -47,8 +47,13 @@ class Tokenizer:
 
     @classmethod
     def load(cls, directory: str) -> "Tokenizer":
-        """Load a folder written by ``train_tokenizer``; the model must match the SHA-256 in its meta."""
+        """Load a folder written by ``train_tokenizer`` (the model must match the SHA-256 in its meta), or
+        a folder holding a Hugging Face ``tokenizer.json`` (``dataprep.tokenize.hf_json``)."""
         meta_path, model_path = join_path(directory, META_NAME), join_path(directory, MODEL_NAME)
+        if not exists(meta_path) and exists(join_path(directory, "tokenizer.json")):  # a Hugging Face tokenizer
+            from dataprep.tokenize.hf_json import HFTokenizer
+
+            return HFTokenizer.load(directory)
         if not exists(meta_path):
             raise FileNotFoundError(f"no tokenizer in {directory}: {META_NAME} missing (train one with `dataprep train-tokenizer`)")
         meta = json.loads(read_text(meta_path))
@@ -191,4 +196,4 @@ def train_tokenizer(
 
 
 def tokenizer_exists(directory: str) -> bool:
-    return exists(join_path(directory, META_NAME))
+    return exists(join_path(directory, META_NAME)) or exists(join_path(directory, "tokenizer.json"))

@@ -1,0 +1,156 @@
+"""ARPA text format for the perplexity models, the format KenLM's ``lmplz`` writes and CCNet's models
+come in: ``dataprep arpa export MODEL_DIR lm.arpa`` and ``dataprep arpa import lm.arpa --sp-model
+sp.model --lang en --reference ref.jsonl --output MODEL_DIR``.
+
+Words are the SentencePiece pieces (``<s>``, ``</s>``, ``<unk>`` for bos, eos, unk), as in CCNet.
+Scoring an imported model gives KenLM's numbers: a back-off weight missing from the file is 0, and our
+extra sentence-start padding only looks up contexts the file does not hold. Exported models also list
+the contexts of our padding (``<s> <s> w``); KenLM keeps one ``<s>`` of context, so it scores the first
+order-2 tokens of each line with lower-order estimates. Our scorer handles orders up to
+``ngram_lm.MAX_ORDER`` (4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+
+import numpy as np
+
+from dataprep.quality.ngram_lm import BITS, MAX_ORDER, NGramLM
+
+NO_PROB = -99.0  # what KenLM writes for n-grams that are only contexts (e.g. <s>)
+
+
+def _words(sp) -> list[str]:
+    words = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
+    for token_id, name in ((sp.bos_id(), "<s>"), (sp.eos_id(), "</s>"), (sp.unk_id(), "<unk>")):
+        if token_id >= 0:
+            words[token_id] = name
+    return words
+
+
+def _unpack(keys: np.ndarray, k: int) -> np.ndarray:
+    """(n, k) token ids of packed k-gram keys, first token first."""
+    shifts = np.array([BITS * (k - 1 - j) for j in range(k)], np.uint64)
+    return ((keys[:, None] >> shifts) & np.uint64((1 << BITS) - 1)).astype(np.int64)
+
+
+def write_arpa(lm: NGramLM, sp, path: str) -> dict[int, int]:
+    """Write ``lm`` as ARPA with ``sp``'s pieces as words; returns the n-gram counts per order."""
+    from dataprep.io import atomic_output
+
+    words = np.array(_words(sp), dtype=object)
+    sections, counts = [], {}
+    for k in range(1, lm.order + 1):
+        ctx_keys, ctx_bow = (lm.ctx[k + 1], lm.bow[k + 1]) if k < lm.order else (np.zeros(0, np.uint64), np.zeros(0))
+        keys = np.union1d(lm.keys[k], ctx_keys)
+        logp = np.full(len(keys), NO_PROB)
+        logp[np.searchsorted(keys, lm.keys[k])] = lm.logp[k]
+        bow = np.full(len(keys), np.nan)
+        bow[np.searchsorted(keys, ctx_keys)] = ctx_bow
+        grams = [" ".join(row) for row in words[_unpack(keys, k)]]
+        lines = [f"{p:.6f}\t{g}" + (f"\t{b:.6f}" if not np.isnan(b) else "") for p, g, b in zip(logp, grams, bow)]
+        if k == 1 and "<unk>" not in grams:
+            lines.insert(0, f"{lm.unk:.6f}\t<unk>")
+        counts[k] = len(lines)
+        sections.append(f"\\{k}-grams:\n" + "\n".join(lines) + "\n")
+    header = "\\data\\\n" + "".join(f"ngram {k}={n}\n" for k, n in counts.items())
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(header + "\n" + "\n".join(sections) + "\n\\end\\\n")
+    return counts
+
+
+def read_arpa(path: str, sp) -> NGramLM:
+    """An ARPA model over ``sp``'s pieces as our ``NGramLM`` (words the tokenizer lacks are an error)."""
+    ids = {word: i for i, word in enumerate(_words(sp))}
+    declared: dict[int, int] = {}
+    grams: dict[int, list] = {}
+    order, section = 0, None
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line or line == "\\data\\":
+                continue
+            if line.startswith("ngram ") and section is None:
+                k, n = line[6:].split("=")
+                declared[int(k)] = int(n)
+            elif line.endswith("-grams:") and line.startswith("\\"):
+                section = int(line[1:].split("-")[0])
+                order = max(order, section)
+                grams[section] = []
+            elif line == "\\end\\":
+                break
+            elif section is not None:
+                parts = line.split()
+                if len(parts) not in (section + 1, section + 2):
+                    raise ValueError(f"{path}:{number}: expected log10 p, {section} words and an optional back-off")
+                grams[section].append(parts)
+    if not grams or sorted(grams) != list(range(1, order + 1)):
+        raise ValueError(f"{path}: not an ARPA file (no \\1-grams: ... sections)")
+    if order > MAX_ORDER:
+        raise ValueError(f"{path}: order {order}; this scorer handles orders up to {MAX_ORDER}")
+    for k, n in declared.items():
+        if len(grams.get(k, [])) != n:
+            raise ValueError(f"{path}: header declares {n} {k}-grams, the file holds {len(grams.get(k, []))}")
+    keys, logp, ctx, bow = {}, {}, {}, {}
+    unk = NO_PROB
+    for k in range(1, order + 1):
+        rows = grams[k]
+        missing = sorted({w for parts in rows for w in parts[1:k + 1] if w not in ids})
+        if missing:
+            raise ValueError(f"{path}: {len(missing)} words are not pieces of the SentencePiece model, e.g. {missing[:5]}")
+        token_ids = np.array([[ids[w] for w in parts[1:k + 1]] for parts in rows], np.uint64).reshape(len(rows), k)
+        packed = np.zeros(len(rows), np.uint64)
+        for j in range(k):
+            packed = (packed << np.uint64(BITS)) | token_ids[:, j]
+        probs = np.array([float(parts[0]) for parts in rows])
+        if k == 1 and "<unk>" in ids:
+            unk = next((float(p[0]) for p in rows if p[1] == "<unk>"), unk)
+        sort = np.argsort(packed)
+        keys[k], logp[k] = packed[sort], probs[sort].astype(np.float32)
+        with_bow = [i for i, parts in enumerate(rows) if len(parts) == k + 2]
+        if k < order:
+            bsort = np.argsort(packed[with_bow])
+            ctx[k + 1] = packed[with_bow][bsort]
+            bow[k + 1] = np.array([float(rows[i][-1]) for i in with_bow], np.float32)[bsort]
+    ctx[1], bow[1] = np.zeros(1, np.uint64), np.zeros(1, np.float32)
+    return NGramLM(order, sp.GetPieceSize(), sp.bos_id(), sp.eos_id(), keys, logp, ctx, bow, unk)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    export = sub.add_parser("export", help="write a perplexity model's n-gram model as ARPA")
+    export.add_argument("model_dir")
+    export.add_argument("output", help="ARPA file to write")
+    imp = sub.add_parser("import", help="a perplexity model directory from an ARPA file and its SentencePiece model")
+    imp.add_argument("arpa")
+    imp.add_argument("--sp-model", required=True, help="the SentencePiece model the ARPA's words are pieces of")
+    imp.add_argument("--lang", required=True)
+    imp.add_argument("--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs")
+    imp.add_argument("--text-field", default="text")
+    imp.add_argument("--output", required=True, help="model directory to write")
+
+
+def main(args: argparse.Namespace) -> int:
+    import sentencepiece as spm
+
+    from dataprep.io import atomic_directory, read_jsonl_field
+    from dataprep.quality.perplexity import PerplexityModel, load_model, write_model_files
+
+    if args.action == "export":
+        model = PerplexityModel.load(args.model_dir)
+        counts = write_arpa(model.lm, model.sp, args.output)
+        print(json.dumps({"output": args.output, "order": model.lm.order, "ngrams": counts}))
+        return 0
+    sp = spm.SentencePieceProcessor(model_file=args.sp_model)
+    lm = read_arpa(args.arpa, sp)
+    held, _ = read_jsonl_field(args.reference, args.text_field)
+    with atomic_directory(args.output) as tmp:
+        shutil.copy(args.sp_model, os.path.join(tmp, "sp.model"))
+        meta = write_model_files(tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)})
+    load_model.cache_clear()
+    print(json.dumps({"output": args.output, **meta}))
+    return 0

@@ -1,0 +1,73 @@
+"""``dataprep index-shards DIR``: write ``manifest.json`` for Megatron ``.bin``/``.idx`` shards made
+elsewhere (megatron-core's ``preprocess_data.py``, another pipeline), so ``pretrain train``, ``budget
+--data`` and ``verify-shards`` can use them.
+
+Every pair is opened and validated (header, sizes, pointers), hashed, and its largest token id checked
+against ``--vocab-size``. The manifest names the tokenizer by the hash of ``--tokenizer`` (a
+``tokenizer.json`` or SentencePiece model) when given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+from dataprep.tokenize.manifest import build_manifest, dtype_for_vocab, write_manifest
+from dataprep.tokenize.shards import IndexedShard
+from dataprep.tokenize.verify import file_sha256
+
+
+def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = None, tokenizer: str | None = None) -> dict:
+    """Validate every shard pair in ``directory`` and write its manifest; returns the manifest."""
+    names = sorted(f[:-4] for f in os.listdir(directory) if f.endswith(".idx") and not f.startswith(".tmp-"))
+    if not names:
+        raise FileNotFoundError(f"{directory}: no .idx/.bin shard pairs")
+    shards, dtypes = [], set()
+    for name in names:
+        shard = IndexedShard(os.path.join(directory, name))
+        top = int(np.max(shard.tokens)) if shard.num_tokens else -1
+        if top >= vocab_size:
+            raise ValueError(f"shard {name}: token id {top} is not below --vocab-size {vocab_size}")
+        dtypes.add(str(shard.dtype))
+        prefix = os.path.join(directory, name)
+        shards.append({"name": name, "documents": shard.num_docs, "tokens": shard.num_tokens,
+                       "bin_bytes": os.path.getsize(prefix + ".bin"), "idx_bytes": os.path.getsize(prefix + ".idx"),
+                       "bin_sha256": file_sha256(prefix + ".bin"), "idx_sha256": file_sha256(prefix + ".idx")})
+    if len(dtypes) > 1:
+        raise ValueError(f"{directory}: shards use different token dtypes ({', '.join(sorted(dtypes))})")
+    special = {"eos": eos, **({"bos": bos} if bos is not None else {})}
+    for key, value in special.items():
+        if not 0 <= value < vocab_size:
+            raise ValueError(f"--{key} {value} is not a token id below --vocab-size {vocab_size}")
+    described = {"type": "external", "vocab_size": vocab_size, "special_ids": special,
+                 "model_sha256": file_sha256(tokenizer) if tokenizer else None,
+                 "source": os.path.basename(tokenizer) if tokenizer else None}
+    (dtype,) = dtypes
+    if np.dtype(dtype).itemsize < dtype_for_vocab(vocab_size).itemsize:
+        raise ValueError(f"{directory}: {dtype} tokens cannot hold a vocabulary of {vocab_size}")
+    manifest = build_manifest(shards, described, dtype, {"add_bos": False, "imported": True})
+    write_manifest(directory, manifest)
+    return manifest
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", help="folder of Megatron .bin/.idx shard pairs")
+    parser.add_argument("--vocab-size", type=int, required=True, help="the tokenizer's vocabulary size")
+    parser.add_argument("--eos", type=int, required=True, help="end-of-document token id")
+    parser.add_argument("--bos", type=int, help="beginning-of-document token id, if the tokenizer has one")
+    parser.add_argument("--tokenizer", help="tokenizer.json or SentencePiece model the shards were made with (hashed into the manifest)")
+    parser.add_argument("--json", action="store_true", help="print the manifest's summary as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.vocab_size <= 0:
+        raise ValueError(f"--vocab-size {args.vocab_size}: must be positive")
+    manifest = index_shards(args.dir, args.vocab_size, args.eos, args.bos, args.tokenizer)
+    summary = {k: manifest[k] for k in ("num_shards", "documents", "tokens", "dtype", "vocab_size")}
+    print(json.dumps(summary) if args.json else
+          f"wrote {os.path.join(args.dir, 'manifest.json')}: {summary['num_shards']} shards, {summary['documents']:,} documents, "
+          f"{summary['tokens']:,} tokens ({summary['dtype']})")
+    return 0
