@@ -114,7 +114,9 @@ def expand_includes(items: list, base_dir: str) -> list:
 
 
 def parse_stages(items: list, base_dir: str = ".") -> list[Stage]:
-    stages, errors = _parse_stages(items if isinstance(items, list) else None, base_dir)
+    """Validated stages from a config's ``stages`` list, ``include:`` entries expanded."""
+    items = expand_includes(items, base_dir) if isinstance(items, list) else None
+    stages, errors = _parse_stages(items, base_dir)
     if errors:
         raise ConfigError("\n".join(errors))
     return stages

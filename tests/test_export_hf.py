@@ -166,7 +166,7 @@ def test_unsupported_tokenizers_and_bad_inputs_are_clear_errors(trained, tmp_pat
     assert pretrain_main(["export", str(tmp_path / "missing"), "--output", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
     loaded = load_trained(trained["run"])
-    loaded.run = None
+    loaded.run, loaded.run_dir = None, None  # weights alone: neither the run's config nor its folder
     with pytest.raises(FileNotFoundError, match="--tokenizer"):
         find_tokenizer(loaded)
 
