@@ -354,5 +354,9 @@ def test_plan_cli(tmp_path, capsys):
     assert r["written"] == str(out) and load_train_config(str(out)).max_tokens == 2_500_000_000
     assert cli(["plan", "125m", "--gpus", "2"]) == 0
     assert "per-GPU memory" in capsys.readouterr().out
+    assert cli(["plan", "125m", "--gpus", "16", "--inter-node-gbs", "12.5", "--intra-node-gbs", "300", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert (r["cluster"]["inter_node_gbs"], r["cluster"]["intra_node_gbs"]) == (12.5, 300)
+    assert r["time"]["step_seconds"] == pytest.approx(r["time"]["step_breakdown"]["total"])
     assert cli(["plan", "125m", "--out", str(out)]) == 2
     assert "--out needs --data" in capsys.readouterr().err
