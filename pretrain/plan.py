@@ -428,13 +428,12 @@ def format_report(r: dict) -> str:
     lines.append("communication per GPU per step, GB: " + ", ".join(
         f"{k} {v / GB:.1f}" for k, v in comm.items() if v or k == "total"))
     main = ("compute", "bubble", "exposed_comm", "host_optimizer")
+    links = ", ".join(f"{k.removesuffix('_comm')} {v:.2f}" for k, v in parts.items()
+                      if k.endswith("_comm") and k != "exposed_comm" and v)
     lines.append(f"step time: {parts['total']:.2f} s = " + " + ".join(f"{k} {parts[k]:.2f}" for k in main if parts[k])
-                 + "; link time per dimension, s: " + ", ".join(
-                     f"{k.removesuffix('_comm')} {v:.2f}" for k, v in parts.items() if k.endswith("_comm") and
-                     k != "exposed_comm" and v)
-                 + f" (dp, cp and host hide behind up to {OVERLAP:.0%} of compute; "
-                 f"{r['cluster']['intra_node_gbs']:g} GB/s per GPU within a node, "
-                 f"{r['cluster']['inter_node_gbs']:g} across nodes)")
+                 + (f"; link time per dimension, s: {links} (dp, cp and host hide behind up to {OVERLAP:.0%} of "
+                    f"compute; {r['cluster']['intra_node_gbs']:g} GB/s per GPU within a node, "
+                    f"{r['cluster']['inter_node_gbs']:g} across nodes)" if links else ""))
     for tp, rows in r["breakdown"].items():
         lines += ["", f"per-GPU memory, GB (TP {tp}, checkpointing: {lay['checkpointing']}):",
                   f"  {'':<15}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}{'fsdp':>8}{'total':>8}"]
