@@ -1,8 +1,15 @@
-"""Accelerator specs in one place: memory and dense bf16 peak FLOP/s.
+"""Accelerator specs in one place: memory, dense bf16 peak FLOP/s and link bandwidths.
 
 ``pretrain plan`` sizes layouts with them and training divides achieved FLOP/s by ``peak_flops`` to
 report MFU. Peaks are the vendors' dense (no 2:4 sparsity) bf16 tensor-core figures; MFU against
 them follows the PaLM convention (H100/H200 989 TFLOP/s, A100 312 TFLOP/s).
+
+Bandwidths are GB/s per GPU in one direction, as datasheets quote them halved: within a node, NVLink
+(H100/H200 SXM: 18 NVLink-4 links, 900 GB/s bidirectional, so 450; A100: 600 -> 300; B200: 1800 -> 900;
+MI300X: 7 Infinity Fabric links of 64 GB/s) or PCIe (Gen5 x16 ~64, Gen4 x16 ~32, less protocol overhead);
+across nodes, the usual one NIC per GPU (DGX/HGX H100: 8 x 400 Gb/s InfiniBand NDR per 8-GPU node = 50
+GB/s per GPU; A100: 8 x 200 Gb/s HDR = 25). These are assumptions about a typical cluster, not facts of
+the chip: ``pretrain plan --intra-node-gbs/--inter-node-gbs`` override them.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ class GPUSpec:
     name: str
     memory_gb: float  # usable HBM as sold, decimal GB (80 GB = 80e9 bytes)
     peak_flops_bf16: float  # dense bf16 tensor-core FLOP/s
+    intra_node_gbs: float = 450  # GB/s per GPU per direction to GPUs of its node (NVLink; PCIe cards less)
+    inter_node_gbs: float = 50  # GB/s per GPU per direction to other nodes (its share of the node's NICs)
     gpus_per_node: int = 8  # usual server size; NVLink domain for tensor parallelism
 
     @property
@@ -29,18 +38,18 @@ class GPUSpec:
 # key -> spec. Keys are what users type (--gpu h100); names are what datasheets call them.
 GPUS: dict[str, GPUSpec] = {
     "h100": GPUSpec("NVIDIA H100 SXM 80GB", 80, 989e12),
-    "h100-pcie": GPUSpec("NVIDIA H100 PCIe 80GB", 80, 756e12),
-    "h100-nvl": GPUSpec("NVIDIA H100 NVL 94GB", 94, 835e12),
+    "h100-pcie": GPUSpec("NVIDIA H100 PCIe 80GB", 80, 756e12, intra_node_gbs=64, inter_node_gbs=25),
+    "h100-nvl": GPUSpec("NVIDIA H100 NVL 94GB", 94, 835e12, intra_node_gbs=64, inter_node_gbs=25),
     "h200": GPUSpec("NVIDIA H200 SXM 141GB", 141, 989e12),
-    "b200": GPUSpec("NVIDIA B200 180GB", 180, 2250e12),
-    "a100-80gb": GPUSpec("NVIDIA A100 80GB", 80, 312e12),
-    "a100-40gb": GPUSpec("NVIDIA A100 40GB", 40, 312e12),
-    "l40s": GPUSpec("NVIDIA L40S 48GB", 48, 362e12),
-    "a10": GPUSpec("NVIDIA A10 24GB", 24, 125e12, gpus_per_node=4),
-    "l4": GPUSpec("NVIDIA L4 24GB", 24, 121e12, gpus_per_node=4),
-    "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12),
+    "b200": GPUSpec("NVIDIA B200 180GB", 180, 2250e12, intra_node_gbs=900),
+    "a100-80gb": GPUSpec("NVIDIA A100 80GB", 80, 312e12, intra_node_gbs=300, inter_node_gbs=25),
+    "a100-40gb": GPUSpec("NVIDIA A100 40GB", 40, 312e12, intra_node_gbs=300, inter_node_gbs=25),
+    "l40s": GPUSpec("NVIDIA L40S 48GB", 48, 362e12, intra_node_gbs=32, inter_node_gbs=12.5),
+    "a10": GPUSpec("NVIDIA A10 24GB", 24, 125e12, intra_node_gbs=32, inter_node_gbs=12.5, gpus_per_node=4),
+    "l4": GPUSpec("NVIDIA L4 24GB", 24, 121e12, intra_node_gbs=32, inter_node_gbs=12.5, gpus_per_node=4),
+    "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12, intra_node_gbs=448),
     # Plans for CPU-only runs (tests, the demo): a small node's cores; override --peak-flops/--gpu-memory-gb.
-    "cpu": GPUSpec("CPU cores (fp32)", 16, 1e11, gpus_per_node=1),
+    "cpu": GPUSpec("CPU cores (fp32)", 16, 1e11, intra_node_gbs=10, inter_node_gbs=1.25, gpus_per_node=1),
 }
 
 ALIASES = {"h100-sxm": "h100", "a100": "a100-80gb", "a100-sxm": "a100-80gb"}

@@ -1,12 +1,14 @@
-"""``pretrain plan``: the simplest parallel layout that fits, walking the decision tree with reasons, and
+"""``pretrain plan``: the fastest parallel layout that fits, walking the decision tree with reasons, and
 time to train.
 
-The walk (``_candidates``), first fit wins: DDP; ZeRO-2; FSDP (ZeRO-3); a micro-batch of 1 before any
-recomputation; for long sequences context parallel first; selective then block checkpointing; tensor
-parallel within a node; pipeline parallel across nodes (interleaving stages until the bubble is under
-``--max-bubble``); context parallel; CPU offload last. Each layout's memory and communication come from
-``pretrain/plan_memory.py`` (its docstring holds the accounting); step time is the FLOPs at an assumed
-MFU, stretched by the pipeline bubble.
+The walk (``_candidates``) goes from simplest to most involved: DDP; ZeRO-2; FSDP (ZeRO-3); a micro-batch
+of 1 before any recomputation; for long sequences context parallel first; selective then block
+checkpointing; tensor parallel within a node; pipeline parallel across nodes (interleaving stages until
+the bubble is under ``--max-bubble``); context parallel; CPU offload last. Each layout's memory,
+communication and step time come from ``pretrain/plan_memory.py`` (its docstring holds the accounting):
+of the layouts that fit, the one with the least estimated time per token wins (the earlier in the walk on
+a tie), so a layout that sends terabytes per step over the nodes' NICs loses to one that keeps its traffic
+on NVLink.
 """
 
 import json
@@ -20,17 +22,19 @@ from pretrain.hardware import GPUSpec, get_gpu
 from pretrain.model import flops_per_token, num_params
 from pretrain.plan_memory import (  # noqa: F401  (activations, model_states: the public arithmetic)
     GB,
+    OVERLAP,
     PRECISIONS,
+    RECOMPUTE,
     SHARDED,
     activations,
     communication,
     layout_memory,
     model_states,
+    step_time,
 )
 
 LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
 STAGE_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
-RECOMPUTE = {"none": 1.0, "selective": 1.0, "block": 4 / 3}  # block checkpointing re-runs each forward
 TOKENS_PER_STEP = 2**20  # default global batch: ~1M tokens, the usual size for 100M-10B models
 
 
@@ -53,6 +57,12 @@ class Layout:
     grad_accum: int | None = None
     bubble: float = 0.0
     reason: str = ""
+    time: dict = field(default_factory=dict)  # step_time's parts, for layouts that fit
+    tokens_per_step: int = 0
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.time["total"] / self.tokens_per_step
 
     @property
     def schedule(self) -> str:
@@ -96,7 +106,7 @@ def _cp_layouts(gpus: int, tp: int, seq_len: int, checkpointing: tuple[str, ...]
 def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int, micro_batch: int, seq_len: int) -> list[Layout]:
     """The decision tree as a list, from simplest to most involved: DDP, ZeRO-2, ZeRO-3, a micro-batch of 1,
     (CP first for a long sequence), selective then block checkpointing, TP within a node, PP across nodes
-    (with the widest TP), CP, CPU offload last. The first that fits wins."""
+    (with the widest TP, so stages cross nodes; DDP, ZeRO-2 or FSDP over the rest), CP, CPU offload last."""
     sharded = "zero3" if gpus > 1 else "ddp"
     out = [Layout("ddp", 1, gpus, "none", micro_batch)]
     if gpus > 1:
@@ -114,7 +124,8 @@ def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int, micro_batch: in
     pp = 2
     while pp <= cfg.n_layers and gpus % (tp * pp) == 0 and tp * pp <= gpus:
         dp = gpus // (tp * pp)
-        out += [Layout("zero3" if dp > 1 else "ddp", tp, dp, ac, 1, pp=pp) for ac in ("selective", "block")]
+        out += [Layout(stage, tp, dp, ac, 1, pp=pp) for stage in (("ddp", "zero2", "zero3") if dp > 1 else ("ddp",))
+                for ac in ("none", "selective", "block")]
         pp *= 2
     out += _cp_layouts(gpus, tp, seq_len, ("selective", "block"))
     if gpus > 1:  # FSDP streams the shards from host memory (our trainer offloads through FSDP2 only)
@@ -139,6 +150,10 @@ def _pipeline_schedule(lay: Layout, cfg: ModelConfig, max_bubble: float) -> str:
             + f": bubble {lay.bubble:.1%}, {verdict} the {max_bubble:.0%} target")
 
 
+_ZERO2 = "ZeRO-2 shards gradients and Adam states {dp} ways, keeps the gathered weights forward to backward"
+_ZERO3 = "FSDP shards weights, gradients and Adam states {dp} ways (all-gathers every step)"
+
+
 def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: ModelConfig) -> str:
     total, cap = layout.memory["total"] / GB, capacity / GB
     verdict = f"{total:.1f} GB {'<=' if layout.fits else '>'} {cap:.0f} GB per GPU"
@@ -148,7 +163,7 @@ def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: M
         host = model_states(layout_cfg, "zero3", layout.dp, 1)
         why = (f"last resort: weights, gradients and Adam states in host memory "
                f"({sum(host.values()) * min(layout.dp, 8) / GB:.0f} GB per 8-GPU node), streamed to the GPUs every step")
-    elif layout.cp != previous.cp:
+    elif layout.cp != previous.cp and layout.cp > 1:
         why = f"context parallel splits each sequence {layout.cp} ways (activations), gathering keys and values"
     elif layout.pp != previous.pp:
         why = f"pipeline parallel over {layout.pp} stages across nodes splits the layers {layout.pp} ways"
@@ -156,14 +171,15 @@ def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: M
         why = f"tensor parallel over {layout.tp} GPUs of a node splits weights and activations {layout.tp} ways"
     elif layout.micro_batch != previous.micro_batch:
         why = "a micro-batch of 1 (more accumulation steps) before recomputing anything"
+    elif layout.stage != previous.stage and layout.checkpointing == "none":
+        why = {"ddp": "DDP replicates what is left after TP and PP", "zero2": _ZERO2, "zero3": _ZERO3}[layout.stage]
+        why = why.format(dp=layout.dp)
     elif layout.checkpointing != previous.checkpointing:
         why = {"selective": "selective checkpointing keeps matmul outputs, recomputes cheap elementwise ops",
                "block": "block checkpointing keeps only block inputs, recomputing each forward (~33% more compute)",
                "none": ""}[layout.checkpointing]
-    elif layout.stage == "zero2":
-        why = f"ZeRO-2 shards gradients and Adam states {layout.dp} ways, keeps the gathered weights forward to backward"
     else:
-        why = f"FSDP shards weights, gradients and Adam states {layout.dp} ways (all-gathers every step)"
+        why = (_ZERO2 if layout.stage == "zero2" else _ZERO3).format(dp=layout.dp)
     return f"{layout.name}: {verdict}; {why}"
 
 
@@ -172,7 +188,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
          gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
          tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False,
          max_bubble: float = 0.1) -> dict:
-    """Walk the layouts from simplest to most involved and return the first that fits, with timings.
+    """Walk the layouts from simplest to most involved and return the fastest that fits, with timings.
 
     Without ``tokens`` the target is the Chinchilla ``method``'s D for the model; ``unique_tokens`` (the
     data's) turns the target into epochs. ``no_sync``: gradient accumulation without a reduce-scatter per
@@ -194,7 +210,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
     capacity = gpu.memory_bytes
-    tried, chosen, previous = [], None, None
+    tried, previous = [], None
     for layout in _candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len):
         layout.grad_accum = _accum_steps(global_batch, seq_len, layout.micro_batch * layout.dp)
         layout.memory = layout_memory(cfg, layout.stage, layout.tp, layout.checkpointing, gpus=gpus, seq_len=seq_len,
@@ -202,16 +218,22 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
                                       grad_accum=layout.grad_accum, no_sync=no_sync, pp=layout.pp, cp=layout.cp,
                                       offload=layout.offload)
         layout.fits = layout.memory["total"] <= capacity
-        layout.reason = _why(layout, previous, capacity, cfg)
-        if layout.pp > 1:
-            layout.reason += "; " + _pipeline_schedule(layout, cfg, max_bubble)
+        schedule = _pipeline_schedule(layout, cfg, max_bubble) if layout.pp > 1 else ""  # names interleaving
+        layout.reason = _why(layout, previous, capacity, cfg) + (f"; {schedule}" if schedule else "")
+        if layout.fits:
+            layout.tokens_per_step = layout.micro_batch * layout.dp * layout.grad_accum * seq_len
+            layout.time = step_time(cfg, layout, communication(cfg, layout, seq_len, precision), gpu=gpu, gpus=gpus,
+                                    gpus_per_node=gpus_per_node, seq_len=seq_len,
+                                    tokens_per_step=layout.tokens_per_step, mfu=mfu)
         tried.append(layout)
         previous = layout
-        if layout.fits:
-            chosen = layout
-            break
-    if chosen is None:
+    fitting = [t for t in tried if t.fits]
+    if not fitting:
         raise ValueError(_no_fit_message(cfg, tried, gpus, gpu))
+    chosen = min(fitting, key=lambda t: t.seconds_per_token)  # the first of equals: min keeps the earliest
+    for t in fitting:
+        t.reason += f"; {_time_summary(t)}" + (" <- fastest" if t is chosen else
+                                               f", {t.seconds_per_token / chosen.seconds_per_token - 1:+.0%} time per token")
     per_step = chosen.micro_batch * chosen.dp
     if global_batch is not None and global_batch % per_step:
         raise ValueError(f"global batch {global_batch} is not a multiple of micro-batch {chosen.micro_batch} x "
@@ -221,6 +243,13 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
                    tokens=tokens, show_tp=show_tp, method=method, tokens_source=tokens_source,
                    unique_tokens=unique_tokens, no_sync=no_sync)
+
+
+def _time_summary(lay: Layout) -> str:
+    t = lay.time
+    parts = [f"compute {t['compute']:.1f}"] + [f"{label} {t[key]:.1f}" for key, label in (
+        ("bubble", "bubble"), ("exposed_comm", "exposed comm"), ("host_optimizer", "host AdamW")) if t[key] >= 0.05]
+    return f"{t['total']:.1f} s/step ({', '.join(parts)})"
 
 
 def _accum_steps(global_batch: int | None, seq_len: int, per_step: int) -> int:
@@ -250,10 +279,8 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
     micro_batch = chosen.micro_batch
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
     tokens_per_step = global_batch * seq_len
-    step_flops = flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[chosen.checkpointing]
-    # the pipeline's idle share stretches the step at the same MFU of the busy time
-    step_time = step_flops / (gpus * gpu.peak_flops_bf16 * mfu) / (1 - chosen.bubble)
-    tokens_per_day = tokens_per_step / step_time * 86400
+    seconds = chosen.time["total"]
+    tokens_per_day = tokens_per_step / seconds * 86400
     kw = dict(gpus=gpus, seq_len=seq_len, micro_batch=micro_batch, precision=precision, grad_accum=chosen.grad_accum,
               no_sync=no_sync, pp=chosen.pp, cp=chosen.cp, offload=chosen.offload)
     breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, **kw) for stage in SHARDED}
@@ -275,7 +302,8 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
         "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
         "activations_by_checkpointing": act,
         "time": {"mfu": mfu, "flops_per_token": flops_per_token(cfg, seq_len),
-                 "recompute_factor": RECOMPUTE[chosen.checkpointing], "step_seconds": step_time,
+                 "recompute_factor": RECOMPUTE[chosen.checkpointing], "step_seconds": seconds,
+                 "step_breakdown": chosen.time,
                  "tokens_per_day": tokens_per_day, "target_tokens": tokens, "target_source": tokens_source,
                  "steps": math.ceil(tokens / tokens_per_step), "days": tokens / tokens_per_day,
                  "unique_tokens": unique_tokens, "epochs": tokens / unique_tokens if unique_tokens else None},
@@ -309,6 +337,10 @@ def add_arguments(parser) -> None:
                         "(default h100)")
     parser.add_argument("--gpu-memory-gb", type=float, help="override the GPU's memory (GB)")
     parser.add_argument("--peak-flops", help="override the GPU's peak bf16 FLOP/s, e.g. 989e12")
+    parser.add_argument("--intra-node-gbs", type=float, help="override GB/s per GPU per direction within a node "
+                        "(H100 SXM: 450, NVLink)")
+    parser.add_argument("--inter-node-gbs", type=float, help="override GB/s per GPU per direction across nodes "
+                        "(H100: 50, one 400 Gb/s InfiniBand NIC per GPU)")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
     parser.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
     parser.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
@@ -352,6 +384,11 @@ def main(args) -> int:
         gpu = replace(gpu, memory_gb=args.gpu_memory_gb)
     if args.peak_flops is not None:
         gpu = replace(gpu, peak_flops_bf16=parse_number(args.peak_flops))
+    for flag in ("intra_node_gbs", "inter_node_gbs"):
+        if getattr(args, flag) is not None:
+            if not getattr(args, flag) > 0:
+                raise ValueError(f"--{flag.replace('_', '-')} must be positive")
+            gpu = replace(gpu, **{flag: getattr(args, flag)})
     if args.out and not args.data:
         raise ValueError("--out needs --data: the token-shard directory the training config reads")
     # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
@@ -387,9 +424,16 @@ def format_report(r: dict) -> str:
     if lay["pp"] > 1:
         lines.append(f"pipeline: {lay['pp_schedule']}, {lay['pp_stages_per_rank']} stage(s) per rank, "
                      f"bubble {lay['bubble']:.1%}")
-    comm = lay["communication"]
+    comm, parts = lay["communication"], t["step_breakdown"]
     lines.append("communication per GPU per step, GB: " + ", ".join(
         f"{k} {v / GB:.1f}" for k, v in comm.items() if v or k == "total"))
+    main = ("compute", "bubble", "exposed_comm", "host_optimizer")
+    links = ", ".join(f"{k.removesuffix('_comm')} {v:.2f}" for k, v in parts.items()
+                      if k.endswith("_comm") and k != "exposed_comm" and v)
+    lines.append(f"step time: {parts['total']:.2f} s = " + " + ".join(f"{k} {parts[k]:.2f}" for k in main if parts[k])
+                 + (f"; link time per dimension, s: {links} (dp, cp and host hide behind up to {OVERLAP:.0%} of "
+                    f"compute; {r['cluster']['intra_node_gbs']:g} GB/s per GPU within a node, "
+                    f"{r['cluster']['inter_node_gbs']:g} across nodes)" if links else ""))
     for tp, rows in r["breakdown"].items():
         lines += ["", f"per-GPU memory, GB (TP {tp}, checkpointing: {lay['checkpointing']}):",
                   f"  {'':<15}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}{'fsdp':>8}{'total':>8}"]

@@ -1,4 +1,4 @@
-"""The planner's arithmetic: bytes per GPU of a layout, and bytes it sends per step.
+"""The planner's arithmetic: bytes per GPU of a layout, bytes it sends per step, and the step's time.
 
 Memory per GPU = model states + activations (+ FSDP's gathered buffers):
 - model states, bytes per parameter (weights, gradients, AdamW states): fp32 4 + 4 + 8 (7B: 28 GB +
@@ -25,6 +25,9 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   t ways under loss parallelism.
 - FSDP gathers one unit (a block, or the root: embeddings + output) ahead of use: two gathered units
   plus one unit of unsharded gradients.
+- pipeline stages under FSDP: torch's schedules skip the gradient reduction and the resharding after
+  backward until the last micro-batch, so a stage holds its weights gathered (bf16) and its gradients
+  whole (fp32) all step, like no-sync accumulation.
 GB here are 1e9 bytes; GPUs are listed by their marketing size (an "80 GB" H100 has 85.9e9 bytes),
 which leaves ~6% for the CUDA context, NCCL buffers and allocator fragmentation.
 """
@@ -32,13 +35,20 @@ which leaves ~6% for the CUDA context, NCCL buffers and allocator fragmentation.
 from __future__ import annotations
 
 from pretrain.config import ModelConfig
-from pretrain.model import num_params
+from pretrain.hardware import GPUSpec
+from pretrain.model import flops_per_token, num_params
 
 PRECISIONS = {"bf16": (2, 2, 12), "fp32": (4, 4, 8)}  # bytes per parameter: weights, gradients, optimizer
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
            "zero3": (True, True, True)}  # (weights, gradients, optimizer) sharded over data parallel
 ELEM = {"bf16": 2, "fp32": 4}  # bytes per activation element
 GB = 1e9
+RECOMPUTE = {"none": 1.0, "selective": 1.02, "block": 4 / 3}  # compute per step relative to no recomputation:
+# selective re-runs only elementwise ops (no matmul FLOPs, a few % of the time: memory-bound kernels), block
+# checkpointing re-runs each forward
+OVERLAP = 0.8  # FSDP/DP collectives and offload copies run beside compute, hidden by up to 80% of its time
+HOST_GBS = 50  # GB/s per GPU to host memory (PCIe Gen5 x16, ~64 nominal)
+HOST_ADAM_GBS = 37.5  # host memory bandwidth per GPU for the CPU AdamW step (~300 GB/s per 8-GPU node)
 
 
 def model_states(cfg: ModelConfig, stage: str, dp: int, tp: int, precision: str = "bf16",
@@ -90,7 +100,8 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
     Context parallelism splits activations cp ways (FSDP shards over dp x cp) and gathers one layer's
     keys and values whole. Offload moves the model states to host memory."""
     dp = gpus // (tp * pp * cp)
-    mem = model_states(cfg, stage, dp * cp, tp, precision, unsharded_grads=no_sync and grad_accum > 1)
+    held = pp > 1 and stage in ("zero2", "zero3") and dp * cp > 1  # the schedule defers resharding
+    mem = model_states(cfg, stage, dp * cp, tp, precision, unsharded_grads=(no_sync and grad_accum > 1) or held)
     mem = {k: v / pp for k, v in mem.items()}
     if offload:
         mem = {k: 0.0 for k in mem}
@@ -100,6 +111,8 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
         mem["activations"] += 2 * 2 * micro_batch * seq_len * cfg.n_kv_heads * cfg.head_dim / tp * ELEM[precision]
     sharding = stage in ("zero2", "zero3") and dp * cp > 1
     mem["fsdp_buffers"] = fsdp_buffers(cfg, tp, precision) if sharding or offload else 0.0
+    if held:  # the stage's weights stay gathered between micro-batches
+        mem["fsdp_buffers"] += num_params(cfg) / tp / pp * PRECISIONS[precision][0]
     mem["total"] = sum(mem.values())
     return mem
 
@@ -111,19 +124,23 @@ def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") 
     and backward (once under ZeRO-2) and reduce-scatters fp32 gradients, per micro-batch; DDP all-reduces
     gradients once; sequence-parallel TP all-gathers and reduce-scatters the activations 4 times per
     layer in forward, as many in backward (and again when a checkpointed block is recomputed); PP sends
-    activations forward and their gradients back; CP gathers each layer's keys and values."""
+    activations forward and their gradients back (and FSDP under PP gathers and reduces once per step: see
+    module doc); CP gathers each layer's keys and values; offload copies the weight shards in (forward and
+    backward) and the gradient shards out, in fp32, per micro-batch ("host")."""
     elem = ELEM[precision]
     params = num_params(cfg) / lay.tp / lay.pp
     tokens = lay.micro_batch * seq_len // lay.cp  # per micro-batch per GPU
     m = lay.grad_accum or 1
     ring = lambda n: (n - 1) / n  # noqa: E731
-    out = {"dp": 0.0, "tp": 0.0, "pp": 0.0, "cp": 0.0}
+    out = {"dp": 0.0, "tp": 0.0, "pp": 0.0, "cp": 0.0, "host": 0.0}
     shards = lay.dp * lay.cp
     if lay.stage == "ddp":
         out["dp"] = 2 * params * 4 * ring(shards)
     else:
-        gathers = 1 if lay.stage == "zero2" else 2
-        out["dp"] = m * params * (gathers * elem + 4) * ring(shards)
+        gathers = 1 if lay.stage == "zero2" or lay.pp > 1 else 2
+        out["dp"] = (1 if lay.pp > 1 else m) * params * (gathers * elem + 4) * ring(shards)
+    if lay.offload:
+        out["host"] = m * params / shards * (2 * 4 + 4)
     if lay.tp > 1:
         passes = 8 + (4 if lay.checkpointing == "block" else 0)
         out["tp"] = m * cfg.n_layers / lay.pp * passes * tokens * cfg.d_model * elem * ring(lay.tp)
@@ -134,3 +151,33 @@ def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") 
         out["cp"] = m * cfg.n_layers * 2 * 2 * lay.micro_batch * seq_len * kv * elem * ring(lay.cp)
     out["total"] = sum(out.values())
     return out
+
+
+def link_bandwidths(lay, gpu: GPUSpec, gpus: int, gpus_per_node: int) -> dict[str, float]:
+    """GB/s per GPU of the links each mesh dimension's group crosses. The mesh is pp x dp x cp x tp, tp
+    innermost, so a group spans its degree times the inner degrees in consecutive ranks; within a node it
+    runs over NVLink, else over the node's NICs (the slower link bounds a ring)."""
+    spans = {"tp": lay.tp, "cp": lay.tp * lay.cp, "dp": lay.tp * lay.cp * lay.dp, "pp": gpus}
+    out = {dim: gpu.intra_node_gbs if span <= gpus_per_node else gpu.inter_node_gbs for dim, span in spans.items()}
+    return out | {"host": HOST_GBS}
+
+
+def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gpus: int, gpus_per_node: int,
+              seq_len: int, tokens_per_step: int, mfu: float) -> dict[str, float]:
+    """Seconds per optimizer step of layout ``lay`` and their parts. Compute is the step's FLOPs (with
+    recomputation) at ``mfu`` of peak; the pipeline bubble idles every rank for bubble/(1-bubble) of it.
+    Each dimension's bytes (``comm``) take bytes / bandwidth of the links it crosses. FSDP/DP collectives,
+    offload copies and CP's key/value exchange overlap compute (prefetch, bucketed reduction, ring attention
+    passing the next chunk while it attends to this one): only what exceeds OVERLAP of the compute time
+    shows; TP's and PP's transfers sit between dependent kernels and all show. Offload adds
+    the host's AdamW step (reads and writes weights, gradients and both moments: 32 bytes per parameter)."""
+    compute = (flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[lay.checkpointing]
+               / (gpus * gpu.peak_flops_bf16 * mfu))
+    bw = link_bandwidths(lay, gpu, gpus, gpus_per_node)
+    secs = {dim: comm[dim] / (bw[dim] * GB) for dim in bw}
+    hidden = secs["dp"] + secs["host"] + secs["cp"]
+    exposed = max(0.0, hidden - OVERLAP * compute) + secs["tp"] + secs["pp"]
+    bubble = compute * lay.bubble / (1 - lay.bubble)
+    host_adam = num_params(cfg) / gpus * 32 / (HOST_ADAM_GBS * GB) if lay.offload else 0.0
+    return {"compute": compute, "bubble": bubble, "exposed_comm": exposed, "host_optimizer": host_adam,
+            **{f"{dim}_comm": t for dim, t in secs.items()}, "total": compute + bubble + exposed + host_adam}
