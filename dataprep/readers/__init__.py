@@ -1,0 +1,94 @@
+"""Readers: stream one input file into batches of documents, every record kept or dropped with a reason.
+
+Formats: WARC response records (HTML kept as bytes for ``extract``), WET conversion records (text),
+and JSONL(.gz) / Parquet documents (re-cleaning an existing corpus). Nothing is lost silently: a
+record that is not a usable document is a dropped row of stage ``read`` (``non_html``, ``revisit``,
+``not_response``, ``too_large``, ``empty``, ``http_status:4xx``, ...), and a file that breaks part
+way keeps what was read before the break plus one ``error:truncated`` / ``error:malformed_record`` row.
+
+A WARC record whose Content-Length is wrong (too long: it swallows the next records' headers; too
+short: its leftover bytes break the next header) is dropped as ``error:bad_content_length`` and
+reading resumes at the next record boundary (the next gzip member in a per-record ``.warc.gz``, the
+next ``WARC/1.x`` header line in a plain ``.warc``), so every good record after it is kept and no
+WARC or HTTP header text reaches a document. Empty files are counted (``empty_files``).
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import Iterator
+
+from dataprep.config import InputConfig
+from dataprep.io import open_stream
+from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, hash_id
+from dataprep.readers.documents import read_jsonl, read_parquet
+from dataprep.readers.warc import dechunk, decode_payload, read_warc
+from dataprep.stage import StageResult
+from dataprep.stats import StageStats
+
+__all__ = ["READ_SCHEMA", "READ_STAGE", "dechunk", "decode_payload", "detect_format", "iter_documents"]
+
+log = logging.getLogger(__name__)
+
+
+def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None) -> Iterator[StageResult]:
+    """Stream ``path`` (local or fsspec URL) as batches of about ``cfg.batch_size`` kept documents.
+    With ``stats``, each batch is counted there (documents, payload bytes read, time, errors)."""
+    out = Batches(path, cfg.batch_size, stats)
+    try:
+        if _is_empty(path):
+            log.warning("%s: empty file", path)
+            out.counters["empty_files"] += 1
+            return
+        fmt = detect_format(path, cfg.format)
+        reader = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet}.get(fmt)
+        if reader is None:
+            log.warning("cannot tell the format of %s; set input.format", path)
+            out.drop("error:unknown_format", id=hash_id(path, 0))
+        else:
+            for result in reader(path, cfg, out):
+                yield result
+                out.restart_clock()  # the time the consumer took is not reading time
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"input file not found: {path}") from exc
+    finally:
+        out.record_counters()
+    if out.rows:
+        yield out.flush()
+
+
+def _is_empty(path: str) -> bool:
+    """No bytes, or a gzip file holding none."""
+    with open_stream(path, decompress=False) as fh:
+        head = fh.read(2)
+    if not head:
+        return True
+    if head != b"\x1f\x8b":
+        return False
+    with open_stream(path) as fh:
+        return not fh.read(1)
+
+
+def detect_format(path: str, declared: str = "auto") -> str | None:
+    """``warc`` (also WET/WAT), ``jsonl`` or ``parquet``: from the config, the extension, else the first bytes."""
+    if declared != "auto":
+        return "warc" if declared in ("warc", "wet") else declared
+    name = path.lower().removesuffix(".gz")
+    if name.endswith((".warc", ".wet", ".wat")):
+        return "warc"
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if name.endswith(".parquet"):
+        return "parquet"
+    with open_stream(path, decompress=False) as fh:
+        head = fh.read(4096)
+    if head[:2] == b"\x1f\x8b":
+        head = zlib.decompressobj(wbits=31).decompress(head, 64)
+    if head.startswith(b"WARC/"):
+        return "warc"
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.lstrip().startswith(b"{"):
+        return "jsonl"
+    return None

@@ -1,0 +1,85 @@
+"""What every reader fills: kept and dropped rows in READ_SCHEMA, flushed as one StageResult per batch."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import Counter
+
+import pyarrow as pa
+
+from dataprep.stage import DOC_SCHEMA, ErrorLog, StageResult, mark_dropped
+from dataprep.stats import StageStats
+
+log = logging.getLogger(__name__)
+
+READ_STAGE = "read"  # the stage name of reader skips in stats and dropped rows
+# Every reader yields READ_SCHEMA whatever the format (so a job may mix formats): DOC_SCHEMA plus
+# ``html`` (raw payload, transfer/content encodings removed), ``charset`` (declared by HTTP or <meta>),
+# ``content_type`` (text/plain for WET) and ``cc_lang`` (WARC-Identified-Content-Language, if any).
+# ``extract`` turns html + charset into text and drops both columns.
+READ_SCHEMA = pa.schema(
+    list(DOC_SCHEMA)
+    + [
+        ("html", pa.binary()),
+        ("charset", pa.string()),
+        ("content_type", pa.string()),
+        ("cc_lang", pa.string()),
+    ]
+)
+
+
+class Batches:
+    """Collects kept and dropped rows; ``flush`` turns them into one StageResult."""
+
+    def __init__(self, source: str, batch_size: int, stats: StageStats | None = None) -> None:
+        self.source, self.batch_size, self.stats = source, batch_size, stats
+        self.kept: list[dict] = []
+        self.dropped: list[dict] = []
+        self.reasons: list[str] = []
+        self.bytes_read = 0  # payload bytes of the records in this batch, kept or dropped
+        self.errors = ErrorLog()
+        self.counters: Counter = Counter()
+        self._t0 = time.perf_counter()
+
+    @property
+    def rows(self) -> int:
+        return len(self.kept) + len(self.dropped)
+
+    def full(self) -> bool:
+        # Dropped rows are small (no payload) but a WAT file is nothing else, so they bound a batch too.
+        return len(self.kept) >= self.batch_size or len(self.dropped) >= 10 * self.batch_size
+
+    def keep(self, **row) -> None:
+        self.kept.append({"source": self.source, **row})
+
+    def drop(self, reason: str, exc: BaseException | None = None, **row) -> None:
+        row.pop("html", None)
+        self.dropped.append({"source": self.source, **row})
+        self.reasons.append(reason)
+        if exc is not None:
+            self.errors.add(exc, row.get("id"), with_traceback=False)
+
+    def flush(self) -> StageResult:
+        kept = pa.Table.from_pylist(self.kept, schema=READ_SCHEMA)
+        dropped = mark_dropped(pa.Table.from_pylist(self.dropped, schema=READ_SCHEMA), READ_STAGE, self.reasons)
+        result = StageResult(kept, dropped)
+        if self.stats is not None:
+            self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read)
+            self.stats.errors_seen.merge(self.errors)
+        self.kept, self.dropped, self.reasons, self.bytes_read, self.errors = [], [], [], 0, ErrorLog()
+        return result
+
+    def restart_clock(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def record_counters(self) -> None:
+        if self.stats is not None:
+            self.stats.counters.update(self.counters)
+        self.counters = Counter()
+
+
+def hash_id(source: str, n: int) -> str:
+    """Stable id for a document without one: the same file and position give the same id every run."""
+    return hashlib.blake2b(f"{source}\0{n}".encode(), digest_size=16).hexdigest()

@@ -1,0 +1,105 @@
+"""JSONL(.gz) and Parquet documents (re-cleaning an existing corpus)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dataprep.config import InputConfig
+from dataprep.io import open_stream
+from dataprep.readers.batches import Batches, hash_id
+from dataprep.stage import StageResult
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------------------------------
+# JSONL / Parquet documents
+
+
+def _text_document(out: Batches, cfg: InputConfig, n: int, text, doc_id, url, date) -> None:
+    row = {
+        "id": str(doc_id) if doc_id not in (None, "") else hash_id(out.source, n),
+        "url": url if isinstance(url, str) else None,
+        "date": str(date) if date is not None else None,
+    }
+    if text is None:
+        return out.drop(f"missing_field:{cfg.text_field}", **row)
+    if not isinstance(text, str):
+        return out.drop("error:malformed_record", **row)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # lone surrogates from JSON escapes: Arrow cannot store them
+        text = text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+        size = len(text.encode("utf-8"))
+    if size > cfg.max_document_bytes:
+        return out.drop("too_large", **row)
+    if not text.strip():
+        return out.drop("empty", **row)
+    out.keep(text=text, **row)
+
+
+def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    limit = cfg.max_document_bytes * 2 + 65536  # JSON escaping can double the text's size
+    n = 0
+    with open_stream(path) as fh:
+        try:
+            while line := fh.readline(limit):
+                if out.full():
+                    yield out.flush()
+                n += 1
+                out.bytes_read += len(line)
+                if len(line) >= limit and not line.endswith(b"\n"):
+                    while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
+                        pass  # skip the rest of an enormous line without holding it
+                    out.drop("too_large", id=hash_id(path, n))
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    doc = json.loads(line.decode("utf-8", errors="replace"))
+                except ValueError:
+                    doc = None
+                if not isinstance(doc, dict):
+                    out.drop("error:malformed_record", id=hash_id(path, n))
+                    continue
+                date = doc.get("date", doc.get("created"))
+                _text_document(out, cfg, n, doc.get(cfg.text_field), doc.get(cfg.id_field), doc.get("url"), date)
+        except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt gzip: keep what was read
+            reason = "error:truncated" if isinstance(exc, EOFError) else "error:malformed_record"
+            log.warning("%s: %s after line %d: %s", path, reason, n, exc)
+            out.drop(reason, exc, id=hash_id(path, -1))
+
+
+def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    with open_stream(path, decompress=False) as fh:
+        try:
+            parquet = pq.ParquetFile(fh)
+        except (pa.ArrowException, OSError) as exc:
+            log.warning("%s: unreadable Parquet file: %s", path, exc)
+            out.drop("error:malformed_record", exc, id=hash_id(path, -1))
+            return
+        names = parquet.schema_arrow.names
+        if cfg.text_field not in names:
+            raise ValueError(f"{path}: no column {cfg.text_field!r} (input.text_field); columns: {', '.join(names)}")
+        wanted = {"text": cfg.text_field, "id": cfg.id_field, "url": "url", "date": "date"}
+        columns = sorted({c for c in wanted.values() if c in names})
+        n = 0
+        try:
+            for batch in parquet.iter_batches(batch_size=cfg.batch_size, columns=columns):
+                out.bytes_read += int(pc.sum(pc.binary_length(batch.column(cfg.text_field))).as_py() or 0)
+                data = batch.to_pydict()
+                values = {k: data.get(c, [None] * batch.num_rows) for k, c in wanted.items()}
+                for text, doc_id, url, date in zip(values["text"], values["id"], values["url"], values["date"]):
+                    n += 1
+                    _text_document(out, cfg, n, text, doc_id, url, date)
+                if out.full():
+                    yield out.flush()
+        except (pa.ArrowException, OSError) as exc:
+            log.warning("%s: Parquet read failed after %d rows: %s", path, n, exc)
+            out.drop("error:malformed_record", exc, id=hash_id(path, -1))
