@@ -9,9 +9,11 @@ The labels are tests/data/filter_eval.jsonl: one line per page, ``label`` good/b
 ``category`` and the page's ``lang``. The split is fixed in the file: rules and thresholds are chosen
 on the ``tune`` half and judged on the ``heldout`` half. It was drawn once, stratified by label and
 source: pages grouped by URL (a WARC record and its WET text stay together), sorted by label, source,
-category and the SHA-1 of the URL (or file, id, text), and dealt alternately to tune and heldout. A page is a pointer into ../shared/data (a trafilatura-eval page by ``file``, a
-WARC record or a document by ``source`` and ``id``) or, for kinds the samples lack (spam, adult,
-link farms, listings, cookie walls; forum threads, recipes, match and market reports), a ``written``
+category and the SHA-1 of the URL (or file, id, text), and dealt alternately to tune and heldout.
+A page is a pointer into ../shared/data (a trafilatura-eval page by ``file``; a WARC record or a
+document by ``source`` and ``id``, or by ``record``, its position in a file without ids of its own,
+whose reader ids hash the path and so move with ../shared) or, for kinds the samples lack (spam,
+adult, link farms, listings, cookie walls; forum threads, recipes, match and market reports), a ``written``
 page whose text is in the line. HTML is extracted with the pipeline's own ``extract`` stage (engine
 auto) and each page's language is the ``langid`` stage's (lid.176), so the rules see what a run gives
 them, as with ``language: auto`` after langid. The line's ``lang`` is the language as annotated.
@@ -126,12 +128,15 @@ def load_eval_set(shared: Path = SHARED, labels: Path = LABELS) -> list[dict]:
     """The labelled pages with their text and the language langid gives it (``run_lang``); a pointer
     that finds no text is an error, not a skip."""
     from dataprep.langid import LanguageID
+    from dataprep.readers.batches import hash_id
 
     texts = _shared_texts(shared)
     pages = []
     for line in labels.read_text(encoding="utf-8").splitlines():
         page = json.loads(line)
         if page["source"] != "written":
+            if "record" in page:
+                page["id"] = hash_id(str(shared / page["source"]), page["record"])
             key = (page["source"], page.get("file") or page["id"])
             if texts.get(key) is None:
                 raise KeyError(f"{labels.name}: no text for {key} in {shared}")
