@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from dataprep.quality.base import QualityFilter
-from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, is_symbol_word, split_words, stop_words
+from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, LANGUAGES, is_symbol_word, split_words, stop_words
 from dataprep.stage import register
 
 _BULLETS = ("•", "-")
@@ -44,6 +44,8 @@ class GopherQuality(QualityFilter):
     alpha_words: Literal["tokens", "whitespace"] = Field(
         "tokens", description="words of the alpha ratio: 'whitespace' splits on spaces as the Gopher paper does (punctuation stays on its word)")
     alpha_counts_numbers: bool = Field(False, description="words with a digit (numbers, dates, prices) count as alphabetic")
+    stop_words_unlisted: Literal["english", "skip"] = Field(
+        "english", description="a language without a stop-word list of its own (languages.LANGUAGES): 'english' judges it by English's, as datatrove does, so nearly all its pages fail; 'skip' does not apply the rule")
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         words = split_words(text, language)
@@ -78,7 +80,7 @@ class GopherQuality(QualityFilter):
                     return "gopher_too_many_end_ellipsis", text
         if self.min_alpha_words_ratio and self._alpha_ratio(text, words, language) < self.min_alpha_words_ratio:
             return "gopher_below_alpha_threshold", text
-        if self.min_stop_words:
+        if self.min_stop_words and (self.stop_words is not None or self.stop_words_unlisted == "english" or language in LANGUAGES):
             wanted = frozenset(self.stop_words) if self.stop_words is not None else stop_words(language)
             if len(wanted.intersection(words)) < self.min_stop_words:
                 return "gopher_enough_stop_words", text  # datatrove's name; it means "too few"

@@ -172,7 +172,8 @@ def split_words(text: str, language: str = "en") -> tuple[str, ...]:
 # Punctuation classes used by the rules
 
 # Characters that end a sentence (Unicode Sentence_Terminal plus three Khmer signs, as FineWeb uses).
-_TERMINAL = regex.compile(r"[\p{Sentence_Terminal}៖៙៚]")
+TERMINAL_CLASS = r"[\p{Sentence_Terminal}៖៙៚]"
+_TERMINAL = regex.compile(TERMINAL_CLASS)
 
 
 @lru_cache(maxsize=4096)
