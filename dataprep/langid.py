@@ -10,29 +10,42 @@ that executor's installed package), a configured one through ``resolve_asset`` (
 ``english``), with the closest labels it has. With ``languages: []`` every document is kept and only
 labelled.
 
-``second_opinion: lingua`` makes it an ensemble: texts that lid.176 labels with a probability under
-``ask_below``, texts shorter than ``ask_chars`` and texts with a label in ``ask_labels`` (``no``: it
-cannot tell Bokmål from Nynorsk; ``en``: it calls Bantu languages English) go to lingua (``lingua-language-detector``, a wheel with its n-gram models inside,
-75 languages, among them the Bantu languages lid.176 lacks), which then decides among its languages;
-its confidence becomes ``lang_score``. lid.176 keeps the languages lingua does not know. Only the
-middle ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so
-its cost stays bounded on long pages.
+``second_opinion`` makes it an ensemble with lingua (``lingua-language-detector``, a wheel with its
+n-gram models inside, 75 languages, among them the Bantu languages lid.176 lacks): texts that lid.176
+labels with a probability under ``ask_below``, texts shorter than ``ask_chars`` and texts with a label in
+``ask_labels`` (``no``: it cannot tell Bokmål from Nynorsk; ``en``: it calls Bantu languages English) go
+to lingua, which then decides among its languages; its confidence becomes ``lang_score``. lid.176 keeps
+the languages lingua does not know, and lingua may not call a text English that lid.176 gave another
+language with probability >= 0.5 when a fifth or more of its letters are not Latin (lingua reads the
+Latin part of an Urdu sentence behind an English HTTP header as English). Only the middle
+``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
+stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
+extra brings it) and logs which way it went; ``lingua_accuracy: low`` (trigrams only) loads in a
+fraction of the time and memory, with lower accuracy on short texts.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import importlib.util
+import logging
 import os
 from typing import Literal
 
 import pyarrow as pa
+import regex
 from pydantic import Field, model_validator
 
 from dataprep.io import resolve_asset
 from dataprep.stage import DocumentStage, register, with_column
 
 LABEL_PREFIX = "__label__"
+ENGLISH_MIN_LATIN = 0.8  # lingua may relabel a text as English only if this share of its letters is Latin
+_LATIN = regex.compile(r"\p{Latin}")
+_LETTER = regex.compile(r"\p{L}")
+
+log = logging.getLogger(__name__)
 
 
 def default_model_path() -> str:
@@ -56,17 +69,34 @@ def model_labels(path: str | None = None, second_opinion: str = "none") -> froze
     lingua's when it gives a second opinion."""
     model = load_model(path or default_model_path())
     labels = frozenset(label.removeprefix(LABEL_PREFIX) for label in model.get_labels())
-    return labels | frozenset(lingua_codes().values()) if second_opinion == "lingua" else labels
+    return labels | frozenset(lingua_codes().values()) if uses_lingua(second_opinion) else labels
 
 
-@functools.lru_cache(maxsize=1)
-def lingua_detector():
-    """lingua over all its languages, built once per process (its models load on first use)."""
+def lingua_installed() -> bool:
+    return importlib.util.find_spec("lingua") is not None
+
+
+def uses_lingua(second_opinion: str) -> bool:
+    """Whether lingua gives its second opinion in this process (``auto``: when it is installed)."""
+    return second_opinion == "lingua" or (second_opinion == "auto" and lingua_installed())
+
+
+@functools.lru_cache(maxsize=2)
+def lingua_detector(accuracy: str = "high"):
+    """lingua over all its languages, built once per process (its models load on first use);
+    ``low`` reads trigrams only."""
     try:
         from lingua import LanguageDetectorBuilder
     except ImportError:
-        raise ImportError("second_opinion: lingua needs lingua-language-detector (pip install lingua-language-detector)") from None
-    return LanguageDetectorBuilder.from_all_languages().build()
+        raise ImportError("second_opinion: lingua needs lingua-language-detector (pip install 'ccpretrain[data]')") from None
+    builder = LanguageDetectorBuilder.from_all_languages()
+    return (builder.with_low_accuracy_mode() if accuracy == "low" else builder).build()
+
+
+def latin_share(text: str) -> float:
+    """Share of the letters in ``text`` that are Latin (1.0 without letters)."""
+    letters = len(_LETTER.findall(text))
+    return len(_LATIN.findall(text)) / letters if letters else 1.0
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,7 +128,8 @@ class LanguageID(DocumentStage):
     languages: list[str] = Field(default_factory=list)  # model labels without __label__; empty: keep all, label only
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides
-    second_opinion: Literal["none", "lingua"] = "none"  # lingua decides short and uncertain texts
+    second_opinion: Literal["auto", "none", "lingua"] = "auto"  # lingua decides short and uncertain texts; auto: if installed
+    lingua_accuracy: Literal["high", "low"] = "high"  # low: trigrams only, less memory and load time
     ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
@@ -115,6 +146,11 @@ class LanguageID(DocumentStage):
         return self
 
     def check_assets(self) -> None:
+        if self.second_opinion == "auto":
+            if lingua_installed():
+                log.info("langid: second_opinion auto -> lingua (%s accuracy) decides uncertain, short and %s-labelled texts", self.lingua_accuracy, "/".join(self.ask_labels))
+            else:
+                log.info("langid: second_opinion auto -> lid.176 alone (lingua-language-detector is not installed: pip install 'ccpretrain[data]')")
         labels = model_labels(self.model_path, self.second_opinion)
         check_languages(self.languages, labels, "languages")
         check_languages(self.thresholds, labels, "thresholds")
@@ -140,7 +176,7 @@ class LanguageID(DocumentStage):
             for i, label, prob in zip(present, labels, probs):
                 langs[i] = label[0].removeprefix(LABEL_PREFIX)
                 scores[i] = min(float(prob[0]), 1.0)
-        if self.second_opinion == "lingua":
+        if uses_lingua(self.second_opinion):
             self._ask_lingua(lines, present, langs, scores)
         return langs, scores
 
@@ -161,11 +197,15 @@ class LanguageID(DocumentStage):
         if not ask:
             return
         self.count("lingua_asked", len(ask))
-        results = lingua_detector().compute_language_confidence_values_in_parallel([self._window(lines[i]) for i in ask])
-        for i, values in zip(ask, results):
+        windows = [self._window(lines[i]) for i in ask]
+        results = lingua_detector(self.lingua_accuracy).compute_language_confidence_values_in_parallel(windows)
+        for i, window, values in zip(ask, windows, results):
             if not values:
                 continue
             best = codes[values[0].language]
+            if best == "en" != langs[i] and scores[i] >= 0.5 and latin_share(window) < ENGLISH_MIN_LATIN:
+                self.count("lingua_mixed_script_kept")
+                continue
             if best != langs[i]:
                 self.count("lingua_relabelled")
             scores[i] = max(scores[i], values[0].value) if best == langs[i] else values[0].value

@@ -1,4 +1,5 @@
-"""Language ID with the real fastText lid.176 model: accuracy on labelled sentences, filtering rules."""
+"""Language ID with the real fastText lid.176 model: accuracy on labelled sentences, filtering rules.
+lid.176 alone (``second_opinion: none``); the lingua ensemble is tested in test_langid_ensemble.py."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def sentences(shared_data):
 
 @pytest.fixture(scope="module")
 def predictions(sentences):
-    return LanguageID().predict([s["text"] for s in sentences])
+    return LanguageID(second_opinion="none").predict([s["text"] for s in sentences])
 
 
 def test_model_file_and_trainable_fasttext_are_both_installed(tmp_path, sentences):
@@ -73,7 +74,7 @@ def batch(texts: list[str]) -> pa.Table:
 def test_languages_thresholds_and_columns(sentences):
     pick = {lang: next(s["text"] for s in sentences if s["lang"] == lang and len(s["text"]) > 80) for lang in ("en", "de", "fr")}
     texts = [pick["en"], pick["de"], "Paragraph one.\nAnd a second line\n\nin " + pick["fr"], "", "xq zv 123 ### !!"]
-    stage = LanguageID(languages=["en", "fr"], threshold=0.5)
+    stage = LanguageID(languages=["en", "fr"], threshold=0.5, second_opinion="none")
     result = stage.apply(batch(texts))
     assert result.kept.column("lang").to_pylist() == ["en", "fr"]
     assert all(score >= 0.5 for score in result.kept.column("lang_score").to_pylist())
@@ -82,9 +83,9 @@ def test_languages_thresholds_and_columns(sentences):
     assert reasons["1"] == "langid:de" and reasons["3"] == "langid:low_score"
     assert result.kept.column("id").to_pylist() == ["0", "2"]
     # a per-language threshold above any score drops that language only
-    strict_fr = LanguageID(languages=["en", "de", "fr"], threshold=0.5, thresholds={"fr": 1.0}).apply(batch(texts[:3]))
+    strict_fr = LanguageID(languages=["en", "de", "fr"], threshold=0.5, thresholds={"fr": 1.0}, second_opinion="none").apply(batch(texts[:3]))
     assert strict_fr.kept.column("lang").to_pylist() == ["en", "de"]
-    everything = LanguageID(threshold=0.99).apply(batch(texts))
+    everything = LanguageID(threshold=0.99, second_opinion="none").apply(batch(texts))
     assert everything.kept.num_rows == len(texts)  # empty `languages` keeps every document, whatever its score
     assert everything.kept.column("lang").to_pylist()[:3] == ["en", "de", "fr"]  # and only labels it
     assert everything.kept.column("lang").to_pylist()[3] is None
@@ -97,7 +98,7 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
         load_config({"stages": [{"stage": "langid", "thresholds": {"en": 1.5}}]})
     for codes, hint in ((["EN"], "'en'"), (["zh-CN"], "'zh'"), (["english"], "'en'"), (["klingon"], "")):
         with pytest.raises(ConfigError, match=rf"languages: {codes[0]!r} is not a language the model can emit.*{hint}"):
-            load_config({"stages": [{"stage": "langid", "languages": codes}]})
+            load_config({"stages": [{"stage": "langid", "languages": codes, "second_opinion": "none"}]})
     with pytest.raises(ConfigError, match="thresholds: 'EN'"):
         load_config({"stages": [{"stage": "langid", "thresholds": {"EN": 0.5}}]})
     not_a_model = tmp_path / "model.bin"
