@@ -20,8 +20,9 @@ language with probability >= 0.5 when a fifth or more of its letters are not Lat
 Latin part of an Urdu sentence behind an English HTTP header as English). Only the middle
 ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
 stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
-extra brings it) and logs which way it went; ``lingua_accuracy: low`` (trigrams only) loads in a
-fraction of the time and memory, with lower accuracy on short texts.
+extra brings it) and logs which way it went. ``lingua_accuracy: low`` (the default) reads trigrams only;
+``high`` reads short texts by 1- to 5-grams, more accurate on sentences but up to ~1.4 GB per Python
+worker once a short text arrives, more than a YARN container's default memory overhead.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ class LanguageID(DocumentStage):
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides
     second_opinion: Literal["auto", "none", "lingua"] = "auto"  # lingua decides short and uncertain texts; auto: if installed
-    lingua_accuracy: Literal["high", "low"] = "high"  # low: trigrams only, less memory and load time
+    lingua_accuracy: Literal["high", "low"] = "low"  # high: 1- to 5-grams on short texts, up to ~1.4 GB per worker
     ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
