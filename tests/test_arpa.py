@@ -1,6 +1,8 @@
 """Perplexity models and the ARPA format (KenLM's lmplz, CCNet): a trained model exported and imported
 back scores every token the same; a hand-written ARPA file scores with ARPA's back-off semantics
-(computed by hand below); ``dataprep arpa import`` makes a model directory the perplexity stage loads."""
+(computed by hand below); ``dataprep arpa import`` makes a model directory the perplexity stage loads.
+Orders above 4 (keys of two 64-bit words) round-trip too, and where the ``kenlm`` package is installed
+it scores an exported model exactly as we do under KenLM's sentence-start rule."""
 
 from __future__ import annotations
 
@@ -11,31 +13,72 @@ import pytest
 from test_tokenize import load_texts
 
 from dataprep.cli import main as dataprep_main
-from dataprep.quality.arpa import read_arpa, write_arpa
+from dataprep.quality.arpa import kenlm_token_logprobs, read_arpa, write_arpa
+from dataprep.quality.ngram_lm import pack, unpack
 from dataprep.quality.perplexity import PerplexityModel, train_model
+
+
+def _train(shared_data, folder, order: int):
+    _, docs = load_texts(shared_data)
+    train_model(docs[:24], "en", str(folder), vocab_size=300, order=order)
+    return PerplexityModel.load(str(folder)), docs[24:]
 
 
 @pytest.fixture(scope="module")
 def model(shared_data, tmp_path_factory):
-    _, docs = load_texts(shared_data)
-    folder = tmp_path_factory.mktemp("ppl") / "model"
-    train_model(docs[:24], "en", str(folder), vocab_size=300, order=3)
-    return PerplexityModel.load(str(folder)), docs[24:]
+    return _train(shared_data, tmp_path_factory.mktemp("ppl") / "model", order=3)
 
 
-def test_export_then_import_scores_every_token_the_same(model, tmp_path):
-    ppl, held = model
+@pytest.fixture(scope="module")
+def model5(shared_data, tmp_path_factory):
+    return _train(shared_data, tmp_path_factory.mktemp("ppl5") / "model", order=5)
+
+
+def _lines(ppl, held):
+    return [ppl.sp.Encode(line) for doc in held for line in doc.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("fixture", ["model", "model5"])
+def test_export_then_import_scores_every_token_the_same(fixture, request, tmp_path):
+    ppl, held = request.getfixturevalue(fixture)
+    order = ppl.lm.order
     path = str(tmp_path / "lm.arpa")
     counts = write_arpa(ppl.lm, ppl.sp, path)
     text = open(path, encoding="utf-8").read()
-    assert text.startswith("\\data\\\nngram 1=") and "\\3-grams:" in text and text.rstrip().endswith("\\end\\")
-    assert counts[3] == len(ppl.lm.keys[3])
+    assert text.startswith("\\data\\\nngram 1=") and f"\\{order}-grams:" in text and text.rstrip().endswith("\\end\\")
+    assert counts[order] == len(ppl.lm.keys[order])
     back = read_arpa(path, ppl.sp)
-    lines = [ppl.sp.Encode(line) for doc in held for line in doc.splitlines() if line.strip()]
+    lines = _lines(ppl, held)
     ours, n = ppl.lm.token_logprobs(lines)
     theirs, m = back.token_logprobs(lines)
     assert (n == m).all() and np.allclose(ours, theirs, atol=2e-6)
     assert abs(ours.sum()) > 100  # a real amount of text was scored
+
+
+def test_order_5_keys_are_exact_and_use_the_long_context(model5, model, shared_data):
+    ppl5, _ = model5
+    assert ppl5.lm.keys[5].dtype == np.dtype("V16") and ppl5.lm.keys[4].dtype == np.uint64
+    tokens = unpack(ppl5.lm.keys[5], 5)
+    assert (pack([tokens[:, j] for j in range(5)]) == ppl5.lm.keys[5]).all() and tokens.max() < 300
+    assert (np.diff(np.lexsort(tokens.T[::-1])) == 1).all()  # stored in token order, first token first
+    seen = _lines(ppl5, load_texts(shared_data)[1][:24])  # training text: its long n-grams were counted
+    assert ppl5.lm.token_logprobs(seen)[0].mean() > model[0].lm.token_logprobs(seen)[0].mean()
+
+
+def test_kenlm_scores_an_exported_order_5_model_as_we_do(model5, tmp_path):
+    kenlm = pytest.importorskip("kenlm")
+    ppl, held = model5
+    path = str(tmp_path / "lm.arpa")
+    write_arpa(ppl.lm, ppl.sp, path)
+    assert kenlm.Model(path).order == 5
+    lines = _lines(ppl, held)
+    theirs = kenlm_token_logprobs(path, ppl.sp, lines)
+    ours, _ = read_arpa(path, ppl.sp).token_logprobs(lines, kenlm_start=True)
+    assert len(theirs) == len(ours) > 1000 and np.allclose(ours, theirs, atol=1e-5), np.abs(ours - theirs).max()
+    # without KenLM's rule our padding contexts (<s> <s> <s> <s> w) change the first three tokens of lines
+    plain, n = ppl.lm.token_logprobs(lines)
+    late = np.arange(len(plain)) - np.repeat(np.cumsum(n) - n, n) >= 3
+    assert np.allclose(plain[late], theirs[late], atol=1e-5) and not np.allclose(plain, theirs, atol=1e-5)
 
 
 def test_hand_written_arpa_follows_back_off_semantics(model, tmp_path):
