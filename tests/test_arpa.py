@@ -2,10 +2,12 @@
 back scores every token the same; a hand-written ARPA file scores with ARPA's back-off semantics
 (computed by hand below); ``dataprep arpa import`` makes a model directory the perplexity stage loads.
 Orders above 4 (keys of two 64-bit words) round-trip too, and where the ``kenlm`` package is installed
-it scores an exported model exactly as we do under KenLM's sentence-start rule."""
+it scores an exported model exactly as we do under KenLM's sentence-start rule; a model imported with
+``--kenlm`` is scored through it (and by our scorer, with the same numbers, without it)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -13,7 +15,7 @@ import pytest
 from test_tokenize import load_texts
 
 from dataprep.cli import main as dataprep_main
-from dataprep.quality.arpa import kenlm_token_logprobs, read_arpa, write_arpa
+from dataprep.quality.arpa import kenlm_token_logprobs, load_kenlm, read_arpa, write_arpa
 from dataprep.quality.ngram_lm import pack, unpack
 from dataprep.quality.perplexity import PerplexityModel, train_model
 
@@ -72,7 +74,7 @@ def test_kenlm_scores_an_exported_order_5_model_as_we_do(model5, tmp_path):
     write_arpa(ppl.lm, ppl.sp, path)
     assert kenlm.Model(path).order == 5
     lines = _lines(ppl, held)
-    theirs = kenlm_token_logprobs(path, ppl.sp, lines)
+    theirs = kenlm_token_logprobs(load_kenlm(path), ppl.sp, lines)
     ours, _ = read_arpa(path, ppl.sp).token_logprobs(lines, kenlm_start=True)
     assert len(theirs) == len(ours) > 1000 and np.allclose(ours, theirs, atol=1e-5), np.abs(ours - theirs).max()
     # without KenLM's rule our padding contexts (<s> <s> <s> <s> w) change the first three tokens of lines
@@ -112,3 +114,22 @@ def test_cli_round_trip_gives_a_model_directory_with_the_same_perplexities(model
                           "--reference", str(reference), "--output", out]) == 0
     imported = PerplexityModel.load(out)
     assert np.allclose(imported.perplexities(held), ppl.perplexities(held), rtol=1e-4)
+
+
+def test_import_with_kenlm_scores_through_the_package_or_the_same_numbers_without(model5, tmp_path, capsys):
+    ppl, held = model5
+    arpa = str(tmp_path / "lm.arpa")
+    write_arpa(ppl.lm, ppl.sp, arpa)
+    reference = tmp_path / "ref.jsonl"
+    reference.write_text("".join(json.dumps({"text": t}) + "\n" for t in held))
+    out = str(tmp_path / "imported")
+    assert dataprep_main(["arpa", "import", arpa, "--sp-model", f"{ppl.directory}/sp.model", "--lang", "en",
+                          "--reference", str(reference), "--output", out, "--kenlm"]) == 0
+    assert json.loads(capsys.readouterr().out)["kenlm"] == "lm.arpa"
+    loaded = PerplexityModel.load(out)
+    without = PerplexityModel(out, loaded.meta, loaded.sp, loaded.lm, use_kenlm=False)
+    assert without.scorer == "numpy" and loaded.scorer == ("kenlm" if importlib.util.find_spec("kenlm") else "numpy")
+    assert np.allclose(loaded.perplexities(held), without.perplexities(held), rtol=1e-5)
+    # KenLM's sentence start: not the perplexities of the model it came from, but close
+    assert not np.allclose(without.perplexities(held), ppl.perplexities(held), rtol=1e-5)
+    assert np.allclose(without.perplexities(held), ppl.perplexities(held), rtol=0.1)

@@ -7,8 +7,11 @@ Scoring an imported model gives KenLM's numbers: a back-off weight missing from 
 extra sentence-start padding only looks up contexts the file does not hold. Exported models also list
 the contexts of our padding (``<s> <s> w``); KenLM keeps one ``<s>`` of context, so it scores the first
 order-2 tokens of each line with lower-order estimates (``NGramLM.token_logprobs(..., kenlm_start=True)``
-does the same). Orders up to ``ngram_lm.MAX_ORDER`` (8). ``kenlm_token_logprobs`` scores with the
-``kenlm`` package (``pip install "ccpretrain[kenlm]"``) where it is installed.
+does the same). Orders up to ``ngram_lm.MAX_ORDER`` (8).
+
+``import --kenlm`` keeps the ARPA file in the model directory: such a model is scored with KenLM's
+sentence start, through the ``kenlm`` package (``pip install "ccpretrain[kenlm]"``) where it is installed
+and by our scorer (the same numbers) where it is not.
 """
 
 from __future__ import annotations
@@ -113,14 +116,22 @@ def read_arpa(path: str, sp) -> NGramLM:
     return NGramLM(order, sp.GetPieceSize(), sp.bos_id(), sp.eos_id(), keys, logp, ctx, bow, unk)
 
 
-def kenlm_token_logprobs(path: str, sp, sentences) -> np.ndarray:
-    """log10 p of every predicted token of ``sentences`` (piece ids) as the ``kenlm`` package scores them
-    with the ARPA or KenLM binary model at ``path``: the same layout ``NGramLM.token_logprobs`` returns."""
+KENLM_FILE = "lm.arpa"  # the ARPA file `import --kenlm` keeps in a model directory
+
+
+def load_kenlm(path: str):
+    """A ``kenlm.Model`` of the ARPA (or KenLM binary) file at ``path``."""
     try:
         import kenlm
     except ImportError:
         raise ImportError('scoring with KenLM needs the kenlm package: pip install "ccpretrain[kenlm]"') from None
-    model, words = kenlm.Model(path), _words(sp)
+    return kenlm.Model(path)
+
+
+def kenlm_token_logprobs(model, sp, sentences) -> np.ndarray:
+    """log10 p of every predicted token of ``sentences`` (piece ids) as the ``kenlm.Model`` ``model``
+    scores them: the same layout ``NGramLM.token_logprobs`` returns."""
+    words = _words(sp)
     scores = [score for ids in sentences
               for score, _, _ in model.full_scores(" ".join(words[i] for i in ids), bos=True, eos=True)]
     return np.array(scores, np.float64)
@@ -138,6 +149,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp.add_argument("--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs")
     imp.add_argument("--text-field", default="text")
     imp.add_argument("--output", required=True, help="model directory to write")
+    imp.add_argument("--kenlm", action="store_true",
+                     help="keep the ARPA file in the model and score as KenLM does (with the kenlm package when installed)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -156,7 +169,10 @@ def main(args: argparse.Namespace) -> int:
     held, _ = read_jsonl_field(args.reference, args.text_field)
     with atomic_directory(args.output) as tmp:
         shutil.copy(args.sp_model, os.path.join(tmp, "sp.model"))
-        meta = write_model_files(tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)})
+        if args.kenlm:
+            shutil.copy(args.arpa, os.path.join(tmp, KENLM_FILE))
+        meta = write_model_files(tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)},
+                                 kenlm=KENLM_FILE if args.kenlm else None)
     load_model.cache_clear()
     print(json.dumps({"output": args.output, **meta}))
     return 0
