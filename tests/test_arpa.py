@@ -59,10 +59,16 @@ def test_export_then_import_scores_every_token_the_same(fixture, request, tmp_pa
 
 def test_order_5_keys_are_exact_and_use_the_long_context(model5, model, shared_data):
     ppl5, _ = model5
-    assert ppl5.lm.keys[5].dtype == np.dtype("V16") and ppl5.lm.keys[4].dtype == np.uint64
+    assert ppl5.lm.keys[5].dtype == np.complex128 and ppl5.lm.keys[4].dtype == np.uint64
     tokens = unpack(ppl5.lm.keys[5], 5)
     assert (pack([tokens[:, j] for j in range(5)]) == ppl5.lm.keys[5]).all() and tokens.max() < 300
     assert (np.diff(np.lexsort(tokens.T[::-1])) == 1).all()  # stored in token order, first token first
+    six = np.random.default_rng(0).integers(0, 65536, (500, 6))
+    six[::2, :3] = 7  # shared heads: the order must come from the tail
+    keys = pack([six[:, j] for j in range(6)])
+    assert (unpack(keys, 6) == six).all() and (np.argsort(keys, kind="stable") == np.lexsort(six.T[::-1])).all()
+    with pytest.raises(ValueError, match="longer than 6"):
+        pack([six[:, 0]] * 7)
     seen = _lines(ppl5, load_texts(shared_data)[1][:24])  # training text: its long n-grams were counted
     assert ppl5.lm.token_logprobs(seen)[0].mean() > model[0].lm.token_logprobs(seen)[0].mean()
 
@@ -132,4 +138,4 @@ def test_import_with_kenlm_scores_through_the_package_or_the_same_numbers_withou
     assert np.allclose(loaded.perplexities(held), without.perplexities(held), rtol=1e-5)
     # KenLM's sentence start: not the perplexities of the model it came from, but close
     assert not np.allclose(without.perplexities(held), ppl.perplexities(held), rtol=1e-5)
-    assert np.allclose(without.perplexities(held), ppl.perplexities(held), rtol=0.1)
+    assert np.allclose(without.perplexities(held), ppl.perplexities(held), rtol=0.03)

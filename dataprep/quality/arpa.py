@@ -7,7 +7,7 @@ Scoring an imported model gives KenLM's numbers: a back-off weight missing from 
 extra sentence-start padding only looks up contexts the file does not hold. Exported models also list
 the contexts of our padding (``<s> <s> w``); KenLM keeps one ``<s>`` of context, so it scores the first
 order-2 tokens of each line with lower-order estimates (``NGramLM.token_logprobs(..., kenlm_start=True)``
-does the same). Orders up to ``ngram_lm.MAX_ORDER`` (8).
+does the same). Orders up to ``ngram_lm.MAX_ORDER`` (6).
 
 ``import --kenlm`` keeps the ARPA file in the model directory: such a model is scored with KenLM's
 sentence start, through the ``kenlm`` package (``pip install "ccpretrain[kenlm]"``) where it is installed

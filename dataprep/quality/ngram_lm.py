@@ -2,9 +2,10 @@
 numpy (Chen & Goodman 1998; the smoothing KenLM's lmplz uses, as CCNet's models do).
 
 N-grams are packed into one uint64 key (16 bits per token, first token in the high bits), so vocabularies
-up to 65,535 ids are exact; up to 4 tokens fit one word. Longer n-grams (orders 5 to 8) take two words,
-big-endian, viewed as one 16-byte value whose byte order is their numeric order, so they sort and
-``searchsorted`` like the single words do (lower orders keep the one-word keys and their speed).
+up to 65,535 ids are exact; up to 4 tokens fit one word. Longer n-grams (orders 5 and 6) are a complex128
+whose real part packs the tokens before the last 3 and whose imaginary part the last 3 (at most 48 bits
+each, exact in a float64): numpy sorts and ``searchsorted``s complex numbers natively by (real, imaginary),
+i.e. in token order (lower orders keep the one-word keys and their speed).
 Each order stores sorted keys with log10 probabilities and its contexts with log10 back-off weights
 (the ARPA layout), so scoring a batch is a few ``searchsorted`` calls per order. Saved as one uncompressed ``.npz`` whose ``header`` carries the format
 version; loading is a single read, no parsing.
@@ -22,8 +23,9 @@ VERSION = 1
 BITS = 16
 MAX_VOCAB = (1 << BITS) - 1
 PER_WORD = 64 // BITS  # tokens in one uint64 key
-MAX_ORDER = 2 * PER_WORD
-WIDE = np.dtype("V16")  # two big-endian uint64: compared bytewise, i.e. as (high word, low word)
+PER_HALF = 53 // BITS  # tokens in each part of a complex key (a float64 holds 53-bit integers exactly)
+MAX_ORDER = 2 * PER_HALF
+WIDE = np.dtype(np.complex128)
 
 
 def _mask(k: int) -> np.uint64:
@@ -32,19 +34,24 @@ def _mask(k: int) -> np.uint64:
 
 def pack(columns: list[np.ndarray]) -> np.ndarray:
     """Keys of n-grams given as token columns, first token first: uint64 up to ``PER_WORD`` tokens, else
-    ``WIDE`` (the last ``PER_WORD`` tokens in the low word)."""
+    ``WIDE`` (the last ``PER_HALF`` tokens in the imaginary part)."""
     if len(columns) > MAX_ORDER:
         raise ValueError(f"n-grams longer than {MAX_ORDER} tokens are not supported")
-    words = [columns[:-PER_WORD], columns[-PER_WORD:]] if len(columns) > PER_WORD else [columns]
-    packed = []
-    for word in words:
-        key = np.zeros(len(columns[0]) if columns else 0, np.uint64)
-        for column in word:
-            key = (key << np.uint64(BITS)) | column.astype(np.uint64, copy=False)
-        packed.append(key)
-    if len(packed) == 1:
-        return packed[0]
-    return np.ascontiguousarray(np.stack(packed, axis=1), dtype=">u8").view(WIDE).ravel()
+    if len(columns) <= PER_WORD:
+        return _pack_word(iter(columns))
+    key = np.empty(len(columns[0]), WIDE)
+    key.real = _pack_word(iter(columns[:-PER_HALF]))
+    key.imag = _pack_word(iter(columns[-PER_HALF:]))
+    return key
+
+
+def _pack_word(columns) -> np.ndarray:
+    """One uint64 key from up to ``PER_WORD`` token columns (an iterator: one column alive at a time)."""
+    key = next(columns).astype(np.uint64)  # a copy: shifted in place below
+    for column in columns:
+        key <<= np.uint64(BITS)
+        key |= column.astype(np.uint64, copy=False)
+    return key
 
 
 def unpack(keys: np.ndarray, k: int) -> np.ndarray:
@@ -52,8 +59,8 @@ def unpack(keys: np.ndarray, k: int) -> np.ndarray:
     if k <= PER_WORD:
         shifts = np.array([BITS * (k - 1 - j) for j in range(k)], np.uint64)
         return ((keys[:, None] >> shifts) & np.uint64(MAX_VOCAB)).astype(np.int64)
-    words = keys.view(">u8").reshape(-1, 2).astype(np.uint64)
-    return np.concatenate([unpack(words[:, 0], k - PER_WORD), unpack(words[:, 1], PER_WORD)], axis=1)
+    head, tail = keys.real.astype(np.uint64), keys.imag.astype(np.uint64)
+    return np.concatenate([unpack(head, k - PER_HALF), unpack(tail, PER_HALF)], axis=1)
 
 
 def suffix(keys: np.ndarray, k: int) -> np.ndarray:
@@ -74,6 +81,8 @@ def prefix(keys: np.ndarray, k: int) -> np.ndarray:
 
 def window_keys(ids: np.ndarray, k: int, ends: np.ndarray) -> np.ndarray:
     """Keys of the k-grams ending at positions ``ends`` of ``ids`` (which must have k-1 tokens before)."""
+    if k <= PER_WORD:
+        return _pack_word(ids[ends - j] for j in range(k - 1, -1, -1))
     return pack([ids[ends - j] for j in range(k - 1, -1, -1)])
 
 
