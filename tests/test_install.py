@@ -322,6 +322,7 @@ def test_every_readme_command_is_run_or_has_a_reason_not_to():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~4 min of CPU; on a shared, loaded machine it took 11 min of wall-clock
 def test_readme_commands_run_in_a_fresh_venv(fresh_venv):
     """The README's commands, copied as a user would into a shell in a checkout (``configs/``) with the
     wheel installed: the data side, then ``[train,hf]`` with the CPU torch the scripts pin."""
