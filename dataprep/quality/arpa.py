@@ -6,8 +6,12 @@ Words are the SentencePiece pieces (``<s>``, ``</s>``, ``<unk>`` for bos, eos, u
 Scoring an imported model gives KenLM's numbers: a back-off weight missing from the file is 0, and our
 extra sentence-start padding only looks up contexts the file does not hold. Exported models also list
 the contexts of our padding (``<s> <s> w``); KenLM keeps one ``<s>`` of context, so it scores the first
-order-2 tokens of each line with lower-order estimates. Our scorer handles orders up to
-``ngram_lm.MAX_ORDER`` (4).
+order-2 tokens of each line with lower-order estimates (``NGramLM.token_logprobs(..., kenlm_start=True)``
+does the same). Orders up to ``ngram_lm.MAX_ORDER`` (6).
+
+``import --kenlm`` keeps the ARPA file in the model directory: such a model is scored with KenLM's
+sentence start, through the ``kenlm`` package (``pip install "ccpretrain[kenlm]"``) where it is installed
+and by our scorer (the same numbers) where it is not.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import shutil
 
 import numpy as np
 
-from dataprep.quality.ngram_lm import BITS, MAX_ORDER, NGramLM
+from dataprep.quality.ngram_lm import MAX_ORDER, NGramLM, pack, unpack
 
 NO_PROB = -99.0  # what KenLM writes for n-grams that are only contexts (e.g. <s>)
 
@@ -32,12 +36,6 @@ def _words(sp) -> list[str]:
     return words
 
 
-def _unpack(keys: np.ndarray, k: int) -> np.ndarray:
-    """(n, k) token ids of packed k-gram keys, first token first."""
-    shifts = np.array([BITS * (k - 1 - j) for j in range(k)], np.uint64)
-    return ((keys[:, None] >> shifts) & np.uint64((1 << BITS) - 1)).astype(np.int64)
-
-
 def write_arpa(lm: NGramLM, sp, path: str) -> dict[int, int]:
     """Write ``lm`` as ARPA with ``sp``'s pieces as words; returns the n-gram counts per order."""
     from dataprep.io import atomic_output
@@ -45,13 +43,13 @@ def write_arpa(lm: NGramLM, sp, path: str) -> dict[int, int]:
     words = np.array(_words(sp), dtype=object)
     sections, counts = [], {}
     for k in range(1, lm.order + 1):
-        ctx_keys, ctx_bow = (lm.ctx[k + 1], lm.bow[k + 1]) if k < lm.order else (np.zeros(0, np.uint64), np.zeros(0))
+        ctx_keys, ctx_bow = (lm.ctx[k + 1], lm.bow[k + 1]) if k < lm.order else (lm.keys[k][:0], np.zeros(0))
         keys = np.union1d(lm.keys[k], ctx_keys)
         logp = np.full(len(keys), NO_PROB)
         logp[np.searchsorted(keys, lm.keys[k])] = lm.logp[k]
         bow = np.full(len(keys), np.nan)
         bow[np.searchsorted(keys, ctx_keys)] = ctx_bow
-        grams = [" ".join(row) for row in words[_unpack(keys, k)]]
+        grams = [" ".join(row) for row in words[unpack(keys, k)]]
         lines = [f"{p:.6f}\t{g}" + (f"\t{b:.6f}" if not np.isnan(b) else "") for p, g, b in zip(logp, grams, bow)]
         if k == 1 and "<unk>" not in grams:
             lines.insert(0, f"{lm.unk:.6f}\t<unk>")
@@ -103,9 +101,7 @@ def read_arpa(path: str, sp) -> NGramLM:
         if missing:
             raise ValueError(f"{path}: {len(missing)} words are not pieces of the SentencePiece model, e.g. {missing[:5]}")
         token_ids = np.array([[ids[w] for w in parts[1:k + 1]] for parts in rows], np.uint64).reshape(len(rows), k)
-        packed = np.zeros(len(rows), np.uint64)
-        for j in range(k):
-            packed = (packed << np.uint64(BITS)) | token_ids[:, j]
+        packed = pack([token_ids[:, j] for j in range(k)])
         probs = np.array([float(parts[0]) for parts in rows])
         if k == 1 and "<unk>" in ids:
             unk = next((float(p[0]) for p in rows if p[1] == "<unk>"), unk)
@@ -120,6 +116,27 @@ def read_arpa(path: str, sp) -> NGramLM:
     return NGramLM(order, sp.GetPieceSize(), sp.bos_id(), sp.eos_id(), keys, logp, ctx, bow, unk)
 
 
+KENLM_FILE = "lm.arpa"  # the ARPA file `import --kenlm` keeps in a model directory
+
+
+def load_kenlm(path: str):
+    """A ``kenlm.Model`` of the ARPA (or KenLM binary) file at ``path``."""
+    try:
+        import kenlm
+    except ImportError:
+        raise ImportError('scoring with KenLM needs the kenlm package: pip install "ccpretrain[kenlm]"') from None
+    return kenlm.Model(path)
+
+
+def kenlm_token_logprobs(model, sp, sentences) -> np.ndarray:
+    """log10 p of every predicted token of ``sentences`` (piece ids) as the ``kenlm.Model`` ``model``
+    scores them: the same layout ``NGramLM.token_logprobs`` returns."""
+    words = _words(sp)
+    scores = [score for ids in sentences
+              for score, _, _ in model.full_scores(" ".join(words[i] for i in ids), bos=True, eos=True)]
+    return np.array(scores, np.float64)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     export = sub.add_parser("export", help="write a perplexity model's n-gram model as ARPA")
@@ -132,6 +149,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp.add_argument("--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs")
     imp.add_argument("--text-field", default="text")
     imp.add_argument("--output", required=True, help="model directory to write")
+    imp.add_argument("--kenlm", action="store_true",
+                     help="keep the ARPA file in the model and score as KenLM does (with the kenlm package when installed)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -150,7 +169,10 @@ def main(args: argparse.Namespace) -> int:
     held, _ = read_jsonl_field(args.reference, args.text_field)
     with atomic_directory(args.output) as tmp:
         shutil.copy(args.sp_model, os.path.join(tmp, "sp.model"))
-        meta = write_model_files(tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)})
+        if args.kenlm:
+            shutil.copy(args.arpa, os.path.join(tmp, KENLM_FILE))
+        meta = write_model_files(tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)},
+                                 kenlm=KENLM_FILE if args.kenlm else None)
     load_model.cache_clear()
     print(json.dumps({"output": args.output, **meta}))
     return 0

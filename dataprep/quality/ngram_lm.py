@@ -2,9 +2,12 @@
 numpy (Chen & Goodman 1998; the smoothing KenLM's lmplz uses, as CCNet's models do).
 
 N-grams are packed into one uint64 key (16 bits per token, first token in the high bits), so vocabularies
-up to 65,535 ids and orders up to 4 are exact. Each order stores sorted keys with log10 probabilities
-and its contexts with log10 back-off weights (the ARPA layout), so scoring a batch is a few
-``searchsorted`` calls per order. Saved as one uncompressed ``.npz`` whose ``header`` carries the format
+up to 65,535 ids are exact; up to 4 tokens fit one word. Longer n-grams (orders 5 and 6) are a complex128
+whose real part packs the tokens before the last 3 and whose imaginary part the last 3 (at most 48 bits
+each, exact in a float64): numpy sorts and ``searchsorted``s complex numbers natively by (real, imaginary),
+i.e. in token order (lower orders keep the one-word keys and their speed).
+Each order stores sorted keys with log10 probabilities and its contexts with log10 back-off weights
+(the ARPA layout), so scoring a batch is a few ``searchsorted`` calls per order. Saved as one uncompressed ``.npz`` whose ``header`` carries the format
 version; loading is a single read, no parsing.
 """
 
@@ -19,19 +22,68 @@ FORMAT = "ccpretrain-kn-lm"
 VERSION = 1
 BITS = 16
 MAX_VOCAB = (1 << BITS) - 1
-MAX_ORDER = 64 // BITS
+PER_WORD = 64 // BITS  # tokens in one uint64 key
+PER_HALF = 53 // BITS  # tokens in each part of a complex key (a float64 holds 53-bit integers exactly)
+MAX_ORDER = 2 * PER_HALF
+WIDE = np.dtype(np.complex128)
 
 
 def _mask(k: int) -> np.uint64:
-    return np.uint64((1 << (BITS * k)) - 1) if k < MAX_ORDER else np.uint64(0xFFFFFFFFFFFFFFFF)
+    return np.uint64((1 << (BITS * k)) - 1) if k < PER_WORD else np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def pack(columns: list[np.ndarray]) -> np.ndarray:
+    """Keys of n-grams given as token columns, first token first: uint64 up to ``PER_WORD`` tokens, else
+    ``WIDE`` (the last ``PER_HALF`` tokens in the imaginary part)."""
+    if len(columns) > MAX_ORDER:
+        raise ValueError(f"n-grams longer than {MAX_ORDER} tokens are not supported")
+    if len(columns) <= PER_WORD:
+        return _pack_word(iter(columns))
+    key = np.empty(len(columns[0]), WIDE)
+    key.real = _pack_word(iter(columns[:-PER_HALF]))
+    key.imag = _pack_word(iter(columns[-PER_HALF:]))
+    return key
+
+
+def _pack_word(columns) -> np.ndarray:
+    """One uint64 key from up to ``PER_WORD`` token columns (an iterator: one column alive at a time)."""
+    key = next(columns).astype(np.uint64)  # a copy: shifted in place below
+    for column in columns:
+        key <<= np.uint64(BITS)
+        key |= column.astype(np.uint64, copy=False)
+    return key
+
+
+def unpack(keys: np.ndarray, k: int) -> np.ndarray:
+    """(n, k) token ids of k-gram keys, first token first."""
+    if k <= PER_WORD:
+        shifts = np.array([BITS * (k - 1 - j) for j in range(k)], np.uint64)
+        return ((keys[:, None] >> shifts) & np.uint64(MAX_VOCAB)).astype(np.int64)
+    head, tail = keys.real.astype(np.uint64), keys.imag.astype(np.uint64)
+    return np.concatenate([unpack(head, k - PER_HALF), unpack(tail, PER_HALF)], axis=1)
+
+
+def suffix(keys: np.ndarray, k: int) -> np.ndarray:
+    """Keys of the last k-1 tokens of k-gram keys."""
+    if k <= PER_WORD:
+        return keys & _mask(k - 1)
+    tokens = unpack(keys, k)
+    return pack([tokens[:, j] for j in range(1, k)])
+
+
+def prefix(keys: np.ndarray, k: int) -> np.ndarray:
+    """Keys of the first k-1 tokens (the context) of k-gram keys."""
+    if k <= PER_WORD:
+        return keys >> np.uint64(BITS)
+    tokens = unpack(keys, k)
+    return pack([tokens[:, j] for j in range(k - 1)])
 
 
 def window_keys(ids: np.ndarray, k: int, ends: np.ndarray) -> np.ndarray:
     """Keys of the k-grams ending at positions ``ends`` of ``ids`` (which must have k-1 tokens before)."""
-    key = np.zeros(len(ends), np.uint64)
-    for j in range(k - 1, -1, -1):
-        key = (key << np.uint64(BITS)) | ids[ends - j]
-    return key
+    if k <= PER_WORD:
+        return _pack_word(ids[ends - j] for j in range(k - 1, -1, -1))
+    return pack([ids[ends - j] for j in range(k - 1, -1, -1)])
 
 
 def _discounts(counts: np.ndarray) -> np.ndarray:
@@ -69,7 +121,7 @@ class NGramLM:
         # Counts per order: raw for the highest, continuation counts (distinct left extensions) below.
         grams = {order: (top_keys, top_counts)}
         for k in range(order - 1, 0, -1):
-            grams[k] = np.unique(grams[k + 1][0] & _mask(k), return_counts=True)
+            grams[k] = np.unique(suffix(grams[k + 1][0], k + 1), return_counts=True)
         keys, logp, ctx, bow = {}, {}, {}, {}
         prob_lower = None
         for k in range(1, order + 1):
@@ -79,7 +131,7 @@ class NGramLM:
                 inverse = np.zeros(len(gk), np.int64)
                 contexts = np.zeros(1, np.uint64)
             else:
-                contexts, inverse = np.unique(gk >> np.uint64(BITS), return_inverse=True)
+                contexts, inverse = np.unique(prefix(gk, k), return_inverse=True)
             total = np.bincount(inverse, weights=counts)
             mass = sum(disc[min(i, 3)] * np.bincount(inverse, weights=(np.minimum(counts, 3) == i)) for i in (1, 2, 3))
             gamma = mass / total
@@ -87,7 +139,7 @@ class NGramLM:
                 lower = np.full(len(gk), 1.0 / vocab_size)
                 unk = float(np.log10(gamma[0] / vocab_size))
             else:
-                lower = prob_lower[np.searchsorted(keys[k - 1], gk & _mask(k - 1))]
+                lower = prob_lower[np.searchsorted(keys[k - 1], suffix(gk, k))]
             prob = (counts - disc[np.minimum(counts, 3)]) / total[inverse] + gamma[inverse] * lower
             keys[k], logp[k] = gk, np.log10(prob).astype(np.float32)
             ctx[k], bow[k] = contexts, np.log10(np.maximum(gamma, 1e-30)).astype(np.float32)
@@ -96,22 +148,29 @@ class NGramLM:
 
     # -- scoring --------------------------------------------------------------------------------
 
-    def token_logprobs(self, sentences) -> tuple[np.ndarray, np.ndarray]:
+    def token_logprobs(self, sentences, kenlm_start: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """log10 p of every predicted token (each sentence's tokens and its end) and, per sentence, how
-        many there are."""
+        many there are. ``kenlm_start``: histories reach back to one ``<s>``, as KenLM's are (ours hold
+        order-1 of them), so an n-gram with more than one is taken as absent."""
         stream, ends, lengths = _padded_stream(sentences, self.order, self.bos, self.eos)
         out = np.zeros(len(ends), np.float64)
         pending = np.arange(len(ends))
+        if kenlm_start:  # position of each predicted token in its sentence: k-grams up to position + 2 tokens
+            position = np.arange(len(ends)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         for k in range(self.order, 0, -1):
             if not len(pending):
                 break
             gram = window_keys(stream, k, ends[pending])
             found, idx = _lookup(self.keys[k], gram)
+            if kenlm_start:
+                found &= position[pending] >= k - 2
             out[pending[found]] += self.logp[k][idx[found]]
             pending = pending[~found]
             if k > 1 and len(pending):
                 ctx = window_keys(stream, k - 1, ends[pending] - 1)
                 has, cidx = _lookup(self.ctx[k], ctx)
+                if kenlm_start:
+                    has &= position[pending] >= k - 2
                 out[pending[has]] += self.bow[k][cidx[has]]
         out[pending] += self.unk
         return out, lengths

@@ -4,11 +4,13 @@ head/middle/tail by the 30th/60th percentile of the held-out reference perplexit
 
 A model directory holds ``model.json`` (format version, language, cut-offs, training figures),
 ``sp.model`` and ``lm.npz`` (see ``ngram_lm``). ``dataprep train-ppl-model`` writes one; ``dataprep arpa``
-converts the n-gram model to and from KenLM's ARPA text format (``dataprep.quality.arpa``).
+converts the n-gram model to and from KenLM's ARPA text format (``dataprep.quality.arpa``); a model
+imported with ``--kenlm`` (model.json's ``kenlm`` names its ARPA file) is scored as KenLM scores it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -47,9 +49,26 @@ def _lines(text: str) -> list[str]:
 class PerplexityModel:
     """A loaded model directory: tokenizer, n-gram model and the language's bucket cut-offs."""
 
-    def __init__(self, directory: str, meta: dict, sp, lm: NGramLM) -> None:
+    def __init__(self, directory: str, meta: dict, sp, lm: NGramLM, use_kenlm: bool = True) -> None:
         self.directory, self.meta, self.sp, self.lm = directory, meta, sp, lm
         self.cutoffs = (float(meta["cutoffs"]["p30"]), float(meta["cutoffs"]["p60"]))
+        self.kenlm_start = bool(meta.get("kenlm"))
+        self._kenlm = None
+        if self.kenlm_start and use_kenlm and importlib.util.find_spec("kenlm"):
+            from dataprep.quality.arpa import load_kenlm
+
+            self._kenlm = load_kenlm(os.path.join(directory, meta["kenlm"]))
+
+    @property
+    def scorer(self) -> str:
+        return "kenlm" if self._kenlm is not None else "numpy"
+
+    def _token_logprobs(self, ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        if self._kenlm is None:
+            return self.lm.token_logprobs(ids, kenlm_start=self.kenlm_start)
+        from dataprep.quality.arpa import kenlm_token_logprobs
+
+        return kenlm_token_logprobs(self._kenlm, self.sp, ids), np.array([len(i) + 1 for i in ids], np.int64)
 
     @classmethod
     def load(cls, directory: str) -> "PerplexityModel":
@@ -82,7 +101,7 @@ class PerplexityModel:
         doc_lines = [_lines(t or "") for t in texts]
         flat = [line for lines in doc_lines for line in lines]
         ids = self.sp.Encode(flat) if flat else []
-        logp, per_line = self.lm.token_logprobs(ids)
+        logp, per_line = self._token_logprobs(ids)
         line_sums = np.add.reduceat(logp, np.concatenate([[0], np.cumsum(per_line)[:-1]])) if len(per_line) else logp
         out = np.full(len(texts), np.nan)
         pos = 0
@@ -199,17 +218,20 @@ def train_model(
     return meta
 
 
-def write_model_files(folder: str, sp, lm: NGramLM, lang: str, held: list[str], reference: dict) -> dict:
+def write_model_files(folder: str, sp, lm: NGramLM, lang: str, held: list[str], reference: dict,
+                      kenlm: str | None = None) -> dict:
     """``lm.npz`` and ``model.json`` (cut-offs from the perplexities of the held-out texts ``held``) in a
-    folder that already holds ``sp.model``; returns model.json's content."""
+    folder that already holds ``sp.model`` (and ``kenlm``, an ARPA file to score as KenLM does); returns
+    model.json's content."""
     lm.save(os.path.join(folder, "lm.npz"))
-    held_ppl = PerplexityModel(folder, {"cutoffs": {"p30": 0, "p60": 0}}, sp, lm).perplexities(held)
+    scoring = {"kenlm": kenlm} if kenlm else {}
+    held_ppl = PerplexityModel(folder, {"cutoffs": {"p30": 0, "p60": 0}, **scoring}, sp, lm).perplexities(held)
     held_ppl = held_ppl[~np.isnan(held_ppl)]
     if not len(held_ppl):
         raise ValueError("no held-out text to set the bucket cut-offs from")
     meta = {
         "format": MODEL_FORMAT, "version": MODEL_VERSION, "lang": lang, "order": lm.order, "vocab_size": sp.GetPieceSize(),
-        "cutoffs": {"p30": float(np.percentile(held_ppl, 30)), "p60": float(np.percentile(held_ppl, 60))},
+        "cutoffs": {"p30": float(np.percentile(held_ppl, 30)), "p60": float(np.percentile(held_ppl, 60))}, **scoring,
         "reference": {**reference, "heldout_documents": len(held), "ngrams": {str(k): int(len(lm.keys[k])) for k in lm.keys},
                       "heldout_perplexity_median": float(np.median(held_ppl))},
     }  # fmt: skip
