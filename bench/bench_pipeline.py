@@ -14,7 +14,9 @@ medians are reported, because timings on a shared machine drift. Figures per eng
     workers start, import, load models; the JVM compiles hot code); "warm" is a second job in the same
     session, the steady state of a long job over many files.
   - CPU ms/doc: CPU seconds of the whole process tree (JVM + Python workers; datatrove's workers and
-    Trafilatura sandbox) per document, robust to other load on the machine.
+    Trafilatura sandbox) per document, robust to other load on the machine. Our "cold" CPU includes
+    the session's start (JVM, Python daemon), as a user's first run pays it; datatrove's includes its
+    interpreter start-up and imports.
 Projected core-hours for a 3-billion-page snapshot = 3e9 / (docs/s/core) / 3600.
 """
 

@@ -168,7 +168,9 @@ def report(results: dict, cores: int, under_load: bool) -> None:
         print(f"\nMinHash at {n} documents, removed-id Jaccard with datatrove's removals:"
               f" verify exact (default) {entry['ours']['agreement_with_first']:.3f} ({entry['ours']['removed']} removed),"
               f" verify none (FineWeb-equivalent) {entry.get('ours_verify_none', {}).get('agreement_with_first', float('nan')):.3f}"
-              f" ({entry.get('ours_verify_none', {}).get('removed', '?')} removed); datatrove removed {entry['datatrove']['removed']};"
+              f" ({entry.get('ours_verify_none', {}).get('removed', '?')} removed, and"
+              f" {entry.get('ours_verify_none', {}).get('first_removed_in_our_clusters', float('nan')):.3f} of datatrove's removals"
+              f" in its clusters); datatrove removed {entry['datatrove']['removed']};"
               f" {entry.get('ratio_docs_per_s_per_core', float('nan')):.1f}x its docs/s/core")
     extraction = results.get("extraction")
     if extraction:
