@@ -20,7 +20,9 @@ to another member of its cluster: the minimum, and how many are below 0.5.
 x}}, "ratio_docs_per_s_per_core": x at the largest size with both engines, "peak_rss_mb": {N: {jvm,
 python, tree}} (ours), "quality": bench/dedup_eval.py's figures per setting, "recall" and
 "removed_below_0_5" of the default setting there}. Engine entries: docs, seconds, cpu_seconds,
-docs_per_s_per_core, peak_rss_mb_*, removed (and for ours min_removed_jaccard, removed_below_0_5).
+docs_per_s_per_core, peak_rss_mb_*, removed (and for ours min_removed_jaccard, removed_below_0_5, and
+first_removed_in_our_clusters: the share of the first engine's removals that ours puts in a duplicate
+cluster, which does not depend on which copy of a cluster each engine keeps).
 """
 
 from __future__ import annotations
@@ -136,6 +138,13 @@ def run_ours(corpus: Path, cores: int, verify: str, work: Path, memory: str = ""
     return report
 
 
+def clustered_ids(out: Path) -> set[str]:
+    """Ids in a duplicate cluster of 2+ (kept or removed) in one of our outputs."""
+    import pyarrow.parquet as pq
+
+    return set(pq.read_table(out, columns=["id"], filters=[("dup_cluster_size", ">", 1)]).column("id").to_pylist())
+
+
 def _child(args: list[str], python: str = sys.executable) -> dict:
     proc = subprocess.run([python, *args], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
@@ -182,6 +191,8 @@ def main() -> int:
             removed = set((work / "removed_ids.txt").read_text().split())
             reference = removed if reference is None else reference
             r["agreement_with_first"] = round(len(removed & reference) / max(1, len(removed | reference)), 3)
+            if key != "datatrove" and (work / "out").exists():  # which copy a cluster keeps aside
+                r["first_removed_in_our_clusters"] = round(len(reference & clustered_ids(work / "out")) / max(1, len(reference)), 3)
             entry[key] = r
             quality = f"{r['min_removed_jaccard']:>7.2f}{r['removed_below_0_5']:>6}" if "min_removed_jaccard" in r else ""
             print(f"{name:<26}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}{r['docs_per_s_per_core']:>12.0f}{r.get('peak_rss_mb_jvm', 0):>8}"

@@ -14,7 +14,9 @@ medians are reported, because timings on a shared machine drift. Figures per eng
     workers start, import, load models; the JVM compiles hot code); "warm" is a second job in the same
     session, the steady state of a long job over many files.
   - CPU ms/doc: CPU seconds of the whole process tree (JVM + Python workers; datatrove's workers and
-    Trafilatura sandbox) per document, robust to other load on the machine.
+    Trafilatura sandbox) per document, robust to other load on the machine. Our "cold" CPU includes
+    the session's start (JVM, Python daemon), as a user's first run pays it; datatrove's includes its
+    interpreter start-up and imports.
 Projected core-hours for a 3-billion-page snapshot = 3e9 / (docs/s/core) / 3600.
 """
 
@@ -42,30 +44,60 @@ OUR_STAGES = [
 ]
 
 
-def run_child(files: list[str], out: str, cores: int, jobs: int) -> None:
-    """In a fresh process: start Spark, run the pipeline ``jobs`` times; print one JSON line."""
+def chain_stages(tokenizer: str) -> list[dict]:
+    """The whole chain after cleaning: exact and MinHash dedup, then token shards."""
+    return [{"stage": "exact_dedup"}, {"stage": "minhash_dedup"}, {"stage": "tokenize", "tokenizer": tokenizer}]
+
+
+def run_child(files: list[str], out: str, cores: int, jobs: int, tokenizer: str | None = None) -> None:
+    """In a fresh process: start Spark, run the pipeline ``jobs`` times; print one JSON line. The first
+    job's CPU includes the session's start (the JVM), as a user's first run pays it; each job's
+    ``steps`` holds wall and CPU seconds per Spark step (``corpus`` is the final rewrite)."""
     from proctree import TreeMonitor
 
+    monitor = TreeMonitor().start()
     from dataprep.config import load_config
-    from pipelines.run import run_pipeline
+    from pipelines.run import PipelineRun
     from pipelines.spark import get_spark
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     t0 = time.perf_counter()
     spark = get_spark(f"local[{cores}]", app_name="bench-pipeline")
     session_seconds = time.perf_counter() - t0
-    config = load_config({"input": {"paths": files}, "output": {"dir": out}, "stages": OUR_STAGES})
+    session_cpu = sum(monitor.cpu_by_kind().values())
+    class TimedRun(PipelineRun):
+        """Each step (and the corpus rewrite) timed by wall and process-tree CPU, in ``laps``."""
+
+        def _lap(self, name, fn, *args):
+            cpu0, t0 = monitor.cpu_by_kind(), time.perf_counter()
+            out = fn(*args)
+            cpu1 = monitor.cpu_by_kind()
+            self.laps[name] = {"seconds": round(time.perf_counter() - t0, 2), **{f"cpu_{k}": round(cpu1[k] - cpu0[k], 2) for k in cpu1}}
+            return out
+
+        def _run_step(self, step, *args):
+            return self._lap(step.name, super()._run_step, step, *args)
+
+        def _write_corpus(self, *args):
+            return self._lap("corpus", super()._write_corpus, *args)
+
+    stages = OUR_STAGES + (chain_stages(tokenizer) if tokenizer else [])
+    config = load_config({"input": {"paths": files}, "output": {"dir": out}, "stages": stages})
     runs = []
-    for _ in range(jobs):
-        monitor = TreeMonitor().start()
+    for job in range(jobs):
+        if job:
+            monitor = TreeMonitor().start()
+        run = TimedRun(config, spark=spark, force=True)
+        run.laps = {}
         t0 = time.perf_counter()
-        result = run_pipeline(config, spark=spark, force=True)
+        result = run.run()
         seconds = time.perf_counter() - t0
         usage = monitor.stop()
         stats = {s.stage: s for s in result.stats}
-        runs.append({"read": stats["read"].docs_in, "written": stats["fineweb_quality"].docs_kept, "seconds": seconds, **usage})
+        written = stats["fineweb_quality"].docs_kept
+        runs.append({"read": stats["read"].docs_in, "written": written, "kept": result.stats[-1].docs_kept, "seconds": seconds, **usage, "steps": run.laps})
     spark.stop()
-    print(json.dumps({"session_seconds": session_seconds, "runs": runs}))
+    print(json.dumps({"session_seconds": session_seconds, "session_cpu_seconds": session_cpu, "runs": runs}))
 
 
 def _last_json(proc: subprocess.CompletedProcess) -> dict | None:
@@ -75,13 +107,20 @@ def _last_json(proc: subprocess.CompletedProcess) -> dict | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_ours(files: list[str], work: str, cores: int) -> dict | None:
+def run_ours(files: list[str], work: str, cores: int, tokenizer: str | None = None) -> dict | None:
+    """Our pipeline in a fresh process, twice: "cold" (the first job, paying the session's start) and
+    "warm" (the second job in the same session: the steady state of a long job)."""
     cmd = [sys.executable, __file__, "--child", "--cores", str(cores), "--out", os.path.join(work, "ours"), *files]
-    result = _last_json(subprocess.run(cmd, capture_output=True, text=True))
+    result = _last_json(subprocess.run(cmd + (["--tokenizer", tokenizer] if tokenizer else []), capture_output=True, text=True))
     if result is None:
         return None
     cold, warm = result["runs"][0], result["runs"][-1]
-    return {"cold": cold, "warm": warm, "session_seconds": result["session_seconds"]}
+    return {"cold": cold, "warm": warm, "session_seconds": result["session_seconds"], "session_cpu_seconds": result["session_cpu_seconds"]}
+
+
+def datatrove_python() -> str:
+    """The interpreter of datatrove's own venv (made or reused by bench/datatrove_env.sh)."""
+    return subprocess.run(["bash", str(ROOT / "bench" / "datatrove_env.sh")], capture_output=True, text=True, check=True).stdout.split()[-1]
 
 
 def run_datatrove(files: list[str], work: str, cores: int) -> dict | None:
@@ -89,8 +128,7 @@ def run_datatrove(files: list[str], work: str, cores: int) -> dict | None:
 
     from dataprep.langid import default_model_path
 
-    python = subprocess.run(["bash", str(ROOT / "bench" / "datatrove_env.sh")], capture_output=True, text=True, check=True).stdout.split()[-1]
-    cmd = [python, str(ROOT / "bench" / "datatrove_pipeline.py"), default_model_path(), os.path.join(work, "datatrove"), "--workers", str(cores), *files]
+    cmd = [datatrove_python(), str(ROOT / "bench" / "datatrove_pipeline.py"), default_model_path(), os.path.join(work, "datatrove"), "--workers", str(cores), *files]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     monitor = TreeMonitor(proc.pid).start()
     stdout, stderr = proc.communicate()
@@ -119,9 +157,10 @@ def main() -> None:
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--tokenizer", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return run_child(args.files, args.out, args.cores, jobs=2)
+        return run_child(args.files, args.out, args.cores, jobs=2, tokenizer=args.tokenizer)
 
     from make_bench_warc import write_bench_warcs
 

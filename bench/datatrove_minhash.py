@@ -21,21 +21,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from proctree import TreeMonitor  # noqa: E402
 
 
-def main() -> None:
-    input_dir, work, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    from datatrove.executor import LocalPipelineExecutor
+def minhash_steps(input_dir: str, work: str, files: int) -> dict:
+    """name -> (pipeline, tasks) of datatrove's four MinHash steps over the JSONL files in input_dir;
+    kept documents go to WORK/kept, removed ones to WORK/removed."""
     from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
 
     config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
-    files = len(glob.glob(os.path.join(input_dir, "*.jsonl")))
-    steps = {
-        "signatures": ([JsonlReader(input_dir), MinhashDedupSignature(f"{work}/sigs", config=config)], files),
-        "buckets": ([MinhashDedupBuckets(f"{work}/sigs", f"{work}/buckets", config=config)], config.num_buckets),
-        "cluster": ([MinhashDedupCluster(f"{work}/buckets", f"{work}/remove_ids", config=config)], 1),
-        "filter": (
+    return {
+        "minhash signatures": ([JsonlReader(input_dir), MinhashDedupSignature(f"{work}/sigs", config=config)], files),
+        "minhash buckets": ([MinhashDedupBuckets(f"{work}/sigs", f"{work}/buckets", config=config)], config.num_buckets),
+        "minhash cluster": ([MinhashDedupCluster(f"{work}/buckets", f"{work}/remove_ids", config=config)], 1),
+        "minhash filter": (
             [
                 JsonlReader(input_dir),
                 MinhashDedupFilter(f"{work}/remove_ids", exclusion_writer=JsonlWriter(f"{work}/removed")),
@@ -44,18 +43,39 @@ def main() -> None:
             files,
         ),
     }
+
+
+def run_steps(steps: dict, workers: int, work: str, monitor: TreeMonitor) -> dict:
+    """Run each step as its own LocalPipelineExecutor, as datatrove's examples do; wall and CPU
+    seconds of each (CPU of this process and its workers, read from ``monitor``)."""
+    from datatrove.executor import LocalPipelineExecutor
+
     report = {}
-    total = TreeMonitor().start()
     for name, (pipeline, tasks) in steps.items():
-        t0 = time.perf_counter()
-        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=f"{work}/logs/{name}").run()
-        report[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
-    report.update(total.stop())
-    report["seconds"] = round(sum(v for k, v in report.items() if k.endswith("_seconds") and k != "cpu_seconds"), 1)
+        t0, cpu0 = time.perf_counter(), sum(monitor.cpu_by_kind().values())
+        logs = f"{work}/logs/{name.replace(' ', '_')}"
+        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=logs, start_method="fork").run()
+        report[name] = {"seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(sum(monitor.cpu_by_kind().values()) - cpu0, 2)}
+    return report
+
+
+def removed_ids(work: str) -> list[str]:
     removed = []
     for path in sorted(glob.glob(f"{work}/removed/*.jsonl.gz")):
         with gzip.open(path, "rt") as fh:
             removed.extend(json.loads(line)["id"] for line in fh)
+    return removed
+
+
+def main() -> None:
+    input_dir, work, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    monitor = TreeMonitor().start()
+    files = len(glob.glob(os.path.join(input_dir, "*.jsonl")))
+    steps = run_steps(minhash_steps(input_dir, work, files), workers, work, monitor)
+    report = {f"{name.split()[-1]}_seconds": step["seconds"] for name, step in steps.items()}
+    report.update(monitor.stop())
+    report["seconds"] = round(sum(step["seconds"] for step in steps.values()), 1)
+    removed = removed_ids(work)
     with open(f"{work}/removed_ids.txt", "w") as fh:
         fh.write("\n".join(removed))
     report["removed"] = len(removed)

@@ -21,18 +21,11 @@ import shutil
 import time
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("model")
-    parser.add_argument("out")
-    parser.add_argument("files", nargs="+")
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
-
+def cleaning_pipeline(model: str, files: list[str], out: str) -> list:
+    """datatrove's FineWeb-like cleaning steps over ``files``, writing JSONL to OUT/output."""
     import datatrove.utils.lid as lid
 
-    lid.cached_asset_path_or_download = lambda *a, **k: args.model  # no network here
-    from datatrove.executor import LocalPipelineExecutor
+    lid.cached_asset_path_or_download = lambda *a, **k: model  # no network here
     from datatrove.pipeline.extractors import Trafilatura
     from datatrove.pipeline.filters import (
         C4QualityFilter,
@@ -44,21 +37,48 @@ def main() -> None:
     from datatrove.pipeline.readers import WarcReader
     from datatrove.pipeline.writers import JsonlWriter
 
-    folder = os.path.dirname(os.path.abspath(args.files[0]))
-    names = sorted(os.path.basename(f) for f in args.files)
+    folder = os.path.dirname(os.path.abspath(files[0]))
+    names = sorted(os.path.basename(f) for f in files)
+    return [
+        WarcReader(folder, glob_pattern="*.warc.gz", paths_file=_paths_file(out, names)),
+        Trafilatura(favour_precision=True, timeout=10.0),
+        LanguageFilter(languages=["en"], language_threshold=0.65),
+        GopherRepetitionFilter(),
+        GopherQualityFilter(),
+        C4QualityFilter(filter_no_terminal_punct=False),
+        FineWebQualityFilter(),
+        JsonlWriter(os.path.join(out, "output")),
+    ]
+
+
+def documents_read(logs: str) -> int | None:
+    stats = json.load(open(os.path.join(logs, "stats.json")))
+    return next((s["stats"].get("documents", {}).get("total", 0) for s in stats if "READER" in s["name"]), None)
+
+
+def count_jsonl(folder: str) -> int:
+    written = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with gzip.open(os.path.join(root, name), "rt") as fh:
+                written += sum(1 for _ in fh)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("out")
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+
+    from datatrove.executor import LocalPipelineExecutor
+
     shutil.rmtree(args.out, ignore_errors=True)
     executor = LocalPipelineExecutor(
-        pipeline=[
-            WarcReader(folder, glob_pattern="*.warc.gz", paths_file=_paths_file(args.out, names)),
-            Trafilatura(favour_precision=True, timeout=10.0),
-            LanguageFilter(languages=["en"], language_threshold=0.65),
-            GopherRepetitionFilter(),
-            GopherQualityFilter(),
-            C4QualityFilter(filter_no_terminal_punct=False),
-            FineWebQualityFilter(),
-            JsonlWriter(os.path.join(args.out, "output")),
-        ],
-        tasks=len(names),
+        pipeline=cleaning_pipeline(args.model, args.files, args.out),
+        tasks=len(args.files),
         workers=args.workers,
         logging_dir=os.path.join(args.out, "logs"),
         start_method="fork",
@@ -66,13 +86,8 @@ def main() -> None:
     t0 = time.perf_counter()
     executor.run()
     seconds = time.perf_counter() - t0
-    written = 0
-    for root, _, files in os.walk(os.path.join(args.out, "output")):
-        for name in files:
-            with gzip.open(os.path.join(root, name), "rt") as fh:
-                written += sum(1 for _ in fh)
-    stats = json.load(open(os.path.join(args.out, "logs", "stats.json")))
-    read = next((s["stats"].get("documents", {}).get("total", 0) for s in stats if "READER" in s["name"]), None)
+    written = count_jsonl(os.path.join(args.out, "output"))
+    read = documents_read(os.path.join(args.out, "logs"))
     print(json.dumps({"read": read, "written": written, "seconds": seconds, "workers": args.workers}))
 
 

@@ -1,10 +1,16 @@
 """CPU seconds and peak memory of a process tree, read from /proc (no dependencies, so it also runs in
-.venv-datatrove). Spark in local mode is the driver, its JVM (the executor) and the Python workers."""
+.venv-datatrove). Spark in local mode is the driver, its JVM (the executor) and the Python workers.
+
+CPU counts each live process's own time plus the time of the children it has reaped (utime + stime +
+cutime + cstime), so workers that exit between two polls are still counted, in their parent; once
+the root has exited, its last sample stands (up to one polling interval short). The monitor's own
+polling thread is left out when it runs inside the measured tree."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -37,7 +43,7 @@ def _sample(pid: int) -> tuple[str, float, int, int] | None:
         with open(f"/proc/{pid}/stat") as fh:
             head, rest = fh.read().rsplit(")", 1)
         fields = rest.split()
-        cpu = (int(fields[11]) + int(fields[12])) / _TICK
+        cpu = sum(int(f) for f in fields[11:15]) / _TICK  # utime, stime, cutime, cstime
         status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
         rss = int(status.get("VmRSS", "0 kB").split()[0])
         peak = int(status.get("VmHWM", "0 kB").split()[0])
@@ -65,28 +71,36 @@ class TreeMonitor:
         self._stop = threading.Event()
         self._cpu0: dict[int, float] = {}
         self._cpu: dict[int, float] = {}
+        self._kind: dict[int, str] = {}
+        self._own_thread_cpu = 0.0
         self._peak = {"jvm": 0, "python": 0}
         self._peak_cmd = {"jvm": "", "python": ""}
         self._tree_peak = 0
 
     def _poll(self) -> None:
-        total = 0
+        total, live = 0, {}
         for pid in _tree(self.root):
             s = _sample(pid)
             if s is None:
                 continue
             kind, cpu, rss, peak = s
-            self._cpu0.setdefault(pid, cpu if self._first else 0.0)
-            self._cpu[pid] = cpu
+            if self._first:
+                self._cpu0[pid] = cpu
+            live[pid] = cpu
+            self._kind[pid] = kind
             if peak > self._peak[kind]:
                 self._peak[kind] = peak
                 self._peak_cmd[kind] = _command(pid)
             total += rss
         self._tree_peak = max(self._tree_peak, total)
+        if self.root in live or not self._cpu:  # exited processes' time is now in their parents' cutime;
+            self._cpu = live  # once the root itself has exited, its last sample stands
 
     def _loop(self) -> None:
+        t0 = time.thread_time()
         while not self._stop.wait(self.interval):
             self._poll()
+            self._own_thread_cpu = time.thread_time() - t0
 
     def start(self) -> "TreeMonitor":
         self._first = True
@@ -96,13 +110,26 @@ class TreeMonitor:
         self._thread.start()
         return self
 
-    def stop(self) -> dict:
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds used since ``start()`` by the tree's JVMs and its Python processes."""
         self._poll()
+        used = {"jvm": 0.0, "python": 0.0}
+        for pid, cpu in self._cpu.items():
+            used[self._kind[pid]] += cpu
+        for pid, cpu in self._cpu0.items():
+            used[self._kind[pid]] -= cpu
+        if self.root == os.getpid():
+            used["python"] -= self._own_thread_cpu
+        return used
+
+    def stop(self) -> dict:
         self._stop.set()
         self._thread.join()
-        cpu = sum(self._cpu[p] - self._cpu0.get(p, 0.0) for p in self._cpu)
+        used = self.cpu_by_kind()
         return {
-            "cpu_seconds": round(cpu, 1),
+            "cpu_seconds": round(sum(used.values()), 1),
+            "cpu_seconds_jvm": round(used["jvm"], 1),
+            "cpu_seconds_python": round(used["python"], 1),
             "peak_rss_mb_jvm": round(self._peak["jvm"] / 1024),
             "peak_rss_mb_python": round(self._peak["python"] / 1024),
             "peak_rss_mb_tree": round(self._tree_peak / 1024),

@@ -24,13 +24,13 @@ import time
 from dataclasses import dataclass
 
 from dataprep.config import PipelineConfig, load_config
-from dataprep.io import atomic_write_text, exists, expand_inputs, join_path, read_text
+from dataprep.io import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text
 from dataprep.readers import READ_SCHEMA, READ_STAGE
 from dataprep.runner import fused_schema
 from dataprep.stage import DROP_REASON, DROP_STAGE
 from dataprep.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
 from dataprep.units import human
-from pipelines.steps import STATS_DIR, Step, StepContext, global_runner, make_partition_fn, plan_steps
+from pipelines.steps import STATS_DIR, Step, StepContext, file_tasks, global_runner, make_partition_fn, plan_steps
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
@@ -242,34 +242,41 @@ class PipelineRun:
 
     def _run_fused(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None) -> list[StageStats]:
         from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-        from pyspark.sql.types import StringType, StructField, StructType
 
         spark = self.spark
         if step.reads_input:
             input_schema = READ_SCHEMA
-            # One task per input file: the file is opened and streamed by the executor, not the driver.
-            rdd = spark.sparkContext.parallelize([(f,) for f in files], max(1, len(files)))
-            source = spark.createDataFrame(rdd, StructType([StructField("path", StringType())]))
-            unit, total = "files", len(files)
+            # One task per input file (small local files share one): the executor opens and streams them.
+            # The tasks' rows are indexes from spark.range, made in the JVM: a DataFrame built from a
+            # Python RDD would start a second Python worker per task just to convert its rows.
+            file_groups = file_tasks(files, spark.sparkContext.defaultParallelism)
+            source = spark.range(0, len(file_groups), 1, max(1, len(file_groups)))
+            unit, total = ("files", len(files)) if len(file_groups) == len(files) else ("tasks", len(file_groups))
         else:
             source = self._kept(previous_dir)
             input_schema = to_arrow_schema(source.schema)
-            unit, total = "partitions", None
+            unit, total, file_groups = "partitions", None, None
         schema = fused_schema(step.stages, input_schema)
         _remove_tree(join_path(step_dir, STATS_DIR))  # a crashed run's files would be counted again
         with Progress(spark, step.name, unit=unit, total=total) as progress:
-            fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped, step_dir, progress.docs)
+            fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped, step_dir, progress.docs, file_groups)
             self._write(source.mapInArrow(fn, from_arrow_schema(schema)), join_path(step_dir, "data"))
         progress.finish()
         return self._collect_stats(step_dir)
 
     def _collect_stats(self, step_dir: str) -> list[StageStats]:
-        """Merge the per-partition stats files the tasks wrote (read by Spark: there may be many)."""
+        """Merge the per-partition stats files the tasks wrote: read here when they are on this machine's
+        disk (a Spark job would cost more than the reading), by Spark on object stores (there may be
+        many, and Spark reads them in parallel)."""
         stats_dir = join_path(step_dir, STATS_DIR)
         if not exists(stats_dir):
             return []
-        rows = self.spark.read.text(stats_dir).collect()
-        return merge_all([StageStats.from_dict(d) for row in rows for d in json.loads(row.value)])
+        if is_url(stats_dir):
+            texts = [row.value for row in self.spark.read.text(stats_dir).collect()]
+        else:
+            local = stats_dir.removeprefix("file://")
+            texts = [read_text(os.path.join(local, name)) for name in sorted(os.listdir(local)) if not name.startswith((".", "_"))]
+        return merge_all([StageStats.from_dict(d) for text in texts for d in json.loads(text)])
 
     def _run_global(self, step: Step, step_dir: str, previous_dir: str) -> list[StageStats]:
         from pyspark.sql import functions as F

@@ -27,6 +27,17 @@ DEFAULT_CONF = {
 # No web UI in local mode (tests, laptops); cluster masters keep Spark's UI on port 4040, where users
 # watch a long job.
 LOCAL_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", "spark.ui.enabled": "false"}
+# Local mode only: the Python daemon that forks the workers imports our modules and loads lid.176
+# first (pipelines/worker_daemon.py), so a session pays that once instead of once per worker. Its
+# workers find the package through PYTHONPATH, which ``_local_defaults`` extends with this checkout.
+# Clusters keep PySpark's daemon: their executors' environments are theirs to set.
+WORKER_DAEMON = "pipelines.worker_daemon"
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _local_defaults() -> dict[str, str]:
+    python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+    return {**DEFAULT_CONF, **LOCAL_CONF, "spark.python.daemon.module": WORKER_DAEMON, "spark.executorEnv.PYTHONPATH": python_path}
 
 
 def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dict[str, str] | None = None) -> SparkSession:
@@ -45,7 +56,7 @@ def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dic
     if master or not under_spark_submit:
         builder = builder.master(master or "local[*]")
         if (master or "local").startswith("local"):
-            defaults = {**DEFAULT_CONF, **LOCAL_CONF}
+            defaults = _local_defaults()
     if under_spark_submit:  # spark-submit --conf and spark-defaults.conf win over our defaults
         from pyspark import SparkConf, SparkContext
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,9 @@ from dataprep.stage import DocumentStage, GlobalStage, Stage
 from dataprep.stats import StageStats
 
 STATS_DIR = "_stats"
+# Local input files smaller than this share a first-step task (Spark's own maxPartitionBytes default):
+# a task costs the executor a Parquet writer, a commit and a stats file however few pages it holds.
+TASK_BYTES = 128 << 20
 
 
 @dataclass
@@ -85,6 +89,27 @@ def global_runner(stage: GlobalStage):
     return getattr(importlib.import_module(module), func)
 
 
+def file_tasks(files: list[str], slots: int) -> list[list[str]]:
+    """The first step's tasks, in input order: one per file, except that consecutive small local files
+    share one, up to TASK_BYTES or an even share of the input over ``2 * slots`` tasks, whichever is
+    less (so every core keeps work). Files on object stores keep a task each: their sizes would cost a
+    request each."""
+    local = [f for f in files if not io.is_url(f) and os.path.isfile(f.removeprefix("file://"))]
+    if len(local) < len(files) or len(files) <= 2 * slots:
+        return [[f] for f in files]
+    sizes = [os.path.getsize(f.removeprefix("file://")) for f in files]
+    target = min(TASK_BYTES, sum(sizes) / (2 * slots))
+    tasks: list[list[str]] = []
+    filled = 0
+    for path, size in zip(files, sizes):
+        if not tasks or filled + size > target:
+            tasks.append([])
+            filled = 0
+        tasks[-1].append(path)
+        filled += size
+    return tasks
+
+
 def stats_path(step_dir: str, partition: int) -> str:
     return io.join_path(step_dir, STATS_DIR, f"part-{partition:05d}.json")
 
@@ -98,9 +123,11 @@ def use_shipped_assets() -> None:
         io.ASSET_DIRS.append(root)
 
 
-def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, keep_dropped_text: bool, step_dir: str, progress=None):
-    """The function each Spark task runs: read its files (first step) or take its batches, apply the
-    fused stages, write the partition's stats file. ``progress`` (an accumulator) counts documents."""
+def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, keep_dropped_text: bool, step_dir: str, progress=None,
+                      file_groups: list[list[str]] | None = None):
+    """The function each Spark task runs: read its files (first step: its rows are indexes into
+    ``file_groups``) or take its batches, apply the fused stages, write the partition's stats file.
+    ``progress`` (an accumulator) counts documents."""
     stages = list(step.stages)
 
     def partition_fn(record_batches):
@@ -117,7 +144,7 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, kee
                     if rb.num_rows:
                         yield pa.Table.from_batches([rb])
                     continue
-                for path in rb.column(0).to_pylist():
+                for path in (p for task in rb.column(0).to_pylist() for p in file_groups[task]):
                     for result in iter_documents(path, input_cfg, read_stats):
                         if result.dropped.num_rows:
                             dropped_out.append(result.dropped)

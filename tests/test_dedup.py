@@ -182,6 +182,26 @@ def test_minhash_removes_near_duplicates_and_keeps_distinct(corpus, verify):
     assert sizes["nd-a"] == 2 and sizes["word-3"] == 1
 
 
+def test_fineweb_equivalent_setting_also_removes_pairs_below_the_threshold(shared_data):
+    """verify=none is FineWeb's rule (any shared band of 14 x 8 is a duplicate): it also removes pairs
+    around Jaccard 0.6-0.75, which the default (true Jaccard >= 0.8) keeps."""
+    rng = random.Random(3)
+    sources = [t for t in real_documents(shared_data) if len(t.split()) >= 300][:30]
+    docs, truth = {}, {}
+    for i, text in enumerate(sources):
+        words = text.split()[:300]
+        changed = list(words)
+        for k in rng.sample(range(len(words)), 12):  # every 5-gram touching a change differs
+            changed[k] = f"zz{k}"
+        docs[f"a{i:02d}"], docs[f"b{i:02d}"] = " ".join(words), " ".join(changed)
+        a, b = (set(shingles(normalize(docs[f"{x}{i:02d}"]))) for x in "ab")
+        truth[f"b{i:02d}"] = _jaccard(a, b)
+    assert all(0.5 < j < 0.8 for j in truth.values())
+    dropped = {mode: _fates(MinHashDedup(verify=mode).run_local(doc_table(docs)))[1] for mode in ("exact", "none")}
+    assert not dropped["exact"]
+    assert len(dropped["none"]) >= 5 and all(dropped["none"][d] == "a" + d[1:] for d in dropped["none"])
+
+
 def test_exact_verification_matches_checking_every_pair(corpus, monkeypatch):
     """Signatures decide only the clear pairs: the result equals computing every true Jaccard."""
     table = doc_table(corpus)

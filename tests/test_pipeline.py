@@ -211,3 +211,43 @@ def test_every_stage_loads_and_is_documented(capsys):
     for name in names:
         assert f"{name} (document stage)" in out or f"{name} (global stage)" in out, name
         assert f"| `{name}` |" in readme, f"stage {name} is missing from the README's stage table"
+
+
+def test_workers_fork_from_a_daemon_that_loaded_the_pipeline_once(spark):
+    """Local sessions fork Python workers from pipelines.worker_daemon, which imported the stages and
+    loaded lid.176 before forking, and reuse each worker for task after task."""
+
+    def worker_state(_):  # nested: pickled by value, as the test module is not importable by workers
+        import os
+
+        from dataprep.langid import load_model
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
+            parent = fh.read().replace(b"\0", b" ").decode()
+        yield os.getpid(), parent, load_model.cache_info().currsize
+
+    states = spark.sparkContext.parallelize(range(16), 16).mapPartitions(worker_state).collect()
+    assert all("pipelines.worker_daemon" in parent for _, parent, _ in states)
+    assert all(models >= 1 for *_, models in states)  # no task loaded it: the daemon did
+    assert len({pid for pid, *_ in states}) < len(states)  # workers are reused across tasks
+
+
+def test_small_local_files_share_first_step_tasks(tmp_path):
+    """Many small files are packed into a few tasks (in order, each file once, every core busy); large
+    files, few files and files on object stores keep a task each."""
+    from pipelines.steps import TASK_BYTES, file_tasks
+
+    small = []
+    for i in range(40):
+        small.append(str(tmp_path / f"s{i:02d}.warc.gz"))
+        Path(small[-1]).write_bytes(b"x" * 1000)
+    tasks = file_tasks(small, slots=2)
+    assert [f for t in tasks for f in t] == small
+    assert 4 <= len(tasks) <= 5 and all(len(t) > 1 for t in tasks)
+    assert file_tasks(small[:4], slots=2) == [[f] for f in small[:4]]  # no more files than 2 x slots
+    assert file_tasks(small + ["s3://bucket/a.warc.gz"], slots=2) == [[f] for f in small + ["s3://bucket/a.warc.gz"]]
+    big = str(tmp_path / "big.warc.gz")
+    with open(big, "wb") as fh:
+        fh.truncate(TASK_BYTES + 1)
+    tasks = file_tasks(small[:10] + [big] + small[10:], slots=2)
+    assert [big] in tasks and [f for t in tasks for f in t] == small[:10] + [big] + small[10:]

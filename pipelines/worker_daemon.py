@@ -1,0 +1,52 @@
+"""Spark's Python daemon (``spark.python.daemon.module``) with the pipeline's modules and the default
+language-ID model loaded before it forks any worker.
+
+PySpark starts one daemon per executor and forks a Python worker from it for each concurrent task
+slot; with ``spark.python.worker.reuse`` the workers then serve task after task. Each forked worker
+would otherwise import pyarrow, Resiliparse, Trafilatura, fastText and our stages itself and load
+lid.176: done here, that cost is paid once per executor and the workers share the pages
+(copy-on-write). Everything loaded here must start no thread (a fork copies only the forking one):
+these imports do not. A module that fails to import here is simply imported by the worker later.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+PRELOAD = (
+    "pyarrow",
+    "numpy",
+    "pandas",  # pyarrow imports it on a worker's first Table.from_pylist, and PySpark's Arrow code needs it
+    "pipelines.steps",
+    "dataprep.extract",
+    "trafilatura",
+    "dataprep.langid",
+    "dataprep.quality.gopher",
+    "dataprep.quality.c4",
+    "dataprep.quality.fineweb",
+    "dataprep.dedup.minhash",
+)
+
+
+def preload() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an extra not installed: its stages are not in use
+            pass
+    try:
+        import pyarrow as pa
+
+        pa.Table.from_pylist([{"warm": 1}])  # pyarrow's lazy pandas shim, set up once here
+        from dataprep.langid import default_model_path, load_model
+
+        load_model(default_model_path())  # cached per process: forked workers inherit it
+    except Exception:
+        pass
+
+
+if __name__ == "__main__":
+    preload()
+    from pyspark.daemon import manager
+
+    manager()
