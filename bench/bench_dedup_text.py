@@ -239,7 +239,7 @@ def main() -> int:
         print(json.dumps(report))
         return 0
     results = {"cores": args.cores, "driver_memory": args.driver_memory, "sizes": {}}
-    print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}{'heap/GC MB':>11}{'removed':>9}")
+    print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}{'heap/GC MB':>11}{'removed':>9}")  # removed: lines (sentences), from every document
     for n in args.sizes:
         corpus = WORK / str(n)
         make_corpus(n, corpus, files=args.cores)
@@ -256,7 +256,7 @@ def main() -> int:
             if r is None:
                 continue
             r["docs_per_cpu_second"] = round(n / r["cpu_seconds"])
-            removed = r["counters"].get("segments_removed", "") if "counters" in r else runs.get("agreement", {}).get("removed_datatrove", "")
+            removed = {"line": r.get("counters", {}).get("segments_removed"), **{k: runs.get("agreement", {}).get(f"removed_{e}", "") for k, e in (("sentence", "ours"), ("datatrove", "datatrove"))}}[kind]
             name = {"sentence": "ours sentence span 3", "line": "ours line (boilerplate)", "datatrove": "datatrove SentenceDedup"}[kind]
             print(f"{name:<24}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}{r['docs_per_cpu_second']:>11}{r['peak_rss_mb_jvm']:>8}{r['peak_rss_mb_python']:>7}"
                   f"{r.get('heap_after_gc_mb', ''):>11}{removed:>9}", flush=True)
