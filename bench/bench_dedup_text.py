@@ -35,6 +35,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -55,8 +56,10 @@ def make_corpus(n: int, out: Path, files: int, seed: int = 0) -> None:
 
     from bench.dedup_eval import real_documents
 
-    if (out / "_DONE").exists():
+    stamp = f"corpus v2, {files} files"  # a corpus written by an older version of this script is rewritten
+    if (out / "_DONE").exists() and (out / "_DONE").read_text() == stamp:
         return
+    shutil.rmtree(out, ignore_errors=True)
     rng = np.random.default_rng(seed)
     vocab = sorted({w.lower() for text in real_documents() for w in text.split() if w.isalpha()})
     weights = 1.0 / np.arange(1, len(vocab) + 1)
@@ -102,7 +105,7 @@ def make_corpus(n: int, out: Path, files: int, seed: int = 0) -> None:
         with open(out / "jsonl" / f"part-{f:03d}.jsonl", "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps({"id": i, "text": t}) + "\n" for i, t in zip(ids[part], texts[part]))
     (out / "eval.jsonl").write_text("".join(json.dumps({"id": f"p{i}", "text": p}) + "\n" for i, p in enumerate(passages)))
-    (out / "_DONE").write_text("")
+    (out / "_DONE").write_text(stamp)
 
 
 def stage_for(mode: str):
