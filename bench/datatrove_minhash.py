@@ -15,15 +15,13 @@ import gzip
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proctree import TreeMonitor  # noqa: E402
+from datatrove_steps import run_steps  # noqa: E402
 
 
 def main() -> None:
     input_dir, work, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
@@ -44,14 +42,7 @@ def main() -> None:
             files,
         ),
     }
-    report = {}
-    total = TreeMonitor().start()
-    for name, (pipeline, tasks) in steps.items():
-        t0 = time.perf_counter()
-        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=f"{work}/logs/{name}").run()
-        report[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
-    report.update(total.stop())
-    report["seconds"] = round(sum(v for k, v in report.items() if k.endswith("_seconds") and k != "cpu_seconds"), 1)
+    report = run_steps(steps, work, workers)
     removed = []
     for path in sorted(glob.glob(f"{work}/removed/*.jsonl.gz")):
         with gzip.open(path, "rt") as fh:

@@ -15,15 +15,13 @@ import glob
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from proctree import TreeMonitor  # noqa: E402
+from datatrove_steps import run_steps  # noqa: E402
 
 
 def main() -> None:
     input_dir, work, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.sentence_dedup import SentDedupConfig, SentenceDedupFilter, SentenceDedupSignature, SentenceFindDedups
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
@@ -35,15 +33,7 @@ def main() -> None:
         "find": ([SentenceFindDedups(f"{work}/sigs", f"{work}/dups", config=config)], 1),
         "filter": ([JsonlReader(input_dir), SentenceDedupFilter(f"{work}/dups", config=config), JsonlWriter(f"{work}/kept")], files),
     }
-    report = {}
-    total = TreeMonitor().start()
-    for name, (pipeline, tasks) in steps.items():
-        t0 = time.perf_counter()
-        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=f"{work}/logs/{name}").run()
-        report[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
-    report.update(total.stop())
-    report.pop("peak_python_process")
-    report["seconds"] = round(sum(report[f"{name}_seconds"] for name in steps), 1)
+    report = run_steps(steps, work, workers)
     print(json.dumps(report))
 
 
