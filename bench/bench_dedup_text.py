@@ -234,19 +234,20 @@ def main() -> int:
     parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the local executor's heap), the same at every size")
     parser.add_argument("--datatrove-max", type=int, default=100_000, help="run datatrove only up to this many documents")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--work", type=Path, default=WORK, help="where the corpora and outputs go")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one measurement in a fresh process, so peaks do not carry over
-        kind, corpus = args.child[0], WORK / args.child[1]
+        kind, corpus = args.child[0], args.work / args.child[1]
         report = run_decontaminate(corpus) if kind == "decontaminate" else run_spark(corpus, kind, args.cores, args.driver_memory, corpus / f"ours-{kind}")
         print(json.dumps(report))
         return 0
     results = {"cores": args.cores, "driver_memory": args.driver_memory, "sizes": {}}
     print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}{'heap/GC MB':>11}{'removed':>9}")  # removed: lines (sentences), from every document
     for n in args.sizes:
-        corpus = WORK / str(n)
+        corpus = args.work / str(n)
         make_corpus(n, corpus, files=args.cores)
-        own = ["--cores", str(args.cores), "--driver-memory", args.driver_memory]
+        own = ["--cores", str(args.cores), "--driver-memory", args.driver_memory, "--work", str(args.work)]
         runs = {kind: _child([__file__, *own, "--child", kind, str(n)]) for kind in ("sentence", "line", "decontaminate")}
         if n <= args.datatrove_max:
             python = subprocess.run(["bash", "bench/datatrove_env.sh"], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "DATATROVE_VENV": DATATROVE_VENV}).stdout.split()[-1]
