@@ -4,9 +4,12 @@
 2. a window over the key (one shuffle by hash) counts the documents holding it and their smallest id;
    rows of keys held by more than ``max_documents`` documents are the cuts (minus the smallest id's
    own row with ``keep: first``);
-3. the cuts, gathered per document, are joined back to the documents (broadcast while few), and each
-   task rewrites the texts that have cuts.
-Nothing but the three counters reaches the driver; the result does not depend on the partitioning.
+3. the cuts, gathered per document, are joined back to the documents, and each task rewrites the texts
+   that have cuts. While there are at most BROADCAST_CUTS cuts they are broadcast (the corpus is not
+   shuffled); beyond that, a sort-merge join shuffles the documents by id, so what the driver holds
+   never grows with the corpus.
+Nothing but the three counters and a bounded broadcast reaches the driver; the result does not depend
+on the partitioning.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from pyspark.sql.window import Window
 
 from dataprep.dedup.paragraphs import ParagraphDedup
 from dataprep.stage import DROP_REASON, DROP_STAGE
-from pipelines.dedup import BROADCAST_ROWS, _materialize
+from pipelines.dedup import _materialize
 
 _CUTS = "_cuts"
+# A broadcast passes through the driver (~100 bytes a cut with its document id): capped by a constant.
+BROADCAST_CUTS = 200_000
 
 
 def cuts(df: DataFrame, stage: ParagraphDedup) -> DataFrame:
@@ -47,8 +52,7 @@ def run_paragraph_dedup(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataF
     counts = found.agg(F.count("*"), F.countDistinct("id"), F.countDistinct("key")).first()
     stage.record({"segments_removed": counts[0], "documents_changed": counts[1], "duplicated_segments": counts[2]})
     per_doc = _materialize(found.groupBy("id").agg(F.collect_list("key").alias(_CUTS)))
-    if counts[1] <= BROADCAST_ROWS:  # few documents change: the corpus is not shuffled
-        per_doc = F.broadcast(per_doc)
+    per_doc = F.broadcast(per_doc) if counts[0] <= BROADCAST_CUTS else per_doc.hint("merge")
     columns = df.columns
     schema = StructType(df.schema.fields + [StructField(DROP_STAGE, StringType()), StructField(DROP_REASON, StringType())])
 

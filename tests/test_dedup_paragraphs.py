@@ -98,9 +98,13 @@ def test_segments_rebuild_the_text():
     assert split_segments(text, "paragraph")[0] == ["Title", "First paragraph.\nStill first.", "Second. 第二段。结束！\n"]
 
 
-def test_spark_matches_local_for_any_partitioning(spark, planted):
+@pytest.mark.parametrize("broadcast", [True, False], ids=["broadcast", "shuffle-join"])
+def test_spark_matches_local_for_any_partitioning(spark, planted, monkeypatch, broadcast):
+    from pipelines import paragraph_dedup
     from pipelines.paragraph_dedup import run_paragraph_dedup
 
+    if not broadcast:  # more cuts than a broadcast may carry: the documents are joined by a shuffle
+        monkeypatch.setattr(paragraph_dedup, "BROADCAST_CUTS", 0)
     docs, _ = planted
     table = doc_table(docs)
     local_stage = ParagraphDedup(keep="none", max_documents=5)
@@ -110,7 +114,9 @@ def test_spark_matches_local_for_any_partitioning(spark, planted):
     df = spark.createDataFrame(table.to_pandas())
     for partitions in (1, 4):
         stage = ParagraphDedup(keep="none", max_documents=5)
-        rows = run_paragraph_dedup(df.repartition(partitions), stage).collect()
+        out = run_paragraph_dedup(df.repartition(partitions), stage)
+        assert ("BroadcastHashJoin" if broadcast else "SortMergeJoin") in out._jdf.queryExecution().executedPlan().toString()
+        rows = out.collect()
         assert {r.id: (None if r.drop_reason else r.text, r.drop_reason) for r in rows} == expected
         assert all(r.drop_stage == "paragraph_dedup" for r in rows if r.drop_reason)
         assert stage.take_counters() == local_counters

@@ -54,3 +54,28 @@ def test_dedup_stages_in_a_pipeline_match_the_in_memory_run(spark, shared_data, 
     assert stats["decontaminate"]["counters"] == {"contaminated_documents": 1}
     assert stats["paragraph_dedup"]["counters"]["segments_removed"] >= 2 * len(boilerplate)  # reached stats.json
     assert json.loads((tmp_path / "index" / "index.json").read_text())["rows"] == len(corpus)
+
+
+def test_shipped_dedup_preset_cuts_boilerplate_and_repeated_spans(shared_data, tmp_path):
+    """configs/pipeline/dedup_all.yaml, included by name as the README shows, on real documents: a
+    boilerplate line planted in 12 of them is cut from all, a 3-sentence passage copied into a later
+    document is kept only in the first, and a refetched URL keeps one copy."""
+    (tmp_path / "job.yaml").write_text("stages:\n  - include: dedup_all.yaml\n")
+    stages = load_config(str(tmp_path / "job.yaml")).stages
+    assert [s.name for s in stages] == ["url_dedup", "paragraph_dedup", "paragraph_dedup", "exact_dedup", "minhash_dedup"]
+    assert (stages[1].unit, stages[1].keep, stages[2].unit, stages[2].span) == ("line", "none", "sentence", 3)
+    texts = [t for t in real_documents(shared_data) if t.count(". ") >= 10][:24]
+    banner = "We use cookies to improve your experience on our site and to show you relevant offers."
+    passage = "The committee met on Tuesday. It approved the budget for next year. Members thanked the staff."
+    docs = {f"d{i:02d}": (f"{banner}\n{t}" if i % 2 else t) for i, t in enumerate(texts)}
+    docs["d03"] += "\n" + passage
+    docs["d17"] = docs["d17"] + "\n" + passage
+    urls = {d: f"https://site.example/{d}" for d in docs}
+    docs["r05"], urls["r05"] = texts[5] + "\nUpdated.", "http://www.site.example/d05/"
+    dates = {d: "2024-04-01T00:00:00Z" if d.startswith("r") else "2024-03-01T00:00:00Z" for d in docs}
+    (result, _) = run_local(stages, doc_table(docs, urls, dates))
+    kept = dict(zip(result.kept.column("id").to_pylist(), result.kept.column("text").to_pylist()))
+    assert "r05" in kept and "d05" not in kept
+    assert not any(banner in t for t in kept.values())
+    assert passage in kept["d03"] and passage not in kept["d17"]
+    assert kept["d02"] == texts[2]  # nothing to cut: byte for byte
