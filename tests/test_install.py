@@ -267,8 +267,8 @@ NOT_RUN = {
     "--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 "
     "--platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .gpu/whl pydantic==2.14.3 pydantic-core==2.50.4 "
     "annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0": "downloads wheels for a GPU machine",
-    "python bench/bench_throughput.py [--quick]": "a benchmark of tens of minutes, run by hand",
-    "python bench/bench_dedup_text.py --sizes 10000 100000": "a benchmark of minutes, run by hand",
+    "python bench/bench_throughput.py [--quick] [--allow-busy]": "a benchmark of tens of minutes, run by hand",
+    "python bench/bench_dedup_text.py --sizes 10000 100000 300000": "a benchmark of tens of minutes, run by hand",
 }
 
 # In the order they run: (README command, what runs: the command with its placeholders filled), and
