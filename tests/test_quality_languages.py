@@ -1,17 +1,22 @@
-"""Per-language quality settings: Chinese counted in jieba words, thresholds per language with the
-config winning, a language added at run time, and Japanese ruby readings kept out of the text."""
+"""Per-language quality settings: Chinese counted in jieba words, Japanese in Sudachi words (per
+character without it), thresholds per language with the config winning, a language added at run time,
+and Japanese ruby readings kept out of the text."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+import json
+import logging
 
+import numpy as np
+import pytest
 import yaml
 
 from dataprep.extract import Extract
 from dataprep.quality.gopher import GopherQuality, GopherRepetition
-from dataprep.quality.languages import LANGUAGES, LanguageSettings, add_language, language_settings, split_words
+from dataprep.quality import languages
+from dataprep.quality.languages import LANGUAGES, LanguageSettings, add_language, count_sentences, language_settings, split_words
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {p["id"]: p for p in yaml.safe_load((ROOT / "tests" / "data" / "safety_pages.yaml").read_text(encoding="utf-8"))}
@@ -29,6 +34,46 @@ def test_chinese_is_counted_in_words_not_characters():
     assert words[:3] == ("长江", "是", "中国") and "，" not in words  # marks are not words
     text = "长江是中国第一长河，也是亚洲最长的河流。" * 3  # 60 characters, about 30 words
     assert GopherQuality(language="zh").decide(text, "zh")[0] == "gopher_short_doc"
+
+
+def _japanese_sentences(shared_data: Path) -> list[str]:
+    """The 300 Japanese web sentences (Leipzig corpora) of the shared langid set."""
+    with open(shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8") as f:
+        return [r["text"] for r in map(json.loads, f) if r["lang"] == "ja"]
+
+
+def test_japanese_is_counted_in_sudachi_words(shared_data):
+    pytest.importorskip("sudachipy")
+    words = split_words("関西国際空港で選挙管理委員会の発表があった。", "ja")
+    assert words == ("関西", "国際", "空港", "で", "選挙", "管理", "委員会", "の", "発表", "が", "あっ", "た")
+    sentences = _japanese_sentences(shared_data)
+    text = "".join(sentences[:40])  # a paragraph of real web prose, ~1,800 characters
+    n_words, n_chars = len(split_words(text, "ja")), len(languages.split_words_cjk(text))
+    assert count_sentences(text, "ja") * 10 < n_words < 0.7 * n_chars  # about 24 words a sentence, 1.7 characters a word
+    assert GopherQuality(language="ja").decide(text, "ja")[0] is None
+    assert GopherRepetition(language="ja").decide(text, "ja")[0] is None
+    # the stop-word rule (2 of の に は を た が ...) holds in nearly every sentence, and every paragraph passes
+    wanted = language_settings("ja").stop_words
+    assert sum(len(wanted.intersection(split_words(s, "ja"))) >= 2 for s in sentences) >= 0.95 * len(sentences)
+    paragraphs = ["".join(sentences[i : i + 10]) for i in range(0, len(sentences), 10)]
+    assert all(GopherQuality(language="ja").decide(p, "ja")[0] is None for p in paragraphs)
+    # 50 words is now a real minimum: the first two sentences (88 characters, 47 words) are too few
+    two = "".join(sentences[:2])
+    assert len(languages.split_words_cjk(two)) >= 50 and GopherQuality(language="ja").decide(two, "ja")[0] == "gopher_short_doc"
+    # SudachiPy refuses inputs over 49,149 bytes; a long page is cut into pieces first
+    assert len(split_words("\n".join([text] * 20), "ja")) == 20 * n_words
+
+
+def test_japanese_without_sudachi_counts_characters(monkeypatch, caplog):
+    text = "関西国際空港で選挙管理委員会の発表があった。"
+    languages._sudachi.cache_clear()
+    languages.split_words.cache_clear()
+    with monkeypatch.context() as m, caplog.at_level(logging.WARNING):
+        m.setitem(__import__("sys").modules, "sudachipy", None)  # as if the ja extra were not installed
+        assert split_words(text, "ja") == tuple(languages.split_words_cjk(text))
+    assert "Japanese words are counted per character" in caplog.text
+    languages._sudachi.cache_clear()
+    languages.split_words.cache_clear()
 
 
 def test_encyclopedia_with_citations_and_infobox_passes_the_alpha_rule():

@@ -4,8 +4,8 @@ words, rule thresholds), sentence ends and symbols.
 ``LANGUAGES`` holds every language's settings in one place (FineWeb-2 style). FineWeb's filters
 (datatrove) count words with spaCy's rule-based tokenizer; the ``spaced`` splitter reproduces it
 (``spacy_words``), and English uses exactly that. Chinese is counted in words by jieba's dictionary
-segmenter; Japanese has no segmenter here, so each Han/kana character counts as a word; Thai uses
-pythainlp when installed, otherwise character clusters. A language without settings uses English's
+segmenter; Japanese by SudachiPy's (the ``ja`` extra; without it each Han/kana character counts as a
+word, and a warning says so); Thai uses pythainlp when installed, otherwise character clusters. A language without settings uses English's
 splitter and stop words and the stages' own thresholds.
 
 To add a language: ``add_language(LanguageSettings("xx", splitter="spaced", stop_words=...,
@@ -16,10 +16,11 @@ parameter itself (``QualityFilter.param``); ``None`` switches the rule off for t
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Literal
+from typing import Callable, Iterable, Iterator, Literal
 
 import regex
 
@@ -85,14 +86,14 @@ def _jieba():
     return tokenizer
 
 
-def split_words_jieba(text: str) -> list[str]:
-    """Chinese words from jieba's dictionary segmenter (with its HMM for unknown words); runs of
-    other scripts split as spaced text, so English words and numbers inside Chinese count alike.
-    Punctuation and symbols are not words here: a quarter of jieba's tokens in Chinese news are
+def _segmenter_words(tokens: Iterable[str]) -> list[str]:
+    """The words among a dictionary segmenter's tokens: tokens with Han/kana stay whole, runs of other
+    scripts split as spaced text (so English words and numbers inside Chinese or Japanese count alike).
+    Punctuation and symbols are not words here: a quarter of the tokens in Chinese or Japanese news are
     marks (，。、“”), which would make the alpha-word rule reject prose, and citation markers ([1])
     or infobox pipes would tip encyclopedia articles under its 0.8."""
     out: list[str] = []
-    for token in _jieba().cut(text):
+    for token in tokens:
         if _CJK_CHAR.search(token):
             out.append(token)
         elif _WORDLIKE.search(token):
@@ -100,10 +101,51 @@ def split_words_jieba(text: str) -> list[str]:
     return out
 
 
-Splitter = Literal["spaced", "jieba", "cjk_chars", "thai"]
+def split_words_jieba(text: str) -> list[str]:
+    """Chinese words from jieba's dictionary segmenter (with its HMM for unknown words)."""
+    return _segmenter_words(_jieba().cut(text))
+
+
+_SUDACHI_MAX_CHARS = 12_000  # SudachiPy refuses inputs over 49,149 bytes; 12,000 characters fit in UTF-8
+
+
+@lru_cache(maxsize=1)
+def _sudachi():
+    """SudachiPy's tokenizer with its core dictionary (mode B, middle units: 選挙 / 管理 / 委員会,
+    neither 選挙管理委員会 as one word nor 委員 / 会), or None when the ``ja`` extra is not installed."""
+    try:
+        from sudachipy import Dictionary, SplitMode
+    except ImportError:
+        logging.getLogger(__name__).warning(
+            "sudachipy is not installed (pip install 'ccpretrain[ja]'): Japanese words are counted per character"
+        )
+        return None
+    return Dictionary(dict="core").tokenizer(mode=SplitMode.B)
+
+
+def _chunks(text: str, size: int) -> Iterator[str]:
+    """``text`` in pieces of at most ``size`` characters, cut after a newline where one is in reach."""
+    while len(text) > size:
+        cut = text.rfind("\n", 0, size) + 1 or size
+        yield text[:cut]
+        text = text[cut:]
+    yield text
+
+
+def split_words_japanese(text: str) -> list[str]:
+    """Japanese words from SudachiPy's dictionary segmenter (SudachiPy and sudachidict_core,
+    both Apache-2.0); one word per Han/kana character when it is not installed."""
+    tokenizer = _sudachi()
+    if tokenizer is None:
+        return split_words_cjk(text)
+    return _segmenter_words(m.surface() for chunk in _chunks(text, _SUDACHI_MAX_CHARS) for m in tokenizer.tokenize(chunk))
+
+
+Splitter = Literal["spaced", "jieba", "japanese", "cjk_chars", "thai"]
 SPLITTERS: dict[str, Callable[[str], list[str]]] = {
     "spaced": split_words_spaced,
     "jieba": split_words_jieba,
+    "japanese": split_words_japanese,
     "cjk_chars": split_words_cjk,
     "thai": split_words_thai,
 }
@@ -119,8 +161,8 @@ class LanguageSettings:
     thresholds: dict[str, float | None] = field(default_factory=dict)  # stage parameter -> value here
 
 
-# Word lengths: jieba's Chinese words average under 2 characters and Japanese "words" are single
-# characters, so the mean-word-length rule does not apply; Korean words (eojeol) are 2-4 syllables.
+# Word lengths: jieba's Chinese words and Sudachi's Japanese words average under 2 characters (single
+# characters without Sudachi), so the mean-word-length rule does not apply; Korean words (eojeol) are 2-4 syllables.
 _NO_WORD_LENGTH = {"min_avg_word_length": None, "max_avg_word_length": None}
 LANGUAGES: dict[str, LanguageSettings] = {
     s.code: s
@@ -138,7 +180,7 @@ LANGUAGES: dict[str, LanguageSettings] = {
         LanguageSettings("zh", "jieba", frozenset("的 是 在 了 和 有 不 我 这 人 中 一 也 就 都 与 为 他 她 们".split()), _NO_WORD_LENGTH),
         LanguageSettings("yue", "jieba", frozenset("嘅 係 喺 咗 同 有 唔 我 呢 人 一 都".split()), _NO_WORD_LENGTH),
         LanguageSettings("wuu", "cjk_chars", frozenset("个 是 勒 了 搭 有 勿 我 迭 人 一".split()), _NO_WORD_LENGTH),
-        LanguageSettings("ja", "cjk_chars", frozenset("の に は を た が で て と し れ さ".split()), _NO_WORD_LENGTH),
+        LanguageSettings("ja", "japanese", frozenset("の に は を た が で て と し れ さ".split()), _NO_WORD_LENGTH),
         LanguageSettings("ko", stop_words=frozenset("이 그 저 것 수 등 및 더 또 그리고 있다 하는 있는 한다".split()),
                          thresholds={"min_avg_word_length": 1.5}),
         LanguageSettings("th", "thai", frozenset("ที่ และ การ ใน ของ เป็น มี ได้ ไม่ ให้".split()), {"min_avg_word_length": 1.5}),
@@ -158,7 +200,7 @@ def language_settings(language: str) -> LanguageSettings:
 
 
 # Languages whose words the rules count per character (C4 and sentence counting read this).
-CHAR_SPLIT_LANGUAGES = {code for code, s in LANGUAGES.items() if s.splitter in ("jieba", "cjk_chars")}
+CHAR_SPLIT_LANGUAGES = {code for code, s in LANGUAGES.items() if s.splitter in ("jieba", "japanese", "cjk_chars")}
 
 
 @lru_cache(maxsize=1024)
