@@ -73,7 +73,9 @@ def model_labels(path: str | None = None, second_opinion: str = "none") -> froze
     return labels | frozenset(lingua_codes().values()) if uses_lingua(second_opinion) else labels
 
 
+@functools.lru_cache(maxsize=1)
 def lingua_installed() -> bool:
+    """Looked up once per process: ``predict`` asks on every batch."""
     return importlib.util.find_spec("lingua") is not None
 
 
