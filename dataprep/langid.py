@@ -17,7 +17,9 @@ labels with a probability under ``ask_below``, texts shorter than ``ask_chars`` 
 to lingua, which then decides among its languages; its confidence becomes ``lang_score``. lid.176 keeps
 the languages lingua does not know, and lingua may not call a text English that lid.176 gave another
 language with probability >= 0.5 when a fifth or more of its letters are not Latin (lingua reads the
-Latin part of an Urdu sentence behind an English HTTP header as English). Only the middle
+Latin part of an Urdu sentence behind an English HTTP header as English), nor where lid.176 gives English
+under ``english_support`` (names, titles and mixed sentences that lingua's trigrams call English; the
+English gate's precision rests on both detectors agreeing). Only the middle
 ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
 stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
 extra brings it) and logs which way it went. ``lingua_accuracy: low`` (the default) reads trigrams only;
@@ -43,6 +45,7 @@ from dataprep.stage import DocumentStage, register, with_column
 
 LABEL_PREFIX = "__label__"
 ENGLISH_MIN_LATIN = 0.8  # lingua may relabel a text as English only if this share of its letters is Latin
+SUPPORT_LABELS = 10  # how many of lid.176's labels are read to find its probability for English
 _LATIN = regex.compile(r"\p{Latin}")
 _LETTER = regex.compile(r"\p{L}")
 
@@ -137,6 +140,7 @@ class LanguageID(DocumentStage):
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
     ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
+    english_support: float = Field(0.3, ge=0.0, le=1.0, description="lingua may relabel a text as English only where lid.176 gives English at least this probability")
 
     @model_validator(mode="after")
     def _check(self) -> "LanguageID":
@@ -202,6 +206,9 @@ class LanguageID(DocumentStage):
         self.count("lingua_asked", len(ask))
         windows = [self._window(lines[i]) for i in ask]
         results = lingua_detector(self.lingua_accuracy).compute_language_confidence_values_in_parallel(windows)
+        to_english = [i for i, values in zip(ask, results) if values and codes[values[0].language] == "en" != langs[i]]
+        support = self._english_probability([lines[i] for i in to_english]) if self.english_support else []
+        unsupported = {i for i, p in zip(to_english, support) if p < self.english_support}
         for i, window, values in zip(ask, windows, results):
             if not values:
                 continue
@@ -209,10 +216,21 @@ class LanguageID(DocumentStage):
             if best == "en" != langs[i] and scores[i] >= 0.5 and latin_share(window) < ENGLISH_MIN_LATIN:
                 self.count("lingua_mixed_script_kept")
                 continue
+            if i in unsupported:
+                self.count("lingua_english_unsupported")
+                continue
             if best != langs[i]:
                 self.count("lingua_relabelled")
             scores[i] = max(scores[i], values[0].value) if best == langs[i] else values[0].value
             langs[i] = best
+
+    def _english_probability(self, lines: list[str]) -> list[float]:
+        """lid.176's probability for English per line (0.0 when English is not among its top labels)."""
+        if not lines:
+            return []
+        labels, probs = self._model().predict(lines, k=SUPPORT_LABELS)
+        english = LABEL_PREFIX + "en"
+        return [float(dict(zip(row, p)).get(english, 0.0)) for row, p in zip(labels, probs)]
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         langs, scores = self.predict(batch.column("text").to_pylist())

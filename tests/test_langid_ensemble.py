@@ -1,6 +1,6 @@
 """lid.176 + lingua ensemble: the languages lid.176 lacks or confuses with English get their own
 label, Norwegian is split into Bokmål and Nynorsk, confident labels stay, mixed-script texts are not
-called English, configs may name lingua's languages only when lingua is on, and ``auto`` (the default)
+called English, nor texts lid.176 gives little English, configs may name lingua's languages only when lingua is on, and ``auto`` (the default)
 turns it on where lingua is installed and says so."""
 
 from __future__ import annotations
@@ -42,6 +42,20 @@ def test_mixed_script_text_is_not_called_english(sentences):
     assert stage.take_counters()["lingua_mixed_script_kept"] >= 5  # others: lingua itself says Urdu
     english = "Click on a list name to get more information about the list, or to subscribe. 東京"
     assert stage.predict([english])[0] == ["en"]  # a few other letters do not stop English
+
+
+@pytest.mark.parametrize("accuracy", ["high", "low"])
+def test_english_needs_lid176_support(sentences, accuracy):
+    # Irish sentences about English places ("Bicester Is baile suite in Oxfordshire é Bicester."): lingua's
+    # trigrams call some English, lid.176 gives English under 0.3
+    texts = [t for t in sentences("ga", 300, " Is ") if "suite" in t][:10]
+    stage = LanguageID(second_opinion="lingua", lingua_accuracy=accuracy)
+    unchecked = LanguageID(second_opinion="lingua", lingua_accuracy=accuracy, english_support=0.0)
+    assert "en" in unchecked.predict(texts)[0]
+    assert "en" not in stage.predict(texts)[0]
+    assert stage.take_counters()["lingua_english_unsupported"] >= 1
+    english = "Funded by the Health Research Council of New Zealand for three years."
+    assert stage.predict([english])[0] == ["en"]
 
 
 def test_confident_labels_and_long_pages_stay(sentences):
