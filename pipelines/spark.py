@@ -11,6 +11,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from pipelines import class_archive
+
 DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
@@ -26,7 +28,9 @@ DEFAULT_CONF = {
 # (bench/bench_pipeline.py measures it). Clusters keep their JVM defaults.
 # No web UI in local mode (tests, laptops); cluster masters keep Spark's UI on port 4040, where users
 # watch a long job.
-LOCAL_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", "spark.ui.enabled": "false"}
+# Local sessions also map a class-data-sharing archive of Spark's classes (pipelines/class_archive.py).
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+LOCAL_CONF = {"spark.driver.extraJavaOptions": LOCAL_JAVA_OPTIONS, "spark.ui.enabled": "false"}
 # Local mode only: the Python daemon that forks the workers imports our modules and loads lid.176
 # first (pipelines/worker_daemon.py), so a session pays that once instead of once per worker. Its
 # workers find the package through PYTHONPATH, which ``_local_defaults`` extends with this checkout.
@@ -65,8 +69,15 @@ def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dic
         local = (master or given.get("spark.master", "local")).startswith("local")
         chosen = {**DEFAULT_CONF, "spark.ui.enabled": "false"} if local else DEFAULT_CONF
         defaults = {k: v for k, v in chosen.items() if not given.contains(k)}
-    for key, value in {**defaults, **(conf or {})}.items():
+    settings = {**defaults, **(conf or {})}
+    archive_note = None
+    if settings.get("spark.driver.extraJavaOptions") == LOCAL_JAVA_OPTIONS:
+        class_options, archive_note = class_archive.java_options()  # local session, our JVM options
+        settings["spark.driver.extraJavaOptions"] = f"{LOCAL_JAVA_OPTIONS} {class_options}".strip()
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if archive_note:
+        class_archive.record_class_path(archive_note, spark.sparkContext._jvm.System.getProperty("java.class.path"))
     return spark
