@@ -4,7 +4,7 @@ language-ID model loaded before it forks any worker.
 PySpark starts one daemon per executor and forks a Python worker from it for each concurrent task
 slot; with ``spark.python.worker.reuse`` the workers then serve task after task. Each forked worker
 would otherwise import pyarrow, Resiliparse, Trafilatura, fastText and our stages itself and load
-lid.176: done here, that cost is paid once per executor and the workers share the pages
+lid.176 (and lingua's models where it is installed): done here, that cost is paid once per executor and the workers share the pages
 (copy-on-write). Everything loaded here must start no thread (a fork copies only the forking one):
 these imports do not. A module that fails to import here is simply imported by the worker later.
 """
@@ -41,8 +41,28 @@ def preload() -> None:
         from dataprep.langid import default_model_path, load_model
 
         load_model(default_model_path())  # cached per process: forked workers inherit it
+        preload_lingua()
     except Exception:
         pass
+
+
+def preload_lingua() -> None:
+    """lingua's trigram models (the default low-accuracy mode of langid's second opinion), loaded by
+    labelling a sentence per script family. One text at a time starts no thread pool: each worker
+    starts its own on its first batch."""
+    from dataprep.langid import lingua_detector, lingua_installed
+
+    if lingua_installed():
+        detector = lingua_detector("low")
+        for text in WARM_TEXTS:
+            detector.compute_language_confidence_values(text)
+
+
+WARM_TEXTS = (
+    "The models load on the first text they read, once here instead of once per worker.",
+    "Модели загружаются при первом тексте, который они читают.",
+    "تحميل النماذج عند أول نص تقرؤه",
+)
 
 
 if __name__ == "__main__":
