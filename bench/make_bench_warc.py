@@ -3,7 +3,10 @@
 
     python bench/make_bench_warc.py --repeat 5 --files 2 --out /tmp/ccpretrain-bench/warc
 
-Each copy gets its own URL and record id, so the documents are distinct records with identical HTML.
+Each copy gets its own URL and record id, and its text blocks end with a copy tag (``c3``): copies of
+identical HTML would meet Trafilatura's cross-document duplicate cache, which datatrove turns on
+(``deduplicate=True``) and which empties a page seen a few times before; in a real crawl file pages are
+distinct. (Without the tags, datatrove's Trafilatura returned nothing for 2,938 of 3,980 CC-shaped pages.)
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -29,6 +33,15 @@ def warc_response(url: str, html: bytes, date: str = "2024-05-18T01:58:10Z") -> 
         f"Content-Type: application/http; msgtype=response\r\nContent-Length: {len(http)}\r\n\r\n"
     )
     return gzip.compress(head.encode() + http + b"\r\n\r\n", compresslevel=6)
+
+
+# Closing tags of the blocks that hold a page's text: each gets the copy tag before it.
+_BLOCK_END = re.compile(rb"(?i)(</(?:p|li|td|th|dd|h[1-6]|blockquote|pre|div)\s*>)")
+
+
+def tag_copy(html: bytes, copy: int) -> bytes:
+    """The page with `` c<copy>`` at the end of each text block, so copies are not identical texts."""
+    return _BLOCK_END.sub(b" c%d\\1" % copy, html)
 
 
 def load_pages(shared: Path = SHARED) -> list[tuple[str, bytes]]:
@@ -52,7 +65,7 @@ def write_bench_warcs(out_dir: str, repeat: int = 5, files: int = 1) -> list[str
     for copy in range(repeat):
         for url, html in pages:
             sep = "&" if "?" in url else "?"
-            handles[n % files].write(warc_response(f"{url}{sep}copy={copy}", html))
+            handles[n % files].write(warc_response(f"{url}{sep}copy={copy}", tag_copy(html, copy)))
             n += 1
     for handle, path in zip(handles, paths):
         handle.close()
