@@ -41,7 +41,7 @@ def cleaning_pipeline(model: str, files: list[str], out: str) -> list:
     names = sorted(os.path.basename(f) for f in files)
     return [
         WarcReader(folder, glob_pattern="*.warc.gz", paths_file=_paths_file(out, names)),
-        Trafilatura(favour_precision=True, timeout=10.0),
+        Trafilatura(favour_precision=True),  # as users run it: 1 s per page, deduplicate=True (its defaults)
         LanguageFilter(languages=["en"], language_threshold=0.65),
         GopherRepetitionFilter(),
         GopherQualityFilter(),
