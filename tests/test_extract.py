@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from dataprep.boilerplate import drop_marked_elements, main_blocks, parse_blocks, render
+from dataprep.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
 from dataprep.config import InputConfig
 from bench.snippets import snippet_scores
 from dataprep.extract import Extract, decode_html
@@ -114,6 +114,34 @@ def test_marked_boilerplate_elements_go_but_marked_wrappers_of_the_article_stay(
     for boilerplate in ("Jane Doe", "Photo: Agency", "newsletter", "You may also like", "Another story", "sidebar"):
         assert boilerplate not in text, boilerplate
     assert drop_marked_elements(HTMLTree.parse("<html></html>")) == 0
+
+
+def test_marked_names_are_read_from_class_and_id_values_as_the_parser_reads_them():
+    assert marked_names('<div CLASS="Site-SIDEBAR"><p id=newsletterBox>x</p></div>') == ("newsletter", "sidebar")
+    assert marked_names("<div class = 'wp-caption'  >x</div><div data-x=1 id\n=\nfooter>y</div>") == ("caption", "footer")
+    assert marked_names('<div title="a"class="share-bar">x</div>') == ("share",)  # no space before the name
+    assert marked_names('<div class="side&#98;ar promo&#x2D;box">x</div>') == ("promo", "sidebar")  # references
+    # a quote inside a script opens a false "value" that runs over the real markup: the attributes inside still count
+    assert marked_names("""<script>var s = 'id="';</script><div class="related">x</div>""") == ("related",)
+    # names in text, scripts, URLs and other attributes are not class or id values
+    assert marked_names('<p>Share this comment</p><a href="/x?id=footer" title="sidebar">y</a>') == ()
+
+
+def test_marked_elements_found_over_the_page_names_are_those_found_over_every_name(eval_pages):
+    """Selecting over the names in the page's class and id values removes exactly what selecting over all
+    BOILERPLATE_NAMES removes, on the real pages."""
+    from resiliparse.parse.html import HTMLTree
+
+    stage = Extract()
+    skipped = 0
+    for raw in eval_pages[1]:
+        page = decode_html(raw, None)
+        names = marked_names(page)
+        skipped += len(BOILERPLATE_NAMES) - len(names)
+        every, own = HTMLTree.parse(page), HTMLTree.parse(page)
+        assert drop_marked_elements(every, BOILERPLATE_NAMES) == drop_marked_elements(own, names)
+        assert stage._resiliparse(every, False, "minimal_html", True) == stage._resiliparse(own, False, "minimal_html", True)
+    assert skipped > 10 * len(eval_pages[1])  # most names are absent from most pages
 
 
 @pytest.mark.parametrize("lang", ["de", "ru", "zh", "ja", "ar", "hi"])
