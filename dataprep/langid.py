@@ -19,7 +19,9 @@ the languages lingua does not know, and lingua may not call a text English that 
 language with probability >= 0.5 when a fifth or more of its letters are not Latin (lingua reads the
 Latin part of an Urdu sentence behind an English HTTP header as English). Only the middle
 ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
-stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
+stays bounded on long pages; likewise fastText reads the middle ``max_chars`` (3000) characters, where
+its labels on long pages agree with the whole text's (``max_chars: null`` reads all, as FineWeb, whose
+preset pins it). ``auto`` (the default) uses lingua where it is installed (the ``data``
 extra brings it) and logs which way it went. ``lingua_accuracy: low`` (the default) reads trigrams only;
 ``high`` reads short texts by 1- to 5-grams, more accurate on sentences but up to ~1.4 GB per Python
 worker once a short text arrives, more than a YARN container's default memory overhead.
@@ -96,6 +98,15 @@ def lingua_detector(accuracy: str = "high"):
     return (builder.with_low_accuracy_mode() if accuracy == "low" else builder).build()
 
 
+def middle(line: str, chars: int | None) -> str:
+    """The middle ``chars`` characters of ``line`` (all of it for None): a page's start and end are
+    mostly navigation."""
+    if chars is None or len(line) <= chars:
+        return line
+    start = (len(line) - chars) // 2
+    return line[start : start + chars]
+
+
 def latin_share(text: str) -> float:
     """Share of the letters in ``text`` that are Latin (1.0 without letters)."""
     letters = len(_LETTER.findall(text))
@@ -137,6 +148,7 @@ class LanguageID(DocumentStage):
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
     ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
+    max_chars: int | None = Field(3000, ge=1, description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the whole text, as FineWeb")
 
     @model_validator(mode="after")
     def _check(self) -> "LanguageID":
@@ -175,18 +187,13 @@ class LanguageID(DocumentStage):
         langs: list[str | None] = [None] * len(lines)
         scores = [0.0] * len(lines)
         if present:
-            labels, probs = model.predict([lines[i] for i in present], k=1)
+            labels, probs = model.predict([middle(lines[i], self.max_chars) for i in present], k=1)
             for i, label, prob in zip(present, labels, probs):
                 langs[i] = label[0].removeprefix(LABEL_PREFIX)
                 scores[i] = min(float(prob[0]), 1.0)
         if uses_lingua(self.second_opinion):
             self._ask_lingua(lines, present, langs, scores)
         return langs, scores
-
-    def _window(self, line: str) -> str:
-        """The middle ``ask_max_chars`` characters: a page's start and end are mostly navigation."""
-        start = max(0, (len(line) - self.ask_max_chars) // 2)
-        return line[start : start + self.ask_max_chars]
 
     def _ask_lingua(self, lines: list[str], present: list[int], langs: list[str | None], scores: list[float]) -> None:
         """Let lingua relabel the texts lid.176 is unsure of (in place)."""
@@ -200,7 +207,7 @@ class LanguageID(DocumentStage):
         if not ask:
             return
         self.count("lingua_asked", len(ask))
-        windows = [self._window(lines[i]) for i in ask]
+        windows = [middle(lines[i], self.ask_max_chars) for i in ask]
         results = lingua_detector(self.lingua_accuracy).compute_language_confidence_values_in_parallel(windows)
         for i, window, values in zip(ask, windows, results):
             if not values:
