@@ -49,7 +49,7 @@ def extract_parts(stage: Extract, html: str, parts: dict) -> str:
 
     def blocks_of(drop_marked: bool):
         tree = timed(parts, "parse", HTMLTree.parse, html)
-        too_deep = timed(parts, "too-deep check", extract._too_deep, html, tree)
+        too_deep = timed(parts, "too-deep check", extract._too_deep, tree)
         dropped = 0
         if drop_marked and not too_deep:
             names = timed(parts, "marked names (regex)", boilerplate.marked_names, html)

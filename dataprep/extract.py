@@ -103,7 +103,7 @@ def decode_html(html: bytes, charset: str | None) -> str:
 _RUBY_READING = re.compile(r"<(rt|rp)\b[^>]*>[^<]*(?:</\1\s*>)?", re.IGNORECASE)
 
 
-def _too_deep(html: str, tree: HTMLTree) -> bool:
+def _too_deep(tree: HTMLTree) -> bool:
     """Whether the page's body nests deeper than MAX_DEPTH."""
     return tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
 
@@ -111,7 +111,7 @@ def _too_deep(html: str, tree: HTMLTree) -> bool:
 def _parse(html: str) -> tuple[HTMLTree, bool]:
     """Resiliparse's DOM, and whether it nests deeper than MAX_DEPTH."""
     tree = HTMLTree.parse(html)
-    return tree, _too_deep(html, tree)
+    return tree, _too_deep(tree)
 
 
 @register("extract")
