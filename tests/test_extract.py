@@ -156,6 +156,18 @@ def test_article_pages_keep_main_text_in_any_script(sentences_by_lang, lang):
     assert sents[12][:50] not in text
 
 
+def test_trafilatura_fast_skips_its_fallback_extractors(eval_pages, monkeypatch):
+    """``trafilatura_fast`` (off by default: it finds less main text on the routed pages) reaches
+    Trafilatura as ``fast=True``, which skips its readability/jusText fallback."""
+    import trafilatura.core
+
+    page = decode_html(eval_pages[1][0], None)
+    assert Extract(engine="trafilatura", trafilatura_fast=True).extract(page)
+    monkeypatch.setattr(trafilatura.core, "compare_extraction", None)  # the fallback: calling it fails the page
+    assert Extract(engine="trafilatura", trafilatura_fast=True).extract(page)
+    assert Extract(engine="trafilatura").extract(page) == ""  # Trafilatura logs the error and returns nothing
+
+
 def test_bad_html_never_crashes_the_batch():
     junk = bytes(range(256)) * 400
     pages = [
