@@ -56,11 +56,11 @@ class Block:
 # The value of every class or id attribute in the raw HTML (quoted or not), as the HTML tokenizer reads it:
 # an attribute name starts after whitespace, "/" or a quote and may have whitespace before its "=" (any
 # name spelled with two spaces before "=" counts too). The match consumes only the "=" (a cheap literal to
-# scan for) and reads the rest by lookaround, so a false match (in a script, say) whose quoted "value"
-# runs over real markup cannot hide the attributes inside it. Extra values only add names, which cannot
-# change what the selector finds.
+# scan for; the first lookbehind rejects most) and reads the rest by lookaround, so a false match (in a
+# script, say) whose quoted "value" runs over real markup cannot hide the attributes inside it. Extra
+# values only add names, which cannot change what the selector finds.
 _CLASS_OR_ID_VALUE = re.compile(
-    r"""=(?:(?<=[\s/"']class=)|(?<=[\s/"']id=)|(?<=[\s/"']class\s=)|(?<=[\s/"']id\s=)|(?<=\s\s=))"""
+    r"""=(?<=[sd\s]=)(?:(?<=[\s/"']class=)|(?<=[\s/"']id=)|(?<=[\s/"']class\s=)|(?<=[\s/"']id\s=)|(?<=\s\s=))"""
     r"""(?=\s*("[^"]*"|'[^']*'|[^\t\n\f\r >]*))""",
     re.IGNORECASE,
 )
