@@ -19,12 +19,14 @@ the languages lingua does not know, and lingua may not call a text English that 
 language with probability >= 0.5 when a fifth or more of its letters are not Latin (lingua reads the
 Latin part of an Urdu sentence behind an English HTTP header as English). Only the middle
 ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
-stays bounded on long pages; likewise fastText reads the middle ``max_chars`` (3000) characters, where
-its labels on long pages agree with the whole text's (``max_chars: null`` reads all, as FineWeb, whose
-preset pins it). ``auto`` (the default) uses lingua where it is installed (the ``data``
+stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
 extra brings it) and logs which way it went. ``lingua_accuracy: low`` (the default) reads trigrams only;
 ``high`` reads short texts by 1- to 5-grams, more accurate on sentences but up to ~1.4 GB per Python
 worker once a short text arrives, more than a YARN container's default memory overhead.
+
+fastText itself reads the middle ``max_chars`` (3000) characters of a text, as its cost grows with the
+length; on real long pages its labels agree with the whole text's. ``max_chars: null`` reads all of it,
+as FineWeb (whose preset pins it).
 """
 
 from __future__ import annotations
@@ -142,13 +144,13 @@ class LanguageID(DocumentStage):
     languages: list[str] = Field(default_factory=list)  # model labels without __label__; empty: keep all, label only
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides
+    max_chars: int | None = Field(3000, ge=1, description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the whole text, as FineWeb")
     second_opinion: Literal["auto", "none", "lingua"] = "auto"  # lingua decides short and uncertain texts; auto: if installed
     lingua_accuracy: Literal["high", "low"] = "low"  # high: 1- to 5-grams on short texts, up to ~1.4 GB per worker
     ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
     ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
-    max_chars: int | None = Field(3000, ge=1, description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the whole text, as FineWeb")
 
     @model_validator(mode="after")
     def _check(self) -> "LanguageID":
@@ -195,6 +197,10 @@ class LanguageID(DocumentStage):
             self._ask_lingua(lines, present, langs, scores)
         return langs, scores
 
+    def _window(self, line: str) -> str:
+        """The middle ``ask_max_chars`` characters: a page's start and end are mostly navigation."""
+        return middle(line, self.ask_max_chars)
+
     def _ask_lingua(self, lines: list[str], present: list[int], langs: list[str | None], scores: list[float]) -> None:
         """Let lingua relabel the texts lid.176 is unsure of (in place)."""
         codes = lingua_codes()
@@ -207,7 +213,7 @@ class LanguageID(DocumentStage):
         if not ask:
             return
         self.count("lingua_asked", len(ask))
-        windows = [middle(lines[i], self.ask_max_chars) for i in ask]
+        windows = [self._window(lines[i]) for i in ask]
         results = lingua_detector(self.lingua_accuracy).compute_language_confidence_values_in_parallel(windows)
         for i, window, values in zip(ask, windows, results):
             if not values:
