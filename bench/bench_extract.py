@@ -47,6 +47,7 @@ def variants() -> dict:
         "blocks": Extract(engine="blocks").extract,
         "auto": Extract(engine="auto").extract,
         "auto_unmarked": Extract(engine="auto", drop_marked=False).extract,  # without the class-name pass
+        "auto_fast": Extract(engine="auto", trafilatura_fast=True).extract,  # routed pages: Trafilatura without fallbacks
         "trafilatura": Extract(engine="trafilatura").extract,
         "trafilatura_fast": trafilatura_fast,
     }

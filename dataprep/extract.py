@@ -30,7 +30,7 @@ from pydantic import Field
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encoding_to_html5
 from resiliparse.parse.html import HTMLTree
 
-from dataprep.boilerplate import drop_marked_elements, kept_share, main_blocks, parse_blocks, render
+from dataprep.boilerplate import drop_marked_elements, kept_share, marked_names, main_blocks, parse_blocks, render
 from dataprep.stage import DocumentStage, register, with_column
 
 PAYLOAD_COLUMNS = ("html", "charset")
@@ -103,10 +103,15 @@ def decode_html(html: bytes, charset: str | None) -> str:
 _RUBY_READING = re.compile(r"<(rt|rp)\b[^>]*>[^<]*(?:</\1\s*>)?", re.IGNORECASE)
 
 
+def _too_deep(tree: HTMLTree) -> bool:
+    """Whether the page's body nests deeper than MAX_DEPTH."""
+    return tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
+
+
 def _parse(html: str) -> tuple[HTMLTree, bool]:
     """Resiliparse's DOM, and whether it nests deeper than MAX_DEPTH."""
     tree = HTMLTree.parse(html)
-    return tree, tree.body is not None and tree.body.query_selector(_TOO_DEEP) is not None
+    return tree, _too_deep(tree)
 
 
 @register("extract")
@@ -132,6 +137,7 @@ class Extract(DocumentStage):
     favour_precision: bool = True  # as FineWeb/datatrove: less boilerplate, a little less text
     include_comments: bool = False
     include_tables: bool = True
+    trafilatura_fast: bool = False  # Trafilatura's fast=True: skip its fallback extractors (readability, jusText)
     trafilatura_timeout: float | None = Field(20.0, gt=0, description="seconds per page in Trafilatura; a page over it is dropped as extract:timeout")
     max_replacement_share: float | None = Field(None, ge=0, le=1, description="drop text more U+FFFD than this share (undecodable bytes); null: only count")
     ruby_readings: bool = False  # keep <rt>/<rp> ruby readings (furigana); inlined they repeat words
@@ -186,7 +192,7 @@ class Extract(DocumentStage):
     def _main_blocks(self, html: str, drop_marked: bool) -> tuple[list, list[bool], int]:
         """Blocks, which of them are main text, and how many marked elements were removed first."""
         tree, too_deep = _parse(html)
-        dropped = drop_marked_elements(tree) if drop_marked and not too_deep else 0
+        dropped = drop_marked_elements(tree, marked_names(html)) if drop_marked and not too_deep else 0
         blocks = parse_blocks(self._resiliparse(tree, too_deep, "minimal_html", True))
         return blocks, main_blocks(blocks), dropped
 
@@ -212,6 +218,7 @@ class Extract(DocumentStage):
                 favor_precision=self.favour_precision,
                 include_comments=self.include_comments,
                 include_tables=self.include_tables,
+                fast=self.trafilatura_fast,
             )
         return (text or "").strip()
 

@@ -25,6 +25,10 @@ stays bounded on long pages. ``auto`` (the default) uses lingua where it is inst
 extra brings it) and logs which way it went. ``lingua_accuracy: low`` (the default) reads trigrams only;
 ``high`` reads short texts by 1- to 5-grams, more accurate on sentences but up to ~1.4 GB per Python
 worker once a short text arrives, more than a YARN container's default memory overhead.
+
+fastText itself reads the middle ``max_chars`` (3000) characters of a text, as its cost grows with the
+length; on real long pages its labels agree with the whole text's. ``max_chars: null`` reads all of it,
+as FineWeb (whose preset pins it).
 """
 
 from __future__ import annotations
@@ -99,6 +103,15 @@ def lingua_detector(accuracy: str = "high"):
     return (builder.with_low_accuracy_mode() if accuracy == "low" else builder).build()
 
 
+def middle(line: str, chars: int | None) -> str:
+    """The middle ``chars`` characters of ``line`` (all of it for None): a page's start and end are
+    mostly navigation."""
+    if chars is None or len(line) <= chars:
+        return line
+    start = (len(line) - chars) // 2
+    return line[start : start + chars]
+
+
 def latin_share(text: str) -> float:
     """Share of the letters in ``text`` that are Latin (1.0 without letters)."""
     letters = len(_LETTER.findall(text))
@@ -134,6 +147,7 @@ class LanguageID(DocumentStage):
     languages: list[str] = Field(default_factory=list)  # model labels without __label__; empty: keep all, label only
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides
+    max_chars: int | None = Field(3000, ge=1, description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the whole text, as FineWeb")
     second_opinion: Literal["auto", "none", "lingua"] = "auto"  # lingua decides short and uncertain texts; auto: if installed
     lingua_accuracy: Literal["high", "low"] = "low"  # high: 1- to 5-grams on short texts, up to ~1.4 GB per worker
     ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
@@ -179,7 +193,7 @@ class LanguageID(DocumentStage):
         langs: list[str | None] = [None] * len(lines)
         scores = [0.0] * len(lines)
         if present:
-            labels, probs = model.predict([lines[i] for i in present], k=1)
+            labels, probs = model.predict([middle(lines[i], self.max_chars) for i in present], k=1)
             for i, label, prob in zip(present, labels, probs):
                 langs[i] = label[0].removeprefix(LABEL_PREFIX)
                 scores[i] = min(float(prob[0]), 1.0)
@@ -189,8 +203,7 @@ class LanguageID(DocumentStage):
 
     def _window(self, line: str) -> str:
         """The middle ``ask_max_chars`` characters: a page's start and end are mostly navigation."""
-        start = max(0, (len(line) - self.ask_max_chars) // 2)
-        return line[start : start + self.ask_max_chars]
+        return middle(line, self.ask_max_chars)
 
     def _ask_lingua(self, lines: list[str], present: list[int], langs: list[str | None], scores: list[float]) -> None:
         """Let lingua relabel the texts lid.176 is unsure of (in place)."""

@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from dataprep.boilerplate import drop_marked_elements, main_blocks, parse_blocks, render
+from dataprep.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
 from dataprep.config import InputConfig
 from bench.snippets import snippet_scores
 from dataprep.extract import Extract, decode_html
@@ -116,6 +116,34 @@ def test_marked_boilerplate_elements_go_but_marked_wrappers_of_the_article_stay(
     assert drop_marked_elements(HTMLTree.parse("<html></html>")) == 0
 
 
+def test_marked_names_are_read_from_class_and_id_values_as_the_parser_reads_them():
+    assert marked_names('<div CLASS="Site-SIDEBAR"><p id=newsletterBox>x</p></div>') == ("newsletter", "sidebar")
+    assert marked_names("<div class = 'wp-caption'  >x</div><div data-x=1 id\n=\nfooter>y</div>") == ("caption", "footer")
+    assert marked_names('<div title="a"class="share-bar">x</div>') == ("share",)  # no space before the name
+    assert marked_names('<div class="side&#98;ar promo&#x2D;box">x</div>') == ("promo", "sidebar")  # references
+    # a quote inside a script opens a false "value" that runs over the real markup: the attributes inside still count
+    assert marked_names("""<script>var s = 'id="';</script><div class="related">x</div>""") == ("related",)
+    # names in text, scripts, URLs and other attributes are not class or id values
+    assert marked_names('<p>Share this comment</p><a href="/x?id=footer" title="sidebar">y</a>') == ()
+
+
+def test_marked_elements_found_over_the_page_names_are_those_found_over_every_name(eval_pages):
+    """Selecting over the names in the page's class and id values removes exactly what selecting over all
+    BOILERPLATE_NAMES removes, on the real pages."""
+    from resiliparse.parse.html import HTMLTree
+
+    stage = Extract()
+    skipped = 0
+    for raw in eval_pages[1]:
+        page = decode_html(raw, None)
+        names = marked_names(page)
+        skipped += len(BOILERPLATE_NAMES) - len(names)
+        every, own = HTMLTree.parse(page), HTMLTree.parse(page)
+        assert drop_marked_elements(every, BOILERPLATE_NAMES) == drop_marked_elements(own, names)
+        assert stage._resiliparse(every, False, "minimal_html", True) == stage._resiliparse(own, False, "minimal_html", True)
+    assert skipped > 10 * len(eval_pages[1])  # most names are absent from most pages
+
+
 @pytest.mark.parametrize("lang", ["de", "ru", "zh", "ja", "ar", "hi"])
 def test_article_pages_keep_main_text_in_any_script(sentences_by_lang, lang):
     """No stop-word lists: the rules see only structure, links and sentence-final marks of many scripts."""
@@ -126,6 +154,18 @@ def test_article_pages_keep_main_text_in_any_script(sentences_by_lang, lang):
     text = " ".join(Extract().apply(html_batch([page.encode()])).kept.column("text")[0].as_py().split())
     assert all(" ".join(s.split()) in text for s in sents[:12])
     assert sents[12][:50] not in text
+
+
+def test_trafilatura_fast_skips_its_fallback_extractors(eval_pages, monkeypatch):
+    """``trafilatura_fast`` (off by default: it finds less main text on the routed pages) reaches
+    Trafilatura as ``fast=True``, which skips its readability/jusText fallback."""
+    import trafilatura.core
+
+    page = decode_html(eval_pages[1][0], None)
+    assert Extract(engine="trafilatura", trafilatura_fast=True).extract(page)
+    monkeypatch.setattr(trafilatura.core, "compare_extraction", None)  # the fallback: calling it fails the page
+    assert Extract(engine="trafilatura", trafilatura_fast=True).extract(page)
+    assert Extract(engine="trafilatura").extract(page) == ""  # Trafilatura logs the error and returns nothing
 
 
 def test_bad_html_never_crashes_the_batch():

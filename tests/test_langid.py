@@ -115,3 +115,25 @@ def test_stage_pickles_without_the_model_and_reloads_it():
     assert len(blob) < 5000  # the 900 kB model is not shipped to executors with the stage
     clone = pickle.loads(blob)
     assert clone.predict(["This is plainly an English sentence about the weather."])[0] == ["en"]
+
+
+def test_fasttext_reads_the_middle_of_long_texts_with_the_labels_of_the_whole(shared_data):
+    """``max_chars`` bounds fastText's cost on long pages; on real long documents the labels and the
+    English-gate decisions are those of the whole text, and FineWeb's preset reads the whole text."""
+    import gzip
+    from pathlib import Path
+
+    texts = []
+    for path in sorted((shared_data / "documents").iterdir()):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            texts += [json.loads(line)["text"] for line in fh if line.strip()]
+    long = [t for t in texts if len(" ".join(t.split())) > 3000]
+    assert len(long) >= 20
+    bounded = LanguageID(second_opinion="none").predict(long)
+    whole = LanguageID(second_opinion="none", max_chars=None).predict(long)
+    assert bounded[0] == whole[0]
+    assert [s >= 0.65 for s in bounded[1]] == [s >= 0.65 for s in whole[1]]
+    assert bounded[1] != whole[1]  # the scores are those of the middle, not of the whole
+    fineweb = load_config(str(Path(__file__).resolve().parents[1] / "configs/pipeline/fineweb.yaml"))
+    assert next(s for s in fineweb.stages if s.name == "langid").max_chars is None
