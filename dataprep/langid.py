@@ -220,7 +220,7 @@ class LanguageID(DocumentStage):
         windows = [self._window(lines[i]) for i in ask]
         results = lingua_detector(self.lingua_accuracy).compute_language_confidence_values_in_parallel(windows)
         to_english = [i for i, values in zip(ask, results) if values and codes[values[0].language] == "en" != langs[i]]
-        support = self._english_probability([lines[i] for i in to_english]) if self.english_support else []
+        support = self._english_probability([middle(lines[i], self.max_chars) for i in to_english]) if self.english_support else []
         unsupported = {i for i, p in zip(to_english, support) if p < self.english_support}
         for i, window, values in zip(ask, windows, results):
             if not values:
