@@ -7,8 +7,9 @@ halves the CPU of starting a session and running its first job (``bench/bench_th
 The archive is made once per installation (JDK, Spark jars) and kept in the user's cache:
 1. the first local session's JVM writes it when it exits (``-XX:ArchiveClassesAtExit``) under a
    temporary name, beside a note of its class path;
-2. a later session checks that archive with a throw-away JVM that must map it (``-Xshare:on``: a
-   truncated archive crashes that JVM, not the session's) and renames it into place;
+2. a later session, once the archive has not changed for ``SETTLE_S``, checks it with a throw-away JVM
+   that must map it (``-Xshare:on``; a truncated archive crashes the JVM that maps it, even with the
+   default ``-Xshare:auto``: that JVM, not the session's) and renames it into place;
 3. every session after that maps it.
 A session never points its JVM at an archive that was not checked. Sessions on cluster masters are
 left alone. ``CCPRETRAIN_CLASS_ARCHIVE=off`` turns this off; a directory there moves the cache.
@@ -30,6 +31,8 @@ from dataprep.io import atomic_write_text
 ENV = "CCPRETRAIN_CLASS_ARCHIVE"
 # A session that started writing an archive this recently may still be running: others wait for it.
 WRITE_GRACE_S = 600
+# An archive written to this recently may be unfinished: it is checked on a later start.
+SETTLE_S = 30
 # A note whose session never wrote its archive (killed, or still running after this long) is dropped.
 STALE_NOTE_S = 86_400
 # The JVM's CDS messages (signed jars skipped, old class versions) are notes, not problems of the job.
@@ -110,6 +113,8 @@ def _adopt_written(final: str, java: str) -> bool:
         if not (class_path and os.path.exists(pending)):
             if time.time() - os.path.getmtime(note) > STALE_NOTE_S:  # its session never finished
                 os.remove(note)
+            continue
+        if time.time() - os.path.getmtime(pending) < SETTLE_S:  # its JVM may still be writing it
             continue
         if _maps(java, pending, class_path):
             os.replace(pending, final)

@@ -26,7 +26,7 @@ def _write_archive(path: str, class_path: str) -> None:
     subprocess.run([java, f"-XX:ArchiveClassesAtExit={path}", class_archive.QUIET, "-cp", class_path, "-version"], check=True, capture_output=True)
 
 
-def test_first_session_writes_the_archive_others_wait_then_use_it(cache):
+def test_first_session_writes_the_archive_others_wait_then_use_it(cache, monkeypatch):
     options, note = class_archive.java_options()
     assert "-XX:ArchiveClassesAtExit=" in options and note and os.path.exists(note)
     pending = options.split("ArchiveClassesAtExit=")[1].split()[0]
@@ -34,6 +34,8 @@ def test_first_session_writes_the_archive_others_wait_then_use_it(cache):
     class_path = os.path.join(class_archive._spark_jars(), "*")
     _write_archive(pending, class_path)
     class_archive.record_class_path(note, class_path)  # what the first session does once its JVM runs
+    assert class_archive.java_options() == ("", None)  # just written: its JVM may still be writing it
+    monkeypatch.setattr(class_archive, "SETTLE_S", 0)
     options, note = class_archive.java_options()
     final = class_archive.archive_path(str(cache), class_archive._java(), class_archive._spark_jars())
     assert options == f"-XX:SharedArchiveFile={final} {class_archive.QUIET}" and note is None
@@ -52,6 +54,7 @@ def test_a_truncated_archive_is_never_used(cache, monkeypatch):
         fh.write(head)
     class_archive.record_class_path(note, class_path)
     monkeypatch.setattr(class_archive, "WRITE_GRACE_S", 3600)
+    monkeypatch.setattr(class_archive, "SETTLE_S", 0)
     assert class_archive.java_options() == ("", None)  # not used; its writer may still be busy
     assert os.path.exists(pending)
     monkeypatch.setattr(class_archive, "WRITE_GRACE_S", 0)
