@@ -19,7 +19,9 @@ the languages lingua does not know, and lingua may not call a text English that 
 language with probability >= 0.5 when a fifth or more of its letters are not Latin (lingua reads the
 Latin part of an Urdu sentence behind an English HTTP header as English), nor where lid.176 gives English
 under ``english_support`` (names, titles and mixed sentences that lingua's trigrams call English; the
-English gate's precision rests on both detectors agreeing). Only the middle
+English gate's precision rests on both detectors agreeing). A text of ``trust_english_chars`` (500) or more
+that lid.176 calls English with probability >= ``ask_below`` is not asked: lid.176 mistakes other languages for
+English on sentences, not on pages, and English is most of a crawl. Only the middle
 ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
 stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
 extra brings it) and logs which way it went. ``lingua_accuracy: low`` (the default) reads trigrams only;
@@ -155,6 +157,7 @@ class LanguageID(DocumentStage):
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
     ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
     english_support: float = Field(0.3, ge=0.0, le=1.0, description="lingua may relabel a text as English only where lid.176 gives English at least this probability")
+    trust_english_chars: int | None = Field(500, ge=1, description="texts this long that lid.176 calls English with probability >= ask_below are not sent to lingua (it errs on short texts, not pages); null: always ask")
 
     @model_validator(mode="after")
     def _check(self) -> "LanguageID":
@@ -210,10 +213,13 @@ class LanguageID(DocumentStage):
         codes = lingua_codes()
         known = set(codes.values()) | {"no"}
         always = set(self.ask_labels)
-        ask = [
+        candidates = [
             i for i in present
             if langs[i] in known and (scores[i] < self.ask_below or len(lines[i]) < self.ask_chars or langs[i] in always)
         ]  # fmt: skip
+        ask = [i for i in candidates if not self._trusted_english(lines[i], langs[i], scores[i])]
+        if len(ask) < len(candidates):
+            self.count("lingua_trusted_english", len(candidates) - len(ask))
         if not ask:
             return
         self.count("lingua_asked", len(ask))
@@ -236,6 +242,11 @@ class LanguageID(DocumentStage):
                 self.count("lingua_relabelled")
             scores[i] = max(scores[i], values[0].value) if best == langs[i] else values[0].value
             langs[i] = best
+
+    def _trusted_english(self, line: str, lang: str | None, score: float) -> bool:
+        """A page lid.176 confidently calls English: lingua is not asked (English is most of a crawl,
+        and lingua costs as much as lid.176 there); lid.176's English errors are on short texts."""
+        return lang == "en" and score >= self.ask_below and self.trust_english_chars is not None and len(line) >= self.trust_english_chars
 
     def _english_probability(self, lines: list[str]) -> list[float]:
         """lid.176's probability for English per line (0.0 when English is not among its top labels)."""

@@ -58,6 +58,19 @@ def test_english_needs_lid176_support(sentences, accuracy):
     assert stage.predict([english])[0] == ["en"]
 
 
+def test_confident_english_pages_skip_lingua_and_short_texts_do_not(sentences):
+    english_page = " ".join(sentences("en", 10))
+    zulu_page = " ".join(sentences("zu", 10))  # lid.176 lacks Zulu: unsure, so lingua still decides it
+    short = sentences("en", 1)
+    stage = LanguageID(second_opinion="lingua")
+    assert stage.predict([english_page, zulu_page] + short)[0] == ["en", "zu", "en"]
+    counters = stage.take_counters()
+    assert counters["lingua_trusted_english"] == 1 and counters["lingua_asked"] == 2
+    always = LanguageID(second_opinion="lingua", trust_english_chars=None)
+    assert always.predict([english_page])[0] == ["en"]
+    assert always.take_counters()["lingua_asked"] == 1
+
+
 def test_confident_labels_and_long_pages_stay(sentences):
     new = LanguageID(second_opinion="lingua")
     page = " ".join(sentences("de", 40))
