@@ -48,8 +48,7 @@ def preload() -> None:
 
 def preload_lingua() -> None:
     """lingua's trigram models (the default low-accuracy mode of langid's second opinion), loaded by
-    labelling a sentence per script family. One text at a time starts no thread pool: each worker
-    starts its own on its first batch."""
+    labelling a sentence per script family (langid reads one text at a time: no thread pool to fork)."""
     from dataprep.langid import lingua_detector, lingua_installed
 
     if lingua_installed():
