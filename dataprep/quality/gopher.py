@@ -161,13 +161,15 @@ _MULT_INV = np.uint64(pow(0x100000001B3, -1, 2**64))
 
 
 def _occurs_twice(keys: np.ndarray) -> np.ndarray:
-    """Which of ``keys`` occur more than once: one plain sort, then a lookup among the repeated keys
-    (fewer and cheaper than ``np.unique``'s stable argsort with inverse and counts)."""
-    ordered = np.sort(keys)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if not len(repeated):
-        return np.zeros(len(keys), bool)
-    return repeated[np.searchsorted(repeated, keys).clip(max=len(repeated) - 1)] == keys
+    """Which of ``keys`` occur more than once: neighbours in one argsort (cheaper than ``np.unique``
+    with inverse and counts, which sorts stably)."""
+    order = np.argsort(keys)
+    ordered = keys[order]
+    same = ordered[1:] == ordered[:-1]
+    repeated = np.zeros(len(keys), bool)
+    repeated[order[1:][same]] = True
+    repeated[order[:-1][same]] = True
+    return repeated
 
 
 class NGrams:
