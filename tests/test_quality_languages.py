@@ -8,6 +8,7 @@ from pathlib import Path
 
 import json
 import logging
+import sys
 
 import numpy as np
 import pytest
@@ -140,3 +141,11 @@ def _ids(texts):
     import pyarrow as pa
 
     return pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
+
+
+def test_no_letter_is_a_symbol():
+    """is_symbol_word answers words of letters without looking at their characters: that is exact only
+    while no letter of any script is a symbol or a sentence end."""
+    letters = (chr(c) for c in range(sys.maxunicode + 1) if chr(c).isalpha())
+    assert not any(map(languages._all_symbols.__wrapped__, letters))
+    assert languages.is_symbol_word("…") and languages.is_symbol_word("!?") and not languages.is_symbol_word("A.")

@@ -46,7 +46,7 @@ class C4Quality(QualityFilter):
         for line in text.splitlines():
             line = line.strip()
             words = split_words_cjk(line) if char_words else line.split()
-            if self.max_word_length != -1 and any(len(w) > self.max_word_length for w in words):
+            if self.max_word_length != -1 and len(line) > self.max_word_length and any(len(w) > self.max_word_length for w in words):
                 continue
             if self.remove_citations and "[" in line:
                 line = CITATION.sub("", line)
@@ -63,7 +63,7 @@ class C4Quality(QualityFilter):
                 return "curly_bracket", text
             if self.filter_policy and any(p in lower for p in POLICY_SUBSTRINGS):
                 continue
-            if self.min_num_sentences != -1:
+            if sentences < self.min_num_sentences:  # enough is enough: only that comparison reads the count
                 sentences += count_sentences(line, language)
             kept.append(line)
         if sentences < self.min_num_sentences:

@@ -50,14 +50,15 @@ class GopherQuality(QualityFilter):
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         words = split_words(text, language)
         n_words = len(words) or 1  # an empty text fails the word-count rule; ratios stay defined
-        content = [w for w in words if not is_symbol_word(w)]
-        n_content = len(content)
+        counts = Counter(words)  # the word rules look at each distinct word once
+        content = content_counts(counts)
+        n_content = sum(content.values())
         if self.min_doc_words and n_content < self.min_doc_words:
             return "gopher_short_doc", text
         if self.max_doc_words and n_content > self.max_doc_words:
             return "gopher_long_doc", text
         if content:
-            mean_length = sum(map(len, content)) / n_content
+            mean_length = sum(len(w) * n for w, n in content.items()) / n_content
             min_length, max_length = self.param("min_avg_word_length", language), self.param("max_avg_word_length", language)
             if min_length and mean_length < min_length:
                 return "gopher_below_avg_threshold", text
@@ -78,19 +79,19 @@ class GopherQuality(QualityFilter):
                 ellipses = sum(line.rstrip().endswith(_ELLIPSES) for line in lines)
                 if ellipses / len(lines) > self.max_ellipsis_lines_ratio:
                     return "gopher_too_many_end_ellipsis", text
-        if self.min_alpha_words_ratio and self._alpha_ratio(text, words, language) < self.min_alpha_words_ratio:
+        if self.min_alpha_words_ratio and self._alpha_ratio(text, counts, language) < self.min_alpha_words_ratio:
             return "gopher_below_alpha_threshold", text
         if self.min_stop_words and (self.stop_words is not None or self.stop_words_unlisted == "english" or language in LANGUAGES):
             wanted = frozenset(self.stop_words) if self.stop_words is not None else stop_words(language)
-            if len(wanted.intersection(words)) < self.min_stop_words:
+            if len(wanted.intersection(counts)) < self.min_stop_words:
                 return "gopher_enough_stop_words", text  # datatrove's name; it means "too few"
         return None, text
 
-    def _alpha_ratio(self, text: str, words: tuple[str, ...], language: str) -> float:
+    def _alpha_ratio(self, text: str, counts: Counter, language: str) -> float:
         if self.alpha_words == "whitespace" and language not in CHAR_SPLIT_LANGUAGES:
-            words = text.split()
+            counts = Counter(text.split())
         wanted = str.isalnum if self.alpha_counts_numbers else str.isalpha
-        return sum(1 for w in words if any(map(wanted, w))) / (len(words) or 1)
+        return sum(n for w, n in counts.items() if any(map(wanted, w))) / (counts.total() or 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,13 +110,22 @@ def without_short_lines(text: str, min_words: int) -> str:
     return kept.strip("\n")  # a removed first or last line leaves no empty "line" to count as a duplicate
 
 
+def content_counts(counts: Counter) -> dict[str, int]:
+    """The words (with their counts) that are not symbols: the words Gopher's rules count."""
+    return {w: n for w, n in counts.items() if not is_symbol_word(w)}
+
+
 def top_word_share(words: tuple[str, ...], language: str) -> float:
     """Share of the words taken by the most frequent word that is not a stop word, symbol or short word
     (keyword stuffing: "cheap viagra", "plumber Springfield")."""
     skip = stop_words(language)
-    counts = Counter(w.lower() for w in words if len(w) >= 4 and any(map(str.isalpha, w)) and w.lower() not in skip)
-    content = sum(1 for w in words if not is_symbol_word(w))
-    return counts.most_common(1)[0][1] / content if counts and content else 0.0
+    counts = Counter(words)
+    lowered: Counter = Counter()
+    for w, n in counts.items():
+        if len(w) >= 4 and any(map(str.isalpha, w)) and w.lower() not in skip:
+            lowered[w.lower()] += n
+    n_content = sum(content_counts(counts).values())
+    return max(lowered.values()) / n_content if lowered and n_content else 0.0
 
 
 def collapse_doubled_lines(text: str) -> str:
@@ -148,6 +158,18 @@ def find_duplicates(items: list[str]) -> tuple[int, int]:
 
 _MULT = np.uint64(0x100000001B3)  # odd, so invertible modulo 2**64
 _MULT_INV = np.uint64(pow(0x100000001B3, -1, 2**64))
+
+
+def _occurs_twice(keys: np.ndarray) -> np.ndarray:
+    """Which of ``keys`` occur more than once: neighbours in one argsort (cheaper than ``np.unique``
+    with inverse and counts, which sorts stably)."""
+    order = np.argsort(keys)
+    ordered = keys[order]
+    same = ordered[1:] == ordered[:-1]
+    repeated = np.zeros(len(keys), bool)
+    repeated[order[1:][same]] = True
+    repeated[order[:-1][same]] = True
+    return repeated
 
 
 class NGrams:
@@ -194,8 +216,7 @@ class NGrams:
         joined, prefix = self._prefix
         starts, ends = self.offsets[:m], self.offsets[n : n + m]
         hashes = (prefix[ends] - prefix[starts]) * self._inv[starts] + (ends - starts).astype(np.uint64) * _MULT_INV
-        _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
-        candidates = np.flatnonzero(counts[inverse] > 1)
+        candidates = np.flatnonzero(_occurs_twice(hashes))
         seen: set[str] = set()
         repeated = next_free = 0
         for i in candidates.tolist():

@@ -231,8 +231,14 @@ _SYMBOLS = frozenset(
 )
 
 
-@lru_cache(maxsize=8192)
 def is_symbol_word(word: str) -> bool:
+    """Whether every character is a symbol. No letter is one, so most words are answered without the
+    cache (which then holds numbers and punctuation, and keeps them)."""
+    return not word.isalpha() and _all_symbols(word)
+
+
+@lru_cache(maxsize=8192)
+def _all_symbols(word: str) -> bool:
     return all(c in _SYMBOLS or is_terminal_punct(c) for c in word)
 
 
