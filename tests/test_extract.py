@@ -188,6 +188,19 @@ def test_bad_html_never_crashes_the_batch():
     assert "deep text" in kept["3"]  # too deep for main-content heuristics (quadratic): extracted without them
 
 
+@pytest.mark.parametrize("depth", [252, 253, 254, 300])
+@pytest.mark.parametrize("inner", ["x", "<b></b><i></i>", "<b></b>text", "<b><u></u></b><i></i>"])
+def test_too_deep_check_answers_as_the_full_chain_does(depth, inner):
+    """The check climbs from last children only; nesting at the limit, with the deepest element first
+    or last among its siblings, must get the answer of the chain tried from every element."""
+    from resiliparse.parse.html import HTMLTree
+
+    from dataprep.extract import MAX_DEPTH, _too_deep
+
+    tree = HTMLTree.parse("<div>" * depth + inner + "</div>" * depth)
+    assert _too_deep(tree) == (tree.body.query_selector(" > ".join(["*"] * MAX_DEPTH)) is not None)
+
+
 @pytest.fixture(scope="module")
 def sentences_by_lang(shared_data):
     by_lang: dict[str, list[str]] = {}
