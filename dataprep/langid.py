@@ -24,7 +24,8 @@ that lid.176 calls English with probability >= ``ask_below`` is not asked: lid.1
 English on sentences, not on pages, and English is most of a crawl. Only the middle
 ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
 stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
-extra brings it) and logs which way it went. ``lingua_accuracy: low`` (the default) reads trigrams only;
+extra brings it) and logs which way it went; that choice is made where the stage is built (the driver) and
+travels with it, so an executor without lingua fails with the cause instead of labelling differently. ``lingua_accuracy: low`` (the default) reads trigrams only;
 ``high`` reads short texts by 1- to 5-grams, more accurate on sentences but up to ~1.4 GB per Python
 worker once a short text arrives, more than a YARN container's default memory overhead.
 
@@ -44,7 +45,7 @@ from typing import Literal
 
 import pyarrow as pa
 import regex
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from dataprep.io import resolve_asset
 from dataprep.stage import DocumentStage, register, with_column
@@ -158,6 +159,9 @@ class LanguageID(DocumentStage):
     ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
     english_support: float = Field(0.3, ge=0.0, le=1.0, description="lingua may relabel a text as English only where lid.176 gives English at least this probability")
     trust_english_chars: int | None = Field(500, ge=1, description="texts this long that lid.176 calls English with probability >= ask_below are not sent to lingua (it errs on short texts, not pages); null: always ask")
+    # Whether lingua decides, fixed where the stage is built (the driver) and pickled with it, so every
+    # executor labels as the driver said it would (``auto`` must not resolve per process).
+    _lingua: bool = PrivateAttr(False)
 
     @model_validator(mode="after")
     def _check(self) -> "LanguageID":
@@ -167,6 +171,7 @@ class LanguageID(DocumentStage):
         for lang, value in self.thresholds.items():
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"thresholds.{lang}: {value} is not between 0 and 1")
+        self._lingua = uses_lingua(self.second_opinion)
         return self
 
     def check_assets(self) -> None:
@@ -200,7 +205,13 @@ class LanguageID(DocumentStage):
             for i, label, prob in zip(present, labels, probs):
                 langs[i] = label[0].removeprefix(LABEL_PREFIX)
                 scores[i] = min(float(prob[0]), 1.0)
-        if uses_lingua(self.second_opinion):
+        if self._lingua:
+            if not lingua_installed():
+                raise ImportError(
+                    f"langid: lingua decides uncertain texts (second_opinion: {self.second_opinion}, as resolved where the "
+                    "pipeline was configured) but lingua-language-detector is not installed in this Python: install "
+                    "'ccpretrain[data]' on every executor, or set second_opinion: none"
+                )
             self._ask_lingua(lines, present, langs, scores)
         return langs, scores
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 
 import pyarrow as pa
 import pytest
@@ -99,3 +100,15 @@ def test_auto_uses_lingua_where_installed_and_logs_it(caplog, monkeypatch, sente
         load_config({"stages": [{"stage": "langid", "languages": ["en"]}]})
     assert "auto -> lid.176 alone" in caplog.text
     assert _accuracy(LanguageID(), sentences("zu"), "zu") == 0.0
+
+
+def test_executors_follow_the_choice_made_where_the_stage_was_built(monkeypatch):
+    """``auto`` resolves once, where the pipeline is configured; an executor without lingua fails with the
+    cause instead of silently labelling with lid.176 alone."""
+    shipped = pickle.loads(pickle.dumps(LanguageID()))  # built where lingua is installed, as Spark ships it
+    monkeypatch.setattr("dataprep.langid.lingua_installed", lambda: False)  # an executor without lingua
+    with pytest.raises(ImportError, match=r"install 'ccpretrain\[data\]' on every executor"):
+        shipped.predict(["Ein kurzer Satz."])
+    result = shipped.apply(pa.table({"id": ["a"], "text": ["Ein kurzer Satz."]}))
+    assert result.kept.num_rows == 0 and result.dropped.column("drop_reason").to_pylist() == ["error:ImportError"]
+    assert LanguageID(second_opinion="none").predict(["Ein kurzer Satz."])[0] == ["de"]  # lid.176 alone still works
