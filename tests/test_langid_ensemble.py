@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from dataprep.config import ConfigError, load_config
 from dataprep.langid import LanguageID, lingua_installed, uses_lingua
@@ -112,3 +114,14 @@ def test_executors_follow_the_choice_made_where_the_stage_was_built(monkeypatch)
     result = shipped.apply(pa.table({"id": ["a"], "text": ["Ein kurzer Satz."]}))
     assert result.kept.num_rows == 0 and result.dropped.column("drop_reason").to_pylist() == ["error:ImportError"]
     assert LanguageID(second_opinion="none").predict(["Ein kurzer Satz."])[0] == ["de"]  # lid.176 alone still works
+
+
+def test_gate_review_names_lingua_sentences_and_only_its_two_verdicts(shared_data):
+    """bench/langid_gate_review.yaml (the reviewed view of bench_langid.py) must name sentences the set
+    holds under the label it says, or it would quietly review nothing."""
+    review = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench" / "langid_gate_review.yaml").read_text(encoding="utf-8"))
+    rows = {(r["lang"], r["text"]) for r in map(json.loads, (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8"))}
+    entries = review["changed"] + review["kept"]
+    assert [e for e in entries if (e["lang"], e["text"]) not in rows] == []
+    assert {e["verdict"] for e in review["changed"]} == {"en", "none"}
+    assert all(e["lang"] != "en" for e in entries)
