@@ -103,6 +103,20 @@ def test_ids_stable_and_batches_bounded(shared_data):
     assert again.column("charset").to_pylist().count("utf-8") == 22  # 21 from HTTP, 1 from <meta>
 
 
+def test_batches_end_at_their_payload_bytes_with_nothing_lost(shared_data):
+    """Large pages fill a batch by bytes before its document count: a worker's memory stays bounded."""
+    path = shared_data / "warc/wget/dolma-sample-0000.warc.gz"
+    whole, _ = read_all(path)
+    sizes = [len(h) for h in whole.column("html").to_pylist()]
+    limit = sum(sizes) // 5
+    batches = [b.kept for b in iter_documents(str(path), InputConfig(batch_bytes=limit))]
+    assert len(batches) >= 5
+    for batch in batches:
+        held = [len(h) for h in batch.column("html").to_pylist()]
+        assert sum(held[:-1]) < limit  # only the page that crossed the limit goes past it
+    assert concat(batches).column("id").to_pylist() == whole.column("id").to_pylist()
+
+
 def test_compressed_cc_payload_with_stale_header_is_kept(shared_data):
     # Common Crawl decodes payloads but keeps "Content-Encoding: gzip": the bytes must pass through.
     kept, _ = read_all(shared_data / CC14)

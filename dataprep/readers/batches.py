@@ -33,9 +33,10 @@ READ_SCHEMA = pa.schema(
 class Batches:
     """Collects kept and dropped rows; ``flush`` turns them into one StageResult."""
 
-    def __init__(self, source: str, batch_size: int, stats: StageStats | None = None) -> None:
-        self.source, self.batch_size, self.stats = source, batch_size, stats
+    def __init__(self, source: str, batch_size: int, stats: StageStats | None = None, batch_bytes: int | None = None) -> None:
+        self.source, self.batch_size, self.stats, self.batch_bytes = source, batch_size, stats, batch_bytes
         self.kept: list[dict] = []
+        self.kept_bytes = 0  # payload (html or text) of the kept rows
         self.dropped: list[dict] = []
         self.reasons: list[str] = []
         self.bytes_read = 0  # payload bytes of the records in this batch, kept or dropped
@@ -49,10 +50,15 @@ class Batches:
 
     def full(self) -> bool:
         # Dropped rows are small (no payload) but a WAT file is nothing else, so they bound a batch too.
-        return len(self.kept) >= self.batch_size or len(self.dropped) >= 10 * self.batch_size
+        return (
+            len(self.kept) >= self.batch_size
+            or len(self.dropped) >= 10 * self.batch_size
+            or (self.batch_bytes is not None and self.kept_bytes >= self.batch_bytes)
+        )
 
     def keep(self, **row) -> None:
         self.kept.append({"source": self.source, **row})
+        self.kept_bytes += len(row.get("html") or row.get("text") or "")
 
     def drop(self, reason: str, exc: BaseException | None = None, **row) -> None:
         row.pop("html", None)
@@ -68,7 +74,7 @@ class Batches:
         if self.stats is not None:
             self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read)
             self.stats.errors_seen.merge(self.errors)
-        self.kept, self.dropped, self.reasons, self.bytes_read, self.errors = [], [], [], 0, ErrorLog()
+        self.kept, self.dropped, self.reasons, self.bytes_read, self.kept_bytes, self.errors = [], [], [], 0, 0, ErrorLog()
         return result
 
     def restart_clock(self) -> None:
