@@ -12,6 +12,8 @@ these imports do not. A module that fails to import here is simply imported by t
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 PRELOAD = (
     "pyarrow",
@@ -26,6 +28,26 @@ PRELOAD = (
     "dataprep.quality.fineweb",
     "dataprep.dedup.minhash",
 )
+
+
+def use_installed_pyspark(path: list[str] = sys.path) -> None:
+    """Import pyspark and py4j from their installed packages instead of the zips Spark puts first on a
+    worker's path: Python compiles a module imported from a zip anew in every process (no .pyc cache),
+    ~0.6 s of CPU per daemon for pyspark's ~110 modules. Only zips that belong to the installed pyspark
+    itself (``<site-packages>/pyspark/python/lib``, as pip installs it: local mode, or executors running
+    the same environment) are dropped, so the code imported cannot differ; a Spark distribution's zips
+    stay."""
+    real = {os.path.realpath(entry) for entry in path if not entry.endswith(".zip")}
+    for entry in list(path):
+        lib = os.path.dirname(entry)
+        package = os.path.dirname(os.path.dirname(lib))
+        site = os.path.dirname(package)
+        if not entry.endswith(".zip") or os.path.basename(package) != "pyspark" or os.path.realpath(site) not in real:
+            continue
+        name = os.path.basename(entry)
+        py4j_installed = name.startswith("py4j-") and os.path.isdir(os.path.join(site, name.removesuffix("-src.zip") + ".dist-info"))
+        if name == "pyspark.zip" or py4j_installed:
+            path.remove(entry)
 
 
 def preload() -> None:
@@ -65,6 +87,7 @@ WARM_TEXTS = (
 
 
 if __name__ == "__main__":
+    use_installed_pyspark()
     preload()
     from pyspark.daemon import manager
 

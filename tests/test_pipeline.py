@@ -224,15 +224,37 @@ def test_workers_fork_from_a_daemon_that_loaded_the_pipeline_once(spark):
 
         from dataprep.langid import lingua_detector, load_model
 
+        import sys
+
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
             parent = fh.read().replace(b"\0", b" ").decode()
-        yield os.getpid(), parent, load_model.cache_info().currsize + lingua_detector.cache_info().currsize
+        zipped = sum(".zip" in (getattr(module, "__file__", None) or "") for module in list(sys.modules.values()))
+        yield os.getpid(), parent, load_model.cache_info().currsize + lingua_detector.cache_info().currsize, zipped
 
     states = spark.sparkContext.parallelize(range(16), 16).mapPartitions(worker_state).collect()
-    assert all("pipelines.worker_daemon" in parent for _, parent, _ in states)
+    assert all("pipelines.worker_daemon" in parent for _, parent, _, _ in states)
+    assert all(zipped == 0 for *_, zipped in states)  # pyspark from its installed package: compiled once, not per process
     loaded = 2 if lingua_installed() else 1
-    assert all(models >= loaded for *_, models in states)  # no task loaded them: the daemon did
+    assert all(models >= loaded for _, _, models, _ in states)  # no task loaded them: the daemon did
     assert len({pid for pid, *_ in states}) < len(states)  # workers are reused across tasks
+
+
+def test_only_the_installed_pysparks_own_zips_leave_the_worker_path(tmp_path):
+    """The zips of a Spark distribution (or of a pyspark not on the path) stay: their code may differ."""
+    from pipelines.worker_daemon import use_installed_pyspark
+
+    site = tmp_path / "site-packages"
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    (site / "py4j-0.10.9.9.dist-info").mkdir()
+    own = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+    others = ["/opt/spark/python/lib/pyspark.zip", "/opt/spark/python/lib/py4j-0.10.9.9-src.zip", str(lib / "py4j-0.10.9.7-src.zip")]
+    path = [*own, *others, str(site)]
+    use_installed_pyspark(path)
+    assert path == [*others, str(site)]
+    alone = [*own]  # the installed pyspark is not on the path: keep its zips
+    use_installed_pyspark(alone)
+    assert alone == own
 
 
 def test_small_local_files_share_first_step_tasks(tmp_path):
