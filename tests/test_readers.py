@@ -117,6 +117,24 @@ def test_batches_end_at_their_payload_bytes_with_nothing_lost(shared_data):
     assert concat(batches).column("id").to_pylist() == whole.column("id").to_pylist()
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_text_batches_end_at_their_payload_bytes(tmp_path, fmt):
+    """Text inputs too: a Parquet read batch of large texts is split where the kept bytes reach the bound."""
+    texts = [f"document {i} " + "word " * (400 + 37 * i) for i in range(60)]
+    path = tmp_path / f"docs.{fmt}"
+    if fmt == "parquet":
+        pq.write_table(pa.table({"text": texts, "id": [str(i) for i in range(60)]}), path)
+    else:
+        path.write_text("".join(json.dumps({"text": t, "id": str(i)}) + "\n" for i, t in enumerate(texts)))
+    limit = sum(map(len, texts)) // 6
+    batches = [b.kept for b in iter_documents(str(path), InputConfig(batch_bytes=limit))]
+    assert len(batches) >= 6
+    for batch in batches:
+        held = [len(t) for t in batch.column("text").to_pylist()]
+        assert sum(held[:-1]) < limit
+    assert concat(batches).column("text").to_pylist() == texts
+
+
 def test_compressed_cc_payload_with_stale_header_is_kept(shared_data):
     # Common Crawl decodes payloads but keeps "Content-Encoding: gzip": the bytes must pass through.
     kept, _ = read_all(shared_data / CC14)

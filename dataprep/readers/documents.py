@@ -96,10 +96,10 @@ def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRes
                 data = batch.to_pydict()
                 values = {k: data.get(c, [None] * batch.num_rows) for k, c in wanted.items()}
                 for text, doc_id, url, date in zip(values["text"], values["id"], values["url"], values["date"]):
+                    if out.full():  # per row: batch_bytes can end a batch inside a read batch
+                        yield out.flush()
                     n += 1
                     _text_document(out, cfg, n, text, doc_id, url, date)
-                if out.full():
-                    yield out.flush()
         except (pa.ArrowException, OSError) as exc:
             log.warning("%s: Parquet read failed after %d rows: %s", path, n, exc)
             out.drop("error:malformed_record", exc, id=hash_id(path, -1))
