@@ -14,7 +14,7 @@ import yaml
 from dataprep.config import ConfigError, load_config
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
-from dataprep.quality.gopher import GopherQuality, GopherRepetition
+from dataprep.quality.gopher import GopherQuality, GopherRepetition, NGrams
 from dataprep.quality.languages import count_sentences, split_words
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +91,18 @@ def test_gopher_quality_rules(params, text, reason):
 )
 def test_gopher_repetition_rules(text, reason):
     assert GopherRepetition().decide(text, "en")[0] == reason
+
+
+@pytest.mark.parametrize("text", [PROSE, PROSE + " " + PROSE[: len(PROSE) // 3], " ".join(f"w{i % 7} v{i}" for i in range(200)), "a b c d e a b c d f a b c d e"])
+def test_repeated_n_gram_counts_do_not_depend_on_what_was_asked_before(text):
+    """duplicate_chars stops looking beyond the first n with no repeated n-gram: every count is still
+    the one a fresh instance gives, asked in any order."""
+    words = split_words(text, "en")
+    fresh = [NGrams(words).duplicate_chars(n) for n in range(2, 11)]
+    ascending = NGrams(words)
+    assert [ascending.duplicate_chars(n) for n in range(2, 11)] == fresh
+    descending = NGrams(words)
+    assert [descending.duplicate_chars(n) for n in range(10, 1, -1)][::-1] == fresh
 
 
 def test_c4_rewrites_lines_and_drops_documents():

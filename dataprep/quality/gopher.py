@@ -184,6 +184,7 @@ class NGrams:
         self.lengths = np.fromiter(map(len, words), np.int64, len(words))
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         self._prefix = None
+        self._none_repeat_from: int | None = None  # the smallest n seen with no repeated n-gram
 
     def _keys(self, n: int) -> np.ndarray:
         m = len(self.words) - n + 1
@@ -205,8 +206,8 @@ class NGrams:
         its n words so overlapping repeats are not counted twice. Only n-grams whose hash occurs
         twice or more can repeat, so the sequential walk visits just those positions."""
         m = len(self.words) - n + 1
-        if m <= 1:
-            return 0
+        if m <= 1 or (self._none_repeat_from is not None and n >= self._none_repeat_from):
+            return 0  # a repeated n-gram repeats its (n-1)-word prefix: none repeat beyond the first n without
         if self._prefix is None:
             joined = "".join(self.words)
             codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32).astype(np.uint64)
@@ -228,6 +229,8 @@ class NGrams:
                 next_free = i + n
             else:
                 seen.add(gram)
+        if not repeated:
+            self._none_repeat_from = min(n, self._none_repeat_from or n)
         return repeated
 
 
