@@ -103,17 +103,23 @@ def test_ids_stable_and_batches_bounded(shared_data):
     assert again.column("charset").to_pylist().count("utf-8") == 22  # 21 from HTTP, 1 from <meta>
 
 
+def bounded_batches(path, limit: int, payload: str, at_least: int) -> list[pa.Table]:
+    """The kept batches of ``path`` read with ``batch_bytes=limit``, checked to end at the limit."""
+    batches = [b.kept for b in iter_documents(str(path), InputConfig(batch_bytes=limit))]
+    assert len(batches) >= at_least
+    for batch in batches:
+        held = [len(p) for p in batch.column(payload).to_pylist()]
+        assert sum(held[:-1]) < limit  # only the document that crossed the limit goes past it
+    return batches
+
+
 def test_batches_end_at_their_payload_bytes_with_nothing_lost(shared_data):
     """Large pages fill a batch by bytes before its document count: a worker's memory stays bounded."""
     path = shared_data / "warc/wget/dolma-sample-0000.warc.gz"
     whole, _ = read_all(path)
     sizes = [len(h) for h in whole.column("html").to_pylist()]
     limit = sum(sizes) // 5
-    batches = [b.kept for b in iter_documents(str(path), InputConfig(batch_bytes=limit))]
-    assert len(batches) >= 5
-    for batch in batches:
-        held = [len(h) for h in batch.column("html").to_pylist()]
-        assert sum(held[:-1]) < limit  # only the page that crossed the limit goes past it
+    batches = bounded_batches(path, limit, "html", 5)
     assert concat(batches).column("id").to_pylist() == whole.column("id").to_pylist()
 
 
@@ -127,11 +133,7 @@ def test_text_batches_end_at_their_payload_bytes(tmp_path, fmt):
     else:
         path.write_text("".join(json.dumps({"text": t, "id": str(i)}) + "\n" for i, t in enumerate(texts)))
     limit = sum(map(len, texts)) // 6
-    batches = [b.kept for b in iter_documents(str(path), InputConfig(batch_bytes=limit))]
-    assert len(batches) >= 6
-    for batch in batches:
-        held = [len(t) for t in batch.column("text").to_pylist()]
-        assert sum(held[:-1]) < limit
+    batches = bounded_batches(path, limit, "text", 6)
     assert concat(batches).column("text").to_pylist() == texts
 
 

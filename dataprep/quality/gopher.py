@@ -207,7 +207,7 @@ class NGrams:
         twice or more can repeat, so the sequential walk visits just those positions."""
         m = len(self.words) - n + 1
         if m <= 1 or (self._none_repeat_from is not None and n >= self._none_repeat_from):
-            return 0  # a repeated n-gram repeats its (n-1)-word prefix: none repeat beyond the first n without
+            return 0  # a repeated n-gram repeats its (n-1)-word prefix: past an n with none, none
         if self._prefix is None:
             joined = "".join(self.words)
             codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32).astype(np.uint64)
@@ -230,7 +230,7 @@ class NGrams:
             else:
                 seen.add(gram)
         if not repeated:
-            self._none_repeat_from = min(n, self._none_repeat_from or n)
+            self._none_repeat_from = n  # smaller than any n it held: that one would have returned above
         return repeated
 
 

@@ -36,7 +36,7 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
     """Stream ``path`` (local or fsspec URL) as batches of about ``cfg.batch_size`` kept documents (fewer
     once their payloads reach ``cfg.batch_bytes``).
     With ``stats``, each batch is counted there (documents, payload bytes read, time, errors)."""
-    out = Batches(path, cfg.batch_size, stats, cfg.batch_bytes)
+    out = Batches(path, cfg.batch_size, cfg.batch_bytes, stats)
     try:
         if _is_empty(path):
             log.warning("%s: empty file", path)

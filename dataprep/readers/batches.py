@@ -33,8 +33,8 @@ READ_SCHEMA = pa.schema(
 class Batches:
     """Collects kept and dropped rows; ``flush`` turns them into one StageResult."""
 
-    def __init__(self, source: str, batch_size: int, stats: StageStats | None = None, batch_bytes: int | None = None) -> None:
-        self.source, self.batch_size, self.stats, self.batch_bytes = source, batch_size, stats, batch_bytes
+    def __init__(self, source: str, batch_size: int, batch_bytes: int, stats: StageStats | None = None) -> None:
+        self.source, self.batch_size, self.batch_bytes, self.stats = source, batch_size, batch_bytes, stats
         self.kept: list[dict] = []
         self.kept_bytes = 0  # payload (html or text) of the kept rows
         self.dropped: list[dict] = []
@@ -53,7 +53,7 @@ class Batches:
         return (
             len(self.kept) >= self.batch_size
             or len(self.dropped) >= 10 * self.batch_size
-            or (self.batch_bytes is not None and self.kept_bytes >= self.batch_bytes)
+            or self.kept_bytes >= self.batch_bytes
         )
 
     def keep(self, **row) -> None:
