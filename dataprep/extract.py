@@ -71,16 +71,18 @@ def time_limit(seconds: float | None):
 
 
 def decode_html(html: bytes, charset: str | None) -> str:
-    """Bytes -> str. UTF-8 when the bytes are (mostly) UTF-8: pages that mix in a few Latin-1 bytes
+    """Bytes -> str. UTF-8 when the bytes are UTF-8, or mostly UTF-8: pages that mix in a few Latin-1 bytes
     are common and decoding them all as Windows-1252 would garble every other character. Otherwise
     the declared charset (WHATWG-mapped: gb2312 -> gbk, iso-8859-1 -> windows-1252) if it decodes
     cleanly, else uchardet's guess, else the declared one with replacement characters."""
     if html.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return html.decode("utf-16", errors="replace")
+    try:
+        return html.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        pass
     text = html.decode("utf-8", errors="replace")
     invalid = text.count("\ufffd")
-    if not invalid:
-        return text.removeprefix("\ufeff")
     multibyte = len(text) - len(text.encode("ascii", errors="ignore")) - invalid
     if multibyte > invalid:
         return text.removeprefix("\ufeff")
@@ -103,6 +105,9 @@ def decode_html(html: bytes, charset: str | None) -> str:
 # A ruby reading (<rt>, or the <rp> parentheses around it) up to its end tag, which HTML lets pages
 # leave out: 漢字<rt>かんじ</rt> would come out as 漢字かんじ.
 _RUBY_READING = re.compile(r"<(rt|rp)\b[^>]*>[^<]*(?:</\1\s*>)?", re.IGNORECASE)
+# Whether a page may hold one: a literal first character and no IGNORECASE let the scan skip ahead
+# (twice as fast as ``"<r" in page`` on a page with non-Latin-1 text, which also missed ``<RT>``).
+_RUBY_START = re.compile(r"<[rR][tTpP]")
 
 
 def _too_deep(tree: HTMLTree) -> bool:
@@ -176,7 +181,7 @@ class Extract(DocumentStage):
         return None
 
     def extract(self, html: str) -> str:
-        if not self.ruby_readings and "<r" in html:
+        if not self.ruby_readings and _RUBY_START.search(html):
             html = _RUBY_READING.sub("", html)
         if self.engine == "trafilatura":
             return self._trafilatura(html)
