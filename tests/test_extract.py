@@ -271,3 +271,10 @@ def test_real_warcs_read_then_extract(shared_data):
         texts = result.kept.column("text").to_pylist()
         assert all(texts) and sum(map(len, texts)) > 1000 * len(texts)
     assert "Escopete" in result.kept.column("text")[0].as_py()
+
+
+def test_valid_utf8_stays_utf8_even_when_it_holds_many_replacement_characters():
+    # Crawled text often carries U+FFFD from an earlier bad decode; valid UTF-8 is read as UTF-8 whatever
+    # the header declares (decoding it as Latin-1 would turn each U+FFFD into three characters).
+    raw = ("<html><body><p>" + "\ufffd" * 50 + " Grüße aus Köln.</p></body></html>").encode("utf-8")
+    assert "Grüße aus Köln." in decode_html(raw, "iso-8859-1")
