@@ -44,7 +44,7 @@ def timed(parts: dict, name: str, fn, *args):
 
 def extract_parts(stage: Extract, html: str, parts: dict) -> str:
     """Extract.extract (engine auto) step by step, each step timed; returns the same text."""
-    if not stage.ruby_readings and "<r" in html:
+    if not stage.ruby_readings and timed(parts, "ruby readings", extract._RUBY_START.search, html):
         html = timed(parts, "ruby readings", extract._RUBY_READING.sub, "", html)
 
     def blocks_of(drop_marked: bool):
