@@ -19,12 +19,13 @@ cut short keeps what it measured) and a table.
     python bench/bench_gpu.py --models 1b --compile off on --adamw fused foreach
     python bench/bench_gpu.py --models 1b --checkpointing none selective block --fsdp off on
     python bench/bench_gpu.py --smoke                              # CPU check: tiny preset, two steps
-    bash bench/gpu_run.sh                                          # the whole GPU matrix (README)
+    bash bench/gpu_run.sh                                          # the whole GPU matrix (docs/gpu.md)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import json
@@ -78,6 +79,36 @@ class Case:
     checkpointing: str  # none, selective, block (the training config's names)
     adamw: str  # fused or foreach
     fsdp: bool  # FSDP2 over a one-rank mesh, or the bare model
+    attention: str = "default"  # SDPA kernel: default (torch's choice), flash, efficient, cudnn or math
+
+
+SDPA_KERNELS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
+                "math": "MATH"}
+
+
+def attention_kernels(name: str):
+    """A context in which SDPA may use only the kernel ``name``; ``all``: every kernel allowed again (torch's
+    own choice), and on exit torch's flags as they were (the training context may change them)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    names = SDPA_KERNELS.values() if name == "all" else [SDPA_KERNELS[name]]
+    return sdpa_kernel([getattr(SDPBackend, n) for n in names])
+
+
+def chosen_attention_kernel(cfg: TrainConfig, device: torch.device, precision: str) -> str:
+    """The SDPA kernel torch's dispatcher picks for this case's attention shapes (under the current
+    ``attention_kernels`` context)."""
+    from torch.nn.attention import SDPBackend
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    m = cfg.model
+    q = torch.empty(cfg.micro_batch_size, m.n_heads, cfg.seq_len, m.head_dim, device=device, dtype=dtype)
+    kv = torch.empty(cfg.micro_batch_size, m.n_kv_heads, cfg.seq_len, m.head_dim, device=device, dtype=dtype)
+    try:
+        choice = torch._fused_sdp_choice(q, kv, kv, is_causal=True, enable_gqa=m.n_kv_heads != m.n_heads)
+        return SDPBackend(choice).name.lower()
+    except Exception as exc:  # a private API: report rather than fail the case
+        return f"unknown ({type(exc).__name__})"
 
 
 def parallel_dims(fsdp: bool, device: torch.device) -> ParallelDims:
@@ -180,7 +211,8 @@ def predicted_memory(cfg: TrainConfig, case: Case) -> dict[str, float]:
     return layout_memory(cfg.model, "zero3" if case.fsdp else "ddp", 1, case.checkpointing, gpus=1,
                          seq_len=cfg.seq_len, micro_batch=cfg.micro_batch_size,
                          precision="fp32" if case.precision == "fp32" else "bf16",
-                         grad_accum=cfg.global_batch_size // cfg.micro_batch_size)
+                         grad_accum=cfg.global_batch_size // cfg.micro_batch_size, fsdp=case.fsdp,
+                         compiled=case.compile)
 
 
 def describe(case: Case, cfg: TrainConfig, args) -> dict:
@@ -197,6 +229,11 @@ def describe(case: Case, cfg: TrainConfig, args) -> dict:
 
 def run_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_flops: float | None) -> dict:
     """Train ``args.steps`` steps of one case; time the steps after ``args.warmup``."""
+    with attention_kernels("all"):
+        return _train_case(case, cfg, args, device, peak_flops)
+
+
+def _train_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_flops: float | None) -> dict:
     torch.manual_seed(cfg.seed)
     result = {}
     batches = Batches(cfg, args.data, args.steps)
@@ -208,8 +245,24 @@ def run_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_flop
     optimizer = adamw(model, cfg, device, case.adamw)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, args.steps, cfg.optim))
     ctx = TrainStepContext(device, case.precision, loss_parallel=False, fsdp=dims.fsdp_enabled)
+    # an explicit --attention overrides what the training context chose
+    kernels = attention_kernels(case.attention) if case.attention != "default" else contextlib.nullcontext()
+    with kernels:
+        result["attention_kernel"] = chosen_attention_kernel(cfg, device, case.precision)
+        _train_steps(model, optimizer, scheduler, ctx, batches, cfg, args, device, peak_flops, result)
+    if device.type == "cuda":
+        result["peak_memory_gb"] = torch.cuda.max_memory_allocated(device) / GB
+        result["peak_reserved_gb"] = torch.cuda.max_memory_reserved(device) / GB
+        result["predicted_over_measured"] = predicted_memory(cfg, case)["total"] / GB / result["peak_memory_gb"]
+    else:
+        result["peak_memory_gb"] = None  # no allocator statistics on a CPU
+    return result
+
+
+def _train_steps(model, optimizer, scheduler, ctx, batches, cfg, args, device, peak_flops, result) -> None:
+    """The timed loop: tokens/s, MFU, the step breakdown, every step's loss and gradient norm into ``result``."""
     clock = PhaseClock(device)
-    losses, marks, data_s = [], [], []
+    losses, norms, marks, data_s = [], [], [], []
     for step in range(args.steps):
         if step == args.warmup:
             sync(device)
@@ -220,7 +273,7 @@ def run_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_flop
         m0 = clock.mark()
         losses.append(accumulate_gradients(model, micro_batches, ctx))
         m1 = clock.mark()
-        optimizer_step(optimizer, scheduler, ctx, cfg.optim.grad_clip)
+        norms.append(optimizer_step(optimizer, scheduler, ctx, cfg.optim.grad_clip))
         marks.append((m0, m1, clock.mark()))
     sync(device)
     timed = args.steps - args.warmup
@@ -235,16 +288,11 @@ def run_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_flop
     result["breakdown_s"] = {"data": data, "forward_backward": fwd_bwd, "optimizer": opt,
                              "other": max(0.0, step_s - data - fwd_bwd - opt)}
     result["losses"] = [float(x) for x in torch.stack(losses).cpu()]
+    result["grad_norms"] = [float(x) for x in torch.stack(norms).cpu()]  # fp16: nan/inf where a step was skipped
+    result["skipped_steps"] = sum(not math.isfinite(x) for x in result["grad_norms"])
     result["finite"] = all(math.isfinite(x) for x in result["losses"])
     if ctx.scaler is not None:
         result["loss_scale"] = float(ctx.scaler.get_scale())
-    if device.type == "cuda":
-        result["peak_memory_gb"] = torch.cuda.max_memory_allocated(device) / GB
-        result["peak_reserved_gb"] = torch.cuda.max_memory_reserved(device) / GB
-        result["predicted_over_measured"] = predicted_memory(cfg, case)["total"] / GB / result["peak_memory_gb"]
-    else:
-        result["peak_memory_gb"] = None  # no allocator statistics on a CPU
-    return result
 
 
 def release(device: torch.device) -> None:
@@ -276,8 +324,9 @@ def software_info() -> dict:
 
 def cases(args) -> list[Case]:
     on = {"on": True, "off": False}
-    return [Case(m, p, on[c], ac, a, on[f]) for m, p, c, ac, a, f in
-            itertools.product(args.models, args.precision, args.compile, args.checkpointing, args.adamw, args.fsdp)]
+    return [Case(m, p, on[c], ac, a, on[f], att) for m, p, c, ac, a, f, att in
+            itertools.product(args.models, args.precision, args.compile, args.checkpointing, args.adamw, args.fsdp,
+                              args.attention)]
 
 
 def _fmt(value, spec: str, scale: float = 1.0) -> str:
@@ -286,7 +335,8 @@ def _fmt(value, spec: str, scale: float = 1.0) -> str:
 
 def print_row(r: dict) -> None:
     what = (f"{r['model']:>5} {r['precision']:>4} compile={'on ' if r['compile'] else 'off'} "
-            f"ckpt={r['checkpointing']:<9} {r['adamw']:<7} fsdp={'on ' if r['fsdp'] else 'off'}")
+            f"ckpt={r['checkpointing']:<9} {r['adamw']:<7} fsdp={'on ' if r['fsdp'] else 'off'} "
+            f"sdpa={r.get('attention_kernel', r['attention'])[:9]:<9}")
     if r.get("status") != "ok":
         print(f"{what}  {r['status']}: {r.get('error', '')[:200]}  (plan {r['predicted_memory_gb']:.1f} GB)")
         return
@@ -311,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(default: fused with CUDA, as training uses; foreach on CPU)")
     ap.add_argument("--fsdp", nargs="+", choices=["on", "off"], default=["off"],
                     help="FSDP2 over one GPU (mixed-precision policy, per-block gathers) or the bare model")
+    ap.add_argument("--attention", nargs="+", choices=["default", "flash", "efficient", "cudnn", "math"],
+                    default=["default"], help="SDPA kernel allowed (default: torch's own choice)")
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--micro-batch", type=int, default=8, help="sequences per forward (default 8)")
     ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
@@ -343,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {info['name']} ({device.type}); peak {_fmt(peak, '.4g', 1e-12)} TFLOP/s dense bf16 "
           f"({info['peak_source']})")
     print(f"MFU: {MFU_FORMULA}")
-    print(f"{'case':<60}  {'tokens/s':>10}  {'MFU':>6}  {'step ms':>8}  {'fwd+bwd':>8}  {'optim':>6}  {'data':>6}  "
+    print(f"{'case':<74}  {'tokens/s':>10}  {'MFU':>6}  {'step ms':>8}  {'fwd+bwd':>8}  {'optim':>6}  {'data':>6}  "
           f"{'peak GB':>7}  {'plan GB':>7}  {'plan/peak':>6}  loss", flush=True)
     planned = [(case, train_config(case, args, device)) for case in cases(args)]  # a bad config fails now
     for case, cfg in planned:

@@ -3,8 +3,8 @@
 # CUDA tests, and leaves one JSON per part and one log under $OUT (default out/gpu).
 #
 #   bash bench/gpu_run.sh prepare        # on a machine with a package index: fill .gpu/ (carried to the GPU)
-#   bash bench/gpu_run.sh [PART ...]     # on the GPU machine; PART: throughput ablation memory precision tests
-#                                        # (default: all five, in that order)
+#   bash bench/gpu_run.sh [PART ...]     # on the GPU machine; PART: tests throughput ablation memory
+#                                        # memory-compiled precision attention (default: all, in that order)
 #
 # Python there: if its python3 already imports a CUDA build of torch (the accelerator image lent by the
 # `device` tool: no network, torch preinstalled), the wheels `prepare` put in .gpu/whl are installed beside
@@ -71,22 +71,30 @@ part() {
     throughput) bench throughput --models 125m 350m 1b ;;
     # what torch.compile and fused AdamW each add at 1B
     ablation) bench ablation --models 1b --compile off on --adamw fused foreach ;;
-    # measured peak against the planner, per checkpointing mode, bare and FSDP (eager: what the planner counts)
+    # measured peak against the planner, per checkpointing mode, bare and FSDP, eager
     memory) bench memory --models 350m 1b --compile off --checkpointing none selective block --fsdp off on \
               --steps 6 --warmup 2 ;;
+    # the same with compiled blocks (bare model)
+    memory-compiled) bench memory-compiled --models 350m 1b --compile on --checkpointing none selective block \
+                       --steps 6 --warmup 2 ;;
     # loss curves over 300 steps of the same tokens: bf16 and fp16 (loss scaling) against fp32
     precision) bench precision --models 125m --compile off --precision fp32 bf16 fp16 --seq-len 1024 \
                  --steps 300 --warmup 10 --lr 1e-3 ;;
+    # SDPA kernels: fp16 training per kernel (cuDNN's lags), and bf16 speed of flash against cuDNN
+    attention) bench attention-fp16 --models 125m --compile off --precision fp16 --attention flash efficient cudnn \
+                 --seq-len 1024 --steps 300 --warmup 10 --lr 1e-3 &&
+               bench attention-bf16 --models 350m 1b --attention flash cudnn ;;
     # the CPU parity tests' GPU analogues, and the bench's own CUDA test
     tests) (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider tests/test_train_cuda.py tests/test_bench_gpu.py) ;;
-    *) echo "unknown part $1 (throughput ablation memory precision tests, or prepare)" >&2; return 2 ;;
+    *) echo "unknown part $1 (tests throughput ablation memory memory-compiled precision attention, or prepare)" >&2
+       return 2 ;;
   esac
 }
 
 main() {
   setup_python
   local parts=("$@") status=0
-  [ ${#parts[@]} -gt 0 ] || parts=(throughput ablation memory precision tests)
+  [ ${#parts[@]} -gt 0 ] || parts=(tests throughput ablation memory memory-compiled precision attention)
   for p in "${parts[@]}"; do
     part "$p" || { echo "[gpu_run] $p failed ($?)"; status=1; }
   done

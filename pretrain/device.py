@@ -23,3 +23,11 @@ def resolve_precision(name: str, device: torch.device) -> str:
     if name != "auto":
         return name
     return "bf16" if device.type == "cuda" else "fp32"
+
+
+def configure_attention(precision: str, device: torch.device) -> None:
+    """fp16 on CUDA: keep SDPA off cuDNN's attention kernel, torch's first choice on Hopper, which trains
+    fp16 measurably worse than flash attention (same loss scale, no skipped step; docs/gpu.md); torch
+    then picks flash attention. bf16 and fp32 keep torch's choice."""
+    if device.type == "cuda" and precision == "fp16":
+        torch.backends.cuda.enable_cudnn_sdp(False)

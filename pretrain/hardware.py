@@ -26,6 +26,7 @@ class GPUSpec:
     intra_node_gbs: float = 450  # GB/s per GPU per direction to GPUs of its node (NVLink; PCIe cards less)
     inter_node_gbs: float = 50  # GB/s per GPU per direction to other nodes (its share of the node's NICs)
     gpus_per_node: int = 8  # usual server size; NVLink domain for tensor parallelism
+    accelerator: bool = True  # False for the CPU entry: plans for it leave torch.compile off
 
     @property
     def memory_bytes(self) -> float:
@@ -49,7 +50,8 @@ GPUS: dict[str, GPUSpec] = {
     "l4": GPUSpec("NVIDIA L4 24GB", 24, 121e12, intra_node_gbs=32, inter_node_gbs=12.5, gpus_per_node=4),
     "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12, intra_node_gbs=448),
     # Plans for CPU-only runs (tests, the demo): a small node's cores; override --peak-flops/--gpu-memory-gb.
-    "cpu": GPUSpec("CPU cores (fp32)", 16, 1e11, intra_node_gbs=10, inter_node_gbs=1.25, gpus_per_node=1),
+    "cpu": GPUSpec("CPU cores (fp32)", 16, 1e11, intra_node_gbs=10, inter_node_gbs=1.25, gpus_per_node=1,
+                   accelerator=False),
 }
 
 ALIASES = {"h100-sxm": "h100", "a100": "a100-80gb", "a100-sxm": "a100-80gb"}

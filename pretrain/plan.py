@@ -51,6 +51,7 @@ class Layout:
     cp: int = 1
     stages_per_rank: int = 1  # > 1: interleaved 1F1B
     offload: bool = False
+    compiled: bool = False  # torch.compile of each block (where the trainer supports it: no TP, CP or PP)
     smaller_micro: bool = False  # the walk lowered the micro-batch to 1
     memory: dict = field(default_factory=dict)
     fits: bool = False
@@ -213,10 +214,12 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     tried, previous = [], None
     for layout in _candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len):
         layout.grad_accum = _accum_steps(global_batch, seq_len, layout.micro_batch * layout.dp)
+        # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
+        layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
         layout.memory = layout_memory(cfg, layout.stage, layout.tp, layout.checkpointing, gpus=gpus, seq_len=seq_len,
                                       micro_batch=layout.micro_batch, precision=precision,
                                       grad_accum=layout.grad_accum, no_sync=no_sync, pp=layout.pp, cp=layout.cp,
-                                      offload=layout.offload)
+                                      offload=layout.offload, compiled=layout.compiled)
         layout.fits = layout.memory["total"] <= capacity
         schedule = _pipeline_schedule(layout, cfg, max_bubble) if layout.pp > 1 else ""  # names interleaving
         layout.reason = _why(layout, previous, capacity, cfg) + (f"; {schedule}" if schedule else "")
@@ -282,10 +285,11 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
     seconds = chosen.time["total"]
     tokens_per_day = tokens_per_step / seconds * 86400
     kw = dict(gpus=gpus, seq_len=seq_len, micro_batch=micro_batch, precision=precision, grad_accum=chosen.grad_accum,
-              no_sync=no_sync, pp=chosen.pp, cp=chosen.cp, offload=chosen.offload)
+              no_sync=no_sync, pp=chosen.pp, cp=chosen.cp, offload=chosen.offload, compiled=chosen.compiled)
     breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, **kw) for stage in SHARDED}
                  for tp in sorted({1, chosen.tp, show_tp or 1}) if gpus % (tp * chosen.pp * chosen.cp) == 0}
-    act = {ac: activations(cfg, seq_len // chosen.cp, micro_batch, ac, chosen.tp, precision, chosen.tp > 1)["total"]
+    act = {ac: activations(cfg, seq_len // chosen.cp, micro_batch, ac, chosen.tp, precision, chosen.tp > 1,
+                           bf16_stream=chosen.dp * chosen.cp > 1, compiled=chosen.compiled)["total"]
            for ac in RECOMPUTE}
     return {
         "model": {"params": n, "non_embedding_params": num_params(cfg, exclude_embedding=True), **cfg.model_dump()},
@@ -294,7 +298,7 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
         "layout": {"name": chosen.name, "stage": chosen.stage, "dp": chosen.dp, **chosen.degrees(),
                    "pp_schedule": chosen.schedule if chosen.pp > 1 else None,
                    "pp_stages_per_rank": chosen.stages_per_rank, "bubble": chosen.bubble,
-                   "checkpointing": chosen.checkpointing, "grad_accum": chosen.grad_accum,
+                   "checkpointing": chosen.checkpointing, "compiled": chosen.compiled, "grad_accum": chosen.grad_accum,
                    "no_sync_accumulation": no_sync, "reshard_after_forward": chosen.stage != "zero2",
                    "global_batch": global_batch, "tokens_per_step": tokens_per_step, "memory": chosen.memory,
                    "communication": communication(cfg, chosen, seq_len, precision)},
@@ -320,6 +324,7 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
         "precision": "bf16" if result["precision"] == "bf16" else "fp32", "device": "auto",
         "parallel": {"dp_replicate": lay["dp_replicate"], "dp_shard": lay["dp_shard"], "tp": lay["tp"],
                      "pp": lay["pp"], "cp": lay["cp"], "activation_checkpointing": lay["checkpointing"],
+                     "compile": lay["compiled"],
                      "loss_parallel": lay["tp"] > 1,
                      "no_sync_accumulation": lay["no_sync_accumulation"] and lay["pp"] == 1,
                      "reshard_after_forward": lay["reshard_after_forward"], "offload": lay["offload"],
@@ -420,7 +425,8 @@ def format_report(r: dict) -> str:
              f"{r['cluster']['gpus']} x {r['cluster']['name']}", "",
              "decisions:"] + [f"  {line}" for line in r["decisions"]]
     degrees = ", ".join(f"{k} {lay[k]}" for k in ("dp_replicate", "dp_shard", "tp", "pp", "cp"))
-    lines += ["", f"chosen: {lay['name']} ({degrees}{', offload' if lay['offload'] else ''})"]
+    lines += ["", f"chosen: {lay['name']} ({degrees}{', offload' if lay['offload'] else ''}"
+                  f"{', compiled blocks' if lay['compiled'] else ''})"]
     if lay["pp"] > 1:
         lines.append(f"pipeline: {lay['pp_schedule']}, {lay['pp_stages_per_rank']} stage(s) per rank, "
                      f"bubble {lay['bubble']:.1%}")

@@ -11,18 +11,25 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   default, so only gradient shards accumulate; with ``no_sync`` accumulation (one reduction per step)
   every rank holds the full unsharded gradients, in fp32 (FSDP2 accumulates in its reduce dtype), from
   the first micro-batch to the last: 4 bytes per parameter (divided by t only).
-- activations saved for backward, per token per layer, measured on our Llama block (tests check the
-  count against the tensors autograd saves): each RMSNorm keeps an fp32 copy of its input and of the
-  normalised value plus its output (8 d bytes + d elements); attention keeps q, k, v (full width after
-  each kv head once: SDPA's enable_gqa) and its output (2 d + 2 kv elements; flash attention has no
-  seq^2 term); SwiGLU keeps gate,
-  silu, up and product (4 ffn elements). Selective checkpointing keeps only matmul and attention
-  outputs and the block input (5 d + 2 kv + 2 ffn elements); block checkpointing keeps each block's
-  input (d elements) and rebuilds one block at a time. The backward pass also holds one block's
-  activation gradients (and its recomputed activations). Sequence-parallel TP splits all of it t ways
-  (Korthikanti et al. 2022). The loss keeps fp32 log-probabilities and, in the backward pass, their
-  fp32 gradient and the logits' gradient (8 bytes + 1 element per vocabulary entry per token), split
-  t ways under loss parallelism.
+- activations saved for backward, per token per layer, on our Llama block. The residual stream is fp32
+  under autocast (one GPU; fp32 weights cast per matmul) and bf16 under FSDP2's bf16 mixed-precision policy
+  (any data parallelism: DDP is FSDP2 replicated). Each RMSNorm keeps, under autocast, an fp32 copy of its
+  input and of the normalised value plus its bf16 output (8 d bytes + d elements; tests check the whole
+  eager count against the tensors autograd saves), under FSDP's bf16 its input and output (2 d elements,
+  measured on an H100); attention keeps q, k, v (full width after each kv head once: SDPA's enable_gqa) and
+  its output (2 d + 2 kv elements; flash attention has no seq^2 term); SwiGLU keeps gate, silu, up and
+  product (4 ffn elements). Compiled blocks (``parallel.compile``) keep only the matmul inputs and outputs
+  and the norms' inputs (4 d + 2 kv + 3 ffn elements + 2 d in the stream's dtype: the partitioner recomputes
+  the rest). Selective checkpointing keeps only matmul and attention outputs and the block input
+  (5 d + 2 kv + 2 ffn elements); block checkpointing keeps each block's input (d in the stream's dtype).
+  Sequence-parallel TP splits all of it t ways (Korthikanti et al. 2022).
+- the step's peak is the larger of two moments. At the loss: every saved activation plus the loss's fp32
+  buffers (log-probabilities, their gradient and the logits' gradient: 12 bytes per vocabulary entry per
+  token, split t ways under loss parallelism), while no gradient exists yet when a step has one micro-batch
+  (gradients are set to None after each step; later micro-batches find the earlier ones' gradients). At the
+  end of backward: all gradients plus one block's activations and their gradients (and its recomputed
+  activations under checkpointing). Checked against the peaks an H100 measured (docs/gpu.md; the
+  measurements are in tests/test_plan.py).
 - FSDP gathers one unit (a block, or the root: embeddings + output) ahead of use: two gathered units
   plus one unit of unsharded gradients.
 - pipeline stages under FSDP: torch's schedules skip the gradient reduction and the resharding after
@@ -42,6 +49,7 @@ PRECISIONS = {"bf16": (2, 2, 12), "fp32": (4, 4, 8)}  # bytes per parameter: wei
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
            "zero3": (True, True, True)}  # (weights, gradients, optimizer) sharded over data parallel
 ELEM = {"bf16": 2, "fp32": 4}  # bytes per activation element
+LOSS_BYTES = 12  # per vocabulary entry per token at the loss: fp32 log-probabilities, their and the logits' gradients
 GB = 1e9
 RECOMPUTE = {"none": 1.0, "selective": 1.02, "block": 4 / 3}  # compute per step relative to no recomputation:
 # selective re-runs only elementwise ops (no matmul FLOPs, a few % of the time: memory-bound kernels), block
@@ -67,20 +75,28 @@ def model_states(cfg: ModelConfig, stage: str, dp: int, tp: int, precision: str 
 
 
 def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing: str, tp: int = 1,
-                precision: str = "bf16", loss_parallel: bool = False) -> dict[str, float]:
-    """Bytes per GPU of activations kept for the backward pass of one micro-batch (see module doc)."""
-    elem = 2 if precision == "bf16" else 4
+                precision: str = "bf16", loss_parallel: bool = False, bf16_stream: bool = False,
+                compiled: bool = False) -> dict[str, float]:
+    """Bytes per GPU of activations of one micro-batch (see module doc): ``total`` is what the loss
+    holds (saved activations and the loss's buffers), ``in_flight`` what the backward pass adds at its end.
+    ``bf16_stream``: FSDP's bf16 weights make the residual stream bf16 (autocast keeps it fp32)."""
+    elem = ELEM[precision]
+    stream = 2 if bf16_stream and precision == "bf16" else 4
     d, f, kv = cfg.d_model, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim
     tokens = micro_batch * seq_len
-    norm = 8 * d + elem * d
+    norm = 2 * elem * d if stream == 2 else 2 * stream * d + elem * d
     full = 2 * norm + elem * (2 * d + 2 * kv + 4 * f)
-    per_layer = {"none": full, "selective": elem * (5 * d + 2 * kv + 2 * f), "block": elem * d}[checkpointing]
-    # in flight during the backward pass: the gradients of one block's activations, plus that block's
-    # recomputed activations under checkpointing
+    if checkpointing == "none" and compiled:
+        per_layer = 2 * stream * d + elem * (4 * d + 2 * kv + 3 * f)
+    else:
+        per_layer = {"none": full, "selective": elem * (5 * d + 2 * kv + 2 * f), "block": stream * d}[checkpointing]
+    # the end of the backward pass: the gradients of one block's activations, plus that block's recomputed
+    # activations under checkpointing
     in_flight = full if checkpointing == "none" else 2 * full
-    layers = tokens * (cfg.n_layers * per_layer + in_flight + norm) / tp  # + the final norm
-    logits = tokens * cfg.vocab_size * (elem + 8) / (tp if loss_parallel else 1)
-    return {"per_token_layer": per_layer, "layers": layers, "logits": logits, "total": layers + logits}
+    layers = tokens * (cfg.n_layers * per_layer + norm) / tp  # + the final norm
+    logits = tokens * cfg.vocab_size * LOSS_BYTES / (tp if loss_parallel else 1)
+    return {"per_token_layer": per_layer, "layers": layers, "logits": logits, "total": layers + logits,
+            "in_flight": tokens * in_flight / tp}
 
 
 def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
@@ -93,11 +109,14 @@ def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
 
 def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
                   micro_batch: int, precision: str = "bf16", grad_accum: int = 1, no_sync: bool = False,
-                  pp: int = 1, cp: int = 1, offload: bool = False) -> dict[str, float]:
-    """Per-GPU memory breakdown (bytes) of one layout; ``no_sync`` accumulation over ``grad_accum`` > 1
-    micro-batches keeps the gradients unsharded (see module doc). Pipeline stages hold 1/pp of the model
-    states and, under 1F1B, up to pp micro-batches of their 1/pp of the layers: one micro-batch's worth.
-    Context parallelism splits activations cp ways (FSDP shards over dp x cp) and gathers one layer's
+                  pp: int = 1, cp: int = 1, offload: bool = False, compiled: bool = False,
+                  fsdp: bool | None = None) -> dict[str, float]:
+    """Per-GPU memory breakdown (bytes) of one layout at the step's peak; ``activations`` is what the peak
+    holds beyond the model states (see module doc: at the loss, less the gradients not yet allocated).
+    ``no_sync`` accumulation over ``grad_accum`` > 1 micro-batches keeps the gradients unsharded.
+    ``fsdp`` (default: any data parallelism) means FSDP2's bf16 weights; ``compiled``: compiled blocks.
+    Pipeline stages hold 1/pp of the model states and, under 1F1B, up to pp micro-batches of their 1/pp of
+    the layers: one micro-batch's worth. Context parallelism splits activations cp ways (FSDP shards over dp x cp) and gathers one layer's
     keys and values whole. Offload moves the model states to host memory."""
     dp = gpus // (tp * pp * cp)
     held = pp > 1 and stage in ("zero2", "zero3") and dp * cp > 1  # the schedule defers resharding
@@ -105,8 +124,13 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
     mem = {k: v / pp for k, v in mem.items()}
     if offload:
         mem = {k: 0.0 for k in mem}
-    act = activations(cfg, seq_len // cp, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1)
-    mem["activations"] = act["total"]
+    fsdp = dp * cp > 1 if fsdp is None else fsdp
+    act = activations(cfg, seq_len // cp, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1,
+                      bf16_stream=fsdp, compiled=compiled)
+    # gradients are fp32 for every precision (FSDP reduces in fp32); none exists at a single micro-batch's loss
+    fp32_grads = model_states(cfg, stage, dp * cp, tp, "fp32")["grads"] / pp
+    absent = 0.0 if grad_accum > 1 or pp > 1 or offload else fp32_grads
+    mem["activations"] = max(act["total"] - absent, act["in_flight"])
     if cp > 1:  # one layer's gathered k and v, and their gradients
         mem["activations"] += 2 * 2 * micro_batch * seq_len * cfg.n_kv_heads * cfg.head_dim / tp * ELEM[precision]
     sharding = stage in ("zero2", "zero3") and dp * cp > 1

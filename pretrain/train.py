@@ -23,7 +23,7 @@ from torch.distributed.tensor import DTensor
 from pretrain import checkpoint
 from pretrain.config import OptimConfig, TrainConfig, load_train_config
 from pretrain.data import build_loaders, fingerprint
-from pretrain.device import resolve_device, resolve_precision
+from pretrain.device import configure_attention, resolve_device, resolve_precision
 from pretrain.inference import save_run_dir
 from pretrain.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.model import Llama, flops_per_token, num_params
@@ -133,15 +133,17 @@ def clip_grad_norm(params: list[torch.Tensor], max_norm: float, pp_group=None) -
 
 
 class TrainStepContext:
-    """What a forward pass needs besides the model, decided once: autocast, loss parallelism, the fp16
-    gradient scaler, whether FSDP holds gradients unsharded between micro-batches, the pipeline group
-    (grad norm over stages) and this rank's token positions under context parallelism."""
+    """What a forward pass needs besides the model, decided once: autocast, the attention kernel (fp16),
+    loss parallelism, the fp16 gradient scaler, whether FSDP holds gradients unsharded between
+    micro-batches, the pipeline group (grad norm over stages) and this rank's token positions under context
+    parallelism."""
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
                  no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None):
         self.device = device
         self.no_sync = fsdp and no_sync_accumulation
         self.pp_group, self.positions = pp_group, positions
+        configure_attention(precision, device)
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         # with FSDP, bf16 comes from its MixedPrecisionPolicy instead of autocast
         use_autocast = autocast_dtype is not None and not (fsdp and precision == "bf16")

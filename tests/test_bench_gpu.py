@@ -14,7 +14,8 @@ from pretrain.config import load_model_config
 CASE_FIELDS = {"model", "precision", "compile", "checkpointing", "adamw", "fsdp", "params", "non_embedding_params",
                "seq_len", "micro_batch", "grad_accum", "tokens_per_step", "steps", "warmup", "data",
                "flops_per_token", "tokens_per_s", "mfu", "step_s", "breakdown_s", "peak_memory_gb",
-               "predicted_memory_gb", "predicted_breakdown_gb", "losses", "finite", "status"}
+               "predicted_memory_gb", "predicted_breakdown_gb", "losses", "finite", "status", "attention",
+               "attention_kernel", "grad_norms", "skipped_steps"}
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,8 @@ def test_smoke_json_holds_every_figure(smoke):
         assert breakdown["forward_backward"] > 0 and breakdown["optimizer"] > 0
         assert sum(breakdown.values()) == pytest.approx(case["step_s"], rel=0.05)
         assert case["peak_memory_gb"] is None  # a CPU has no allocator statistics
+        assert case["attention"] == "default" and case["attention_kernel"] in ("flash_attention", "math")
+        assert len(case["grad_norms"]) == 2 and case["skipped_steps"] == 0
     # FSDP over one rank computes the same model: the same initial weights and loss
     bare, fsdp = smoke["cases"]
     assert fsdp["losses"][0] == pytest.approx(bare["losses"][0], rel=1e-6)

@@ -13,7 +13,7 @@ from pretrain.cli import main as cli
 from pretrain.config import ModelConfig, load_model_config, load_train_config
 from pretrain.hardware import GPUS, get_gpu, peak_flops
 from pretrain.model import Llama, flops_per_token, num_params
-from pretrain.plan import activations, layout_memory, model_states, plan, train_config
+from pretrain.plan import activations, format_report, layout_memory, model_states, plan, train_config
 from pretrain.sizing import PRESET_DIR, PRESET_SIZES, preset, size_model
 
 H100 = GPUS["h100"]
@@ -152,8 +152,12 @@ def _gpu_with(total_bytes: float, slack: float = 0.0):
     return replace(H100, memory_gb=total_bytes / 1e9 + slack)
 
 
-def _need(cfg, stage, tp, ac, gpus, micro=4):
-    return layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro)["total"]
+def _need(cfg, stage, tp, ac, gpus, micro=4, global_batch=256):
+    """A layout's memory as the planner sizes it for ``global_batch`` (accumulation keeps gradients at the loss;
+    on a GPU, blocks are compiled where the trainer can: no TP)."""
+    accum = global_batch // (micro * gpus // tp)
+    return layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro, grad_accum=accum,
+                         compiled=tp == 1)["total"]
 
 
 def test_walks_ddp_zero_micro_batch_checkpointing_in_order():
@@ -211,15 +215,19 @@ def _walk(cfg, gpus, **kw) -> list[tuple[str, float]]:
 def test_the_whole_tree_in_order_down_to_offload():
     """70B on 64 H100s (8 nodes): as the GPU shrinks, data parallel while the model fits, then TP 8 within
     a node with PP across nodes (faster than FSDP over 64 GPUs once it fits), deeper pipelines and more
-    checkpointing as memory tightens, CPU offload last."""
+    checkpointing as memory tightens, then FSDP x8 with TP 8 (a pipeline without data parallelism keeps
+    autocast's fp32 residual stream, so its checkpointed block inputs are twice FSDP's bf16 ones), CPU
+    offload last."""
     names = [name for name, _ in _walk(_model(70e9), 64, seq_len=4096, global_batch=512)]
     assert names[:3] == ["DDP x64", "ZeRO-2 x64", "FSDP (ZeRO-3) x64"] and names[-1].endswith("CPU offload")
     middle = names[3:-1]
-    assert middle and all("TP 8 + PP " in name for name in middle), names
-    pps = [int(re.search(r"PP (\d+)", name).group(1)) for name in middle]
+    piped = [name for name in middle if "TP 8 + PP " in name]
+    assert piped and middle[:len(piped)] == piped and middle[len(piped):] == [
+        "FSDP (ZeRO-3) x8 + TP 8 + micro-batch 1 + block checkpointing"], names
+    pps = [int(re.search(r"PP (\d+)", name).group(1)) for name in piped]
     assert pps == sorted(pps) and pps[-1] == 8, names  # pipeline over the 8 nodes at the end
-    assert [n.split(" + ")[-1] for n in middle[-3:]] == ["micro-batch 1", "selective checkpointing",
-                                                         "block checkpointing"]
+    assert [n.split(" + ")[-1] for n in piped[-3:]] == ["micro-batch 1", "selective checkpointing",
+                                                        "block checkpointing"]
 
 
 def test_long_sequences_split_the_sequence_before_checkpointing():
@@ -279,6 +287,7 @@ def test_pipeline_interleaves_to_keep_the_bubble_under_target():
     assert lay["bubble"] == pytest.approx(7 / 519 / 2)
     tc = train_config(r, cfg, ["/d"], "runs/x")
     assert (tc.parallel.pp, tc.parallel.tp, tc.parallel.pp_stages_per_rank) == (lay["pp"], 8, lay["pp_stages_per_rank"])
+    assert not tc.parallel.compile  # the trainer compiles no blocks under TP or PP
 
 
 def test_single_gpu_small_model():
@@ -344,6 +353,11 @@ def test_emitted_training_config_round_trips(tmp_path):
     assert tc.model == cfg and tc.global_batch_size == 512 and tc.micro_batch_size == 8
     assert tc.parallel.tp == r["layout"]["tp"] and tc.parallel.activation_checkpointing == r["layout"]["checkpointing"]
     assert tc.max_tokens == int(r["time"]["target_tokens"]) and tc.data.sources[0].path == "/data/tokens"
+    # GPU layouts without TP/CP/PP compile their blocks (faster, fewer saved activations); a CPU plan does not
+    assert r["layout"]["tp"] == 1 and r["layout"]["compiled"] and tc.parallel.compile
+    assert "compiled blocks" in format_report(r)
+    on_cpu = plan(preset("125m"), gpus=1, gpu=GPUS["cpu"], micro_batch=2, global_batch=8, seq_len=512)
+    assert not on_cpu["layout"]["compiled"] and not train_config(on_cpu, preset("125m"), ["/d"], "r").parallel.compile
 
 
 def test_plan_cli(tmp_path, capsys):
@@ -360,3 +374,50 @@ def test_plan_cli(tmp_path, capsys):
     assert r["time"]["step_seconds"] == pytest.approx(r["time"]["step_breakdown"]["total"])
     assert cli(["plan", "125m", "--out", str(out)]) == 2
     assert "--out needs --data" in capsys.readouterr().err
+
+
+# Peak memory measured on an H100 80GB HBM3 (torch 2.11, bench/bench_gpu.py, docs/gpu.md): model, checkpointing,
+# FSDP2 over one rank, compiled blocks, GB (1e9 bytes) from torch.cuda.max_memory_allocated; bf16, sequences
+# of 2048, micro-batch 8, one micro-batch per step.
+H100_PEAKS = [
+    ("125m", "none", False, True, 12.37), ("350m", "none", False, True, 24.41), ("1b", "none", False, True, 39.81),
+    ("350m", "none", False, False, 29.93), ("350m", "none", True, False, 25.37),
+    ("350m", "selective", False, False, 20.89), ("350m", "selective", True, False, 20.13),
+    ("350m", "block", False, False, 12.41), ("350m", "block", True, False, 11.66),
+    ("1b", "none", False, False, 47.96), ("1b", "none", True, False, 40.38),
+    ("1b", "selective", False, False, 33.58), ("1b", "selective", True, False, 32.53),
+    ("1b", "block", False, False, 20.87), ("1b", "block", True, False, 19.82),
+    ("350m", "selective", False, True, 20.01), ("350m", "block", False, True, 12.33),
+    ("1b", "selective", False, True, 32.37), ("1b", "block", False, True, 20.87),
+]
+
+
+@pytest.mark.parametrize("model,checkpointing,fsdp,compiled,measured", H100_PEAKS)
+def test_planner_memory_is_within_ten_percent_of_the_h100_peak(model, checkpointing, fsdp, compiled, measured):
+    """The planner's per-GPU bytes for the bench's single-GPU cases against what the allocator saw."""
+    predicted = layout_memory(preset(model), "zero3" if fsdp else "ddp", 1, checkpointing, gpus=1, seq_len=2048,
+                              micro_batch=8, fsdp=fsdp, compiled=compiled)["total"] / 1e9
+    assert predicted == pytest.approx(measured, rel=0.10)
+
+
+def test_peak_is_at_the_loss_before_any_gradient_or_at_the_end_of_backward():
+    """With one micro-batch per step no gradient exists at the loss (set to None after each step); with
+    accumulation the earlier micro-batches' gradients are there: the peak holds them."""
+    cfg, kw = preset("1b"), dict(gpus=1, seq_len=2048, micro_batch=8)
+    one, accumulated = (layout_memory(cfg, "ddp", 1, "block", **kw, grad_accum=n) for n in (1, 4))
+    fp32_grads = num_params(cfg) * 4
+    assert accumulated["total"] - one["total"] == pytest.approx(fp32_grads)
+    act = activations(cfg, 2048, 8, "block")
+    assert one["activations"] == pytest.approx(act["total"] - fp32_grads)
+    # a short sequence on a big vocabulary-less model: the end of backward (all gradients) is the peak
+    short = layout_memory(cfg, "ddp", 1, "block", gpus=1, seq_len=16, micro_batch=1)
+    assert short["activations"] == pytest.approx(activations(cfg, 16, 1, "block")["in_flight"])
+
+
+def test_fsdp_keeps_a_bf16_residual_stream_and_compiled_blocks_save_less():
+    cfg = preset("1b")
+    autocast, fsdp_bf16 = (activations(cfg, 2048, 8, "block", bf16_stream=s)["per_token_layer"] for s in (False, True))
+    assert autocast == 2 * fsdp_bf16 == 4 * cfg.d_model  # block inputs: fp32 under autocast, bf16 under FSDP
+    eager, compiled = (activations(cfg, 2048, 8, "none", compiled=c)["per_token_layer"] for c in (False, True))
+    assert compiled < eager
+    assert activations(cfg, 2048, 8, "block", compiled=True)["per_token_layer"] == autocast  # checkpointing decides

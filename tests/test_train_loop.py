@@ -211,3 +211,21 @@ def test_activation_checkpointing_and_precisions(data, tmp_path):
         assert losses(mode, parallel={"activation_checkpointing": mode}) == ref
     for precision in ("bf16", "fp16"):
         assert losses(precision, precision=precision) == pytest.approx(ref, rel=1e-2)
+
+
+def test_fp16_on_cuda_keeps_attention_off_cudnn():
+    """cuDNN's attention trained fp16 worse than flash attention on an H100 (docs/gpu.md): an fp16 CUDA
+    context turns it off; other precisions and devices keep torch's choice. Runs without a GPU (flags only)."""
+    from pretrain.device import configure_attention
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        for precision, device in (("bf16", "cuda"), ("fp32", "cuda"), ("fp16", "cpu")):
+            configure_attention(precision, torch.device(device))
+            assert torch.backends.cuda.cudnn_sdp_enabled(), (precision, device)
+        configure_attention("fp16", torch.device("cuda"))
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled()  # torch falls back to flash attention
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
