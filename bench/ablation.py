@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from make_bench_warc import SHARED, load_pages, warc_response  # noqa: E402
 
-from dataprep.stage import DOC_SCHEMA  # noqa: E402
+from dataprep.core.stage import DOC_SCHEMA  # noqa: E402
 
 PIPELINES = ROOT / "configs" / "pipeline"
 EVAL_LANGS = ("en", "de", "fr", "es", "zh", "ru")  # the cleaned arm's languages (demo.yaml langid)
@@ -58,8 +58,8 @@ def log(msg: str) -> None:
 
 def build_inputs(out: Path) -> list[str]:
     """The crawl both arms read: demo WARC, the trafilatura-eval pages as a WARC, the shared WARCs."""
-    from dataprep.demo import main as demo_main
-    from dataprep.io import atomic_write_bytes
+    from dataprep.commands.demo import main as demo_main
+    from dataprep.core.storage import atomic_write_bytes
 
     inp = out / "input"
     demo_main(argparse.Namespace(output=str(inp)))
@@ -74,7 +74,7 @@ def write_configs(out: Path, inputs: list[str]) -> dict[str, Path]:
     """The two pipeline configs, written next to the outputs so each arm can be rerun by hand."""
     import yaml
 
-    from dataprep.io import atomic_write_text
+    from dataprep.core.storage import atomic_write_text
 
     raw = yaml.safe_load((PIPELINES / "ingest.yaml").read_text())
     clean = yaml.safe_load((PIPELINES / "demo.yaml").read_text())
@@ -103,7 +103,7 @@ def run_pipelines(out: Path, configs: dict[str, Path]) -> dict[str, dict]:
     import pyarrow.parquet as pq
 
     from dataprep.cli import main as dataprep_main
-    from dataprep.config import load_config
+    from dataprep.core.config import load_config
     from pipelines.run import run_pipeline
 
     dataprep_main(["train-ppl-model", "--input", str(out / "input" / "reference_en.jsonl"), "--lang", "en",
@@ -152,7 +152,7 @@ def seen_in(texts: list[str], corpus: str, probe: int = 50) -> int:
 def write_eval_sets(out: Path, sentences_per_doc: int, tokenizer_dir: Path, train_text: str) -> dict[str, Path]:
     """Eval sets as JSONL documents (what ``pretrain eval --data FILE.jsonl`` reads) and as token shards
     made with the shared tokenizer (the same tokens that command would make, encoded once for all runs)."""
-    from dataprep.io import atomic_write_text
+    from dataprep.core.storage import atomic_write_text
     from dataprep.tokenize.stage import Tokenize
 
     docs = eval_documents()
@@ -231,10 +231,10 @@ def train_and_eval(out: Path, shards: dict[str, Path], vocab: int, eval_sets: di
 
     import yaml
 
-    from dataprep.io import atomic_write_text
+    from dataprep.core.storage import atomic_write_text
     from pretrain.config import load_train_config
-    from pretrain.evaluate import evaluate_shards
-    from pretrain.inference import load_trained
+    from pretrain.inference.evaluate import evaluate_shards
+    from pretrain.inference.loading import load_trained
     from pretrain.train import run
 
     import torch

@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dataprep.config import InputConfig  # noqa: E402
+from dataprep.core.config import InputConfig  # noqa: E402
 from bench.snippets import snippet_scores  # noqa: E402
-from dataprep.extract import Extract, decode_html  # noqa: E402
+from dataprep.html.extract import Extract, decode_html  # noqa: E402
 from dataprep.readers import iter_documents  # noqa: E402
-from dataprep.stage import concat  # noqa: E402
+from dataprep.core.stage import concat  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 WARCS = ("wget/dolma-sample-0000.warc.gz", "wget/IAH-urls-wget.warc.gz", "cc-main-2024-22-whirlwind/whirlwind.warc.gz",

@@ -35,9 +35,9 @@ def _extract(outcome: dict) -> str:
 
 def _error_budget(folder: Path) -> str:
     """langid's model disappears after the config check: the step fails, the rerun resumes."""
-    from dataprep.config import load_config
-    from dataprep.langid import default_model_path
-    from dataprep.stats import ErrorBudgetExceeded
+    from dataprep.core.config import load_config
+    from dataprep.classify.langid import default_model_path
+    from dataprep.core.stats import ErrorBudgetExceeded
     from pipelines.run import run_pipeline
 
     model = folder / "lid.ftz"

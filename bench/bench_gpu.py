@@ -6,10 +6,10 @@ parts (``pretrain.train``: ``build_parallel_model``, ``build_optimizer``, ``Trai
 combination of them, one case after another, and writes one JSON (rewritten after each case, so a run
 cut short keeps what it measured) and a table.
 
-- MFU = tokens/s x flops_per_token / peak, with ``pretrain.model.flops_per_token`` (6 N_non-embedding +
+- MFU = tokens/s x flops_per_token / peak, with ``pretrain.models.llama.flops_per_token`` (6 N_non-embedding +
   12 L H Q T, PaLM appendix B: recomputation is not counted) and the device's dense bf16 peak from
-  ``pretrain.hardware`` (also for fp32 runs, which are measured against the same peak).
-- Memory: ``torch.cuda.max_memory_allocated`` over the case against ``pretrain.plan.layout_memory`` for the
+  ``pretrain.planning.hardware`` (also for fp32 runs, which are measured against the same peak).
+- Memory: ``torch.cuda.max_memory_allocated`` over the case against ``pretrain.planning.plan.layout_memory`` for the
   same model, sequence, micro-batch, precision and checkpointing on one GPU (what ``pretrain plan`` prints).
 - Step breakdown (medians over the timed steps): host time to produce the step's micro-batches (data),
   forward + backward (``accumulate_gradients``), optimizer (``optimizer_step``: clip, AdamW, scheduler)
@@ -43,15 +43,15 @@ import torch.distributed as dist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from dataprep.io import atomic_write_text  # noqa: E402
+from dataprep.core.storage import atomic_write_text  # noqa: E402
 from pretrain.config import TrainConfig  # noqa: E402
-from pretrain.data import build_loaders  # noqa: E402
-from pretrain.device import resolve_device, resolve_precision  # noqa: E402
-from pretrain.hardware import GPUS, match_device  # noqa: E402
-from pretrain.model import flops_per_token, num_params  # noqa: E402
-from pretrain.parallel import ParallelDims  # noqa: E402
-from pretrain.plan import GB, layout_memory  # noqa: E402
-from pretrain.sizing import resolve_model  # noqa: E402
+from pretrain.components.dataloader import build_loaders  # noqa: E402
+from pretrain.components.device import resolve_device, resolve_precision  # noqa: E402
+from pretrain.planning.hardware import GPUS, match_device  # noqa: E402
+from pretrain.models.llama import flops_per_token, num_params  # noqa: E402
+from pretrain.distributed.parallel_dims import ParallelDims  # noqa: E402
+from pretrain.planning.plan import GB, layout_memory  # noqa: E402
+from pretrain.planning.sizing import resolve_model  # noqa: E402
 from pretrain.train import (  # noqa: E402
     TrainStepContext,
     accumulate_gradients,
@@ -62,7 +62,7 @@ from pretrain.train import (  # noqa: E402
 )
 
 MFU_FORMULA = ("mfu = tokens_per_s * flops_per_token / peak_flops; flops_per_token = 6 * N_non_embedding + "
-               "12 * n_layers * n_heads * head_dim * seq_len (pretrain.model.flops_per_token)")
+               "12 * n_layers * n_heads * head_dim * seq_len (pretrain.models.llama.flops_per_token)")
 POOL_LIMIT = 2048  # synthetic sequences generated before timing; longer runs cycle through them
 
 
@@ -311,7 +311,7 @@ def device_info(device: torch.device, peak_override: float | None) -> dict:
         spec = match_device(name)
     else:
         name, memory, spec = platform.processor() or platform.machine(), None, GPUS["cpu"]
-    peak, source = (spec.peak_flops_bf16, f"pretrain/hardware.py: {spec.name}") if spec else (None, "unknown device")
+    peak, source = (spec.peak_flops_bf16, f"pretrain/planning/hardware.py: {spec.name}") if spec else (None, "unknown device")
     if peak_override:
         peak, source = peak_override, "--peak-flops"
     return {"type": device.type, "name": name, "memory_bytes": memory, "peak_flops": peak, "peak_source": source}

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from make_bench_warc import SHARED, write_bench_warcs  # noqa: E402
 
-from dataprep.config import InputConfig  # noqa: E402
+from dataprep.core.config import InputConfig  # noqa: E402
 from bench.snippets import snippet_scores  # noqa: E402
-from dataprep.extract import Extract, decode_html  # noqa: E402
-from dataprep.langid import LanguageID, default_model_path  # noqa: E402
+from dataprep.html.extract import Extract, decode_html  # noqa: E402
+from dataprep.classify.langid import LanguageID, default_model_path  # noqa: E402
 from dataprep.readers import iter_documents  # noqa: E402
 
 
@@ -64,7 +64,7 @@ def run_datatrove(files: list[str]) -> dict | None:
 
 def run_spark(files: list[str], cores: int) -> dict | None:
     try:
-        from dataprep.config import load_config
+        from dataprep.core.config import load_config
         from pipelines.run import run_pipeline
         from pipelines.spark import get_spark
     except ImportError as exc:

@@ -31,7 +31,7 @@ from pathlib import Path
 import regex
 import yaml
 
-from dataprep.langid import LanguageID, latin_share, model_labels
+from dataprep.classify.langid import LanguageID, latin_share, model_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -172,7 +172,7 @@ def lingua_cost(accuracy: str, texts: list[str]) -> tuple[float, float]:
     """Seconds to build lingua and label ``texts`` (windows as the stage sends them) the first time, and
     the process's peak memory in MB (VmHWM: ru_maxrss would count this parent's), in a fresh process (as on each worker)."""
     script = (
-        "import json, re, sys, time; from dataprep.langid import lingua_detector; texts = json.load(sys.stdin); "
+        "import json, re, sys, time; from dataprep.classify.langid import lingua_detector; texts = json.load(sys.stdin); "
         "t = time.perf_counter(); lingua_detector(sys.argv[1]).compute_language_confidence_values_in_parallel(texts); "
         "print(time.perf_counter() - t, int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1]) / 1024)"
     )

@@ -56,7 +56,7 @@ def run_child(files: list[str], out: str, cores: int, jobs: int, tokenizer: str 
     from proctree import TreeMonitor
 
     monitor = TreeMonitor().start()
-    from dataprep.config import load_config
+    from dataprep.core.config import load_config
     from pipelines.run import PipelineRun
     from pipelines.spark import get_spark
 
@@ -126,7 +126,7 @@ def datatrove_python() -> str:
 def run_datatrove(files: list[str], work: str, cores: int) -> dict | None:
     from proctree import TreeMonitor
 
-    from dataprep.langid import default_model_path
+    from dataprep.classify.langid import default_model_path
 
     cmd = [datatrove_python(), str(ROOT / "bench" / "datatrove_pipeline.py"), default_model_path(), os.path.join(work, "datatrove"), "--workers", str(cores), *files]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -60,8 +60,8 @@ def benign() -> dict[str, list[dict]]:
 
 
 def run(pages: list[dict]) -> list[str | None]:
-    from dataprep.config import parse_stages
-    from dataprep.runner import run_local
+    from dataprep.core.config import parse_stages
+    from dataprep.core.runner import run_local
 
     stages = parse_stages([{"include": "safety.yaml"}], str(ROOT / "configs" / "pipeline"))
     table = pa.table({

@@ -101,7 +101,7 @@ def make_tokenizer(work: Path) -> Path:
 
 def chain(files: list[str], work: Path, cores: int) -> dict:
     """The whole chain, both engines, per-step CPU."""
-    from dataprep.langid import default_model_path
+    from dataprep.classify.langid import default_model_path
 
     print(f"\n[whole chain] {len(files)} WARC files", flush=True)
     tokenizer = make_tokenizer(work)

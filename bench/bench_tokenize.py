@@ -23,7 +23,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataprep.stage import DOC_SCHEMA  # noqa: E402
+from dataprep.core.stage import DOC_SCHEMA  # noqa: E402
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab  # noqa: E402
 from dataprep.tokenize.stage import Tokenize  # noqa: E402
 from dataprep.tokenize.tokenizer import Tokenizer, train_tokenizer  # noqa: E402

@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_train_fixtures import make_token_dataset, tiny_config  # noqa: E402
 
 from pretrain.config import load_train_config  # noqa: E402
-from pretrain.data import build_loaders  # noqa: E402
-from pretrain.model import Llama  # noqa: E402
+from pretrain.components.dataloader import build_loaders  # noqa: E402
+from pretrain.models.llama import Llama  # noqa: E402
 from pretrain.train import build_optimizer, run  # noqa: E402
 
 

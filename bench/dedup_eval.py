@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from dataprep.dedup.minhash import MinHashDedup  # noqa: E402
 from dataprep.dedup.normalize import is_unspaced, normalize, shingles  # noqa: E402
-from dataprep.stage import DOC_SCHEMA  # noqa: E402
+from dataprep.core.stage import DOC_SCHEMA  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 

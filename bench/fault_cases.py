@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dataprep.config import InputConfig
+from dataprep.core.config import InputConfig
 from dataprep.readers import iter_documents
-from dataprep.stage import DROP_REASON, concat
-from dataprep.stats import StageStats
+from dataprep.core.stage import DROP_REASON, concat
+from dataprep.core.stats import StageStats
 
 GOOD_PAGES = 6
 
@@ -79,7 +79,7 @@ def empty_files(folder: Path) -> dict:
 
 def extract_batch(folder: Path, pages: list[bytes], charset: str | None = None, **params) -> dict:
     """Pages through the read stage (a WARC written here) and then the real extract stage."""
-    from dataprep.extract import Extract
+    from dataprep.html.extract import Extract
 
     header = "Content-Type: text/html" + (f"; charset={charset}" if charset else "")
     path = write_warc(folder / "pages.warc.gz", [warc_record(i, p, headers=header) for i, p in enumerate(pages)], True)

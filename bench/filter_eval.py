@@ -105,8 +105,8 @@ def rule_hits(stages, text: str, lang: str) -> list[str]:
 def _shared_texts(shared: Path) -> dict[tuple[str, str], str]:
     """(source, id) -> main text of every WARC record and document in ../shared/data, and
     ("trafilatura-eval", file) for the annotated pages, extracted as a pipeline run does."""
-    from dataprep.config import InputConfig
-    from dataprep.extract import Extract
+    from dataprep.core.config import InputConfig
+    from dataprep.html.extract import Extract
     from dataprep.readers import iter_documents
 
     keys, rows = [], []
@@ -127,7 +127,7 @@ def _shared_texts(shared: Path) -> dict[tuple[str, str], str]:
 def load_eval_set(shared: Path = SHARED, labels: Path = LABELS) -> list[dict]:
     """The labelled pages with their text and the language langid gives it (``run_lang``); a pointer
     that finds no text is an error, not a skip."""
-    from dataprep.langid import LanguageID
+    from dataprep.classify.langid import LanguageID
     from dataprep.readers.batches import hash_id
 
     texts = _shared_texts(shared)
@@ -179,7 +179,7 @@ class PresetScore:
 def load_preset(name: str) -> list:
     import yaml
 
-    from dataprep.config import parse_stages
+    from dataprep.core.config import parse_stages
 
     path = PRESETS / f"{name}.yaml"
     return parse_stages(yaml.safe_load(path.read_text())["stages"], str(PRESETS))

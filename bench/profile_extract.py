@@ -29,10 +29,10 @@ from resiliparse.parse.html import HTMLTree  # noqa: E402
 from bench_extract import warc_pages  # noqa: E402
 from make_bench_warc import load_pages  # noqa: E402
 
-from dataprep import boilerplate, extract  # noqa: E402
-from dataprep.config import load_config  # noqa: E402
-from dataprep.extract import Extract, decode_html  # noqa: E402
-from dataprep.langid import LanguageID  # noqa: E402
+from dataprep.html import boilerplate, extract  # noqa: E402
+from dataprep.core.config import load_config  # noqa: E402
+from dataprep.html.extract import Extract, decode_html  # noqa: E402
+from dataprep.classify.langid import LanguageID  # noqa: E402
 
 
 def timed(parts: dict, name: str, fn, *args):

@@ -33,7 +33,7 @@ def texts() -> list[tuple[str, str]]:
     from bench_extract import warc_pages
     from make_bench_warc import load_pages
 
-    from dataprep.extract import Extract, decode_html
+    from dataprep.html.extract import Extract, decode_html
 
     extract = Extract()
     pages = [extract.extract(decode_html(html, None)) for _, html in load_pages()] + [extract.extract(p) for p in warc_pages()]
@@ -54,7 +54,7 @@ def texts() -> list[tuple[str, str]]:
 
 
 def stages() -> dict[str, object]:
-    from dataprep.config import load_config
+    from dataprep.core.config import load_config
     from dataprep.quality.fineweb import FineWebQuality
     from dataprep.quality.gopher import GopherQuality, GopherRepetition
 

@@ -18,16 +18,16 @@ import sys
 # command -> (module, one-line help). Each module defines add_arguments(parser) and main(args) -> int.
 COMMANDS = {
     "run": ("pipelines.run", "run a cleaning pipeline config on Spark (local[*] by default)"),
-    "stages": ("dataprep.stages_cli", "list every stage and its parameters (the config reference)"),
-    "demo-data": ("dataprep.demo", "write the bundled sample WARC used by the demo"),
-    "train-ppl-model": ("dataprep.quality.perplexity_cli", "train a CCNet-style n-gram perplexity model"),
+    "stages": ("dataprep.commands.stages", "list every stage and its parameters (the config reference)"),
+    "demo-data": ("dataprep.commands.demo", "write the bundled sample WARC used by the demo"),
+    "train-ppl-model": ("dataprep.commands.perplexity", "train a CCNet-style n-gram perplexity model"),
     "arpa": ("dataprep.quality.arpa", "convert a perplexity model's n-gram model to or from ARPA (KenLM, CCNet)"),
-    "train-classifier": ("dataprep.classifier_cli", "train a fastText quality/toxicity classifier"),
+    "train-classifier": ("dataprep.commands.classifier", "train a fastText quality/toxicity classifier"),
     "train-tokenizer": ("pipelines.train_tokenizer", "train a SentencePiece tokenizer on a cleaned corpus"),
     "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
     "index-shards": ("dataprep.tokenize.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
     "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
-    "report": ("dataprep.report.cli", "write an HTML + Markdown report of a pipeline output"),
+    "report": ("dataprep.commands.report", "write an HTML + Markdown report of a pipeline output"),
 }
 
 
@@ -70,7 +70,7 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
     sub.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
     rest = argv[1:]
     if any(action.dest == "set" for action in sub._actions):
-        from dataprep.validation import ConfigError, split_dotted_options
+        from dataprep.core.validation import ConfigError, split_dotted_options
 
         try:
             rest, dotted = split_dotted_options(rest)

@@ -26,7 +26,7 @@ import subprocess
 import time
 import uuid
 
-from dataprep.io import atomic_write_text
+from dataprep.core.storage import atomic_write_text
 
 ENV = "CCPRETRAIN_CLASS_ARCHIVE"
 # A session that started writing an archive this recently may still be running: others wait for it.

@@ -31,7 +31,7 @@ import urllib.request
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from dataprep.io import atomic_write_text
+from dataprep.core.storage import atomic_write_text
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

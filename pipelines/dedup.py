@@ -30,8 +30,8 @@ from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
 from dataprep.dedup.urls import UrlDedup
 from dataprep.dedup.weights import WEIGHT
-from dataprep.io import join_path
-from dataprep.stage import DROP_REASON, DROP_STAGE
+from dataprep.core.storage import join_path
+from dataprep.core.stage import DROP_REASON, DROP_STAGE
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
 MAX_ROUNDS = 100

@@ -21,7 +21,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from pyspark.sql.window import Window
 
 from dataprep.dedup.paragraphs import ParagraphDedup
-from dataprep.stage import DROP_REASON, DROP_STAGE
+from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from pipelines.dedup import _materialize
 
 _CUTS = "_cuts"

@@ -23,13 +23,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from dataprep.config import PipelineConfig, load_config
-from dataprep.io import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text
+from dataprep.core.config import PipelineConfig, load_config
+from dataprep.core.storage import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text
 from dataprep.readers import READ_SCHEMA, READ_STAGE
-from dataprep.runner import fused_schema
-from dataprep.stage import DROP_REASON, DROP_STAGE
-from dataprep.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
-from dataprep.units import human
+from dataprep.core.runner import fused_schema
+from dataprep.core.stage import DROP_REASON, DROP_STAGE
+from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
+from dataprep.core.units import human
 from pipelines.steps import STATS_DIR, Step, StepContext, file_tasks, global_runner, make_partition_fn, plan_steps
 
 log = logging.getLogger("ccpretrain")

@@ -25,12 +25,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from dataprep import io
-from dataprep.config import InputConfig
+from dataprep.core import storage
+from dataprep.core.config import InputConfig
 from dataprep.readers import READ_SCHEMA, READ_STAGE, iter_documents
-from dataprep.runner import blank_text, conform, run_fused
-from dataprep.stage import DocumentStage, GlobalStage, Stage
-from dataprep.stats import StageStats
+from dataprep.core.runner import blank_text, conform, run_fused
+from dataprep.core.stage import DocumentStage, GlobalStage, Stage
+from dataprep.core.stats import StageStats
 
 STATS_DIR = "_stats"
 # Local input files smaller than this share a first-step task (Spark's own maxPartitionBytes default):
@@ -42,7 +42,7 @@ TASK_BYTES = 128 << 20
 class StepContext:
     spark: Any  # pyspark.sql.SparkSession
     step_dir: str  # this step's output folder (local path or URL); side outputs go below it
-    config: Any  # dataprep.config.PipelineConfig
+    config: Any  # dataprep.core.config.PipelineConfig
 
 
 @dataclass
@@ -94,7 +94,7 @@ def file_tasks(files: list[str], slots: int) -> list[list[str]]:
     share one, up to TASK_BYTES or an even share of the input over ``2 * slots`` tasks, whichever is
     less (so every core keeps work). Files on object stores keep a task each: their sizes would cost a
     request each."""
-    local = [f for f in files if not io.is_url(f) and os.path.isfile(f.removeprefix("file://"))]
+    local = [f for f in files if not storage.is_url(f) and os.path.isfile(f.removeprefix("file://"))]
     if len(local) < len(files) or len(files) <= 2 * slots:
         return [[f] for f in files]
     sizes = [os.path.getsize(f.removeprefix("file://")) for f in files]
@@ -111,7 +111,7 @@ def file_tasks(files: list[str], slots: int) -> list[list[str]]:
 
 
 def stats_path(step_dir: str, partition: int) -> str:
-    return io.join_path(step_dir, STATS_DIR, f"part-{partition:05d}.json")
+    return storage.join_path(step_dir, STATS_DIR, f"part-{partition:05d}.json")
 
 
 def use_shipped_assets() -> None:
@@ -119,8 +119,8 @@ def use_shipped_assets() -> None:
     from pyspark import SparkFiles
 
     root = SparkFiles.getRootDirectory()
-    if root and root not in io.ASSET_DIRS:
-        io.ASSET_DIRS.append(root)
+    if root and root not in storage.ASSET_DIRS:
+        storage.ASSET_DIRS.append(root)
 
 
 def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, keep_dropped_text: bool, step_dir: str, progress=None,
@@ -158,7 +158,7 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, kee
         while dropped_out:
             yield from conform(blank_text(dropped_out.pop(), keep_dropped_text), schema).to_batches()
         all_stats = ([read_stats] if step.reads_input else []) + stats
-        io.atomic_write_text(stats_path(step_dir, partition), json.dumps([s.to_dict() for s in all_stats]))
+        storage.atomic_write_text(stats_path(step_dir, partition), json.dumps([s.to_dict() for s in all_stats]))
         if progress is not None:
             progress.add(all_stats[0].docs_in if all_stats else 0)
 

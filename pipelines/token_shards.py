@@ -13,8 +13,8 @@ import json
 
 import pyarrow as pa
 
-from dataprep.stage import DROP_REASON, DROP_STAGE
-from dataprep.io import join_path
+from dataprep.core.stage import DROP_REASON, DROP_STAGE
+from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
 from dataprep.tokenize.stage import NUM_TOKENS, SHARD_PREFIX, Tokenize

@@ -12,7 +12,7 @@ import argparse
 import math
 from typing import Iterator
 
-from dataprep.io import expand_inputs
+from dataprep.core.storage import expand_inputs
 from dataprep.tokenize.stage import TokenizerTraining
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists
 

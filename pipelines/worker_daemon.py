@@ -20,9 +20,9 @@ PRELOAD = (
     "numpy",
     "pandas",  # pyarrow imports it on a worker's first Table.from_pylist, and PySpark's Arrow code needs it
     "pipelines.steps",
-    "dataprep.extract",
+    "dataprep.html.extract",
     "trafilatura",
-    "dataprep.langid",
+    "dataprep.classify.langid",
     "dataprep.quality.gopher",
     "dataprep.quality.c4",
     "dataprep.quality.fineweb",
@@ -60,7 +60,7 @@ def preload() -> None:
         import pyarrow as pa
 
         pa.Table.from_pylist([{"warm": 1}])  # pyarrow's lazy pandas shim, set up once here
-        from dataprep.langid import default_model_path, load_model
+        from dataprep.classify.langid import default_model_path, load_model
 
         load_model(default_model_path())  # cached per process: forked workers inherit it
         preload_lingua()
@@ -71,7 +71,7 @@ def preload() -> None:
 def preload_lingua() -> None:
     """lingua's trigram models (the default low-accuracy mode of langid's second opinion), loaded by
     labelling a sentence per script family (langid reads one text at a time: no thread pool to fork)."""
-    from dataprep.langid import lingua_detector, lingua_installed
+    from dataprep.classify.langid import lingua_detector, lingua_installed
 
     if lingua_installed():
         detector = lingua_detector("low")

@@ -7,14 +7,14 @@ import sys
 from dataprep.cli import dispatch
 
 COMMANDS = {
-    "budget": ("pretrain.budget_cli", "compute-optimal N and D for a budget, a corpus and an inference load"),
-    "size": ("pretrain.sizing", "turn a parameter count into a Llama-style model config"),
-    "plan": ("pretrain.plan", "per-GPU memory, parallel layout and time to train"),
+    "budget": ("pretrain.planning.budget_cli", "compute-optimal N and D for a budget, a corpus and an inference load"),
+    "size": ("pretrain.planning.sizing", "turn a parameter count into a Llama-style model config"),
+    "plan": ("pretrain.planning.plan", "per-GPU memory, parallel layout and time to train"),
     "train": ("pretrain.train", "train a model (one process; use torchrun -m pretrain.train for many)"),
-    "plot": ("pretrain.plot", "plot loss and throughput curves of a run to PNG"),
-    "export": ("pretrain.export", "export a checkpoint (Hugging Face Llama, safetensors)"),
-    "generate": ("pretrain.generate", "sample text from a checkpoint"),
-    "eval": ("pretrain.evaluate", "loss and perplexity of a checkpoint on held-out data"),
+    "plot": ("pretrain.inference.plot", "plot loss and throughput curves of a run to PNG"),
+    "export": ("pretrain.inference.export", "export a checkpoint (Hugging Face Llama, safetensors)"),
+    "generate": ("pretrain.inference.generate", "sample text from a checkpoint"),
+    "eval": ("pretrain.inference.evaluate", "loss and perplexity of a checkpoint on held-out data"),
 }
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from dataprep.validation import ConfigError, StrictModel, apply_overrides, describe
+from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, describe
 
 __all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "load_train_config", "save_yaml"]
 
@@ -259,6 +259,6 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, set
 
 
 def save_yaml(model: BaseModel, path: str) -> None:
-    from dataprep.io import atomic_write_text
+    from dataprep.core.storage import atomic_write_text
 
     atomic_write_text(path, yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False))

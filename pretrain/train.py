@@ -20,15 +20,15 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 
-from pretrain import checkpoint
+from pretrain.components import checkpoint
 from pretrain.config import OptimConfig, TrainConfig, load_train_config
-from pretrain.data import build_loaders, fingerprint
-from pretrain.device import configure_attention, resolve_device, resolve_precision
-from pretrain.inference import save_run_dir
-from pretrain.metrics import MetricsLogger, bubble_fraction, check_trackers
-from pretrain.model import Llama, flops_per_token, num_params
-from pretrain.parallel import ParallelDims, init_distributed, parallelize
-from pretrain.pipeline import Pipeline, build_pipeline
+from pretrain.components.dataloader import build_loaders, fingerprint
+from pretrain.components.device import configure_attention, resolve_device, resolve_precision
+from pretrain.inference.loading import save_run_dir
+from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
+from pretrain.models.llama import Llama, flops_per_token, num_params
+from pretrain.distributed.parallel_dims import ParallelDims, init_distributed, parallelize
+from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -126,7 +126,7 @@ def boilerplate_pages(rng: random.Random, n: int) -> list[str]:
 
 
 def main() -> int:
-    from dataprep.fasttext_classifier import FastTextClassifier
+    from dataprep.classify.fasttext_classifier import FastTextClassifier
 
     rng = random.Random(0)
     good = content_pages(rng)

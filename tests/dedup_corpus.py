@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.dedup_eval import real_documents  # noqa: F401 - the real documents, for the dedup tests
-from dataprep.stage import DOC_SCHEMA
+from dataprep.core.stage import DOC_SCHEMA
 
 
 def eval_pages(shared_data: Path) -> list[dict]:

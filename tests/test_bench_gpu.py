@@ -28,7 +28,7 @@ def smoke(tmp_path_factory, one_torch_thread):
 
 def test_smoke_json_holds_every_figure(smoke):
     assert smoke["device"]["type"] == "cpu" and smoke["device"]["peak_flops"] == 1e11
-    assert "pretrain/hardware.py" in smoke["device"]["peak_source"]
+    assert "pretrain/planning/hardware.py" in smoke["device"]["peak_source"]
     assert "6 * N_non_embedding" in smoke["mfu_formula"] and smoke["software"]["torch"]
     assert [(c["model"], c["fsdp"]) for c in smoke["cases"]] == [("tiny", False), ("tiny", True)]
     for case in smoke["cases"]:

@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from pretrain.budget import GOPHER_FLOPS, METHODS, compute_from_gpus, estimate, parse_number
+from pretrain.planning.budget import GOPHER_FLOPS, METHODS, compute_from_gpus, estimate, parse_number
 from pretrain.cli import main as cli
 
 # (parameters, FLOPs, tokens) as printed. The 67B row is Gopher's budget (its N is rounded and its

@@ -17,14 +17,14 @@ import math
 import pytest
 
 from dataprep.tokenize.manifest import build_manifest, write_manifest
-from pretrain.budget import FITS, METHODS, estimate, parametric_fit
+from pretrain.planning.budget import FITS, METHODS, estimate, parametric_fit
 from pretrain.cli import main as cli
 from pretrain.config import load_train_config
-from pretrain.data_constrained import (R_D_STAR, R_N_STAR, allocation, at_epochs, best_allocation, constrained_loss,
+from pretrain.planning.data_constrained import (R_D_STAR, R_N_STAR, allocation, at_epochs, best_allocation, constrained_loss,
                                        effective_tokens)
-from pretrain.inference_aware import inference_optimal, lifetime_flops
-from pretrain.model import num_params
-from pretrain.sizing import TINY
+from pretrain.planning.inference_aware import inference_optimal, lifetime_flops
+from pretrain.models.llama import num_params
+from pretrain.planning.sizing import TINY
 
 DEMO_TOKENS, DEMO_DOCS, DEMO_VOCAB = 30_393, 46, 2000  # the demo pipeline's shards (configs/pipeline/demo.yaml)
 

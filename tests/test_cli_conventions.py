@@ -15,10 +15,10 @@ from test_tokenize import doc_table, load_texts
 from test_train_fixtures import tiny_config
 
 from dataprep.cli import main as dataprep_main
-from dataprep.config import ConfigError, load_config
+from dataprep.core.config import ConfigError, load_config
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import train_tokenizer
-from dataprep.validation import apply_overrides, split_dotted_options
+from dataprep.core.validation import apply_overrides, split_dotted_options
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
 

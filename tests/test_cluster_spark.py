@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import load_config
+from dataprep.core.config import load_config
 from pipelines.cluster import StandaloneCluster
 from pipelines.run import run_pipeline
 
@@ -206,7 +206,7 @@ def test_worker_killed_mid_job_loses_and_duplicates_nothing(cluster, job_input, 
 def test_a_model_path_only_the_driver_has_is_shipped_to_the_executors(cluster, job_input, tmp_path):
     """A relative model path exists in the driver's working directory only (executors run in their
     worker's work folder, as on YARN or Kubernetes): the runner ships the file, tasks find it."""
-    from dataprep.langid import default_model_path
+    from dataprep.classify.langid import default_model_path
 
     driver_dir = tmp_path / "driver"
     (driver_dir / "models").mkdir(parents=True)

@@ -8,7 +8,7 @@ from test_train_fixtures import make_token_dataset
 
 from dataprep.tokenize.shards import open_dataset
 from pretrain.config import DataConfig
-from pretrain.data import BLOCK, Loader, MixtureOrder, Source, block_counts, build_loaders, split_documents
+from pretrain.components.dataloader import BLOCK, Loader, MixtureOrder, Source, block_counts, build_loaders, split_documents
 
 SEQ = 16
 

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import ConfigError, load_config
+from dataprep.core.config import ConfigError, load_config
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, agreement_bounds, collision_probability, optimal_bands_rows
 from dataprep.dedup.normalize import GROUP_CHARS, normalize, shingle_hashes, shingles

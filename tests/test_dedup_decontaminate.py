@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.dedup.decontaminate import MATCHED_BY, MATCHES, REASON, Decontaminate, eval_items
-from dataprep.runner import run_local
+from dataprep.core.runner import run_local
 from dedup_corpus import doc_table, real_documents
 
 

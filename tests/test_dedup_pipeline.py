@@ -8,8 +8,8 @@ import random
 
 import pyarrow.parquet as pq
 
-from dataprep.config import load_config
-from dataprep.runner import run_local
+from dataprep.core.config import load_config
+from dataprep.core.runner import run_local
 from dedup_corpus import doc_table, eval_pages, real_documents
 from pipelines.run import run_pipeline
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import check_stages, load_config
-from dataprep.demo import load_pages, planted_pii, write_demo_warc, write_reference
+from dataprep.core.config import check_stages, load_config
+from dataprep.commands.demo import load_pages, planted_pii, write_demo_warc, write_reference
 from dataprep.cli import main as dataprep_cli
 from dataprep.tokenize.manifest import load_manifest
 from pipelines.run import run_pipeline

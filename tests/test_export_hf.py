@@ -20,7 +20,7 @@ from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer, train_tokenizer
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
-from pretrain.inference import find_tokenizer, load_trained, model_for_inference
+from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
 from pretrain.train import run
 
 EXTRA_CASES = [
@@ -90,7 +90,7 @@ def test_export_writes_a_transformers_folder(trained, exported):
 
 def test_transformers_logits_and_greedy_match_ours(trained, exported):
     transformers = require("transformers")
-    from pretrain.generate import generate
+    from pretrain.inference.generate import generate
 
     hf = transformers.LlamaForCausalLM.from_pretrained(exported, torch_dtype=torch.float32).eval()
     ours = model_for_inference(load_trained(trained["run"]))
@@ -125,7 +125,7 @@ def test_bos_data_and_tied_embeddings_export(shared_data, tmp_path):
     transformers = require("transformers")
     from safetensors.torch import save_file
 
-    from pretrain.export import export_hf
+    from pretrain.inference.export import export_hf
 
     trained = make_text_run(shared_data, tmp_path, steps=1, add_bos=True)
     loaded = load_trained(trained["run"])

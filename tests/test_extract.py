@@ -8,12 +8,12 @@ import json
 import pyarrow as pa
 import pytest
 
-from dataprep.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
-from dataprep.config import InputConfig
+from dataprep.html.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
+from dataprep.core.config import InputConfig
 from bench.snippets import snippet_scores
-from dataprep.extract import Extract, decode_html
+from dataprep.html.extract import Extract, decode_html
 from dataprep.readers import iter_documents
-from dataprep.stage import DROP_REASON, concat
+from dataprep.core.stage import DROP_REASON, concat
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_too_deep_check_answers_as_the_full_chain_does(depth, inner):
     or last among its siblings, must get the answer of the chain tried from every element."""
     from resiliparse.parse.html import HTMLTree
 
-    from dataprep.extract import MAX_DEPTH, _too_deep
+    from dataprep.html.extract import MAX_DEPTH, _too_deep
 
     tree = HTMLTree.parse("<div>" * depth + inner + "</div>" * depth)
     assert _too_deep(tree) == (tree.body.query_selector(" > ".join(["*"] * MAX_DEPTH)) is not None)

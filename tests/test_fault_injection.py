@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench import fault_cases as cases
-from dataprep import io
-from dataprep.config import ConfigError, load_config
-from dataprep.langid import default_model_path
-from dataprep.stats import ErrorBudgetExceeded
+from dataprep.core import storage
+from dataprep.core.config import ConfigError, load_config
+from dataprep.classify.langid import default_model_path
+from dataprep.core.stats import ErrorBudgetExceeded
 from pipelines import run as run_module
 from pipelines.run import DONE_MARKER, ERRORS_FILE, run_pipeline
 
@@ -115,9 +115,9 @@ def test_asset_paths_resolve_to_the_copy_shipped_with_the_job(tmp_path, monkeypa
     shutil.copy(default_model_path(), shipped / "lid-driver-only.ftz")
     driver_path = "/driver/only/models/lid-driver-only.ftz"
     with pytest.raises(FileNotFoundError, match="was not shipped with the job"):
-        io.resolve_asset(driver_path)
-    monkeypatch.setattr(io, "ASSET_DIRS", [str(shipped)])
-    assert io.resolve_asset(driver_path) == str(shipped / "lid-driver-only.ftz")
+        storage.resolve_asset(driver_path)
+    monkeypatch.setattr(storage, "ASSET_DIRS", [str(shipped)])
+    assert storage.resolve_asset(driver_path) == str(shipped / "lid-driver-only.ftz")
 
 
 # -- the error budget, on Spark -------------------------------------------------------------------

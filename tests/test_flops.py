@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pretrain.config import ModelConfig
-from pretrain.flops import appendix_f_forward, appendix_f_training, compare, six_nd
-from pretrain.model import num_params
+from pretrain.planning.flops import appendix_f_forward, appendix_f_training, compare, six_nd
+from pretrain.models.llama import num_params
 
 # Table A4 of Hoffmann et al. 2022: (num_layers, d_model, ffw_size, num_heads, k/q size, printed ratio
 # of the Appendix F count to 6ND per sequence). Sequence length 2048, vocabulary 32,000.

@@ -15,9 +15,9 @@ from test_tokenize import doc_table
 
 from dataprep.tokenize.stage import Tokenize
 from pretrain.cli import main as pretrain_main
-from pretrain.inference import find_tokenizer, load_trained, model_for_inference
-from pretrain.generate import generate, next_token
-from pretrain.metrics import read_metrics
+from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
+from pretrain.inference.generate import generate, next_token
+from pretrain.components.metrics import read_metrics
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

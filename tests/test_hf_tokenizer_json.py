@@ -18,7 +18,7 @@ from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.cli import main as pretrain_main
-from pretrain.inference import load_trained, model_for_inference
+from pretrain.inference.loading import load_trained, model_for_inference
 
 tokenizers = pytest.importorskip("tokenizers")
 

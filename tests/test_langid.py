@@ -13,9 +13,9 @@ import fasttext
 import pyarrow as pa
 import pytest
 
-from dataprep.config import ConfigError, load_config
-from dataprep.langid import LanguageID, default_model_path, load_model
-from dataprep.stage import DROP_REASON
+from dataprep.core.config import ConfigError, load_config
+from dataprep.classify.langid import LanguageID, default_model_path, load_model
+from dataprep.core.stage import DROP_REASON
 
 # lid.176 has no label for these lingua languages (and calls Norwegian Bokmål "no").
 NOT_IN_LID176 = {"lg", "mi", "nb", "sn", "st", "tn", "ts", "xh", "zu"}

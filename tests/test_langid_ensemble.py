@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from dataprep.config import ConfigError, load_config
-from dataprep.langid import LanguageID, lingua_installed, uses_lingua
+from dataprep.core.config import ConfigError, load_config
+from dataprep.classify.langid import LanguageID, lingua_installed, uses_lingua
 
 
 @pytest.fixture(scope="module")
@@ -92,13 +92,13 @@ def test_config_accepts_lingua_languages_only_with_lingua():
 
 def test_auto_uses_lingua_where_installed_and_logs_it(caplog, monkeypatch, sentences):
     assert lingua_installed() and uses_lingua("auto") and not uses_lingua("none")
-    with caplog.at_level(logging.INFO, logger="dataprep.langid"):
+    with caplog.at_level(logging.INFO, logger="dataprep.classify.langid"):
         load_config({"stages": [{"stage": "langid", "languages": ["zu"]}]})  # the default is auto
     assert "auto -> lingua" in caplog.text
     assert _accuracy(LanguageID(), sentences("zu"), "zu") >= 0.7
-    monkeypatch.setattr("dataprep.langid.lingua_installed", lambda: False)  # as on an install without lingua
+    monkeypatch.setattr("dataprep.classify.langid.lingua_installed", lambda: False)  # as on an install without lingua
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="dataprep.langid"):
+    with caplog.at_level(logging.INFO, logger="dataprep.classify.langid"):
         load_config({"stages": [{"stage": "langid", "languages": ["en"]}]})
     assert "auto -> lid.176 alone" in caplog.text
     assert _accuracy(LanguageID(), sentences("zu"), "zu") == 0.0
@@ -108,7 +108,7 @@ def test_executors_follow_the_choice_made_where_the_stage_was_built(monkeypatch)
     """``auto`` resolves once, where the pipeline is configured; an executor without lingua fails with the
     cause instead of silently labelling with lid.176 alone."""
     shipped = pickle.loads(pickle.dumps(LanguageID()))  # built where lingua is installed, as Spark ships it
-    monkeypatch.setattr("dataprep.langid.lingua_installed", lambda: False)  # an executor without lingua
+    monkeypatch.setattr("dataprep.classify.langid.lingua_installed", lambda: False)  # an executor without lingua
     with pytest.raises(ImportError, match=r"install 'ccpretrain\[data\]' on every executor"):
         shipped.predict(["Ein kurzer Satz."])
     result = shipped.apply(pa.table({"id": ["a"], "text": ["Ein kurzer Satz."]}))

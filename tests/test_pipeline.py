@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import ConfigError, load_config
-from dataprep.runner import run_local
+from dataprep.core.config import ConfigError, load_config
+from dataprep.core.runner import run_local
 from pipelines.run import run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,8 +115,8 @@ def test_every_sample_end_to_end_matches_the_no_spark_run(spark, shared_data, tm
     # Same stages, same files, no Spark.
     from dataprep.readers import iter_documents
     from dataprep.readers import READ_SCHEMA
-    from dataprep.runner import conform
-    from dataprep.stage import concat
+    from dataprep.core.runner import conform
+    from dataprep.core.stage import concat
 
     tables = [conform(r.kept, READ_SCHEMA) for p in samples for r in iter_documents(str(p), config.input)]
     local = run_local(config.stages, concat(tables))[0].kept
@@ -198,7 +198,7 @@ def test_every_stage_loads_and_is_documented(capsys):
     """A stage that fails to load would be unusable from configs; each one is in the config reference
     (``dataprep stages``, with a summary) and in the README's stage table."""
     from dataprep.cli import main as dataprep_cli
-    from dataprep.registry import stage_class, stage_names
+    from dataprep.core.registry import stage_class, stage_names
 
     names = stage_names()
     assert {"extract", "langid", "gopher_quality", "minhash_dedup", "tokenize"} <= set(names)
@@ -217,12 +217,12 @@ def test_workers_fork_from_a_daemon_that_loaded_the_pipeline_once(spark):
     """Local sessions fork Python workers from pipelines.worker_daemon, which imported the stages and
     loaded lid.176 (and lingua's models, where installed) before forking, and reuse each worker for
     task after task."""
-    from dataprep.langid import lingua_installed
+    from dataprep.classify.langid import lingua_installed
 
     def worker_state(_):  # nested: pickled by value, as the test module is not importable by workers
         import os
 
-        from dataprep.langid import lingua_detector, load_model
+        from dataprep.classify.langid import lingua_detector, load_model
 
         import sys
 

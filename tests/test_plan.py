@@ -11,10 +11,10 @@ import torch
 
 from pretrain.cli import main as cli
 from pretrain.config import ModelConfig, load_model_config, load_train_config
-from pretrain.hardware import GPUS, get_gpu, peak_flops
-from pretrain.model import Llama, flops_per_token, num_params
-from pretrain.plan import activations, format_report, layout_memory, model_states, plan, train_config
-from pretrain.sizing import PRESET_DIR, PRESET_SIZES, preset, size_model
+from pretrain.planning.hardware import GPUS, get_gpu, peak_flops
+from pretrain.models.llama import Llama, flops_per_token, num_params
+from pretrain.planning.plan import activations, format_report, layout_memory, model_states, plan, train_config
+from pretrain.planning.sizing import PRESET_DIR, PRESET_SIZES, preset, size_model
 
 H100 = GPUS["h100"]
 SMALL = ModelConfig(vocab_size=1000, d_model=256, n_layers=4, n_heads=4, n_kv_heads=4, ffn_dim=768, max_seq_len=512)
@@ -261,8 +261,8 @@ def test_sensible_layouts_on_h100s(params, gpus, expect):
 def test_links_a_dimension_crosses():
     """TP stays on NVLink; a data-parallel or pipeline group wider than a node runs at the NICs' speed, and
     slower NICs make the same layout slower."""
-    from pretrain.plan import Layout
-    from pretrain.plan_memory import link_bandwidths
+    from pretrain.planning.plan import Layout
+    from pretrain.planning.plan_memory import link_bandwidths
 
     bw = link_bandwidths(Layout("zero3", 8, 4, "none", 1, pp=2), H100, 64, 8)
     assert (bw["tp"], bw["dp"], bw["pp"]) == (450, 50, 50)
@@ -274,7 +274,7 @@ def test_links_a_dimension_crosses():
 
 def test_pipeline_interleaves_to_keep_the_bubble_under_target():
     """A layout with PP: 1F1B's bubble (p-1)/(m+p-1) above the target interleaves stages until it is under."""
-    from pretrain.metrics import bubble_fraction
+    from pretrain.components.metrics import bubble_fraction
 
     assert bubble_fraction("1f1b", 4, 12) == pytest.approx(3 / 15)
     assert bubble_fraction("interleaved_1f1b", 4, 12, 2) == pytest.approx(3 / 15 / 2)

@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from dataprep.fasttext_classifier import FastTextClassifier
+from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.cli import main as dataprep_main
 from dataprep.quality.classifier import QualityClassifier
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dataprep.extract import Extract
+from dataprep.html.extract import Extract
 from dataprep.quality.gopher import GopherQuality, GopherRepetition
 from dataprep.quality import languages
 from dataprep.quality.languages import LANGUAGES, LanguageSettings, add_language, count_sentences, language_settings, split_words

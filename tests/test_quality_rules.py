@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from dataprep.config import ConfigError, load_config
+from dataprep.core.config import ConfigError, load_config
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition, NGrams

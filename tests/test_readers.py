@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import InputConfig
+from dataprep.core.config import InputConfig
 from dataprep.readers import READ_STAGE, dechunk, decode_payload, detect_format, iter_documents
-from dataprep.stage import DROP_REASON, DROP_STAGE, concat
+from dataprep.core.stage import DROP_REASON, DROP_STAGE, concat
 
 CC14 = "warc/cc-main-2014-35-head/CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc"
 

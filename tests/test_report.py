@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.cli import main as dataprep
-from dataprep.config import load_config, parse_stages
-from dataprep.report.cli import build_report
-from dataprep.runner import run_local
-from dataprep.stage import DOC_SCHEMA, DROP_REASON, DROP_STAGE
-from dataprep.stats import StageStats, save_json
+from dataprep.core.config import load_config, parse_stages
+from dataprep.commands.report import build_report
+from dataprep.core.runner import run_local
+from dataprep.core.stage import DOC_SCHEMA, DROP_REASON, DROP_STAGE
+from dataprep.core.stats import StageStats, save_json
 from pipelines.run import run_pipeline
 
 CORE_SECTIONS = ["Summary", "Removal funnel per stage", "Removal per rule", "Languages", "Document length"]
@@ -57,7 +57,7 @@ def _train_run(run_dir: Path) -> None:
     """A metrics file written by the trainer's own logger: 12 training steps, validation every 4."""
     import torch
 
-    from pretrain.metrics import MetricsLogger
+    from pretrain.components.metrics import MetricsLogger
 
     log = MetricsLogger(str(run_dir), "metrics.jsonl", None, flops_per_token=6e6, world_size=1, device=torch.device("cpu"))
     for step in range(1, 13):

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from dataprep.config import parse_stages
-from dataprep.runner import run_local
+from dataprep.core.config import parse_stages
+from dataprep.core.runner import run_local
 from dataprep.safety import fold, unhide
 from dataprep.safety.harmful import HarmfulContent, contact_count, load_category_lists, title_stuffing
 from dataprep.safety.toxicity import load_word_lists

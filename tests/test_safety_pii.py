@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dataprep.config import ConfigError, parse_stages
+from dataprep.core.config import ConfigError, parse_stages
 from dataprep.safety.pii import PiiScrubber, cn_id_ok, find_pii, iban_ok, luhn_ok, redact
 
 ROOT = Path(__file__).resolve().parents[1]

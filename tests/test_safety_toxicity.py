@@ -8,7 +8,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from dataprep.config import ConfigError, parse_stages
+from dataprep.core.config import ConfigError, parse_stages
 from dataprep.safety.toxicity import ToxicityFilter, load_word_lists, split_units
 
 CLEAN_EN = "The library reopened on Monday after two years of repairs.\nVisitors queued before nine o'clock."
@@ -103,7 +103,7 @@ def test_config_errors():
 
 
 def test_user_trained_fasttext_model_scores_any_language(tmp_path):
-    from dataprep.fasttext_classifier import FastTextClassifier
+    from dataprep.classify.fasttext_classifier import FastTextClassifier
 
     toxic = ["du bist ein dummer idiot", "halt die klappe du idiot", "du dummer trottel verschwinde", "idiot trottel dumm"]
     clean = ["das wetter ist heute schön", "wir gehen in den park", "die bibliothek ist geöffnet", "ein schöner tag im garten"]

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import ConfigError, load_config, parse_stages
+from dataprep.core.config import ConfigError, load_config, parse_stages
 from dataprep.safety.url_filter import UrlFilter
 
 

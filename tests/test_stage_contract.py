@@ -6,10 +6,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from dataprep import registry
-from dataprep.config import ConfigError, parse_stages
-from dataprep.runner import fused_schema, run_local
-from dataprep.stage import DocumentStage, GlobalStage
+from dataprep.core import registry
+from dataprep.core.config import ConfigError, parse_stages
+from dataprep.core.runner import fused_schema, run_local
+from dataprep.core.stage import DocumentStage, GlobalStage
 
 
 def _docs(texts: list[str]) -> pa.Table:

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.config import ConfigError, parse_stages
-from dataprep.stage import DOC_SCHEMA
+from dataprep.core.config import ConfigError, parse_stages
+from dataprep.core.stage import DOC_SCHEMA
 from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.shards import open_dataset
 from dataprep.tokenize.stage import Tokenize

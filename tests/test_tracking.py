@@ -10,7 +10,7 @@ import pytest
 import yaml
 from test_train_fixtures import make_token_dataset, tiny_config
 
-from pretrain import metrics
+from pretrain.components import metrics
 from pretrain.cli import main as pretrain_main
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

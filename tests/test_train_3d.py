@@ -106,7 +106,7 @@ def test_export_equals_single_process_export(runs, name):
 
 def test_stages_split_blocks_by_flops():
     from pretrain.config import ModelConfig
-    from pretrain.pipeline import split_layers, stage_indices
+    from pretrain.distributed.pipeline_parallel import split_layers, stage_indices
 
     cfg = ModelConfig(**MODEL)
     assert split_layers(cfg, 8) == [range(i, i + 1) for i in range(8)]
@@ -139,7 +139,7 @@ def test_layouts_that_cannot_run_fail_when_loaded(parallel, message):
 def test_offload_is_a_gpu_option():
     """The config path of CPU offload: it loads, and a run on CPU is refused with the reason."""
     from pretrain.config import load_train_config
-    from pretrain.parallel import ParallelDims
+    from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.train import build_parallel_model
 
     cfg = load_train_config(config("/unused", "/unused", {"offload": True, "dp_shard": 2}))

@@ -12,11 +12,11 @@ import torch
 from test_export_hf import make_text_run, require
 from test_train_fixtures import make_token_dataset, tiny_config
 
-from pretrain import checkpoint
+from pretrain.components import checkpoint
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
-from pretrain.inference import load_trained, model_for_inference
-from pretrain.metrics import read_metrics
+from pretrain.inference.loading import load_trained, model_for_inference
+from pretrain.components.metrics import read_metrics
 from pretrain.train import run
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -17,10 +17,10 @@ import torch
 import yaml
 from test_train_fixtures import make_token_dataset, tiny_config
 
-from pretrain import checkpoint
+from pretrain.components import checkpoint
 from pretrain.cli import main as pretrain_main
 from pretrain.config import OptimConfig, load_train_config
-from pretrain.metrics import read_metrics
+from pretrain.components.metrics import read_metrics
 from pretrain.train import lr_factor, run
 
 
@@ -216,7 +216,7 @@ def test_activation_checkpointing_and_precisions(data, tmp_path):
 def test_fp16_on_cuda_keeps_attention_off_cudnn():
     """cuDNN's attention trained fp16 worse than flash attention on an H100 (docs/gpu.md): an fp16 CUDA
     context turns it off; other precisions and devices keep torch's choice. Runs without a GPU (flags only)."""
-    from pretrain.device import configure_attention
+    from pretrain.components.device import configure_attention
 
     before = torch.backends.cuda.cudnn_sdp_enabled()
     try:

@@ -79,10 +79,10 @@ def test_initialisation_and_export_never_hold_the_full_model_twice(fsdp2):
 def test_planner_counts_unsharded_gradients_of_no_sync_accumulation():
     """No-sync accumulation holds 4 bytes of gradient per parameter on every GPU: 13B fits 8 H100s with
     FSDP and a micro-batch of 1 by default, but needs TP or recomputation with no-sync."""
-    from pretrain.hardware import get_gpu
-    from pretrain.model import num_params
-    from pretrain.plan import layout_memory, plan
-    from pretrain.sizing import size_model
+    from pretrain.planning.hardware import get_gpu
+    from pretrain.models.llama import num_params
+    from pretrain.planning.plan import layout_memory, plan
+    from pretrain.planning.sizing import size_model
 
     cfg, h100 = size_model(13e9), get_gpu("h100")
     kw = dict(gpus=8, seq_len=2048, micro_batch=4)
@@ -157,8 +157,8 @@ def _recomputed(modes: dict[str, dict[str, int]]) -> dict[str, int]:
 
 
 def test_selective_checkpointing_recomputes_no_matmul_and_no_attention(one_torch_thread):
-    from pretrain.model import Llama
-    from pretrain.parallel import apply_activation_checkpointing
+    from pretrain.models.llama import Llama
+    from pretrain.distributed.parallel_dims import apply_activation_checkpointing
 
     cfg = _config({}, model=SMALL | {"n_kv_heads": 2}).model
     modes = {}
@@ -179,7 +179,7 @@ def test_selective_checkpointing_keeps_the_tp_reduce_scatter(layouts):
 
 def test_gqa_saves_kv_heads_once(one_torch_thread):
     """SDPA's enable_gqa: the activations kept for attention hold each kv head once, not once per q head."""
-    from pretrain.model import Llama
+    from pretrain.models.llama import Llama
 
     def saved(kv_heads: int) -> int:
         model = Llama(_config({}, model=SMALL | {"n_kv_heads": kv_heads}).model)
@@ -259,7 +259,7 @@ class _MeasuredBatches(list):
 
 
 def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over):
-    from pretrain.parallel import ParallelDims
+    from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.train import TrainStepContext, build_optimizer, build_parallel_model
 
     cfg = _config(parallel, model=model, precision=precision, **over)
@@ -283,8 +283,8 @@ def _batches(n: int, seq: int = 17) -> list[torch.Tensor]:
 def _fsdp2_worker() -> dict:
     import tempfile
 
-    from pretrain import checkpoint
-    from pretrain.model import num_params
+    from pretrain.components import checkpoint
+    from pretrain.models.llama import num_params
     from pretrain.train import TrainStepContext, accumulate_gradients, train_step
 
     out: dict = {"grads_held": {}}
@@ -319,7 +319,7 @@ def _fsdp2_worker() -> dict:
 def _layouts_worker() -> dict:
     from torch.distributed.tensor import DTensor
 
-    from pretrain.model import Llama
+    from pretrain.models.llama import Llama
     from pretrain.train import accumulate_gradients, optimizer_step
 
     rank = torch.distributed.get_rank()

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from dataprep.dedup.normalize import is_unspaced, normalize, shingle_hashes
-from dataprep.io import expand_inputs, open_stream, read_jsonl_records
-from dataprep.stage import DocumentStage, register, with_column
+from dataprep.core.storage import expand_inputs, open_stream, read_jsonl_records
+from dataprep.core.stage import DocumentStage, register, with_column
 
 REASON = "contaminated"
 MATCHED_BY = "contaminated_by"

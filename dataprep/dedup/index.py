@@ -28,8 +28,8 @@ import json
 import fsspec
 from pydantic import Field, model_validator
 
-from dataprep.io import atomic_write_text, exists, join_path, read_text
-from dataprep.stage import GlobalStage
+from dataprep.core.storage import atomic_write_text, exists, join_path, read_text
+from dataprep.core.stage import GlobalStage
 
 FORMAT = "ccpretrain-dedup-index"
 VERSION = 1

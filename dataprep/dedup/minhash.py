@@ -48,7 +48,7 @@ from scipy.sparse.csgraph import connected_components
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.normalize import mix64, shingle_hashes
 from dataprep.dedup.weights import WEIGHT, parse_weights, weights_for
-from dataprep.stage import StageResult, register, split_by_reason, with_column
+from dataprep.core.stage import StageResult, register, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"

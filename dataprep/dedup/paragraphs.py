@@ -27,7 +27,7 @@ import xxhash
 from pydantic import Field
 
 from dataprep.dedup.normalize import Normalization, normalize_many
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 
 REASON = "duplicate_paragraphs"
 # Separators kept between segments (a capturing group, so re.split returns them too).

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 
 REASON = "url_duplicate"
 CLUSTER = "url_cluster"

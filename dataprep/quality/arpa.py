@@ -38,7 +38,7 @@ def _words(sp) -> list[str]:
 
 def write_arpa(lm: NGramLM, sp, path: str) -> dict[int, int]:
     """Write ``lm`` as ARPA with ``sp``'s pieces as words; returns the n-gram counts per order."""
-    from dataprep.io import atomic_output
+    from dataprep.core.storage import atomic_output
 
     words = np.array(_words(sp), dtype=object)
     sections, counts = [], {}
@@ -156,7 +156,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import sentencepiece as spm
 
-    from dataprep.io import atomic_directory, read_jsonl_field
+    from dataprep.core.storage import atomic_directory, read_jsonl_field
     from dataprep.quality.perplexity import PerplexityModel, load_model, write_model_files
 
     if args.action == "export":

@@ -7,7 +7,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from dataprep.quality.languages import language_settings
-from dataprep.stage import DocumentStage, with_column
+from dataprep.core.stage import DocumentStage, with_column
 
 AUTO = "auto"
 
@@ -21,7 +21,7 @@ class QualityFilter(DocumentStage):
 
     def check_assets(self) -> None:
         if self.language != AUTO:  # a language no model labels would silently fall back to English rules
-            from dataprep.langid import check_languages, model_labels
+            from dataprep.classify.langid import check_languages, model_labels
 
             check_languages([self.language], model_labels(), "language")
 

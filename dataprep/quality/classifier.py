@@ -11,9 +11,9 @@ from functools import lru_cache
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from dataprep.fasttext_classifier import FastTextClassifier
-from dataprep.io import resolve_asset
-from dataprep.stage import DocumentStage, register, with_column
+from dataprep.classify.fasttext_classifier import FastTextClassifier
+from dataprep.core.storage import resolve_asset
+from dataprep.core.stage import DocumentStage, register, with_column
 
 
 DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "quality", "page_quality.bin")

@@ -178,7 +178,7 @@ class NGramLM:
     # -- persistence ----------------------------------------------------------------------------
 
     def save(self, path: str) -> None:
-        from dataprep.io import atomic_output
+        from dataprep.core.storage import atomic_output
 
         header = {"format": FORMAT, "version": VERSION, "order": self.order, "vocab_size": self.vocab_size,
                   "bos": self.bos, "eos": self.eos, "unk": self.unk}

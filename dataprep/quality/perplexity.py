@@ -22,9 +22,9 @@ import pyarrow as pa
 import regex
 from pydantic import Field, PrivateAttr, model_validator
 
-from dataprep.io import atomic_directory, resolve_asset
+from dataprep.core.storage import atomic_directory, resolve_asset
 from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
-from dataprep.stage import DocumentStage, register, with_column
+from dataprep.core.stage import DocumentStage, register, with_column
 
 MODEL_FORMAT = "ccpretrain-ppl-model"
 MODEL_VERSION = 1

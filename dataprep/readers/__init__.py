@@ -19,13 +19,13 @@ import logging
 import zlib
 from typing import Iterator
 
-from dataprep.config import InputConfig
-from dataprep.io import open_stream
+from dataprep.core.config import InputConfig
+from dataprep.core.storage import open_stream
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, hash_id
 from dataprep.readers.documents import read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
-from dataprep.stage import StageResult
-from dataprep.stats import StageStats
+from dataprep.core.stage import StageResult
+from dataprep.core.stats import StageStats
 
 __all__ = ["READ_SCHEMA", "READ_STAGE", "dechunk", "decode_payload", "detect_format", "iter_documents"]
 

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pyarrow as pa
 
-from dataprep.stage import DOC_SCHEMA, ErrorLog, StageResult, mark_dropped
-from dataprep.stats import StageStats
+from dataprep.core.stage import DOC_SCHEMA, ErrorLog, StageResult, mark_dropped
+from dataprep.core.stats import StageStats
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dataprep.config import InputConfig
-from dataprep.io import open_stream
+from dataprep.core.config import InputConfig
+from dataprep.core.storage import open_stream
 from dataprep.readers.batches import Batches, hash_id
-from dataprep.stage import StageResult
+from dataprep.core.stage import StageResult
 
 log = logging.getLogger(__name__)
 

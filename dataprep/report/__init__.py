@@ -4,7 +4,7 @@ This module is the report's interface to other packages: the ``Section`` every p
 made of, and the entry-point group through which another package adds sections without the data side
 importing it. A provider registered under ``SECTIONS_GROUP`` is called as ``provider(run, folder)``
 with the ``--train-run`` path and the report folder (where it may write PNGs) and returns a ``Section``
-or None; ``pretrain.plot:training_section`` is the one ccpretrain ships.
+or None; ``pretrain.inference.plot:training_section`` is the one ccpretrain ships.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from dataprep.io import atomic_output
+from dataprep.core.storage import atomic_output
 
 
 class Charts:

@@ -15,9 +15,9 @@ import random
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataprep.io import exists, is_url, join_path, read_text
-from dataprep.stage import DROP_REASON, DROP_STAGE
-from dataprep.stats import STATS_MARK
+from dataprep.core.storage import exists, is_url, join_path, read_text
+from dataprep.core.stage import DROP_REASON, DROP_STAGE
+from dataprep.core.stats import STATS_MARK
 from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
 
 CATEGORIES = ("lang", "ppl_bucket")  # string columns worth counting; other strings are ids

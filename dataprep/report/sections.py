@@ -13,8 +13,8 @@ import pyarrow as pa
 
 from dataprep.report import Section
 from dataprep.report.charts import Charts
-from dataprep.stats import StageStats
-from dataprep.units import human
+from dataprep.core.stats import StageStats
+from dataprep.core.units import human
 
 DEDUP_COLUMNS = {"dup_cluster_size": "near-duplicate (MinHash)", "exact_cluster_size": "exact duplicate"}
 TOXICITY_SCORES = ("toxicity_words", "toxicity_model", "toxicity_model_max")

@@ -27,7 +27,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from dataprep.safety import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
-from dataprep.stage import DocumentStage, register, with_column
+from dataprep.core.stage import DocumentStage, register, with_column
 
 DEFAULT_LISTS = ASSETS / "harmful"
 CATEGORIES = ("adult", "gambling")

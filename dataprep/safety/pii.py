@@ -20,7 +20,7 @@ from typing import Literal, NamedTuple
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.stage import DocumentStage, register, with_column
+from dataprep.core.stage import DocumentStage, register, with_column
 
 PiiType = Literal["email", "phone", "ip", "credit_card", "iban", "ssn", "cn_id"]
 PLACEHOLDERS = {

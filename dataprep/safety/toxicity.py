@@ -24,9 +24,9 @@ from typing import Literal
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from dataprep.io import resolve_asset
+from dataprep.core.storage import resolve_asset
 from dataprep.safety import ASSETS, WordList, lang_key, load_lists, word_list
-from dataprep.stage import DocumentStage, register, with_column
+from dataprep.core.stage import DocumentStage, register, with_column
 
 DEFAULT_LISTS = ASSETS / "toxic_words"
 _SENTENCE = re.compile(r"[^\n.!?。！？]*(?:[.!?]+(?=\s|$)|[。！？]+|\n|$)[^\S\n]*\n?")
@@ -44,7 +44,7 @@ def load_word_lists(use_default: bool, extra: tuple[tuple[str, tuple[str, ...]],
 
 @lru_cache(maxsize=4)
 def _fasttext(path: str):
-    from dataprep.fasttext_classifier import FastTextClassifier
+    from dataprep.classify.fasttext_classifier import FastTextClassifier
 
     return FastTextClassifier.load(path)
 

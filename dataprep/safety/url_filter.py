@@ -28,9 +28,9 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field, field_validator
 
-from dataprep.io import resolve_asset
+from dataprep.core.storage import resolve_asset
 from dataprep.safety import ASSETS, literal_union
-from dataprep.stage import DocumentStage, register
+from dataprep.core.stage import DocumentStage, register
 
 DEFAULT_BLOCKLISTS = ASSETS / "blocklists"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")

@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from dataprep.io import atomic_write_bytes, exists, join_path, open_stream, read_text
+from dataprep.core.storage import atomic_write_bytes, exists, join_path, open_stream, read_text
 
 JSON_NAME = "tokenizer.json"
 CONFIG_NAME = "tokenizer_config.json"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 
-from dataprep.io import atomic_write_text
+from dataprep.core.storage import atomic_write_text
 from dataprep.tokenize.hf_json import HFTokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
 

@@ -15,7 +15,7 @@ import time
 import fsspec
 import numpy as np
 
-from dataprep.io import atomic_write_text, exists, join_path, read_text
+from dataprep.core.storage import atomic_write_text, exists, join_path, read_text
 
 MANIFEST_NAME = "manifest.json"
 TOKENIZER_DIR = "tokenizer"  # a copy of the tokenizer, so the folder is self-contained

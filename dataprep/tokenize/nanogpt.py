@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from dataprep.io import atomic_output
+from dataprep.core.storage import atomic_output
 from dataprep.tokenize.shards import load_manifest, open_dataset
 
 UINT16_IDS = 65_536

@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from dataprep.io import is_url
+from dataprep.core.storage import is_url
 from dataprep.tokenize.manifest import MANIFEST_NAME, UINT16_VOCAB_LIMIT, dtype_for_vocab, load_manifest
 
 __all__ = [

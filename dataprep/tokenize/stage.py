@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from dataprep.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists, train_tokenizer

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, Literal
 import numpy as np
 import sentencepiece as spm
 
-from dataprep.io import atomic_write_bytes, atomic_write_text, exists, join_path, open_stream, read_text
+from dataprep.core.storage import atomic_write_bytes, atomic_write_text, exists, join_path, open_stream, read_text
 
 MODEL_NAME = "tokenizer.model"
 META_NAME = "tokenizer_meta.json"

@@ -1,0 +1,108 @@
+"""``pretrain plot RUN_DIR``: loss (train and validation) and throughput curves of a run, as one PNG.
+
+The same curves, with a summary of the run, are the Training section of ``dataprep report --train-run``
+(``training_section``, registered under the ``ccpretrain.report_sections`` entry points).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+from dataprep.report import Section
+from pretrain.components.metrics import read_metrics
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help="a training run's out_dir (holding metrics.jsonl)")
+    parser.add_argument("--metrics", default="metrics.jsonl", help="metrics file name inside RUN_DIR")
+    parser.add_argument("-o", "--output", help="PNG path (default: RUN_DIR/curves.png)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+
+
+def find_metrics(run: str, name: str = "metrics.jsonl") -> str:
+    """The metrics file of a run folder, or ``run`` itself when it is the file."""
+    path = run if os.path.isfile(run) else os.path.join(run, name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found: give a training run folder or its metrics JSONL")
+    return path
+
+
+def train_and_val(metrics_path: str) -> tuple[list[dict], list[dict]]:
+    """The training records (with a loss) and the validation records (with a val_loss) of a run."""
+    records = read_metrics(metrics_path)
+    train = [r for r in records if r.get("kind", "train") == "train" and "loss" in r]
+    val = [r for r in records if r.get("kind") == "val" and "val_loss" in r]
+    if not train:
+        raise ValueError(f"{metrics_path} holds no training records")
+    return train, val
+
+
+def plot(metrics_path: str, png_path: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    train, val = train_and_val(metrics_path)
+    fig, (ax_loss, ax_tps) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
+    if val:
+        ax_loss.plot([r["step"] for r in val], [r["val_loss"] for r in val], "o-", label="validation")
+    ax_loss.set_ylabel("loss")
+    ax_loss.legend()
+    ax_loss.grid(alpha=0.3)
+    ax_tps.plot([r["step"] for r in train], [r["tokens_per_s"] for r in train], color="tab:green")
+    ax_tps.set_ylabel("tokens / s")
+    if any("mfu" in r for r in train):
+        ax_mfu = ax_tps.twinx()
+        ax_mfu.plot([r["step"] for r in train if "mfu" in r], [100 * r["mfu"] for r in train if "mfu" in r],
+                    color="tab:red", alpha=0.6)
+        ax_mfu.set_ylabel("MFU %")
+    ax_tps.set_xlabel("step")
+    ax_tps.grid(alpha=0.3)
+    fig.suptitle(os.path.basename(os.path.dirname(os.path.abspath(metrics_path))))
+    fig.tight_layout()
+    from dataprep.core.storage import atomic_output
+
+    with atomic_output(png_path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    return png_path
+
+
+def training_section(run: str, folder: str) -> Section:
+    """The report's Training section: these curves (as ``training.png`` in the report ``folder``) and the
+    run's loss, validation and throughput in a few rows."""
+    path = find_metrics(run)
+    image = os.path.basename(plot(path, os.path.join(folder, "training.png")))
+    train, val = train_and_val(path)
+    rows = [["metrics", path], ["steps logged", f"{len(train):,} (last step {int(train[-1]['step']):,})"],
+            ["train loss first → last", f"{train[0]['loss']:.4f} → {train[-1]['loss']:.4f}"]]
+    if "tokens" in train[-1]:
+        rows.append(["tokens trained", f"{int(train[-1]['tokens']):,}"])
+    if val:
+        best = min(val, key=lambda r: r["val_loss"])
+        rows.append(["validation loss last / best",
+                     f"{val[-1]['val_loss']:.4f} / {best['val_loss']:.4f} (step {int(best['step']):,})"])
+    for key, label, scale, unit in (("tokens_per_s", "tokens/s", 1, ""), ("mfu", "MFU", 100, "%")):
+        values = [r[key] for r in train if key in r]
+        if values:
+            rows.append([f"{label} (median)", f"{scale * np.median(values):,.1f}{unit}"])
+    return Section("Training", images=[image], tables=[([], rows)])
+
+
+def main(args: argparse.Namespace) -> int:
+    path = find_metrics(args.run_dir, args.metrics)
+    png = plot(path, args.output or os.path.join(args.run_dir, "curves.png"))
+    if args.json:
+        import json
+
+        train, val = train_and_val(path)
+        print(json.dumps({"png": os.path.abspath(png), "metrics": os.path.abspath(path), "last_step": train[-1]["step"],
+                          "loss": train[-1]["loss"], "val_loss": val[-1]["val_loss"] if val else None}))
+    else:
+        print(png)
+    return 0

@@ -1,0 +1,230 @@
+"""``pretrain budget``: compute-optimal N and D for a budget, every Chinchilla method side by side,
+and what a corpus of limited size and an expected inference load change about the answer.
+
+Give one of: --compute FLOPs; --gpus/--hours with --gpu (or --peak-flops) and --mfu; --params N;
+--tokens D; or --model CONFIG (N = its exact parameter count, and the Appendix F FLOPs of that
+architecture are shown next to 6ND). With --data SHARDS (or --unique-tokens U) every answer also gives
+its epochs over the corpus and effective tokens D', and a data-constrained section (Muennighoff et al.
+2023) gives the best N and epochs under the cap; --epochs E evaluates E passes over the corpus (alone it
+sets D = E x U). --inference-tokens adds the size of least training + inference FLOPs (Sardana et al.
+2023). --fit picks the loss fit those sections use; every constant's source is printed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from dataprep.core.units import human
+from pretrain.planning import data_constrained, inference_aware
+from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
+                             parametric_fit, parse_number)
+from pretrain.planning.data_constrained import Allocation, allocation, at_epochs, best_allocation, constrained_loss
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--compute", help="training compute in FLOPs, e.g. 1e21 or 5.76e23")
+    parser.add_argument("--gpus", type=int, help="GPU count (with --hours)")
+    parser.add_argument("--hours", type=float, help="wall-clock hours (with --gpus)")
+    parser.add_argument("--gpu", default="h100", help="GPU type for peak FLOP/s (default h100; see pretrain plan)")
+    parser.add_argument("--peak-flops", help="peak bf16 FLOP/s per GPU, overrides --gpu (e.g. 989e12)")
+    parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
+    parser.add_argument("--params", help="model size N, e.g. 1.3B: gives D")
+    parser.add_argument("--tokens", help="token count D, e.g. 300B: gives N")
+    parser.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs")
+    parser.add_argument("--seq-len", type=int, help="sequence length for the Appendix F count (default: model's)")
+    parser.add_argument("--method", action="append", choices=list(METHODS),
+                        help="method(s) to show (repeatable; default all)")
+    parser.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "
+                        "corpus's unique tokens U (repeatable; with --model, also the vocabulary)")
+    parser.add_argument("--unique-tokens", help="unique tokens U of the corpus, e.g. 300B (instead of --data)")
+    parser.add_argument("--epochs", type=float, help="evaluate this many passes over the corpus (D = epochs x U)")
+    parser.add_argument("--fit", choices=FITS, default="approach3",
+                        help="loss fit for the data-constrained and inference-aware answers (default approach3)")
+    parser.add_argument("--inference-tokens", help="tokens the model will serve over its life, e.g. 2T: the N and D "
+                        "of least training + inference FLOPs for the same loss")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _budget_input(args, unique: float | None) -> tuple[dict, str]:
+    """The one given quantity as estimate() keyword arguments, and a line saying where it came from."""
+    if args.gpus is not None or args.hours is not None:
+        if args.gpus is None or args.hours is None:
+            raise ValueError("--gpus and --hours go together")
+        from pretrain.planning.hardware import get_gpu
+
+        peak = parse_number(args.peak_flops) if args.peak_flops else get_gpu(args.gpu).peak_flops_bf16
+        c = compute_from_gpus(args.gpus, args.hours, peak, args.mfu)
+        source = f"C = {args.gpus} GPUs x {args.hours:g} h x {peak:.3g} FLOP/s x MFU {args.mfu:g} = {c:.3g} FLOPs"
+        return {"compute": c}, source
+    given = {k: getattr(args, k) for k in ("compute", "params", "tokens") if getattr(args, k) is not None}
+    if len(given) > 1:
+        raise ValueError("give only one of --compute, --params, --tokens, --gpus/--hours")
+    if "tokens" in given and args.epochs is not None:
+        raise ValueError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
+    if not given and args.epochs is not None and unique is not None:
+        return {"tokens": args.epochs * unique}, f"D = {args.epochs:g} epochs x {human(unique)} unique tokens"
+    if not given:
+        raise ValueError("give one of --compute, --gpus/--hours, --params, --tokens, --model or --epochs with --data")
+    (key, text), = given.items()
+    value = parse_number(text)
+    return {key: value}, f"given {key} = {value:.4g}"
+
+
+def _corpus(args) -> tuple[float | None, str, int | None]:
+    """Unique tokens U, where they came from, and the shards' vocabulary (None without --data)."""
+    if args.data and args.unique_tokens:
+        raise ValueError("give --data or --unique-tokens, not both")
+    if args.data:
+        corpus = data_constrained.read_corpus(args.data)
+        return (float(corpus["tokens"]), f"U = {corpus['tokens']:,} tokens in {corpus['documents']:,} documents "
+                f"(manifest of {', '.join(args.data)})", corpus["vocab_size"])
+    if args.unique_tokens:
+        unique = parse_number(args.unique_tokens)
+        if not unique > 0:
+            raise ValueError(f"unique tokens must be positive, got {unique}")
+        return unique, f"U = {human(unique)} unique tokens (given)", None
+    if args.epochs is not None:
+        raise ValueError("--epochs needs the corpus: --data SHARDS or --unique-tokens")
+    return None, "", None
+
+
+def _answer(a: Allocation, fit: str) -> dict:
+    """An allocation's figures, and how far its loss is above the fresh-data optimum of its compute."""
+    return a.to_dict() | {"loss_above_fresh_optimum": a.loss - estimate(fit, compute=a.flops).loss}
+
+
+def _data_section(args, law, ref, unique: float, fixed_params: bool) -> dict:
+    chinchilla = allocation(law, ref.params, ref.tokens, unique)
+    section = {"fit": args.fit, "compute": ref.flops, "unique_tokens": unique, "exceeds_unique": ref.tokens > unique,
+               "chinchilla": _answer(chinchilla, args.fit),
+               "best": _answer(best_allocation(law, ref.flops, unique), args.fit)}
+    if args.epochs is not None:
+        fixed = {"params": ref.params} if fixed_params else {"compute": ref.flops}
+        section["at_epochs"] = _answer(at_epochs(law, args.epochs, unique, **fixed), args.fit)
+    return section
+
+
+def _inference_section(args, law, reference: Allocation, unique: float | None) -> dict:
+    served = parse_number(args.inference_tokens)
+    if served < 0:
+        raise ValueError(f"inference tokens must not be negative, got {served:g}")
+    n, d = inference_aware.inference_optimal(lambda n, d: constrained_loss(law, n, d, unique), reference.loss,
+                                             served, reference.params)
+    out = {"fit": args.fit, "inference_tokens": served, "target_loss": reference.loss}
+    for key, a in (("reference", reference), ("inference_optimal", allocation(law, n, d, unique))):
+        out[key] = a.to_dict() | {"inference_flops": 2 * a.params * served,
+                                  "lifetime_flops": inference_aware.lifetime_flops(a.params, a.tokens, served)}
+    out["saving"] = 1 - out["inference_optimal"]["lifetime_flops"] / out["reference"]["lifetime_flops"]
+    return out
+
+
+def run(args) -> dict:
+    unique, unique_source, vocab = _corpus(args)
+    law = parametric_fit(args.fit)
+    model = None
+    if args.model:
+        from pretrain.models.llama import num_params
+        from pretrain.planning.sizing import resolve_model
+
+        if any(getattr(args, k) is not None for k in ("compute", "params", "tokens", "gpus", "hours")):
+            raise ValueError("--model fixes N; do not combine it with --compute, --params, --tokens or --gpus/--hours")
+        model = resolve_model(args.model)
+        if vocab is not None:  # the model as it would train on these shards
+            model = model.model_copy(update={"vocab_size": vocab})
+        n = num_params(model)
+        kwargs, source = {"params": float(n)}, f"N = {n:,} parameters of {args.model}"
+    else:
+        kwargs, source = _budget_input(args, unique)
+    rows = []
+    for m in args.method or list(METHODS):
+        est = estimate(m, **kwargs)
+        row = est.to_dict() | {"label": METHODS[m].name, "source": METHODS[m].source,
+                               "unique_tokens": unique, "epochs": 1.0 if unique is None else est.tokens / unique,
+                               "effective_tokens": data_constrained.effective_tokens(est.tokens, unique)}
+        if unique is not None and m in FITS:
+            row["loss_with_repeats"] = constrained_loss(METHODS[m], est.params, est.tokens, unique)
+        rows.append(row)
+    result = {"input": source, "unique_tokens": unique, "unique_tokens_source": unique_source or None,
+              "fit": args.fit, "estimates": rows,
+              "extrapolated": any(r["params"] < FITTED_MIN_PARAMS or r["tokens"] < FITTED_MIN_TOKENS for r in rows)}
+    if model is not None:
+        from pretrain.planning.flops import compare
+
+        seq = args.seq_len or model.max_seq_len
+        for row in result["estimates"]:
+            # the architecture fixes N; D follows from each method's budget for it
+            row["flops_for_model"] = compare(model, row["tokens"], seq)
+    ref = estimate(args.fit, **kwargs)
+    reference = allocation(law, ref.params, ref.tokens, None)
+    if unique is not None:
+        result["data_constrained"] = _data_section(args, law, ref, unique, fixed_params="params" in kwargs)
+        reference = best_allocation(law, ref.flops, unique)
+    if args.inference_tokens is not None:
+        result["inference_aware"] = _inference_section(args, law, reference, unique)
+    result["sources"] = {r["method"]: r["source"] for r in rows} | {args.fit: law.source}
+    if unique is not None:
+        result["sources"]["R_D*, R_N*"] = data_constrained.SOURCE
+    if args.inference_tokens is not None:
+        result["sources"]["inference-aware"] = inference_aware.SOURCE
+    return result
+
+
+def _line(name: str, a: dict) -> str:
+    return (f"  {name:<22} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {a['epochs']:>7.1f} epochs  "
+            f"D' {human(a['effective_tokens']):>7}  loss {a['loss']:.3f} "
+            f"(fresh-data optimum +{a['loss_above_fresh_optimum']:.3f})")
+
+
+def format_report(result: dict) -> str:
+    rows, unique = result["estimates"], result["unique_tokens"]
+    lines = [result["input"]] + ([result["unique_tokens_source"]] if unique is not None else [])
+    header = f"{'method':<38} {'N':>8} {'D':>8} {'D/N':>6} {'C (6ND)':>9} {'loss':>6}"
+    if unique is not None:
+        header += f" {'epochs':>7} {'D_eff':>8}"
+    if "flops_for_model" in rows[0]:
+        header += f" {'App. F C':>9} {'F/6ND':>6}"
+    lines.append(header)
+    for row in rows:
+        loss = f"{row['loss']:.3f}" if row["loss"] is not None else "-"
+        line = (f"{row['label']:<38} {human(row['params']):>8} {human(row['tokens']):>8} "
+                f"{row['tokens_per_param']:>6.1f} {row['flops']:>9.3g} {loss:>6}")
+        if unique is not None:
+            line += f" {row['epochs']:>7.1f} {human(row['effective_tokens']):>8}"
+        if "flops_for_model" in row:
+            f = row["flops_for_model"]
+            line += f" {f['appendix_f']:>9.3g} {f['ratio']:>6.3f}"
+        lines.append(line)
+    fit = METHODS[result["fit"]].name
+    if "data_constrained" in result:
+        dc = result["data_constrained"]
+        verdict = "exceeds" if dc["exceeds_unique"] else "fits in"
+        lines += ["", f"data-constrained ({fit}), C = {dc['compute']:.3g} FLOPs: the fresh-data D {verdict} "
+                      f"U = {human(dc['unique_tokens'])} tokens",
+                  _line("fresh-data answer", dc["chinchilla"]), _line("best under the cap", dc["best"])]
+        if "at_epochs" in dc:
+            lines.append(_line(f"at {dc['at_epochs']['epochs']:g} epochs", dc["at_epochs"]))
+    if "inference_aware" in result:
+        inf = result["inference_aware"]
+        lines += ["", f"inference-aware ({fit}): {human(inf['inference_tokens'])} inference tokens, same loss "
+                      f"{inf['target_loss']:.3f}"]
+        for key, name in (("reference", "compute-optimal"), ("inference_optimal", "inference-optimal")):
+            a = inf[key]
+            lines.append(f"  {name:<18} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {a['epochs']:>7.1f} "
+                         f"epochs  training {a['flops']:.3g} + inference {a['inference_flops']:.3g} = "
+                         f"{a['lifetime_flops']:.3g} FLOPs")
+        lines.append(f"  saving {100 * inf['saving']:.1f}% of lifetime FLOPs")
+    if result["extrapolated"]:
+        lines += ["", f"note: N below {human(FITTED_MIN_PARAMS)} or D below {human(FITTED_MIN_TOKENS)} tokens lies "
+                      "outside the runs the fits were made on: read the losses as trends, not predictions"]
+    lines += ["", "sources:"]
+    for key, source in result["sources"].items():
+        law = METHODS.get(key)
+        name = key if law is None else law.name + (f" [{law.note}]" if law.note else "")
+        lines.append(f"  {name}: {source}")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    result = run(args)
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0

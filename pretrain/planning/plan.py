@@ -1,0 +1,464 @@
+"""``pretrain plan``: the fastest parallel layout that fits, walking the decision tree with reasons, and
+time to train.
+
+The walk (``_candidates``) goes from simplest to most involved: DDP; ZeRO-2; FSDP (ZeRO-3); a micro-batch
+of 1 before any recomputation; for long sequences context parallel first; selective then block
+checkpointing; tensor parallel within a node; pipeline parallel across nodes (interleaving stages until
+the bubble is under ``--max-bubble``); context parallel; CPU offload last. Each layout's memory,
+communication and step time come from ``pretrain/planning/plan_memory.py`` (its docstring holds the accounting):
+of the layouts that fit, the one with the least estimated time per token wins (the earlier in the walk on
+a tie), so a layout that sends terabytes per step over the nodes' NICs loses to one that keeps its traffic
+on NVLink.
+"""
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from dataprep.core.units import human
+from pretrain.planning.budget import METHODS, estimate, parse_number
+from pretrain.config import ModelConfig, TrainConfig
+from pretrain.planning.hardware import GPUSpec, get_gpu
+from pretrain.models.llama import flops_per_token, num_params
+from pretrain.planning.plan_memory import (  # noqa: F401  (activations, model_states: the public arithmetic)
+    GB,
+    OVERLAP,
+    PRECISIONS,
+    RECOMPUTE,
+    SHARDED,
+    activations,
+    communication,
+    layout_memory,
+    model_states,
+    step_time,
+)
+
+LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
+STAGE_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
+TOKENS_PER_STEP = 2**20  # default global batch: ~1M tokens, the usual size for 100M-10B models
+
+
+@dataclass
+class Layout:
+    """One point of the walk: the degrees of every mesh dimension and how each runs."""
+
+    stage: str  # ddp, zero2 or zero3 (zero1 appears in the breakdown table only)
+    tp: int
+    dp: int  # data-parallel ranks (replicas x shards)
+    checkpointing: str
+    micro_batch: int = 4
+    pp: int = 1
+    cp: int = 1
+    stages_per_rank: int = 1  # > 1: interleaved 1F1B
+    offload: bool = False
+    compiled: bool = False  # torch.compile of each block (where the trainer supports it: no TP, CP or PP)
+    smaller_micro: bool = False  # the walk lowered the micro-batch to 1
+    memory: dict = field(default_factory=dict)
+    fits: bool = False
+    grad_accum: int | None = None
+    bubble: float = 0.0
+    reason: str = ""
+    time: dict = field(default_factory=dict)  # step_time's parts, for layouts that fit
+    tokens_per_step: int = 0
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.time["total"] / self.tokens_per_step
+
+    @property
+    def schedule(self) -> str:
+        return "interleaved_1f1b" if self.stages_per_rank > 1 else "1f1b"
+
+    @property
+    def name(self) -> str:
+        parts = [] if self.dp == 1 and self.cp == 1 else [f"{STAGE_NAMES[self.stage]} x{self.dp}"]
+        parts += [f"{label} {n}" for label, n in (("TP", self.tp), ("CP", self.cp)) if n > 1]
+        if self.pp > 1:
+            parts.append(f"PP {self.pp}" + (f" (interleaved x{self.stages_per_rank})" if self.stages_per_rank > 1 else ""))
+        parts = parts or ["single GPU"]
+        if self.smaller_micro:
+            parts.append("micro-batch 1")
+        if self.checkpointing != "none":
+            parts.append(f"{self.checkpointing} checkpointing")
+        if self.offload:
+            parts.append("CPU offload")
+        return " + ".join(parts)
+
+    def degrees(self) -> dict:
+        """Every degree of the mesh, as ``parallel:`` of a training config names them."""
+        replicate = self.dp if self.stage == "ddp" else 1
+        return {"dp_replicate": replicate, "dp_shard": self.dp // replicate, "tp": self.tp, "pp": self.pp,
+                "cp": self.cp, "offload": self.offload}
+
+
+def _tp_degrees(cfg: ModelConfig, gpus: int, gpus_per_node: int) -> list[int]:
+    return [t for t in (2, 4, 8) if t <= gpus_per_node and gpus % t == 0 and cfg.n_heads % t == 0
+            and cfg.n_kv_heads % t == 0]
+
+
+def _cp_layouts(gpus: int, tp: int, seq_len: int, checkpointing: tuple[str, ...]) -> list[Layout]:
+    out, cp = [], 2
+    while gpus % (tp * cp) == 0 and seq_len % (2 * cp * tp) == 0:
+        out += [Layout("zero3", tp, gpus // (tp * cp), ac, 1, cp=cp) for ac in checkpointing]
+        cp *= 2
+    return out
+
+
+def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int, micro_batch: int, seq_len: int) -> list[Layout]:
+    """The decision tree as a list, from simplest to most involved: DDP, ZeRO-2, ZeRO-3, a micro-batch of 1,
+    (CP first for a long sequence), selective then block checkpointing, TP within a node, PP across nodes
+    (with the widest TP, so stages cross nodes; DDP, ZeRO-2 or FSDP over the rest), CP, CPU offload last."""
+    sharded = "zero3" if gpus > 1 else "ddp"
+    out = [Layout("ddp", 1, gpus, "none", micro_batch)]
+    if gpus > 1:
+        out += [Layout("zero2", 1, gpus, "none", micro_batch), Layout("zero3", 1, gpus, "none", micro_batch)]
+    if micro_batch > 1:
+        out.append(Layout(sharded, 1, gpus, "none", 1))
+    if seq_len >= LONG_SEQUENCE:  # the sequence, not the model, is what does not fit: split it first
+        out += _cp_layouts(gpus, 1, seq_len, ("none", "selective"))
+    out += [Layout(sharded, 1, gpus, ac, 1) for ac in ("selective", "block")]
+    tps = _tp_degrees(cfg, gpus, gpus_per_node)
+    for tp in tps:
+        stage = "zero3" if gpus > tp else "ddp"
+        out += [Layout(stage, tp, gpus // tp, ac, 1) for ac in ("none", "selective", "block")]
+    tp = tps[-1] if tps else 1
+    pp = 2
+    while pp <= cfg.n_layers and gpus % (tp * pp) == 0 and tp * pp <= gpus:
+        dp = gpus // (tp * pp)
+        out += [Layout(stage, tp, dp, ac, 1, pp=pp) for stage in (("ddp", "zero2", "zero3") if dp > 1 else ("ddp",))
+                for ac in ("none", "selective", "block")]
+        pp *= 2
+    out += _cp_layouts(gpus, tp, seq_len, ("selective", "block"))
+    if gpus > 1:  # FSDP streams the shards from host memory (our trainer offloads through FSDP2 only)
+        out.append(Layout("zero3", 1, gpus, "block", 1, offload=True))
+    for layout in out:
+        layout.smaller_micro = layout.micro_batch < micro_batch
+    return out
+
+
+def _pipeline_schedule(lay: Layout, cfg: ModelConfig, max_bubble: float) -> str:
+    """Interleave (several stages per rank) until the bubble is under ``max_bubble``, if layers allow."""
+    from pretrain.components.metrics import bubble_fraction
+
+    v = 1
+    lay.bubble = bubble_fraction("1f1b", lay.pp, lay.grad_accum, 1)
+    while lay.bubble > max_bubble and cfg.n_layers >= lay.pp * v * 2 and lay.grad_accum % lay.pp == 0:
+        v *= 2
+        lay.bubble = bubble_fraction("interleaved_1f1b", lay.pp, lay.grad_accum, v)
+    lay.stages_per_rank = v
+    verdict = "under" if lay.bubble <= max_bubble else "above"
+    return (f"{lay.grad_accum} micro-batches over {lay.pp} stages" + (f", {v} per rank" if v > 1 else "")
+            + f": bubble {lay.bubble:.1%}, {verdict} the {max_bubble:.0%} target")
+
+
+_ZERO2 = "ZeRO-2 shards gradients and Adam states {dp} ways, keeps the gathered weights forward to backward"
+_ZERO3 = "FSDP shards weights, gradients and Adam states {dp} ways (all-gathers every step)"
+
+
+def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: ModelConfig) -> str:
+    total, cap = layout.memory["total"] / GB, capacity / GB
+    verdict = f"{total:.1f} GB {'<=' if layout.fits else '>'} {cap:.0f} GB per GPU"
+    if previous is None:
+        why = "simplest: every GPU holds all weights, gradients and Adam states"
+    elif layout.offload:
+        host = model_states(layout_cfg, "zero3", layout.dp, 1)
+        why = (f"last resort: weights, gradients and Adam states in host memory "
+               f"({sum(host.values()) * min(layout.dp, 8) / GB:.0f} GB per 8-GPU node), streamed to the GPUs every step")
+    elif layout.cp != previous.cp and layout.cp > 1:
+        why = f"context parallel splits each sequence {layout.cp} ways (activations), gathering keys and values"
+    elif layout.pp != previous.pp:
+        why = f"pipeline parallel over {layout.pp} stages across nodes splits the layers {layout.pp} ways"
+    elif layout.tp != previous.tp:
+        why = f"tensor parallel over {layout.tp} GPUs of a node splits weights and activations {layout.tp} ways"
+    elif layout.micro_batch != previous.micro_batch:
+        why = "a micro-batch of 1 (more accumulation steps) before recomputing anything"
+    elif layout.stage != previous.stage and layout.checkpointing == "none":
+        why = {"ddp": "DDP replicates what is left after TP and PP", "zero2": _ZERO2, "zero3": _ZERO3}[layout.stage]
+        why = why.format(dp=layout.dp)
+    elif layout.checkpointing != previous.checkpointing:
+        why = {"selective": "selective checkpointing keeps matmul outputs, recomputes cheap elementwise ops",
+               "block": "block checkpointing keeps only block inputs, recomputing each forward (~33% more compute)",
+               "none": ""}[layout.checkpointing]
+    else:
+        why = (_ZERO2 if layout.stage == "zero2" else _ZERO3).format(dp=layout.dp)
+    return f"{layout.name}: {verdict}; {why}"
+
+
+def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = None, micro_batch: int = 4,
+         global_batch: int | None = None, precision: str = "bf16", mfu: float = 0.4, tokens: float | None = None,
+         gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
+         tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False,
+         max_bubble: float = 0.1) -> dict:
+    """Walk the layouts from simplest to most involved and return the fastest that fits, with timings.
+
+    Without ``tokens`` the target is the Chinchilla ``method``'s D for the model; ``unique_tokens`` (the
+    data's) turns the target into epochs. ``no_sync``: gradient accumulation without a reduce-scatter per
+    micro-batch (counted in memory). ``max_bubble``: the pipeline bubble to stay under."""
+    seq_len = seq_len or cfg.max_seq_len
+    gpus_per_node = gpus_per_node or min(gpus, gpu.gpus_per_node)
+    if seq_len > cfg.max_seq_len:
+        raise ValueError(f"sequence length {seq_len} exceeds the model's max_seq_len {cfg.max_seq_len}")
+    for value, what in ((gpus, "GPU count"), (micro_batch, "micro-batch"), (gpus_per_node, "GPUs per node"),
+                        (seq_len, "sequence length")):
+        if value < 1:
+            raise ValueError(f"{what} must be at least 1, got {value}")
+    if global_batch is not None and global_batch < 1:
+        raise ValueError(f"global batch must be at least 1, got {global_batch}")
+    if not 0 < mfu <= 1:
+        raise ValueError(f"MFU must be in (0, 1], got {mfu}")
+    if tokens is not None and not tokens > 0:
+        raise ValueError(f"token count must be positive, got {tokens}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
+    capacity = gpu.memory_bytes
+    tried, previous = [], None
+    for layout in _candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len):
+        layout.grad_accum = _accum_steps(global_batch, seq_len, layout.micro_batch * layout.dp)
+        # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
+        layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
+        layout.memory = layout_memory(cfg, layout.stage, layout.tp, layout.checkpointing, gpus=gpus, seq_len=seq_len,
+                                      micro_batch=layout.micro_batch, precision=precision,
+                                      grad_accum=layout.grad_accum, no_sync=no_sync, pp=layout.pp, cp=layout.cp,
+                                      offload=layout.offload, compiled=layout.compiled)
+        layout.fits = layout.memory["total"] <= capacity
+        schedule = _pipeline_schedule(layout, cfg, max_bubble) if layout.pp > 1 else ""  # names interleaving
+        layout.reason = _why(layout, previous, capacity, cfg) + (f"; {schedule}" if schedule else "")
+        if layout.fits:
+            layout.tokens_per_step = layout.micro_batch * layout.dp * layout.grad_accum * seq_len
+            layout.time = step_time(cfg, layout, communication(cfg, layout, seq_len, precision), gpu=gpu, gpus=gpus,
+                                    gpus_per_node=gpus_per_node, seq_len=seq_len,
+                                    tokens_per_step=layout.tokens_per_step, mfu=mfu)
+        tried.append(layout)
+        previous = layout
+    fitting = [t for t in tried if t.fits]
+    if not fitting:
+        raise ValueError(_no_fit_message(cfg, tried, gpus, gpu))
+    chosen = min(fitting, key=lambda t: t.seconds_per_token)  # the first of equals: min keeps the earliest
+    for t in fitting:
+        t.reason += f"; {_time_summary(t)}" + (" <- fastest" if t is chosen else
+                                               f", {t.seconds_per_token / chosen.seconds_per_token - 1:+.0%} time per token")
+    per_step = chosen.micro_batch * chosen.dp
+    if global_batch is not None and global_batch % per_step:
+        raise ValueError(f"global batch {global_batch} is not a multiple of micro-batch {chosen.micro_batch} x "
+                         f"{chosen.dp} data-parallel ranks ({chosen.name}); try {_nearest(global_batch, per_step)}")
+    if show_tp is not None and (show_tp < 1 or gpus % show_tp):
+        raise ValueError(f"--tp {show_tp} does not divide {gpus} GPUs")
+    return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
+                   tokens=tokens, show_tp=show_tp, method=method, tokens_source=tokens_source,
+                   unique_tokens=unique_tokens, no_sync=no_sync)
+
+
+def _time_summary(lay: Layout) -> str:
+    t = lay.time
+    parts = [f"compute {t['compute']:.1f}"] + [f"{label} {t[key]:.1f}" for key, label in (
+        ("bubble", "bubble"), ("exposed_comm", "exposed comm"), ("host_optimizer", "host AdamW")) if t[key] >= 0.05]
+    return f"{t['total']:.1f} s/step ({', '.join(parts)})"
+
+
+def _accum_steps(global_batch: int | None, seq_len: int, per_step: int) -> int:
+    """Micro-batches per optimizer step: the given global batch, else ~TOKENS_PER_STEP tokens."""
+    if global_batch is None:
+        return max(1, round(TOKENS_PER_STEP / (seq_len * per_step)))
+    return max(1, global_batch // per_step)
+
+
+def _nearest(value: int, multiple: int) -> str:
+    low = max(multiple, value // multiple * multiple)
+    return f"{low} or {low + multiple}" if low < value else str(low)
+
+
+def _no_fit_message(cfg, tried, gpus, gpu) -> str:
+    leanest = min(tried, key=lambda t: t.memory["total"])
+    return (f"the model ({human(num_params(cfg))} parameters) does not fit on {gpus} x {gpu.name}: the leanest layout, "
+            f"{leanest.name}, needs {leanest.memory['total'] / GB:.1f} GB per GPU of {gpu.memory_gb:g} GB; "
+            "use more GPUs, a shorter sequence, or GPUs with more memory")
+
+
+def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, tokens, show_tp,
+            method, tokens_source, unique_tokens, no_sync) -> dict:
+    n = num_params(cfg)
+    if tokens is None:
+        tokens, tokens_source = estimate(method, params=n).tokens, f"Chinchilla {METHODS[method].name} for this N"
+    micro_batch = chosen.micro_batch
+    global_batch = micro_batch * chosen.dp * chosen.grad_accum
+    tokens_per_step = global_batch * seq_len
+    seconds = chosen.time["total"]
+    tokens_per_day = tokens_per_step / seconds * 86400
+    kw = dict(gpus=gpus, seq_len=seq_len, micro_batch=micro_batch, precision=precision, grad_accum=chosen.grad_accum,
+              no_sync=no_sync, pp=chosen.pp, cp=chosen.cp, offload=chosen.offload, compiled=chosen.compiled)
+    breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, **kw) for stage in SHARDED}
+                 for tp in sorted({1, chosen.tp, show_tp or 1}) if gpus % (tp * chosen.pp * chosen.cp) == 0}
+    act = {ac: activations(cfg, seq_len // chosen.cp, micro_batch, ac, chosen.tp, precision, chosen.tp > 1,
+                           bf16_stream=chosen.dp * chosen.cp > 1, compiled=chosen.compiled)["total"]
+           for ac in RECOMPUTE}
+    return {
+        "model": {"params": n, "non_embedding_params": num_params(cfg, exclude_embedding=True), **cfg.model_dump()},
+        "cluster": {"gpus": gpus, **gpu.to_dict()},
+        "precision": precision, "seq_len": seq_len, "micro_batch": micro_batch,
+        "layout": {"name": chosen.name, "stage": chosen.stage, "dp": chosen.dp, **chosen.degrees(),
+                   "pp_schedule": chosen.schedule if chosen.pp > 1 else None,
+                   "pp_stages_per_rank": chosen.stages_per_rank, "bubble": chosen.bubble,
+                   "checkpointing": chosen.checkpointing, "compiled": chosen.compiled, "grad_accum": chosen.grad_accum,
+                   "no_sync_accumulation": no_sync, "reshard_after_forward": chosen.stage != "zero2",
+                   "global_batch": global_batch, "tokens_per_step": tokens_per_step, "memory": chosen.memory,
+                   "communication": communication(cfg, chosen, seq_len, precision)},
+        "decisions": [t.reason for t in tried],
+        "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
+        "activations_by_checkpointing": act,
+        "time": {"mfu": mfu, "flops_per_token": flops_per_token(cfg, seq_len),
+                 "recompute_factor": RECOMPUTE[chosen.checkpointing], "step_seconds": seconds,
+                 "step_breakdown": chosen.time,
+                 "tokens_per_day": tokens_per_day, "target_tokens": tokens, "target_source": tokens_source,
+                 "steps": math.ceil(tokens / tokens_per_step), "days": tokens / tokens_per_day,
+                 "unique_tokens": unique_tokens, "epochs": tokens / unique_tokens if unique_tokens else None},
+    }
+
+
+def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) -> TrainConfig:
+    """The chosen layout as a ``pretrain train`` config, every degree named (DDP is ``dp_replicate``)."""
+    lay, steps = result["layout"], result["time"]["steps"]
+    return TrainConfig.model_validate({
+        "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data]},
+        "seq_len": result["seq_len"], "micro_batch_size": result["micro_batch"],
+        "global_batch_size": lay["global_batch"], "max_tokens": int(result["time"]["target_tokens"]),
+        "precision": "bf16" if result["precision"] == "bf16" else "fp32", "device": "auto",
+        "parallel": {"dp_replicate": lay["dp_replicate"], "dp_shard": lay["dp_shard"], "tp": lay["tp"],
+                     "pp": lay["pp"], "cp": lay["cp"], "activation_checkpointing": lay["checkpointing"],
+                     "compile": lay["compiled"],
+                     "loss_parallel": lay["tp"] > 1,
+                     "no_sync_accumulation": lay["no_sync_accumulation"] and lay["pp"] == 1,
+                     "reshard_after_forward": lay["reshard_after_forward"], "offload": lay["offload"],
+                     **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
+                        if lay["pp"] > 1 else {})},
+        "optim": {"warmup_steps": min(2000, max(1, steps // 100))}, "out_dir": out_dir,
+    })
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("model", help="model config YAML, preset (tiny, 125m, 350m, 1b, 3b, 7b) or a parameter count "
+                        "(70B: shaped by pretrain size)")
+    parser.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
+    parser.add_argument("--gpu", default="h100", help="GPU type: h100, h200, a100-80gb, a100-40gb, l4, ... "
+                        "(default h100)")
+    parser.add_argument("--gpu-memory-gb", type=float, help="override the GPU's memory (GB)")
+    parser.add_argument("--peak-flops", help="override the GPU's peak bf16 FLOP/s, e.g. 989e12")
+    parser.add_argument("--intra-node-gbs", type=float, help="override GB/s per GPU per direction within a node "
+                        "(H100 SXM: 450, NVLink)")
+    parser.add_argument("--inter-node-gbs", type=float, help="override GB/s per GPU per direction across nodes "
+                        "(H100: 50, one 400 Gb/s InfiniBand NIC per GPU)")
+    parser.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
+    parser.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
+    parser.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
+    parser.add_argument("--global-batch", type=int, help="sequences per optimizer step (default: ~1M tokens)")
+    parser.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
+    parser.add_argument("--precision", choices=list(PRECISIONS), default="bf16")
+    parser.add_argument("--no-sync-accumulation", action="store_true",
+                        help="accumulate gradients unsharded and reduce once per step (less communication; "
+                             "every GPU then holds the full fp32 gradients)")
+    parser.add_argument("--max-bubble", type=float, default=0.1,
+                        help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)")
+    parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
+    parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the Chinchilla --method's D for N)")
+    parser.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
+                        "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
+    parser.add_argument("--method", choices=list(METHODS), default="approach1",
+                        help="Chinchilla method for the default tokens (default approach1)")
+    parser.add_argument("--out", help="write the chosen layout as a training config YAML for pretrain train")
+    parser.add_argument("--data", action="append", help="token-shard directory for --out (repeatable)")
+    parser.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def main(args) -> int:
+    from dataclasses import replace
+
+    from pretrain.config import save_yaml
+    from pretrain.planning.data_constrained import read_corpus
+    from pretrain.planning.sizing import resolve_model
+
+    try:
+        cfg = resolve_model(args.model)
+    except ValueError:  # not a preset: a parameter count, shaped as pretrain size would
+        from pretrain.planning.sizing import size_model
+
+        cfg = size_model(parse_number(args.model))
+        if args.seq_len:
+            cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, args.seq_len)})
+    gpu = get_gpu(args.gpu)
+    if args.gpu_memory_gb is not None:
+        gpu = replace(gpu, memory_gb=args.gpu_memory_gb)
+    if args.peak_flops is not None:
+        gpu = replace(gpu, peak_flops_bf16=parse_number(args.peak_flops))
+    for flag in ("intra_node_gbs", "inter_node_gbs"):
+        if getattr(args, flag) is not None:
+            if not getattr(args, flag) > 0:
+                raise ValueError(f"--{flag.replace('_', '-')} must be positive")
+            gpu = replace(gpu, **{flag: getattr(args, flag)})
+    if args.out and not args.data:
+        raise ValueError("--out needs --data: the token-shard directory the training config reads")
+    # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
+    # and their token count is the unique tokens the target repeats
+    corpus = read_corpus(args.data, required=False) if args.data else None
+    if corpus:
+        cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
+    unique = corpus["tokens"] if corpus else None
+    tokens, source = (parse_number(args.tokens) if args.tokens else None), "given"
+    if args.epochs is not None:
+        if args.tokens or unique is None or not args.epochs > 0:
+            raise ValueError("--epochs needs --data shards with a manifest, a positive count, and no --tokens")
+        tokens, source = args.epochs * unique, f"{args.epochs:g} epochs of the data"
+    result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
+                  global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
+                  gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
+                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble)
+    if args.out:
+        save_yaml(train_config(result, cfg, args.data, args.run_dir), args.out)
+        result["written"] = args.out
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0
+
+
+def format_report(r: dict) -> str:
+    lay, t, m = r["layout"], r["time"], r["model"]
+    lines = [f"model: {human(m['params'])} params ({m['n_layers']} layers, d_model {m['d_model']}), "
+             f"seq {r['seq_len']}, micro-batch {r['micro_batch']}, {r['precision']}; "
+             f"{r['cluster']['gpus']} x {r['cluster']['name']}", "",
+             "decisions:"] + [f"  {line}" for line in r["decisions"]]
+    degrees = ", ".join(f"{k} {lay[k]}" for k in ("dp_replicate", "dp_shard", "tp", "pp", "cp"))
+    lines += ["", f"chosen: {lay['name']} ({degrees}{', offload' if lay['offload'] else ''}"
+                  f"{', compiled blocks' if lay['compiled'] else ''})"]
+    if lay["pp"] > 1:
+        lines.append(f"pipeline: {lay['pp_schedule']}, {lay['pp_stages_per_rank']} stage(s) per rank, "
+                     f"bubble {lay['bubble']:.1%}")
+    comm, parts = lay["communication"], t["step_breakdown"]
+    lines.append("communication per GPU per step, GB: " + ", ".join(
+        f"{k} {v / GB:.1f}" for k, v in comm.items() if v or k == "total"))
+    main = ("compute", "bubble", "exposed_comm", "host_optimizer")
+    links = ", ".join(f"{k.removesuffix('_comm')} {v:.2f}" for k, v in parts.items()
+                      if k.endswith("_comm") and k != "exposed_comm" and v)
+    lines.append(f"step time: {parts['total']:.2f} s = " + " + ".join(f"{k} {parts[k]:.2f}" for k in main if parts[k])
+                 + (f"; link time per dimension, s: {links} (dp, cp and host hide behind up to {OVERLAP:.0%} of "
+                    f"compute; {r['cluster']['intra_node_gbs']:g} GB/s per GPU within a node, "
+                    f"{r['cluster']['inter_node_gbs']:g} across nodes)" if links else ""))
+    for tp, rows in r["breakdown"].items():
+        lines += ["", f"per-GPU memory, GB (TP {tp}, checkpointing: {lay['checkpointing']}):",
+                  f"  {'':<15}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}{'fsdp':>8}{'total':>8}"]
+        for stage, mem in rows.items():
+            cells = "".join(f"{mem[k] / GB:>8.1f}" for k in ("params", "grads", "optimizer", "activations",
+                                                             "fsdp_buffers", "total"))
+            lines.append(f"  {STAGE_NAMES[stage]:<15}{cells}")
+    acts = ", ".join(f"{k} {v / GB:.1f}" for k, v in r["activations_by_checkpointing"].items())
+    lines += ["", f"activations per GPU by checkpointing (GB): {acts}",
+              f"batch: {lay['global_batch']} sequences = micro-batch {r['micro_batch']} x {lay['dp']} data-parallel "
+              f"x {lay['grad_accum']} accumulation steps ({human(lay['tokens_per_step'])} tokens), gradients "
+              + ("held unsharded until the last micro-batch (no-sync)" if lay["no_sync_accumulation"]
+                 else "reduce-scattered every micro-batch"),
+              f"time at MFU {t['mfu']:g}: {t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
+              f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
+              f"({t['target_source']}, {t['steps']:,} steps)"]
+    if t.get("epochs") is not None:
+        lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "
+                     f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
+    if "written" in r:
+        lines.append(f"wrote {r['written']}")
+    return "\n".join(lines)
