@@ -104,7 +104,7 @@ def run_pipelines(out: Path, configs: dict[str, Path]) -> dict[str, dict]:
 
     from dataprep.cli import main as dataprep_main
     from dataprep.core.config import load_config
-    from pipelines.run import run_pipeline
+    from pipelines.pipeline_run import run_pipeline
 
     dataprep_main(["train-ppl-model", "--input", str(out / "input" / "reference_en.jsonl"), "--lang", "en",
                    "--output", str(out / "ppl-en"), "--vocab-size", "500"])

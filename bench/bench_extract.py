@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from dataprep.core.config import InputConfig  # noqa: E402
 from bench.snippets import snippet_scores  # noqa: E402
-from dataprep.html.extract import Extract, decode_html  # noqa: E402
+from dataprep.html.charset import decode_html  # noqa: E402
+from dataprep.html.extract import Extract  # noqa: E402
 from dataprep.readers import iter_documents  # noqa: E402
 from dataprep.core.stage import concat  # noqa: E402
 

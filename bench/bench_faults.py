@@ -38,7 +38,7 @@ def _error_budget(folder: Path) -> str:
     from dataprep.core.config import load_config
     from dataprep.classify.langid import default_model_path
     from dataprep.core.stats import ErrorBudgetExceeded
-    from pipelines.run import run_pipeline
+    from pipelines.pipeline_run import run_pipeline
 
     model = folder / "lid.ftz"
     shutil.copy(default_model_path(), model)

@@ -33,7 +33,8 @@ from make_bench_warc import SHARED, write_bench_warcs  # noqa: E402
 
 from dataprep.core.config import InputConfig  # noqa: E402
 from bench.snippets import snippet_scores  # noqa: E402
-from dataprep.html.extract import Extract, decode_html  # noqa: E402
+from dataprep.html.charset import decode_html  # noqa: E402
+from dataprep.html.extract import Extract  # noqa: E402
 from dataprep.classify.langid import LanguageID, default_model_path  # noqa: E402
 from dataprep.readers import iter_documents  # noqa: E402
 
@@ -65,7 +66,7 @@ def run_datatrove(files: list[str]) -> dict | None:
 def run_spark(files: list[str], cores: int) -> dict | None:
     try:
         from dataprep.core.config import load_config
-        from pipelines.run import run_pipeline
+        from pipelines.pipeline_run import run_pipeline
         from pipelines.spark import get_spark
     except ImportError as exc:
         print(f"(c) skipped: {exc}", file=sys.stderr)

@@ -57,7 +57,7 @@ def run_child(files: list[str], out: str, cores: int, jobs: int, tokenizer: str 
 
     monitor = TreeMonitor().start()
     from dataprep.core.config import load_config
-    from pipelines.run import PipelineRun
+    from pipelines.pipeline_run import PipelineRun
     from pipelines.spark import get_spark
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

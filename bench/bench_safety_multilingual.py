@@ -61,7 +61,7 @@ def benign() -> dict[str, list[dict]]:
 
 def run(pages: list[dict]) -> list[str | None]:
     from dataprep.core.config import parse_stages
-    from dataprep.core.runner import run_local
+    from dataprep.core.runner import run_stages
 
     stages = parse_stages([{"include": "safety.yaml"}], str(ROOT / "configs" / "pipeline"))
     table = pa.table({
@@ -71,7 +71,7 @@ def run(pages: list[dict]) -> list[str | None]:
         "text": [p["text"] for p in pages],
         "lang": [p.get("lang") for p in pages],
     })  # fmt: skip
-    result, _ = run_local(stages, table)
+    result, _ = run_stages(stages, table)
     reasons: list[str | None] = [None] * len(pages)
     if not result.dropped.num_rows:
         return reasons

@@ -89,7 +89,7 @@ def make_tokenizer(work: Path) -> Path:
     once on the real documents in ../shared/data, outside every timing."""
     from bench.dedup_eval import real_documents
 
-    from dataprep.tokenize.hf_tokenizer import write_hf_tokenizer
+    from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
     from dataprep.tokenize.tokenizer import train_tokenizer
 
     folder = work / "tokenizer"

@@ -31,7 +31,8 @@ from make_bench_warc import load_pages  # noqa: E402
 
 from dataprep.html import boilerplate, extract  # noqa: E402
 from dataprep.core.config import load_config  # noqa: E402
-from dataprep.html.extract import Extract, decode_html  # noqa: E402
+from dataprep.html.charset import decode_html  # noqa: E402
+from dataprep.html.extract import Extract  # noqa: E402
 from dataprep.classify.langid import LanguageID  # noqa: E402
 
 

@@ -33,7 +33,8 @@ def texts() -> list[tuple[str, str]]:
     from bench_extract import warc_pages
     from make_bench_warc import load_pages
 
-    from dataprep.html.extract import Extract, decode_html
+    from dataprep.html.charset import decode_html
+    from dataprep.html.extract import Extract
 
     extract = Extract()
     pages = [extract.extract(decode_html(html, None)) for _, html in load_pages()] + [extract.extract(p) for p in warc_pages()]

@@ -14,16 +14,35 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from types import ModuleType
 
-# command -> (module, one-line help). Each module defines add_arguments(parser) and main(args) -> int.
+from dataprep.core.extras import EXTRAS, install_command
+
+
+def _spark_run() -> ModuleType:
+    """``dataprep run``: the Spark side's command, imported only when it runs."""
+    from pipelines import run
+
+    return run
+
+
+def _spark_train_tokenizer() -> ModuleType:
+    """``dataprep train-tokenizer``: the Spark side's command, imported only when it runs."""
+    from pipelines import train_tokenizer
+
+    return train_tokenizer
+
+
+# command -> (module name, or a function importing the module; one-line help). Each module defines
+# add_arguments(parser) and main(args) -> int.
 COMMANDS = {
-    "run": ("pipelines.run", "run a cleaning pipeline config on Spark (local[*] by default)"),
+    "run": (_spark_run, "run a cleaning pipeline config on Spark (local[*] by default)"),
     "stages": ("dataprep.commands.stages", "list every stage and its parameters (the config reference)"),
     "demo-data": ("dataprep.commands.demo", "write the bundled sample WARC used by the demo"),
     "train-ppl-model": ("dataprep.commands.perplexity", "train a CCNet-style n-gram perplexity model"),
     "arpa": ("dataprep.quality.arpa", "convert a perplexity model's n-gram model to or from ARPA (KenLM, CCNet)"),
     "train-classifier": ("dataprep.commands.classifier", "train a fastText quality/toxicity classifier"),
-    "train-tokenizer": ("pipelines.train_tokenizer", "train a SentencePiece tokenizer on a cleaned corpus"),
+    "train-tokenizer": (_spark_train_tokenizer, "train a SentencePiece tokenizer on a cleaned corpus"),
     "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
     "index-shards": ("dataprep.tokenize.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
     "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
@@ -34,16 +53,11 @@ COMMANDS = {
 def build_parser(commands: dict, prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_text) in commands.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module)
+    for name, (_, help_text) in commands.items():
+        sub.add_parser(name, help=help_text, description=help_text)
     return parser
 
 
-# import name of an optional dependency -> the extra that brings it
-EXTRAS = {"pyspark": "data", "torch": "train", "safetensors": "train", "fasttext": "data", "trafilatura": "data",
-          "resiliparse": "data", "xxhash": "data", "profanity_check": "data", "transformers": "hf",
-          "tokenizers": "hf", "tensorboard": "tensorboard", "wandb": "wandb", "s3fs": "s3"}
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -60,9 +74,9 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.error(f"unknown command {argv[0]!r}")
         return 0
-    module_name, help_text = commands[argv[0]]
+    command, help_text = commands[argv[0]]
     try:
-        module = importlib.import_module(module_name)
+        module = command() if callable(command) else importlib.import_module(command)
     except ModuleNotFoundError as exc:
         return _missing_package(f"{prog} {argv[0]}", exc)
     sub = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=help_text)
@@ -108,8 +122,7 @@ def _missing_package(command: str, exc: ModuleNotFoundError) -> int:
     top = (exc.name or "").split(".")[0]
     if top not in EXTRAS:
         raise exc
-    print(f"{command}: error: this command needs {top!r}, which is not installed: "
-          f"pip install 'ccpretrain[{EXTRAS[top]}]'", file=sys.stderr)
+    print(f"{command}: error: this command needs {top!r}, which is not installed: {install_command(top)}", file=sys.stderr)
     return 1
 
 

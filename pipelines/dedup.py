@@ -1,4 +1,4 @@
-"""Spark runners for exact, MinHash and URL deduplication (contract: ``pipelines/steps.py``).
+"""Spark runners for exact, MinHash and URL deduplication (contract: ``pipelines/global_runners.py``).
 
 Everything stays distributed: per-document hashes and signatures come from the stage code through
 ``mapInArrow``; grouping, candidate edges, verification and connected components are DataFrame

@@ -2,12 +2,7 @@
 
 Consecutive ``DocumentStage``s fuse into one step that runs per partition through ``mapInArrow`` (the
 first step also reads the input files, one file per task); each ``GlobalStage`` is a step of its own,
-run by the function its ``spark_runner`` names.
-
-Global runner contract: ``run(df, stage, ctx) -> DataFrame``. ``df`` holds the documents that are
-still kept; the result has the same rows and columns plus any attribute columns the stage adds, plus
-``drop_stage`` / ``drop_reason`` (string, null when the document is kept). Side outputs (token
-shards, audit files) go under ``ctx.step_dir``. Nothing may be collected on the driver in bulk.
+run by its runner in ``pipelines.global_runners`` (which states the runners' contract).
 
 Every step writes one Parquet dataset holding kept rows and dropped rows (text emptied unless the
 config asks for an audit trail). A fused step's tasks also write their stats beside it, one JSON file
@@ -17,7 +12,6 @@ rewrites the same file with the same counts, so they stay exact.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -79,14 +73,6 @@ def plan_steps(stages: list[Stage]) -> list[Step]:
         else:
             raise TypeError(f"stage {stage.name!r} is neither a DocumentStage nor a GlobalStage")
     return steps
-
-
-def global_runner(stage: GlobalStage):
-    """The Spark implementation a global stage names in ``spark_runner`` ("module:function")."""
-    if ":" not in stage.spark_runner:
-        raise TypeError(f"global stage {stage.name!r} names no Spark runner (set spark_runner = 'module:function')")
-    module, func = stage.spark_runner.split(":")
-    return getattr(importlib.import_module(module), func)
 
 
 def file_tasks(files: list[str], slots: int) -> list[list[str]]:

@@ -28,7 +28,7 @@ def output_dir(stage: Tokenize, ctx) -> str:
 
 
 def run_tokenize(df, stage: Tokenize, ctx):
-    """Global runner contract (pipelines.steps): same rows plus ``num_tokens``, ``drop_stage``, ``drop_reason``."""
+    """Global runner contract (pipelines.global_runners): same rows plus ``num_tokens``, ``drop_stage``, ``drop_reason``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType

@@ -23,7 +23,7 @@ import pytest
 
 from dataprep.core.config import load_config
 from pipelines.cluster import StandaloneCluster
-from pipelines.run import run_pipeline
+from pipelines.pipeline_run import run_pipeline
 
 pytestmark = pytest.mark.cluster
 

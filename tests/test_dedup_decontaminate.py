@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.dedup.decontaminate import MATCHED_BY, MATCHES, REASON, Decontaminate, eval_items
-from dataprep.core.runner import run_local
+from dataprep.core.runner import run_stages
 from dedup_corpus import doc_table, real_documents
 
 
@@ -63,7 +63,7 @@ def test_eval_items_read_every_text_field(setup):
 def test_planted_passage_caught_paraphrase_and_real_text_not(setup):
     evals, docs = setup
     stage = Decontaminate(eval_sets=evals, text_fields=["question", "choices", "text"])
-    (result, (stats,)) = run_local([stage], doc_table(docs))
+    (result, (stats,)) = run_stages([stage], doc_table(docs))
     dropped = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column(MATCHED_BY).to_pylist()))
     assert dropped == {"planted": "mmlu_like:q7", "zh-planted": "cloze_zh:3"}
     assert set(result.dropped.column("drop_reason").to_pylist()) == {REASON}
@@ -75,7 +75,7 @@ def test_planted_passage_caught_paraphrase_and_real_text_not(setup):
 def test_flag_keeps_every_document_and_counts_shared_ngrams(setup):
     evals, docs = setup
     stage = Decontaminate(eval_sets=evals, text_fields=["question", "text"], action="flag", ngram=10)
-    (result, _) = run_local([stage], doc_table(docs))
+    (result, _) = run_stages([stage], doc_table(docs))
     assert result.dropped.num_rows == 0
     rows = {r["id"]: r for r in result.kept.to_pylist()}
     assert rows["planted"][MATCHED_BY] == "mmlu_like:q7" and rows["planted"][MATCHES] >= 20 - 10 + 1

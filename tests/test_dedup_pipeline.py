@@ -9,9 +9,9 @@ import random
 import pyarrow.parquet as pq
 
 from dataprep.core.config import load_config
-from dataprep.core.runner import run_local
+from dataprep.core.runner import run_stages
 from dedup_corpus import doc_table, eval_pages, real_documents
-from pipelines.run import run_pipeline
+from pipelines.pipeline_run import run_pipeline
 
 
 def test_dedup_stages_in_a_pipeline_match_the_in_memory_run(spark, shared_data, tmp_path):
@@ -44,7 +44,7 @@ def test_dedup_stages_in_a_pipeline_match_the_in_memory_run(spark, shared_data, 
 
     table = doc_table({d["id"]: d["text"] for d in docs}, {d["id"]: d["url"] for d in docs}, {d["id"]: d["date"] for d in docs})
     local_stages = load_config({"stages": stages[:3] + [{"stage": "exact_dedup"}]}).stages
-    (local, _) = run_local(local_stages, table)
+    (local, _) = run_stages(local_stages, table)
     assert {i: corpus[i]["text"] for i in corpus} == dict(zip(local.kept.column("id").to_pylist(), local.kept.column("text").to_pylist()))
     assert not any(line in r["text"] for r in corpus.values() for line in boilerplate)
     assert {f"refetch{k}" for k in range(4)} <= set(corpus) and not {f"d{k:02d}" for k in range(4)} & set(corpus)
@@ -73,7 +73,7 @@ def test_shipped_dedup_preset_cuts_boilerplate_and_repeated_spans(shared_data, t
     urls = {d: f"https://site.example/{d}" for d in docs}
     docs["r05"], urls["r05"] = texts[5] + "\nUpdated.", "http://www.site.example/d05/"
     dates = {d: "2024-04-01T00:00:00Z" if d.startswith("r") else "2024-03-01T00:00:00Z" for d in docs}
-    (result, _) = run_local(stages, doc_table(docs, urls, dates))
+    (result, _) = run_stages(stages, doc_table(docs, urls, dates))
     kept = dict(zip(result.kept.column("id").to_pylist(), result.kept.column("text").to_pylist()))
     assert "r05" in kept and "d05" not in kept
     assert not any(banner in t for t in kept.values())

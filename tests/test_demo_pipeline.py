@@ -13,7 +13,7 @@ from dataprep.core.config import check_stages, load_config
 from dataprep.commands.demo import load_pages, planted_pii, write_demo_warc, write_reference
 from dataprep.cli import main as dataprep_cli
 from dataprep.tokenize.manifest import load_manifest
-from pipelines.run import run_pipeline
+from pipelines.pipeline_run import run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 

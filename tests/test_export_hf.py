@@ -15,7 +15,7 @@ import torch
 from test_tokenize import EDGE_CASES, doc_table, load_texts
 from test_train_fixtures import tiny_config
 
-from dataprep.tokenize.hf_tokenizer import write_hf_tokenizer
+from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer, train_tokenizer
 from pretrain.cli import main as pretrain_main

@@ -11,7 +11,8 @@ import pytest
 from dataprep.html.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
 from dataprep.core.config import InputConfig
 from bench.snippets import snippet_scores
-from dataprep.html.extract import Extract, decode_html
+from dataprep.html.charset import decode_html
+from dataprep.html.extract import Extract
 from dataprep.readers import iter_documents
 from dataprep.core.stage import DROP_REASON, concat
 

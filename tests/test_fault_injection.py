@@ -20,7 +20,7 @@ from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import default_model_path
 from dataprep.core.stats import ErrorBudgetExceeded
 from pipelines import run as run_module
-from pipelines.run import DONE_MARKER, ERRORS_FILE, run_pipeline
+from pipelines.pipeline_run import DONE_MARKER, ERRORS_FILE, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = [str(i) for i in range(cases.GOOD_PAGES)]

@@ -49,6 +49,15 @@ def test_training_side_imports_without_pyspark_and_data_side_without_torch():
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+def test_every_extra_named_for_a_missing_import_is_one_pyproject_declares():
+    import tomllib
+
+    from dataprep.core.extras import EXTRAS
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(EXTRAS.values()) <= set(declared)
+
+
 def _source_copy(out: Path) -> Path:
     """A copy of the sources to build from, so a build leaves nothing (egg-info, build/) in the checkout."""
     import shutil

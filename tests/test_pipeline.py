@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.core.config import ConfigError, load_config
-from dataprep.core.runner import run_local
-from pipelines.run import run_pipeline
+from dataprep.core.runner import run_stages
+from pipelines.pipeline_run import run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 INGEST_STAGES = [{"stage": "extract"}, {"stage": "langid", "threshold": 0.3}]
@@ -119,7 +119,7 @@ def test_every_sample_end_to_end_matches_the_no_spark_run(spark, shared_data, tm
     from dataprep.core.stage import concat
 
     tables = [conform(r.kept, READ_SCHEMA) for p in samples for r in iter_documents(str(p), config.input)]
-    local = run_local(config.stages, concat(tables))[0].kept
+    local = run_stages(config.stages, concat(tables))[0].kept
     assert sorted(local.column("id").to_pylist()) == sorted(d["id"] for d in corpus)
     assert sorted(local.column("text").to_pylist()) == sorted(d["text"] for d in corpus)
 

@@ -21,10 +21,10 @@ import pytest
 from dataprep.cli import main as dataprep
 from dataprep.core.config import load_config, parse_stages
 from dataprep.commands.report import build_report
-from dataprep.core.runner import run_local
+from dataprep.core.runner import run_stages
 from dataprep.core.stage import DOC_SCHEMA, DROP_REASON, DROP_STAGE
 from dataprep.core.stats import StageStats, save_json
-from pipelines.run import run_pipeline
+from pipelines.pipeline_run import run_pipeline
 
 CORE_SECTIONS = ["Summary", "Removal funnel per stage", "Removal per rule", "Languages", "Document length"]
 ATTRIBUTE_SECTIONS = ["Perplexity", "Duplicate clusters", "PII", "Toxicity", "Token shards"]
@@ -149,7 +149,7 @@ def local_output(shared_data, tmp_path_factory) -> Path:
         {"stage": "tokenize", "tokenizer": str(root / "tok"), "output_dir": str(out / "steps" / "01_tokenize" / "shards"),
          "tokens_per_shard": 20_000},
     ])
-    result, stats = run_local(stages, docs)
+    result, stats = run_stages(stages, docs)
     save_json(stats, str(out / "stats.json"), {"input_files": 6, "corpus": str(out / "corpus")})
     (out / "corpus").mkdir()
     half = result.kept.num_rows // 2

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from dataprep.core.config import parse_stages
-from dataprep.core.runner import run_local
-from dataprep.safety import fold, unhide
+from dataprep.core.runner import run_stages
+from dataprep.safety.word_lists import fold, unhide
 from dataprep.safety.harmful import HarmfulContent, contact_count, load_category_lists, title_stuffing
 from dataprep.safety.toxicity import load_word_lists
 from dataprep.safety.url_filter import DomainSet, UrlFilter, load_categories
@@ -62,7 +62,7 @@ def test_word_lists_per_script():
 
 def test_every_labelled_page_is_decided_by_its_stage():
     stages = parse_stages([{"include": "safety.yaml"}], str(ROOT / "configs" / "pipeline"))
-    result, _ = run_local(stages, _table(PAGES))
+    result, _ = run_stages(stages, _table(PAGES))
     got = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
     for page in PAGES:
         assert got.get(page["id"]) == page["harmful"], page["id"]
@@ -77,7 +77,7 @@ def test_without_a_language_column_all_lists_apply():
 
 def test_real_prose_survives_the_whole_pipeline_and_harm_does_not():
     stages = parse_stages(PIPELINE, str(ROOT / "configs" / "pipeline"))
-    result, _ = run_local(stages, _table(PAGES, with_lang=False))
+    result, _ = run_stages(stages, _table(PAGES, with_lang=False))
     kept = set(result.kept.column("id").to_pylist())
     reasons = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
     assert kept == {p["id"] for p in PAGES if p["harmful"] is None}, reasons

@@ -93,7 +93,7 @@ def test_allow_list_and_config_errors(tmp_path):
 
 
 def test_all_safety_stages_in_one_spark_pipeline(spark, tmp_path):
-    from pipelines.run import run_pipeline
+    from pipelines.pipeline_run import run_pipeline
 
     docs = [
         {"id": "clean", "url": "https://gazette.example.com/library", "text": "The library reopened on Monday.\nVisitors queued early."},

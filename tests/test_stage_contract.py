@@ -8,7 +8,7 @@ import pytest
 
 from dataprep.core import registry
 from dataprep.core.config import ConfigError, parse_stages
-from dataprep.core.runner import fused_schema, run_local
+from dataprep.core.runner import fused_schema, run_stages
 from dataprep.core.stage import DocumentStage, GlobalStage
 
 
@@ -54,7 +54,7 @@ def test_every_document_stage_returns_what_it_declares():
     assert "html" not in extract.output_schema(pa.schema([("text", pa.string()), ("html", pa.binary())])).names
     langid = registry.stage_class("langid")()
     assert langid.output_schema(_docs([]).schema).names[-2:] == ["lang", "lang_score"]
-    result, _ = run_local([langid], _docs(["A plain English sentence about the weather today."]))
+    result, _ = run_stages([langid], _docs(["A plain English sentence about the weather today."]))
     assert result.kept.column_names[-2:] == ["lang", "lang_score"]
 
 
@@ -64,7 +64,7 @@ def test_an_undeclared_column_fails_loudly_instead_of_vanishing_on_spark():
 
 
 def test_a_stage_counts_its_own_events_into_its_stats():
-    (result, stats) = run_local([_Shouty()], _docs(["hi!!", "hello", "yes!"]))
+    (result, stats) = run_stages([_Shouty()], _docs(["hi!!", "hello", "yes!"]))
     assert result.kept.num_rows == 2
     (shouty,) = stats
     assert shouty.counters == {"exclamations": 3}
@@ -75,12 +75,12 @@ def test_a_stage_counts_its_own_events_into_its_stats():
 def test_extract_reports_pages_routed_to_trafilatura():
     listing = "<html><body>" + "".join(f'<div><a href="/p{i}">Product {i}</a></div>' for i in range(40)) + "</body></html>"
     table = _docs([""]).append_column("html", pa.array([listing.encode()], pa.binary()))
-    _, (stats,) = run_local([registry.stage_class("extract")()], table)
+    _, (stats,) = run_stages([registry.stage_class("extract")()], table)
     assert stats.counters["routed_to_trafilatura"] == 1
 
 
 def test_global_stages_name_their_spark_runner():
-    from pipelines.steps import global_runner
+    from pipelines.global_runners import global_runner
 
     for name in registry.stage_names():
         cls = registry.stage_class(name)

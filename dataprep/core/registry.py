@@ -13,19 +13,12 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from dataprep.core.extras import install_command
+
 STAGES: dict[str, type] = {}  # registered so far (imported modules, and stages of other packages)
 
 _DECORATOR = re.compile(r'^@register\(\s*"([A-Za-z0-9_]+)"', re.M)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # dataprep/
-
-# import name -> what to install, where they differ
-_INSTALL = {
-    "fasttext": "fasttext-numpy2-wheel",
-    "profanity_check": "alt-profanity-check",
-    "pythainlp": "ccpretrain[th]",
-    "tokenizers": "ccpretrain[hf]",
-    "transformers": "ccpretrain[hf]",
-}
 
 
 class MissingDependency(ImportError):
@@ -76,8 +69,7 @@ def stage_class(name: str) -> type:
             missing = (exc.name or "").split(".")[0]
             if not missing or missing in ("dataprep", "pipelines"):
                 raise
-            package = _INSTALL.get(missing, missing)
             raise MissingDependency(
-                f"stage {name!r} needs the Python package {missing!r}, which is not installed: pip install {package}"
+                f"stage {name!r} needs the Python package {missing!r}, which is not installed: {install_command(missing)}"
             ) from exc
     return STAGES[name]

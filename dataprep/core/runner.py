@@ -1,7 +1,7 @@
 """Running document stages in order over batches, without Spark.
 
-The same code runs inside each Spark task (``pipelines.steps``) and on its own for tests and small
-inputs (``run_local``), so a stage behaves identically in both.
+The same code runs inside each Spark task and on its own for tests and small inputs (``run_stages``),
+so a stage behaves identically in both.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def run_fused(
             yield conform(batch, schema)
 
 
-def run_local(stages: list[Stage], table: pa.Table, keep_dropped_text: bool = True) -> tuple[StageResult, list[StageStats]]:
-    """Run a whole stage list in memory: document stages batch-wise, global stages via run_local.
+def run_stages(stages: list[Stage], table: pa.Table, keep_dropped_text: bool = True) -> tuple[StageResult, list[StageStats]]:
+    """Run a whole stage list in memory: document stages batch-wise, global stages via their ``run_local``.
     Returns the kept documents, all dropped ones (with stage and reason), and per-stage stats."""
     kept, dropped, all_stats = table, [], []
     i = 0

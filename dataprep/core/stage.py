@@ -9,9 +9,8 @@ Two kinds:
 - ``DocumentStage``: decides per document, batch by batch; Spark fuses consecutive ones per partition.
   It declares the columns it adds (``output_fields``) and removes (``removed_columns``), so the runner
   knows a step's schema without running anything.
-- ``GlobalStage``: needs every document at once (dedup, tokenization); ``spark_runner`` names its Spark
-  implementation in ``pipelines/``, and ``run_local`` runs it on a small in-memory table (tests, small
-  inputs).
+- ``GlobalStage``: needs every document at once (dedup, tokenization); the Spark side maps it to its
+  Spark implementation, and ``run_local`` runs it on a small in-memory table (tests, small inputs).
 
 A stage can count events of its own (``self.count("routed_to_trafilatura")``); they land in stats.json
 beside kept and dropped. A document that makes a stage raise is dropped as ``error:<Exception>``; its
@@ -190,10 +189,9 @@ class DocumentStage(Stage):
 
 
 class GlobalStage(Stage):
-    """A stage over the whole corpus. ``spark_runner`` names its Spark implementation ("module:function",
-    contract in ``pipelines.steps``); ``run_local`` is the in-memory one, for tests and small inputs."""
-
-    spark_runner: ClassVar[str] = ""
+    """A stage over the whole corpus. Its Spark implementation lives on the Spark side, which maps
+    stages to runners (a lower layer names no higher one); ``run_local`` is the in-memory one, for
+    tests and small inputs."""
 
     def run_local(self, table: pa.Table) -> StageResult:
         raise NotImplementedError

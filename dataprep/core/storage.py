@@ -20,6 +20,7 @@ import fsspec
 
 # Common Crawl publishes per-crawl listings such as warc.paths.gz: one relative path per line.
 COMMON_CRAWL_PREFIX = "https://data.commoncrawl.org/"
+_UPLOAD_CHUNK = 1 << 20
 
 
 def is_url(path: str) -> bool:
@@ -85,51 +86,57 @@ def _umask() -> int:
     return mask
 
 
-def _local(path: str) -> bool:
-    return not is_url(path)
+def write_synced(path: str, data: bytes) -> None:
+    """Write ``data`` to a local file and wait until it is on disk, so a rename publishes whole files."""
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def temp_dir_for(path: str) -> str:
+    """Where the temporary file for ``path`` goes: beside it, so a rename publishes it (the folder is
+    made if missing); the system's temporary folder for object stores."""
+    if is_url(path):
+        return tempfile.gettempdir()
+    directory = os.path.dirname(os.path.abspath(path.removeprefix("file://")))
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
+def publish(tmp: str, path: str) -> None:
+    """Move a finished local temporary file to ``path``: a rename with the usual file mode, or one
+    upload on object stores (an object becomes visible only once its upload completes)."""
+    if is_url(path):
+        with open(tmp, "rb") as src, fsspec.open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst, _UPLOAD_CHUNK)
+        os.unlink(tmp)
+    else:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
+        os.replace(tmp, path.removeprefix("file://"))
+
+
+@contextmanager
+def atomic_output(path: str, prefix: str = ".tmp-", suffix: str = "") -> Iterator[str]:
+    """Yield a temporary local path; it becomes ``path`` (``publish``) only if the block succeeds."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=temp_dir_for(path))
+    os.close(fd)
+    try:
+        yield tmp
+        publish(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename (or a single PUT on object stores)."""
-    if _local(path):
-        path = path.removeprefix("file://")
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    else:  # object stores make an object visible only once its upload completes
-        with fsspec.open(path, "wb") as fh:
-            fh.write(data)
+    """Write ``data`` to ``path`` so that a crash never leaves a half-written file under that name."""
+    with atomic_output(path) as tmp:
+        write_synced(tmp, data)
 
 
 def atomic_write_text(path: str, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
-
-
-@contextmanager
-def atomic_output(path: str) -> Iterator[str]:
-    """Yield a temporary local path beside ``path``; rename it into place only if the block succeeds."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @contextmanager

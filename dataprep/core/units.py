@@ -1,4 +1,5 @@
-"""Numbers for people: ``human(12_345_678) == '12.3M'``, ``human(3.2e9, 'B') == '3.2GB'``."""
+"""Numbers for people: ``human(12_345_678) == '12.3M'``, ``human(3.2e9, 'B') == '3.2GB'``,
+``duration(75) == '1m15s'``."""
 
 from __future__ import annotations
 
@@ -13,3 +14,9 @@ def human(x: float, unit: str = "") -> str:
         if abs(x) >= scale:
             return f"{x / scale:.3g}{suffix}{unit}"
     return f"{x:.3g}{unit}"
+
+
+def duration(seconds: float) -> str:
+    """Minutes and seconds, or hours and minutes from an hour on: what a progress line needs."""
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"

@@ -2,7 +2,7 @@
 of each group is kept, the others are dropped as ``exact_duplicate``.
 
 Columns added to every row: ``exact_cluster`` (the id kept for the group) and ``exact_cluster_size``
-(documents in the group; 1 for a unique text). The Spark runner is ``pipelines.dedup:run_exact``.
+(documents in the group; 1 for a unique text). The Spark side holds its runner.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ class ExactDedup(IndexedStage):
     """Remove documents whose text is identical after normalization (default: lowercase, whitespace
     collapsed). xxh128 is the default hash: at a billion documents a 64-bit hash is likely to merge
     two different texts somewhere, a 128-bit one is not."""
-
-    spark_runner = "pipelines.dedup:run_exact"
 
     normalization: Normalization = "lower"
     hash: Literal["xxh128", "xxh64", "sha1"] = "xxh128"

@@ -1,6 +1,6 @@
 """MinHash LSH near-duplicate removal (FineWeb defaults: 5-gram shingles, 112 hashes as 14 bands x 8).
 
-Pipeline, the same here (``run_local``, in memory) and on Spark (``pipelines.dedup:run_minhash``):
+Pipeline, the same here (``run_local``, in memory) and on Spark (its runner on the Spark side):
 1. signature per document: FineWeb normalization and 64-bit shingle hashes for a whole batch at once
    (``normalize.shingle_hashes``, numpy), then ``num_perm`` minimums of random affine maps
    ``a * x + b mod 2**32`` (a odd) over the shingles' 32-bit hashes. Each map is a bijection and the
@@ -152,8 +152,6 @@ def component_roots(src: pa.Array, dst: pa.Array) -> tuple[pa.Array, pa.Array]:
 @register("minhash_dedup")
 class MinHashDedup(IndexedStage):
     """Remove near-duplicate documents with MinHash LSH; keep the smallest id of each cluster."""
-
-    spark_runner = "pipelines.dedup:run_minhash"
 
     ngram: int = Field(5, ge=1, description="words per shingle")
     char_ngram: int = Field(5, ge=1, description="characters per shingle for Japanese, Thai, ... (and Chinese without chinese_words)")

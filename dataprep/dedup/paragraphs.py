@@ -12,7 +12,7 @@ are left byte for byte as they were.
 A document counts a key once however often it repeats it (repetition inside one document is
 ``gopher_repetition``'s business). 64-bit keys: among 10^10 distinct paragraphs, the chance that a
 unique one collides with one of 10^8 duplicated ones is about 5%, and the cost is one wrongly cut
-paragraph. The Spark runner is ``pipelines.paragraph_dedup:run_paragraph_dedup``: keys are shuffled
+paragraph. On Spark (its runner on the Spark side) keys are shuffled
 by hash, never gathered on the driver.
 """
 
@@ -53,8 +53,6 @@ def _key(text: str) -> int:
 class ParagraphDedup(GlobalStage):
     """Remove lines, paragraphs or sentence spans that recur in more than ``max_documents`` documents
     (from all of them, or from all but the smallest id); drop documents left too short."""
-
-    spark_runner = "pipelines.paragraph_dedup:run_paragraph_dedup"
 
     unit: Literal["line", "paragraph", "sentence"] = Field("line", description="what a segment is: a line, a blank-line separated paragraph, or a sentence")
     span: int = Field(1, ge=1, description="segments per hashed window (datatrove: 3 sentences); a duplicated window removes all its segments")

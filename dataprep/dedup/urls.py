@@ -4,7 +4,7 @@ The same page crawled twice (two snapshots, http and https, with and without ``w
 parameter appended) is one URL after ``normalize_url``; the copy kept is the latest fetch (``date``;
 ties: the longer text) or the longest text (ties: the later fetch), then the smallest id. Documents
 without a usable URL are never duplicates. Columns added: ``url_cluster`` (the id kept for the URL)
-and ``url_cluster_size``. The Spark runner is ``pipelines.dedup:run_url``.
+and ``url_cluster_size``. The Spark side holds its runner.
 """
 
 from __future__ import annotations
@@ -71,8 +71,6 @@ def fetch_time(date: str | None) -> str:
 @register("url_dedup")
 class UrlDedup(GlobalStage):
     """Keep one document per normalized URL: the latest fetch or the longest text."""
-
-    spark_runner = "pipelines.dedup:run_url"
 
     keep: Literal["latest", "longest"] = Field("latest", description="latest: by date (ties: longer text); longest: by text length (ties: later date)")
     strip_www: bool = True

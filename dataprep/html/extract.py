@@ -8,29 +8,25 @@ the README):
 - ``resiliparse``: Resiliparse main content only: fastest, most text, most boilerplate.
 - ``trafilatura``: Trafilatura alone, as datatrove/FineWeb run it: slowest.
 
-Charset decoding (``decode_html``) prefers UTF-8, then the declared charset, then detection, which
-suits Common Crawl better than trusting the declaration. Documents that already have text (WET,
-JSONL, Parquet) pass through unchanged. Text that is largely U+FFFD (bytes no charset decoded) is
-counted, and dropped with ``max_replacement_share``. Trafilatura runs under a per-page time limit
-(a timer signal in the worker's own process, no process per page); a page over it is dropped as
-``extract:timeout``.
+Bytes become text through ``charset.decode_html``. Documents that already have text (WET, JSONL,
+Parquet) pass through unchanged. Text that is largely U+FFFD (bytes no charset decoded) is counted,
+and dropped with ``max_replacement_share``. Trafilatura runs under a per-page time limit
+(``time_limit``: a timer signal in the worker's own process, no process per page); a page over it is
+dropped as ``extract:timeout``.
 """
 
 from __future__ import annotations
 
-import codecs
 import re
-import signal
-import threading
-from contextlib import contextmanager
 from typing import Literal
 
 import pyarrow as pa
 from pydantic import Field
-from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encoding_to_html5
 from resiliparse.parse.html import HTMLTree
 
 from dataprep.html.boilerplate import drop_marked_elements, kept_share, marked_names, main_blocks, parse_blocks, render
+from dataprep.html.charset import decode_html
+from dataprep.html.time_limit import ExtractionTimeout, time_limit
 from dataprep.core.stage import DocumentStage, register, with_column
 
 PAYLOAD_COLUMNS = ("html", "charset")
@@ -40,67 +36,8 @@ MAX_DEPTH = 256
 # Some element nests MAX_DEPTH deep iff the last element child of its parent does (as deep): matching
 # last children only gives the same answer while climbing from far fewer elements.
 _TOO_DEEP = " > ".join(["*"] * MAX_DEPTH) + ":last-child"
-# A <meta charset> naming UTF-16/32 is a lie whenever the parser can read it (WHATWG: treat it as UTF-8).
-_WIDE_ENCODING = re.compile(r"utf-?(16|32)", re.IGNORECASE)
 REPLACEMENT = "\ufffd"
 REPLACEMENT_NOTICE = 0.01  # documents whose text is more U+FFFD than this are counted as replacement_chars
-
-
-class ExtractionTimeout(BaseException):
-    """Raised inside Trafilatura by the timer; a BaseException so its own ``except Exception`` cannot hide it."""
-
-
-@contextmanager
-def time_limit(seconds: float | None):
-    """Interrupt the block after ``seconds`` with ExtractionTimeout (SIGALRM: main thread on POSIX only;
-    elsewhere the block runs unlimited)."""
-    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise ExtractionTimeout(f"over {seconds}s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def decode_html(html: bytes, charset: str | None) -> str:
-    """Bytes -> str. UTF-8 when the bytes are UTF-8, or mostly UTF-8: pages that mix in a few Latin-1 bytes
-    are common and decoding them all as Windows-1252 would garble every other character. Otherwise
-    the declared charset (WHATWG-mapped: gb2312 -> gbk, iso-8859-1 -> windows-1252) if it decodes
-    cleanly, else uchardet's guess, else the declared one with replacement characters."""
-    if html.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return html.decode("utf-16", errors="replace")
-    try:
-        return html.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError:
-        pass
-    text = html.decode("utf-8", errors="replace")
-    invalid = text.count("\ufffd")
-    multibyte = len(text) - len(text.encode("ascii", errors="ignore")) - invalid
-    if multibyte > invalid:
-        return text.removeprefix("\ufeff")
-    declared = map_encoding_to_html5(charset, fallback_utf8=False) if charset else None
-    declared = declared or detect_encoding(html, from_html_meta=True)  # <meta charset>, else uchardet
-    if declared and _WIDE_ENCODING.match(declared):  # no BOM, and ASCII markup readable: not UTF-16/32
-        declared = None
-    detected = detect_encoding(html)
-    if _WIDE_ENCODING.match(detected):
-        detected = "cp1252"
-    declared = declared or detected
-    for encoding in dict.fromkeys([declared, detected]):
-        try:
-            return html.decode(encoding)
-        except (UnicodeDecodeError, LookupError):
-            continue
-    return bytes_to_str(html, declared, errors="replace")
-
 
 # A ruby reading (<rt>, or the <rp> parentheses around it) up to its end tag, which HTML lets pages
 # leave out: 漢字<rt>かんじ</rt> would come out as 漢字かんじ.

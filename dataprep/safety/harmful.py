@@ -6,8 +6,8 @@ its threshold, so a page is dropped when it reaches 1; the reason names the sign
 - ``harm_adult`` / ``harm_gambling``: the density of the category's vocabulary (flagged tokens /
   tokens, CJK characters counted one each) with the list of the page's language
   (``assets/safety/harmful/<category>/<lang>.txt``), matched per script after folding width, case
-  and traditional/simplified forms (``dataprep.safety``). Thresholds are per language: one mention
-  in a news story stays far below them, an explicit story or a casino advert does not. Languages
+  and traditional/simplified forms (``dataprep.safety.word_lists``). Thresholds are per language: one
+  mention in a news story stays far below them, an explicit story or a casino advert does not. Languages
   without a list are not scored (null); pages without a language get every list at once.
 - ``harm_contacts``: contact spam, i.e. QQ, WeChat, Telegram or LINE ids and phone numbers that
   appear more than once. Pages that also use adult or gambling vocabulary need fewer.
@@ -26,7 +26,7 @@ from functools import lru_cache
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.safety import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
+from dataprep.safety.word_lists import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
 from dataprep.core.stage import DocumentStage, register, with_column
 
 DEFAULT_LISTS = ASSETS / "harmful"

@@ -2,7 +2,7 @@
 
 - ``toxicity_words``: flagged tokens / all tokens, with the list of the document's language (``lang``
   column from the langid stage; without it, all lists at once), matched per script after folding
-  width, case and traditional/simplified forms (``dataprep.safety``: whole words in spaced scripts,
+  width, case and traditional/simplified forms (``dataprep.safety.word_lists``: whole words in spaced scripts,
   anywhere in CJK/Hangul/Thai, separators between characters ignored; a trie-shaped regex, so cost
   does not grow with list size). Each CJK character counts as a token. ``words_thresholds`` sets
   the density per language (lists ship for en, zh, ja, ko, ru, de, fr, es).
@@ -25,7 +25,7 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from dataprep.core.storage import resolve_asset
-from dataprep.safety import ASSETS, WordList, lang_key, load_lists, word_list
+from dataprep.safety.word_lists import ASSETS, WordList, lang_key, load_lists, word_list
 from dataprep.core.stage import DocumentStage, register, with_column
 
 DEFAULT_LISTS = ASSETS / "toxic_words"

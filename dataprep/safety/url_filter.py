@@ -29,7 +29,7 @@ import xxhash
 from pydantic import Field, field_validator
 
 from dataprep.core.storage import resolve_asset
-from dataprep.safety import ASSETS, literal_union
+from dataprep.safety.word_lists import ASSETS, literal_union
 from dataprep.core.stage import DocumentStage, register
 
 DEFAULT_BLOCKLISTS = ASSETS / "blocklists"

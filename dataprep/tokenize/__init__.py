@@ -2,8 +2,8 @@
 
 ``tokenizer``: SentencePiece that round-trips text exactly. ``shards``: ``.bin``/``.idx`` writer and
 memory-mapped reader. ``manifest``: the dataset's ``manifest.json``. ``stage``: the ``tokenize``
-pipeline stage. ``verify``: ``dataprep verify-shards``. ``hf_dataset``, ``hf_tokenizer`` (``tokenizer.json`` for
-Hugging Face) and ``nanogpt``: adapters.
+pipeline stage. ``verify``: ``dataprep verify-shards``. Adapters: ``hf_dataset``, ``nanogpt``, and Hugging
+Face's ``tokenizer.json``, read by ``tokenizer_json_reader`` and written by ``tokenizer_json_writer``.
 """
 
 from dataprep.tokenize.manifest import load_manifest

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import struct
 import tempfile
 from typing import Iterable, Iterator
 
 import numpy as np
 
-from dataprep.core.storage import is_url
+from dataprep.core.storage import atomic_output, publish, temp_dir_for, write_synced
 from dataprep.tokenize.manifest import MANIFEST_NAME, UINT16_VOCAB_LIMIT, dtype_for_vocab, load_manifest
 
 __all__ = [
@@ -59,7 +58,6 @@ DTYPE_CODES = {
     np.dtype(np.uint16): 8,
 }
 CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
-_CHUNK = 1 << 20
 
 
 class ShardError(ValueError):
@@ -96,18 +94,6 @@ def _index_bytes(lengths: np.ndarray, dtype: np.dtype) -> bytes:
     )
 
 
-def _publish(tmp: str, dest: str) -> None:
-    """Move a finished local temporary file to its final name (rename; or one upload on object stores)."""
-    if is_url(dest):
-        import fsspec
-
-        with open(tmp, "rb") as src, fsspec.open(dest, "wb") as dst:
-            shutil.copyfileobj(src, dst, _CHUNK)
-        os.unlink(tmp)
-    else:
-        os.replace(tmp, dest.removeprefix("file://"))
-
-
 class _ShardFile:
     """One shard being written: tokens stream into a temporary ``.bin``; ``finish`` writes the ``.idx``
     and renames both into place (the ``.idx`` last: a shard without it is unfinished)."""
@@ -117,11 +103,7 @@ class _ShardFile:
         if self.dtype not in DTYPE_CODES:
             raise ValueError(f"unsupported token dtype {dtype}")
         self.prefix, self.name = prefix, os.path.basename(prefix.rstrip("/"))
-        local_dir = None if is_url(prefix) else os.path.dirname(os.path.abspath(prefix.removeprefix("file://")))
-        if local_dir:
-            os.makedirs(local_dir, exist_ok=True)
-        self._tmp_dir = local_dir or tempfile.gettempdir()
-        fd, self._bin_tmp = tempfile.mkstemp(prefix=f".tmp-{self.name}-", suffix=".bin", dir=self._tmp_dir)
+        fd, self._bin_tmp = tempfile.mkstemp(prefix=f".tmp-{self.name}-", suffix=".bin", dir=temp_dir_for(prefix))
         self._fh = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
         self.lengths: list[int] = []
@@ -143,17 +125,9 @@ class _ShardFile:
             os.fsync(self._fh.fileno())
             self._fh.close()
             index = _index_bytes(np.asarray(self.lengths, dtype=np.int64), self.dtype)
-            fd, idx_tmp = tempfile.mkstemp(prefix=f".tmp-{self.name}-", suffix=".idx", dir=self._tmp_dir)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(index)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                _publish(self._bin_tmp, self.prefix + ".bin")
-                _publish(idx_tmp, self.prefix + ".idx")
-            finally:
-                if os.path.exists(idx_tmp):
-                    os.unlink(idx_tmp)
+            with atomic_output(self.prefix + ".idx", prefix=f".tmp-{self.name}-", suffix=".idx") as idx_tmp:
+                write_synced(idx_tmp, index)
+                publish(self._bin_tmp, self.prefix + ".bin")  # the .idx follows when the block ends
         finally:
             self.abort()
         return {

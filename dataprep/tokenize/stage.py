@@ -5,7 +5,7 @@ tokens. Documents stay in the step's output with a ``num_tokens`` column; the on
 those with no text (reason ``empty``: they would add nothing but an EOS) and those the encoder rejects
 (``error:<Exception>``). If the tokenizer folder does not exist yet and ``train`` is given, the
 tokenizer is first trained on a uniform sample of the incoming documents, so one config goes from
-corpus to tokenizer to shards. Spark runner: ``pipelines.token_shards.run_tokenize``.
+corpus to tokenizer to shards. The Spark side holds its runner.
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ class TokenizerTraining(BaseModel):
 @register("tokenize")
 class Tokenize(GlobalStage):
     """Encode documents and write Megatron ``.bin``/``.idx`` shards and ``manifest.json``."""
-
-    spark_runner = "pipelines.token_shards:run_tokenize"
 
     tokenizer: str = Field(description="tokenizer folder (tokenizer.model + tokenizer_meta.json, or a Hugging Face tokenizer.json)")
     train: TokenizerTraining | None = Field(None, description="train the tokenizer first when its folder is empty")

@@ -48,10 +48,10 @@ class Tokenizer:
     @classmethod
     def load(cls, directory: str) -> "Tokenizer":
         """Load a folder written by ``train_tokenizer`` (the model must match the SHA-256 in its meta), or
-        a folder holding a Hugging Face ``tokenizer.json`` (``dataprep.tokenize.hf_json``)."""
+        a folder holding a Hugging Face ``tokenizer.json`` (``dataprep.tokenize.tokenizer_json_reader``)."""
         meta_path, model_path = join_path(directory, META_NAME), join_path(directory, MODEL_NAME)
         if not exists(meta_path) and exists(join_path(directory, "tokenizer.json")):  # a Hugging Face tokenizer
-            from dataprep.tokenize.hf_json import HFTokenizer
+            from dataprep.tokenize.tokenizer_json_reader import HFTokenizer
 
             return HFTokenizer.load(directory)
         if not exists(meta_path):

@@ -2,9 +2,9 @@
 
 ``--to hf`` writes a folder ``transformers`` loads as ``LlamaForCausalLM``/``AutoTokenizer``:
 ``config.json``, ``model.safetensors`` in Hugging Face tensor names (``pretrain.models.hf_adapter``),
-``generation_config.json`` and the run's tokenizer as ``tokenizer.json`` (``dataprep.tokenize.hf_tokenizer``:
-our SentencePiece model converted, or the Hugging Face file the run was trained with; either encodes
-exactly as the shards were). ``--to ccpretrain`` reads a
+``generation_config.json`` and the run's tokenizer as ``tokenizer.json``
+(``dataprep.tokenize.tokenizer_json_writer``: our SentencePiece model converted, or the Hugging Face
+file the run was trained with; either encodes exactly as the shards were). ``--to ccpretrain`` reads a
 Hugging Face Llama folder into our names (``model.safetensors`` + ``model.yaml``), an initialisation
 for continued pretraining. CHECKPOINT forms and tokenizer discovery: ``pretrain.inference.loading``.
 """
@@ -18,7 +18,7 @@ import os
 import torch
 
 from dataprep.core.storage import atomic_directory, atomic_write_text
-from dataprep.tokenize.hf_tokenizer import write_hf_tokenizer
+from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components.checkpoint import write_safetensors
 from pretrain.config import ModelConfig, save_yaml

@@ -4,8 +4,8 @@ Written by ``pretrain export --to hf`` so ``AutoTokenizer`` gives the ids the mo
 SentencePiece model becomes a ``tokenizers`` BPE with byte fallback whose merges are ranked by piece
 score, as SentencePiece applies them; the only normalization is SentencePiece's space marker, and
 special tokens are never matched in text. A run trained with a Hugging Face ``tokenizer.json``
-(``dataprep.tokenize.hf_json``) gets that file back, its post-processor set to add exactly what our
-shards added (BOS or nothing). Needs the ``tokenizers`` package (the ``hf`` extra).
+(``dataprep.tokenize.tokenizer_json_reader``) gets that file back, its post-processor set to add
+exactly what our shards added (BOS or nothing). Needs the ``tokenizers`` package (the ``hf`` extra).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import os
 
 from dataprep.core.storage import atomic_write_text
-from dataprep.tokenize.hf_json import HFTokenizer
+from dataprep.tokenize.tokenizer_json_reader import HFTokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
 
 

@@ -1,0 +1,32 @@
+"""A time limit for a block of Python code in the worker's own process: a timer signal, no process
+per call, so a slow page costs its limit and nothing more."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+
+class ExtractionTimeout(BaseException):
+    """Raised inside the limited block (Trafilatura) by the timer; a BaseException so its own ``except Exception`` cannot hide it."""
+
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Interrupt the block after ``seconds`` with ExtractionTimeout (SIGALRM: main thread on POSIX only;
+    elsewhere the block runs unlimited)."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise ExtractionTimeout(f"over {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

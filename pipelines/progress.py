@@ -1,0 +1,59 @@
+"""The progress line a running step prints: tasks done of total, documents/s and an ETA."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from dataprep.core.units import duration, human
+
+
+class Progress:
+    """Every few seconds, the running step's tasks done of total, documents/s and an ETA (a driver
+    thread reading Spark's status tracker and a documents accumulator, which tasks add to as they
+    finish); ``finish`` prints the last line, N/N."""
+
+    def __init__(self, spark, label: str, unit: str = "tasks", total: int | None = None, interval: float = 5.0):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.docs = spark.sparkContext.accumulator(0)
+        self.label, self.interval, self.unit, self.total = label, interval, unit, total
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._last = None
+        self._t0 = time.perf_counter()
+
+    def line(self, done: int, total: int) -> str:
+        elapsed = time.perf_counter() - self._t0
+        docs = self.docs.value
+        text = f"  [{self.label}] {done}/{total} {self.unit}, {human(docs)} docs, {human(docs / max(elapsed, 1e-9))} docs/s"
+        if 0 < done < total:
+            text += f", ETA {duration(elapsed / done * (total - done))}"
+        return text + f" ({duration(elapsed)})"
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            done = total = 0
+            for stage_id in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage_id)
+                if info:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            if total and (done, total, self.docs.value) != self._last:
+                self._last = (done, total, self.docs.value)
+                self.total = self.total or total
+                print(self.line(done, total), flush=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=1)
+
+    def finish(self, docs: int | None = None) -> None:
+        """The last line: every task done (``docs`` when the step counted them itself)."""
+        if docs is not None and not self.docs.value:
+            self.docs.add(docs)
+        total = self.total or (self._last[1] if self._last else 1)
+        print(self.line(total, total), flush=True)
