@@ -48,16 +48,16 @@ from pretrain.config import TrainConfig  # noqa: E402
 from pretrain.components.dataloader import build_loaders  # noqa: E402
 from pretrain.components.device import resolve_device, resolve_precision  # noqa: E402
 from pretrain.planning.hardware import GPUS, match_device  # noqa: E402
-from pretrain.models.llama import flops_per_token, num_params  # noqa: E402
+from pretrain.models.llama import num_params  # noqa: E402
+from pretrain.planning.flops import flops_per_token  # noqa: E402
 from pretrain.distributed.parallel_dims import ParallelDims  # noqa: E402
 from pretrain.planning.plan import GB, layout_memory  # noqa: E402
 from pretrain.planning.sizing import resolve_model  # noqa: E402
+from pretrain.components.optimizer import build_optimizer, lr_factor  # noqa: E402
 from pretrain.train import (  # noqa: E402
     TrainStepContext,
     accumulate_gradients,
-    build_optimizer,
     build_parallel_model,
-    lr_factor,
     optimizer_step,
 )
 

@@ -28,7 +28,8 @@ from test_train_fixtures import make_token_dataset, tiny_config  # noqa: E402
 from pretrain.config import load_train_config  # noqa: E402
 from pretrain.components.dataloader import build_loaders  # noqa: E402
 from pretrain.models.llama import Llama  # noqa: E402
-from pretrain.train import build_optimizer, run  # noqa: E402
+from pretrain.components.optimizer import build_optimizer  # noqa: E402
+from pretrain.train import run  # noqa: E402
 
 
 def bare_loop(cfg, batches: list[torch.Tensor]) -> list[float]:

@@ -9,7 +9,7 @@ from dataprep.cli import dispatch
 COMMANDS = {
     "budget": ("pretrain.planning.budget_cli", "compute-optimal N and D for a budget, a corpus and an inference load"),
     "size": ("pretrain.planning.sizing", "turn a parameter count into a Llama-style model config"),
-    "plan": ("pretrain.planning.plan", "per-GPU memory, parallel layout and time to train"),
+    "plan": ("pretrain.planning.plan_cli", "per-GPU memory, parallel layout and time to train"),
     "train": ("pretrain.train", "train a model (one process; use torchrun -m pretrain.train for many)"),
     "plot": ("pretrain.inference.plot", "plot loss and throughput curves of a run to PNG"),
     "export": ("pretrain.inference.export", "export a checkpoint (Hugging Face Llama, safetensors)"),

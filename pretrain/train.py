@@ -1,9 +1,10 @@
 """The training loop: ``pretrain train CONFIG`` (one process) or
 ``torchrun --nproc_per_node=K -m pretrain.train CONFIG`` (K processes, any number of nodes).
 
-Reads top to bottom: config, process group and mesh, data, model, optimizer, resume, loop. The step
-itself is ``train_step``: ``accumulate_gradients`` (micro-batches forward/backward, or the pipeline
-schedule over them), then ``optimizer_step`` (fp16 unscale, clip, optimizer and scheduler step).
+``run`` reads top to bottom: set up (``Trainer()``: process group and mesh, data, model, optimizer), resume,
+the loop (``Trainer.train``), the final weights (``Trainer.finish``). The step itself is ``train_step``:
+``accumulate_gradients`` (micro-batches forward/backward, or the pipeline schedule over them), then
+``optimizer_step`` (fp16 unscale, clip, optimizer and scheduler step).
 """
 
 from __future__ import annotations
@@ -13,22 +14,24 @@ import contextlib
 import math
 import os
 import sys
-import warnings
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 
 from pretrain.components import checkpoint
-from pretrain.config import OptimConfig, TrainConfig, load_train_config
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import configure_attention, resolve_device, resolve_precision
-from pretrain.inference.loading import save_run_dir
+from pretrain.components.loss import cross_entropy
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
-from pretrain.models.llama import Llama, flops_per_token, num_params
+from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, clip_grad_norm, lr_factor
+from pretrain.components.safetensors_export import export_checkpoint, export_model
+from pretrain.config import TrainConfig, load_train_config
 from pretrain.distributed.parallel_dims import ParallelDims, init_distributed, parallelize
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
+from pretrain.inference.loading import save_run_dir
+from pretrain.models.llama import Llama, num_params
+from pretrain.planning.flops import flops_per_token
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,24 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def total_steps(cfg: TrainConfig) -> int:
     """max_steps if set, else the token budget max_tokens divided by the tokens per step (rounded up)."""
     return cfg.max_steps or math.ceil(cfg.max_tokens / (cfg.global_batch_size * cfg.seq_len))
-
-
-def lr_factor(step: int, total: int, opt: OptimConfig) -> float:
-    """Multiplier of the peak lr at ``step`` (0-based): linear warmup, then cosine to ``min_lr_ratio`` at
-    ``total``, or warmup-stable-decay (linear decay over the last ``decay_fraction`` of steps), or constant."""
-    if step < opt.warmup_steps:
-        return (step + 1) / opt.warmup_steps
-    floor = opt.min_lr_ratio
-    if opt.schedule == "constant":
-        return 1.0
-    if opt.schedule == "cosine":
-        progress = min(1.0, (step - opt.warmup_steps) / max(1, total - opt.warmup_steps))
-        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-    decay_steps = max(1, round(opt.decay_fraction * total))
-    start = total - decay_steps
-    if step < start:
-        return 1.0
-    return 1.0 - (1.0 - floor) * min(1.0, (step - start + 1) / decay_steps)
 
 
 def _param_dtype(precision: str, dims: ParallelDims) -> torch.dtype | None:
@@ -99,34 +84,6 @@ def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.dev
     model.tie_weights()
     model.init_weights(cfg.seed)
     return model
-
-
-def build_optimizer(model: torch.nn.Module, opt: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains). Fused where the
-    parameters live on the GPU (offloaded ones live in host memory)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": opt.weight_decay},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
-    fused = device.type == "cuda" and all(p.device.type == "cuda" for p in params)
-    return torch.optim.AdamW(groups, lr=opt.lr, betas=opt.betas, eps=opt.eps, fused=fused)
-
-
-def clip_grad_norm(params: list[torch.Tensor], max_norm: float, pp_group=None) -> torch.Tensor:
-    """Global gradient norm over all ranks (DTensor-aware; summed over pipeline stages when ``pp_group``),
-    and clipping to ``max_norm`` when > 0."""
-    grads = [p.grad for p in params if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads, foreach=True)
-    if isinstance(norm, DTensor):
-        norm = norm.full_tensor()
-    if pp_group is not None:
-        norm = norm**2
-        dist.all_reduce(norm, group=pp_group)
-        norm = norm.sqrt()
-    if max_norm > 0:
-        torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm, foreach=True)
-    return norm
 
 
 # --- the step ------------------------------------------------------------------------------------------
@@ -172,7 +129,7 @@ class TrainStepContext:
         with self.autocast():
             logits = model(inputs)
         with self.loss_ctx():
-            return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+            return cross_entropy(logits, targets)
 
 
 def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainStepContext) -> torch.Tensor:
@@ -240,111 +197,140 @@ def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dims: 
 # --- the run ------------------------------------------------------------------------------------------
 
 
+def _due(step: int, every: int, last: int) -> bool:
+    """Whether an every-N event falls on ``step``: on multiples of N and on the last step."""
+    return step % every == 0 or step == last
+
+
+class Trainer:
+    """One run: ``__init__`` sets up (process group, mesh, data, model, optimizer), ``resume`` restores a
+    checkpoint, ``train`` is the loop, ``finish`` exports the final weights."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self.device = resolve_device(cfg.device)
+        self.rank, _, self.world = init_distributed(self.device.type)
+        self.dims = ParallelDims.from_config(cfg.parallel, self.world)
+        self.dims.build_mesh(self.device.type)
+        dp = self.dims.data_parallel()
+        self.precision = resolve_precision(cfg.precision, self.device)
+        torch.manual_seed(cfg.seed)
+        if cfg.seq_len > cfg.model.max_seq_len:
+            raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {cfg.model.max_seq_len}")
+        self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
+                                                           cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size)
+        self.pipe, self.model = self._build_model()
+        self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
+        self.optimizer = build_optimizer(self.model, cfg.optim, self.device)
+        self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
+        self.steps = total_steps(cfg)
+        self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
+        self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
+                                    fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
+                                    pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None))
+        components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler}
+        self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
+                                self.dims.degrees(), components)
+        self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
+        self.tokens_per_step = cfg.global_batch_size * cfg.seq_len
+        self.last_checkpoint: str | None = None
+
+    def _build_model(self) -> tuple[Pipeline | None, torch.nn.Module]:
+        """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
+        their module, the step runs the pipeline)."""
+        cfg, dims, device = self.cfg, self.dims, self.device
+        if not dims.pp_enabled:
+            return None, build_parallel_model(cfg, dims, device, self.precision)
+        _check_devices(cfg, dims, device)
+        pipe = build_pipeline(cfg, dims, device, _param_dtype(self.precision, dims), self.train_loader.grad_accum_steps)
+        return pipe, pipe.module
+
+    def resume(self, resume: str | None) -> None:
+        """Restore from a checkpoint when asked (``--resume``); a fresh start refuses an out_dir that
+        already holds checkpoints."""
+        if resume in (None, "", "none"):
+            if checkpoint.list_checkpoints(self.ckpt_root):
+                raise ValueError(f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
+                                 "that run, or choose another out_dir")
+            return
+        path = checkpoint.resolve(resume, self.ckpt_root)
+        if path is not None:  # None: --resume auto with nothing saved yet, a fresh start
+            checkpoint.load(path, self.model_state, self.state)
+
+    def start_logging(self) -> None:
+        """Write the run folder, open the metrics and say what is about to run."""
+        cfg, dims = self.cfg, self.dims
+        if self.rank == 0:
+            save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
+        self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
+                                 flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
+                                 wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
+        accum = self.train_loader.grad_accum_steps
+        self.pp_fields = {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, accum,
+                                                       cfg.parallel.pp_stages_per_rank)} if dims.pp_enabled else {}
+        if self.rank == 0:
+            layout = " ".join(f"{k}={v}" for k, v in dims.degrees().items() if v > 1 or k in ("dp_shard", "tp"))
+            print(f"[train] {num_params(cfg.model):,} parameters, {self.steps} steps of {self.tokens_per_step:,} "
+                  f"tokens, {layout}, {self.precision} on {self.device.type}, grad accumulation "
+                  f"{accum}, starting at step {self.state.step}", file=sys.stderr)
+
+    def train(self, end: int) -> list[dict]:
+        """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged."""
+        cfg, state, records = self.cfg, self.state, []
+        self.log.start(state.step)
+        while state.step < end:
+            loss, grad_norm = train_step(self.stepper, self.optimizer, self.scheduler, self.train_loader.next_step(),
+                                         self.ctx, cfg.optim.grad_clip)
+            state.step += 1
+            self.log.count_tokens(self.tokens_per_step)
+            if _due(state.step, cfg.log.every_steps, self.steps):
+                records.append(self._log_train(loss, grad_norm))
+            if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
+                self._validate()
+            if _due(state.step, cfg.checkpoint.every_steps, end):
+                self._save()
+        return records
+
+    def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
+        step = self.state.step
+        lr = self.cfg.optim.lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
+        mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
+        return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
+                                  tokens=step * self.tokens_per_step, **self.pp_fields)
+
+    def _validate(self) -> None:
+        loss = validation_loss(self.stepper, self.val_loader, self.cfg.log.val_batches, self.ctx, self.dims)
+        self.log.write({"kind": "val", "step": self.state.step, "val_loss": loss})
+        self.log.start(self.state.step)  # the pause is not training time
+
+    def _save(self) -> None:
+        keep = self.cfg.checkpoint.keep_last
+        self.last_checkpoint = checkpoint.save(self.ckpt_root, self.model_state, self.state, keep)
+        self.log.start(self.state.step)
+
+    def finish(self) -> None:
+        """At the horizon, the consolidated weights for inference (``model.safetensors``); close the logs."""
+        cfg, step = self.cfg, self.state.step
+        if step == self.steps:
+            path = os.path.join(cfg.out_dir, "model.safetensors")
+            if self.pipe is None:
+                export_model(self.model, path, {"step": step, "model_config": cfg.model.model_dump_json()})
+            else:  # no rank holds every stage: rank 0 reads the final checkpoint whole
+                if self.rank == 0:
+                    export_checkpoint(self.last_checkpoint or checkpoint.list_checkpoints(self.ckpt_root)[-1], path)
+                dist.barrier()
+        self.log.close()
+
+
 def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None) -> list[dict]:
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``;
     returns the training records logged (rank 0; empty elsewhere)."""
-    device = resolve_device(cfg.device)
-    rank, _, world = init_distributed(device.type)
-    dims = ParallelDims.from_config(cfg.parallel, world)
-    dims.build_mesh(device.type)
-    dp = dims.data_parallel()
-    precision = resolve_precision(cfg.precision, device)
-    torch.manual_seed(cfg.seed)
-    if cfg.seq_len > cfg.model.max_seq_len:
-        raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {cfg.model.max_seq_len}")
-
-    train_loader, val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size, cfg.micro_batch_size,
-                                             dp.rank, dp.size, cfg.model.vocab_size)
-    pipe = None
-    if dims.pp_enabled:  # the stepper is the pipeline; the optimizer and checkpoints see its stages' module
-        _check_devices(cfg, dims, device)
-        pipe = build_pipeline(cfg, dims, device, _param_dtype(precision, dims), train_loader.grad_accum_steps)
-        model = pipe.module
-    else:
-        model = build_parallel_model(cfg, dims, device, precision)
-    stepper = pipe or model
-    optimizer = build_optimizer(model, cfg.optim, device)
-    steps = total_steps(cfg)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, cfg.optim))
-    ctx = TrainStepContext(device, precision, cfg.parallel.loss_parallel, fsdp=dims.fsdp_enabled,
-                           no_sync_accumulation=cfg.parallel.no_sync_accumulation, pp_group=dims.group("pp"),
-                           positions=getattr(model, "positions", None))
-
-    ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
-    step = _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, ctx)
-    if rank == 0:
-        save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
-    tokens_per_step = cfg.global_batch_size * cfg.seq_len
-    log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard, flops_per_token(cfg.model, cfg.seq_len),
-                        world, device, rank, wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
-    pp_fields = {}
-    if dims.pp_enabled:
-        pp_fields = {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, train_loader.grad_accum_steps,
-                                                  cfg.parallel.pp_stages_per_rank)}
-    if rank == 0:
-        layout = " ".join(f"{k}={v}" for k, v in dims.degrees().items() if v > 1 or k in ("dp_shard", "tp"))
-        print(f"[train] {num_params(cfg.model):,} parameters, {steps} steps of {tokens_per_step:,} tokens, "
-              f"{layout}, {precision} on {device.type}, "
-              f"grad accumulation {train_loader.grad_accum_steps}, starting at step {step}", file=sys.stderr)
-
-    def save() -> str:
-        state = {"scheduler": scheduler.state_dict(), "loader": train_loader.state_dict(),
-                 "data": fingerprint(train_loader), "model_config": cfg.model.model_dump(mode="json"),
-                 "scaler": ctx.scaler.state_dict() if ctx.scaler else None, "parallel": dims.degrees()}
-        return checkpoint.save(ckpt_root, step, model, optimizer, state, cfg.checkpoint.keep_last)
-
-    records = []
-    log.start(step)
-    end = min(steps, stop_at or steps)
-    saved = None
-    while step < end:
-        loss, grad_norm = train_step(stepper, optimizer, scheduler, train_loader.next_step(), ctx, cfg.optim.grad_clip)
-        step += 1
-        log.count_tokens(tokens_per_step)
-        if step % cfg.log.every_steps == 0 or step == steps:
-            lr = cfg.optim.lr * lr_factor(step - 1, steps, cfg.optim)  # the lr this step used
-            rec = log.log_train(step, loss=dims.mean_loss(loss, pipe is None or pipe.has_last), lr=lr,
-                                grad_norm=grad_norm.item(), tokens=step * tokens_per_step, **pp_fields)
-            records.append(rec)
-        if val_loader is not None and (step % cfg.log.val_every_steps == 0 or step == steps):
-            log.write({"kind": "val", "step": step,
-                       "val_loss": validation_loss(stepper, val_loader, cfg.log.val_batches, ctx, dims)})
-            log.start(step)
-        if step % cfg.checkpoint.every_steps == 0 or step == end:
-            saved = save()
-            log.start(step)
-    if step == steps:  # finished: the consolidated weights for inference
-        path = os.path.join(cfg.out_dir, "model.safetensors")
-        if pipe is None:
-            checkpoint.export_model(model, path, {"step": step, "model_config": cfg.model.model_dump_json()})
-        else:  # no rank holds every stage: rank 0 reads the final checkpoint whole
-            if rank == 0:
-                checkpoint.export_checkpoint(saved or checkpoint.list_checkpoints(ckpt_root)[-1], path)
-            dist.barrier()
-    log.close()
-    return records if rank == 0 else []
-
-
-def _resume(resume, ckpt_root, cfg, model, optimizer, scheduler, train_loader, ctx) -> int:
-    """Restore from a checkpoint when asked; returns the step to continue from."""
-    if resume in (None, "", "none"):
-        if checkpoint.list_checkpoints(ckpt_root):
-            raise ValueError(f"{ckpt_root} already holds checkpoints: pass --resume auto to continue that run, "
-                             "or choose another out_dir")
-        return 0
-    path = checkpoint.resolve(resume, ckpt_root)
-    if path is None:
-        return 0  # --resume auto with nothing saved yet: a fresh start
-    state = checkpoint.load(path, model, optimizer)
-    if state.get("model_config") != cfg.model.model_dump(mode="json"):
-        raise checkpoint.CheckpointError(f"checkpoint {path} was trained with another model config")
-    scheduler.load_state_dict(state["scheduler"])
-    train_loader.load_state_dict(state["loader"])
-    if ctx.scaler and state.get("scaler"):
-        ctx.scaler.load_state_dict(state["scaler"])
-    if state.get("data") != fingerprint(train_loader):
-        warnings.warn(f"the training data differ from those of checkpoint {path}: the sample order changes")
-    return int(state["step"])
+    trainer = Trainer(cfg)
+    trainer.resume(resume)
+    trainer.start_logging()
+    records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
+    trainer.finish()
+    return records if trainer.rank == 0 else []
 
 
 def main(args: argparse.Namespace) -> int:

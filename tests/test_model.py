@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from pretrain.config import ModelConfig
-from pretrain.models.llama import Llama, apply_rope, flops_per_token, num_params, rope_tables
+from pretrain.models.llama import Llama, apply_rope, num_params, rope_tables
+from pretrain.planning.flops import flops_per_token
 
 CFG = ModelConfig(vocab_size=100, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=48, max_seq_len=32)
 

@@ -12,8 +12,10 @@ import torch
 from pretrain.cli import main as cli
 from pretrain.config import ModelConfig, load_model_config, load_train_config
 from pretrain.planning.hardware import GPUS, get_gpu, peak_flops
-from pretrain.models.llama import Llama, flops_per_token, num_params
-from pretrain.planning.plan import activations, format_report, layout_memory, model_states, plan, train_config
+from pretrain.models.llama import Llama, num_params
+from pretrain.planning.flops import flops_per_token
+from pretrain.planning.plan import activations, layout_memory, model_states, plan, train_config
+from pretrain.planning.plan_report import format_report
 from pretrain.planning.sizing import PRESET_DIR, PRESET_SIZES, preset, size_model
 
 H100 = GPUS["h100"]

@@ -17,6 +17,7 @@ from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
 from pretrain.inference.loading import load_trained, model_for_inference
 from pretrain.components.metrics import read_metrics
+from pretrain.components.safetensors_export import export_checkpoint
 from pretrain.train import run
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -59,7 +60,7 @@ def test_stopped_and_resumed_gpu_run_repeats_the_uninterrupted_one_bitwise(data,
 
     ref, resumed = load_file(tmp_path / "ref" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
     last = checkpoint.list_checkpoints(str(tmp_path / "cut" / "checkpoints"))[-1]
-    offline = checkpoint.export_checkpoint(last, str(tmp_path / "offline.safetensors"))
+    offline = export_checkpoint(last, str(tmp_path / "offline.safetensors"))
     assert set(ref) == set(resumed) == set(offline) and "layers.1.feed_forward.w2.weight" in ref
     for name in ref:
         assert torch.equal(resumed[name], ref[name]) and torch.equal(offline[name], resumed[name]), name

@@ -21,7 +21,9 @@ from pretrain.components import checkpoint
 from pretrain.cli import main as pretrain_main
 from pretrain.config import OptimConfig, load_train_config
 from pretrain.components.metrics import read_metrics
-from pretrain.train import lr_factor, run
+from pretrain.components.optimizer import lr_factor
+from pretrain.components.safetensors_export import export_checkpoint
+from pretrain.train import run
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +80,7 @@ def test_run_logs_metrics_checkpoints_and_exports(finished_run):
     from safetensors.torch import load_file
 
     live = load_file(os.path.join(out, "model.safetensors"))
-    offline = checkpoint.export_checkpoint(ckpts[-1], str(out / "offline.safetensors"))
+    offline = export_checkpoint(ckpts[-1], str(out / "offline.safetensors"))
     assert set(live) == set(offline) and "layers.0.attention.wq.weight" in live
     for name in live:
         torch.testing.assert_close(live[name], offline[name], rtol=0, atol=0)

@@ -260,7 +260,8 @@ class _MeasuredBatches(list):
 
 def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over):
     from pretrain.distributed.parallel_dims import ParallelDims
-    from pretrain.train import TrainStepContext, build_optimizer, build_parallel_model
+    from pretrain.components.optimizer import build_optimizer
+    from pretrain.train import TrainStepContext, build_parallel_model
 
     cfg = _config(parallel, model=model, precision=precision, **over)
     dims = ParallelDims.from_config(cfg.parallel, torch.distributed.get_world_size())
@@ -283,7 +284,7 @@ def _batches(n: int, seq: int = 17) -> list[torch.Tensor]:
 def _fsdp2_worker() -> dict:
     import tempfile
 
-    from pretrain.components import checkpoint
+    from pretrain.components.safetensors_export import export_model
     from pretrain.models.llama import num_params
     from pretrain.train import TrainStepContext, accumulate_gradients, train_step
 
@@ -306,7 +307,7 @@ def _fsdp2_worker() -> dict:
     optimizer.zero_grad(set_to_none=True)
     del grads, optimizer
     path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
-    _, export = _peak_growth(lambda: checkpoint.export_model(model, path))
+    _, export = _peak_growth(lambda: export_model(model, path))
     out["export_growth"] = export / full
     for compile_ in (False, True):
         cfg, _, model, optimizer, ctx = _build({"tp": 1, "compile": compile_, "activation_checkpointing": "selective"})

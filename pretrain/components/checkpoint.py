@@ -1,97 +1,104 @@
-"""Checkpoints: model and optimizer through ``torch.distributed.checkpoint`` (sharded, reshardable, so a
-run may resume at another parallel layout), plus the small training state as JSON and per-rank RNG
-states.
+"""Checkpoints: a run's state through one protocol, torch's ``Stateful`` (``state_dict`` /
+``load_state_dict``), written by ``save`` and restored by ``load``, in two parts:
 
-Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``train_state.json`` (step,
-scheduler, loader, configs) and ``rng-<rank>.pt``. A checkpoint is written under ``DIR/.tmp-step-...``
+- ``ModelOptimizerState``: the model's and optimizer's tensors, sharded over the ranks, through
+  ``torch.distributed.checkpoint`` (DCP): every rank writes its shards, by parameter name, so a run may
+  resume at another parallel layout;
+- ``TrainState``: the step, what identifies the run and the small components (scheduler, loader, fp16
+  scaler), the same on every rank: ``train_state.json``, written by rank 0 and readable without DCP
+  (export and inference read the model config from it).
+
+Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``train_state.json`` and
+``rng-<rank>.pt`` (each rank's random generators). A checkpoint is written under ``DIR/.tmp-step-...``
 and renamed into place only when every rank has finished, so any ``step-*`` directory is complete; the
-oldest are removed beyond ``keep_last``. Nothing is unpickled freely: DCP's metadata goes through an
-allow-listed unpickler, its non-tensor values and our RNG files through ``torch.load(weights_only=True)``.
+oldest are removed beyond ``keep_last``. Nothing is unpickled freely (``pretrain.components.safe_reader``).
 The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
-full model in one process (inference and export use it); ``export_model`` gathers it during training.
+full model in one process (inference and export use it).
 """
 
 from __future__ import annotations
 
-import io
 import json
-import math
 import os
-import pickle
 import random
 import re
 import shutil
-import struct
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_state_dict,
     set_state_dict,
 )
+from torch.distributed.checkpoint.stateful import Stateful
 
-from dataprep.core.storage import atomic_output, atomic_write_text
+from dataprep.core.storage import atomic_write_text
+from pretrain.components.safe_reader import SafeLoadPlanner, SafeReader
+from pretrain.distributed.parallel_dims import barrier, global_rank
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "train_state.json"
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
+NESTED_PARAMS = re.compile(r"^optim\.param_groups\.\d+\.params$")
 
 
 class CheckpointError(ValueError):
     """A checkpoint that is missing, incomplete, corrupt or incompatible; the message says which."""
 
 
-# --- safe reading -----------------------------------------------------------------------------------
+class ModelOptimizerState:
+    """The model's and optimizer's tensors as one ``Stateful``: this rank's shards, keyed by parameter
+    name. (One object, not two: torch gathers and sets both state dicts together.)"""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer):
+        self.model, self.optimizer = model, optimizer
+
+    def state_dict(self, flat_optimizer: bool = True) -> dict:
+        """``flat_optimizer`` False: the nested optimizer form of checkpoints written before the flat one."""
+        model_sd, optim_sd = get_state_dict(self.model, self.optimizer, options=FLAT_OPTIM if flat_optimizer else None)
+        return {"model": model_sd, "optim": optim_sd}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        options = None if "param_groups" in state["optim"] else FLAT_OPTIM
+        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                       options=options)
 
 
-class _MetadataUnpickler(pickle.Unpickler):
-    """Unpickles DCP's ``.metadata`` allowing only the classes DCP writes there."""
+@dataclass
+class TrainState:
+    """The small part of a checkpoint (``train_state.json``): the step, what identifies the run (model
+    config, data fingerprint, parallel degrees) and each component's state under its name (None for one
+    this run lacks, such as the fp16 scaler). Resuming refuses another model and warns when the data differ."""
 
-    _ALLOWED_MODULES = ("torch.distributed.checkpoint.", "torch.distributed.tensor.")
-    _ALLOWED = {("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
-                ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath")}
+    step: int
+    model_config: dict
+    data: dict
+    parallel: dict
+    components: dict[str, Stateful | None]
 
-    def find_class(self, module: str, name: str):
-        if module.startswith(self._ALLOWED_MODULES) or (module, name) in self._ALLOWED or (
-            module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
-        ):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from checkpoint metadata")
+    def state_dict(self) -> dict:
+        own = {"step": self.step, "data": self.data, "model_config": self.model_config, "parallel": self.parallel}
+        return own | {name: c.state_dict() if c is not None else None for name, c in self.components.items()}
 
-
-class SafeReader(dcp.FileSystemReader):
-    def read_metadata(self, *args, **kwargs):
-        rank = kwargs.get("rank")
-        with open(os.path.join(self.path, ".metadata" if rank is None else f"__{rank}.metadata"), "rb") as fh:
-            metadata = _MetadataUnpickler(fh).load()
-        if getattr(metadata, "storage_meta", None) is None:
-            from torch.distributed.checkpoint.metadata import StorageMeta
-
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
-        return metadata
-
-
-class SafeLoadPlanner(DefaultLoadPlanner):
-    """DCP stores non-tensor values (optimizer hyper-parameters) with torch.save; read them without
-    arbitrary unpickling."""
-
-    def load_bytes(self, read_item, value: io.BytesIO) -> None:
-        obj = torch.load(value, weights_only=True)
-        if self.flatten_state_dict:
-            from torch.distributed.checkpoint._traverse import set_element
-
-            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
-        else:
-            self.state_dict[read_item.dest_index.fqn] = obj
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("model_config") != self.model_config:
+            raise CheckpointError("it was trained with another model config")
+        for name, component in self.components.items():
+            if name not in state:
+                raise CheckpointError(f"{STATE_FILE} lacks {name}")
+            if component is not None and state[name] is not None:
+                component.load_state_dict(state[name])
+        if state.get("data") != self.data:
+            warnings.warn(f"the training data differ from those of the checkpoint at step {state['step']}: "
+                          "the sample order changes")
+        self.step = int(state["step"])
 
 
 # --- finding checkpoints ------------------------------------------------------------------------------
@@ -166,117 +173,64 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
+def _restore_rng(path: str) -> None:
+    rng_file = os.path.join(path, f"rng-{global_rank()}.pt")
+    if not os.path.exists(rng_file):  # absent when resuming on more ranks than the checkpoint had
+        return
+    try:
+        set_rng_state(torch.load(rng_file, weights_only=True))
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path}: {os.path.basename(rng_file)} is unreadable: {exc}") from exc
+
+
 # --- save / load ---------------------------------------------------------------------------------------
 
 
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
-
-
-def _barrier() -> None:
-    if dist.is_initialized():
-        dist.barrier()
-
-
-def save(root: str, step: int, model, optimizer, train_state: dict, keep_last: int) -> str:
-    """Write checkpoint ``root/step-NNNNNNNN`` from every rank (collective); returns its path."""
-    final = os.path.join(root, f"step-{step:08d}")
-    tmp = os.path.join(root, f".tmp-step-{step:08d}")
-    rank = _rank()
+def save(root: str, sharded: ModelOptimizerState, train_state: TrainState, keep_last: int) -> str:
+    """Write checkpoint ``root/step-NNNNNNNN`` of the train state's step from every rank (collective);
+    returns its path."""
+    state = train_state.state_dict()
+    final = os.path.join(root, f"step-{train_state.step:08d}")
+    tmp = os.path.join(root, f".tmp-step-{train_state.step:08d}")
+    rank = global_rank()
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)  # left over from a crash during an earlier save
         os.makedirs(tmp)
-    _barrier()
-    model_sd, optim_sd = get_state_dict(model, optimizer, options=FLAT_OPTIM)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=tmp)
+    barrier()
+    dcp.save(sharded.state_dict(), checkpoint_id=tmp)
     torch.save(rng_state(), os.path.join(tmp, f"rng-{rank}.pt"))  # the whole directory is renamed at the end
-    _barrier()
+    barrier()
     if rank == 0:
-        atomic_write_text(os.path.join(tmp, STATE_FILE), json.dumps({"step": step, **train_state}, indent=1))
+        atomic_write_text(os.path.join(tmp, STATE_FILE), json.dumps(state, indent=1))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         for old in list_checkpoints(root)[:-keep_last]:
             shutil.rmtree(old, ignore_errors=True)
-    _barrier()
+    barrier()
     return final
 
 
-def load(path: str, model, optimizer) -> dict:
-    """Restore model, optimizer and this rank's RNG from ``path`` (collective); returns the train state.
-    Raises CheckpointError, naming the checkpoint, when it is missing, incomplete or corrupt."""
+def load(path: str, sharded: ModelOptimizerState, train_state: TrainState) -> None:
+    """Restore the train state, then the model's and optimizer's shards and this rank's RNG, from ``path``
+    (collective). Raises CheckpointError, naming the checkpoint, when it is missing, incomplete, corrupt or
+    from another run."""
     state = _check_complete(path)
-    # checkpoints written before the flat optimizer state hold one "optim.param_groups" entry
-    nested = "optim.param_groups" in SafeReader(path).read_metadata().state_dict_metadata
-    options = None if nested else FLAT_OPTIM
-    model_sd, optim_sd = get_state_dict(model, optimizer, options=options)
-    target = {"model": model_sd, "optim": optim_sd}
+    try:
+        train_state.load_state_dict(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}") from None
+    # checkpoints written before the flat optimizer state list each group's parameters ("...params")
+    nested = any(NESTED_PARAMS.match(key) for key in SafeReader(path).read_metadata().state_dict_metadata)
+    target = sharded.state_dict(flat_optimizer=not nested)
     try:
         dcp.load(target, storage_reader=SafeReader(path), planner=SafeLoadPlanner())
     except (Exception, dcp.CheckpointException) as exc:  # CheckpointException is a BaseException
         raise CheckpointError(f"checkpoint {path} is corrupt or does not match the model: {_reason(exc)}") from None
-    set_state_dict(model, optimizer, model_state_dict=target["model"], optim_state_dict=target["optim"],
-                   options=options)
-    rng_file = os.path.join(path, f"rng-{_rank()}.pt")
-    if os.path.exists(rng_file):  # absent when resuming on more ranks than the checkpoint had
-        try:
-            set_rng_state(torch.load(rng_file, weights_only=True))
-        except Exception as exc:
-            raise CheckpointError(f"checkpoint {path}: {os.path.basename(rng_file)} is unreadable: {exc}") from exc
-    return state
+    sharded.load_state_dict(target)
+    _restore_rng(path)
 
 
 # --- whole-model weights (inference, export) -------------------------------------------------------
-
-
-_SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-                      torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
-                      torch.uint8: "U8", torch.bool: "BOOL"}
-
-
-def write_safetensors(path: str, tensors: Mapping[str, torch.Tensor], metadata: dict | None = None, *,
-                      dtype: torch.dtype | None = None, materialise: Callable | None = None) -> None:
-    """Write ``tensors`` (converted to ``dtype`` if given) as a safetensors file, atomically and one tensor
-    at a time: ``materialise`` (e.g. gathering a DTensor) is called on each just before it is written.
-    ``safetensors.torch.save_file`` needs every tensor in memory and then copies them all into one
-    buffer (two full copies of a model); the format (an 8-byte header length, a JSON header, the raw
-    little-endian data) lets us stream instead."""
-    header, offset = {}, 0
-    for name, t in tensors.items():
-        kind = dtype or t.dtype
-        if kind not in _SAFETENSORS_DTYPES:
-            raise ValueError(f"safetensors cannot hold {name} of dtype {kind}")
-        size = math.prod(t.shape) * kind.itemsize
-        header[name] = {"dtype": _SAFETENSORS_DTYPES[kind], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    if metadata:
-        header = {"__metadata__": {k: str(v) for k, v in metadata.items()}, **header}
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)  # data starts 8-byte aligned, as safetensors writes it
-    with atomic_output(path) as out, open(out, "wb") as fh:
-        fh.write(struct.pack("<Q", len(head)) + head)
-        for t in tensors.values():
-            t = (materialise(t) if materialise else t).detach().to("cpu", dtype or t.dtype)
-            fh.write(t.contiguous().reshape(-1).view(torch.uint8).numpy())
-
-
-def _full_tensor(t: torch.Tensor) -> torch.Tensor:
-    from torch.distributed.tensor import DTensor
-
-    return t.full_tensor() if isinstance(t, DTensor) else t
-
-
-def export_model(model, path: str, metadata: dict | None = None) -> None:
-    """Gather the full model (collective), one tensor at a time, into one safetensors file written by rank
-    0: no process holds more than one full tensor besides its own shards."""
-    from pretrain.models.llama import parameter_name
-
-    state = {parameter_name(k): v for k, v in model.state_dict().items()}
-    if _rank() == 0:
-        write_safetensors(path, state, metadata, materialise=_full_tensor)
-    else:
-        for t in state.values():  # every rank takes part in each gather
-            _full_tensor(t)
-    _barrier()
 
 
 def read_model_weights(ckpt: str) -> tuple[dict[str, torch.Tensor], dict]:
@@ -297,11 +251,3 @@ def read_model_weights(ckpt: str) -> tuple[dict[str, torch.Tensor], dict]:
     except (Exception, dcp.CheckpointException) as exc:
         raise CheckpointError(f"checkpoint {ckpt} is corrupt: {_reason(exc)}") from None
     return weights, state
-
-
-def export_checkpoint(ckpt: str, path: str) -> dict[str, torch.Tensor]:
-    """Convert a checkpoint's model weights to one safetensors file, in one process without the model.
-    Returns the tensors."""
-    weights, state = read_model_weights(ckpt)
-    write_safetensors(path, weights, {"step": state["step"], "model_config": json.dumps(state.get("model_config"))})
-    return weights

@@ -149,6 +149,17 @@ def init_distributed(device_type: str) -> tuple[int, int, int]:
     return rank, local, world
 
 
+def global_rank() -> int:
+    """This process's rank in the world (0 outside torchrun)."""
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def barrier() -> None:
+    """Wait for every rank (nothing to wait for outside torchrun)."""
+    if dist.is_initialized():
+        dist.barrier()
+
+
 def apply_tp(model: nn.Module, tp_mesh: DeviceMesh, loss_parallel: bool) -> None:
     """Megatron-style TP with sequence parallel: q/k/v and the two up projections colwise, the output and
     down projections rowwise; norms run on sequence shards; the output head is colwise, its logits left

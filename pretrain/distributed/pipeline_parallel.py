@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from pretrain.components.loss import cross_entropy
 from pretrain.config import MULTI_STAGE_SCHEDULES, ModelConfig, TrainConfig
-from pretrain.models.llama import Llama
+from pretrain.models.llama import Llama, block_params
 from pretrain.distributed.parallel_dims import ParallelDims, parallelize
 
 SCHEDULE_CLASSES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B",
@@ -32,9 +32,8 @@ def split_layers(cfg: ModelConfig, n_stages: int) -> list[range]:
     n = cfg.n_layers
     if n < n_stages:
         raise ValueError(f"{n} layers cannot fill {n_stages} pipeline stages")
-    d, kv = cfg.d_model, cfg.n_kv_heads * cfg.head_dim
-    block = 2 * d * d + 2 * d * kv + 3 * d * cfg.ffn_dim
-    head = d * cfg.vocab_size
+    block = block_params(cfg, norms=False)
+    head = cfg.d_model * cfg.vocab_size
 
     # best[s][i]: the lowest max cost of blocks i.. in stages s..; stage cost = blocks (+ head if last)
     inf = float("inf")
@@ -96,10 +95,6 @@ class Pipeline:
         if not self.has_last:
             return torch.zeros((), device=ctx.device)
         return torch.stack([loss.detach() for loss in losses]).mean()
-
-
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
 def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, param_dtype: torch.dtype | None,

@@ -20,7 +20,7 @@ import torch
 from dataprep.core.storage import atomic_directory, atomic_write_text
 from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
-from pretrain.components.checkpoint import write_safetensors
+from pretrain.components.safetensors_export import write_safetensors
 from pretrain.config import ModelConfig, save_yaml
 from pretrain.models.hf_adapter import from_hf, from_hf_config, to_hf, to_hf_config
 from pretrain.inference.loading import FINAL_WEIGHTS, Trained, find_tokenizer, load_trained

@@ -203,20 +203,18 @@ class Llama(nn.Module):
         return n
 
 
+def block_params(cfg: ModelConfig, norms: bool = True) -> int:
+    """Parameters of one block: four attention projections and three SwiGLU matrices, plus (``norms``) the
+    two RMSNorm gains, which hold no matmul and so cost no FLOPs."""
+    d, kv = cfg.d_model, cfg.n_kv_heads * cfg.head_dim
+    matrices = 2 * d * d + 2 * d * kv + 3 * d * cfg.ffn_dim
+    return matrices + (2 * d if norms else 0)
+
+
 def num_params(cfg: ModelConfig, exclude_embedding: bool = False) -> int:
     """Parameter count of a config without building the model."""
-    d, kv = cfg.d_model, cfg.n_kv_heads * cfg.head_dim
-    block = 2 * d * d + 2 * d * kv + 3 * d * cfg.ffn_dim + 2 * d
-    emb = cfg.vocab_size * d
-    n = cfg.n_layers * block + d + emb + (0 if cfg.tie_embeddings else emb)
+    d, emb = cfg.d_model, cfg.vocab_size * cfg.d_model
+    n = cfg.n_layers * block_params(cfg) + d + emb + (0 if cfg.tie_embeddings else emb)
     if exclude_embedding and not cfg.tie_embeddings:
         n -= emb
     return n
-
-
-def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
-    """Training FLOPs per token: 6N (forward + backward matmuls, N without the input embedding) plus
-    12·L·H·Q·T for the attention scores and their weighted sum (PaLM appendix B; causal masking not
-    subtracted, as is customary for MFU)."""
-    n = num_params(cfg, exclude_embedding=True)
-    return 6 * n + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len

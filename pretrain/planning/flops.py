@@ -1,5 +1,5 @@
-"""Training FLOPs: the 6ND approximation and the Chinchilla Appendix F count (the PaLM count used for
-MFU is ``pretrain.models.llama.flops_per_token``).
+"""Training FLOPs: the PaLM count per token (``flops_per_token``: MFU and the planner's step time), the 6ND
+approximation and the Chinchilla Appendix F count.
 
 Appendix F of Hoffmann et al. 2022 counts a forward pass per sequence as embeddings + layers x
 (QKV projections, key @ query logits, softmax, softmax @ value, output projection, feed-forward) +
@@ -16,6 +16,14 @@ from __future__ import annotations
 
 from pretrain.config import ModelConfig
 from pretrain.models.llama import num_params
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token: 6N (forward + backward matmuls, N without the input embedding) plus
+    12·L·H·Q·T for the attention scores and their weighted sum (PaLM appendix B; causal masking not
+    subtracted, as is customary for MFU)."""
+    n = num_params(cfg, exclude_embedding=True)
+    return 6 * n + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
 
 
 def six_nd(n_params: float, tokens: float) -> float:

@@ -1,5 +1,5 @@
-"""``pretrain plan``: the fastest parallel layout that fits, walking the decision tree with reasons, and
-time to train.
+"""The planner behind ``pretrain plan``: the fastest parallel layout that fits, walking the decision tree
+with reasons, and time to train (the command: ``plan_cli.py``; its tables: ``plan_report.py``).
 
 The walk (``_candidates``) goes from simplest to most involved: DDP; ZeRO-2; FSDP (ZeRO-3); a micro-batch
 of 1 before any recomputation; for long sequences context parallel first; selective then block
@@ -11,18 +11,17 @@ a tie), so a layout that sends terabytes per step over the nodes' NICs loses to 
 on NVLink.
 """
 
-import json
 import math
 from dataclasses import dataclass, field
 
 from dataprep.core.units import human
-from pretrain.planning.budget import METHODS, estimate, parse_number
 from pretrain.config import ModelConfig, TrainConfig
-from pretrain.planning.hardware import GPUSpec, get_gpu
-from pretrain.models.llama import flops_per_token, num_params
-from pretrain.planning.plan_memory import (  # noqa: F401  (activations, model_states: the public arithmetic)
+from pretrain.models.llama import num_params
+from pretrain.planning.budget import METHODS, estimate
+from pretrain.planning.flops import flops_per_token
+from pretrain.planning.hardware import GPUSpec
+from pretrain.planning.plan_memory import (
     GB,
-    OVERLAP,
     PRECISIONS,
     RECOMPUTE,
     SHARDED,
@@ -332,133 +331,3 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
                         if lay["pp"] > 1 else {})},
         "optim": {"warmup_steps": min(2000, max(1, steps // 100))}, "out_dir": out_dir,
     })
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("model", help="model config YAML, preset (tiny, 125m, 350m, 1b, 3b, 7b) or a parameter count "
-                        "(70B: shaped by pretrain size)")
-    parser.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
-    parser.add_argument("--gpu", default="h100", help="GPU type: h100, h200, a100-80gb, a100-40gb, l4, ... "
-                        "(default h100)")
-    parser.add_argument("--gpu-memory-gb", type=float, help="override the GPU's memory (GB)")
-    parser.add_argument("--peak-flops", help="override the GPU's peak bf16 FLOP/s, e.g. 989e12")
-    parser.add_argument("--intra-node-gbs", type=float, help="override GB/s per GPU per direction within a node "
-                        "(H100 SXM: 450, NVLink)")
-    parser.add_argument("--inter-node-gbs", type=float, help="override GB/s per GPU per direction across nodes "
-                        "(H100: 50, one 400 Gb/s InfiniBand NIC per GPU)")
-    parser.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
-    parser.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
-    parser.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
-    parser.add_argument("--global-batch", type=int, help="sequences per optimizer step (default: ~1M tokens)")
-    parser.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
-    parser.add_argument("--precision", choices=list(PRECISIONS), default="bf16")
-    parser.add_argument("--no-sync-accumulation", action="store_true",
-                        help="accumulate gradients unsharded and reduce once per step (less communication; "
-                             "every GPU then holds the full fp32 gradients)")
-    parser.add_argument("--max-bubble", type=float, default=0.1,
-                        help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)")
-    parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
-    parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the Chinchilla --method's D for N)")
-    parser.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
-                        "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
-    parser.add_argument("--method", choices=list(METHODS), default="approach1",
-                        help="Chinchilla method for the default tokens (default approach1)")
-    parser.add_argument("--out", help="write the chosen layout as a training config YAML for pretrain train")
-    parser.add_argument("--data", action="append", help="token-shard directory for --out (repeatable)")
-    parser.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-
-
-def main(args) -> int:
-    from dataclasses import replace
-
-    from pretrain.config import save_yaml
-    from pretrain.planning.data_constrained import read_corpus
-    from pretrain.planning.sizing import resolve_model
-
-    try:
-        cfg = resolve_model(args.model)
-    except ValueError:  # not a preset: a parameter count, shaped as pretrain size would
-        from pretrain.planning.sizing import size_model
-
-        cfg = size_model(parse_number(args.model))
-        if args.seq_len:
-            cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, args.seq_len)})
-    gpu = get_gpu(args.gpu)
-    if args.gpu_memory_gb is not None:
-        gpu = replace(gpu, memory_gb=args.gpu_memory_gb)
-    if args.peak_flops is not None:
-        gpu = replace(gpu, peak_flops_bf16=parse_number(args.peak_flops))
-    for flag in ("intra_node_gbs", "inter_node_gbs"):
-        if getattr(args, flag) is not None:
-            if not getattr(args, flag) > 0:
-                raise ValueError(f"--{flag.replace('_', '-')} must be positive")
-            gpu = replace(gpu, **{flag: getattr(args, flag)})
-    if args.out and not args.data:
-        raise ValueError("--out needs --data: the token-shard directory the training config reads")
-    # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
-    # and their token count is the unique tokens the target repeats
-    corpus = read_corpus(args.data, required=False) if args.data else None
-    if corpus:
-        cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
-    unique = corpus["tokens"] if corpus else None
-    tokens, source = (parse_number(args.tokens) if args.tokens else None), "given"
-    if args.epochs is not None:
-        if args.tokens or unique is None or not args.epochs > 0:
-            raise ValueError("--epochs needs --data shards with a manifest, a positive count, and no --tokens")
-        tokens, source = args.epochs * unique, f"{args.epochs:g} epochs of the data"
-    result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
-                  global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
-                  gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
-                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble)
-    if args.out:
-        save_yaml(train_config(result, cfg, args.data, args.run_dir), args.out)
-        result["written"] = args.out
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
-    return 0
-
-
-def format_report(r: dict) -> str:
-    lay, t, m = r["layout"], r["time"], r["model"]
-    lines = [f"model: {human(m['params'])} params ({m['n_layers']} layers, d_model {m['d_model']}), "
-             f"seq {r['seq_len']}, micro-batch {r['micro_batch']}, {r['precision']}; "
-             f"{r['cluster']['gpus']} x {r['cluster']['name']}", "",
-             "decisions:"] + [f"  {line}" for line in r["decisions"]]
-    degrees = ", ".join(f"{k} {lay[k]}" for k in ("dp_replicate", "dp_shard", "tp", "pp", "cp"))
-    lines += ["", f"chosen: {lay['name']} ({degrees}{', offload' if lay['offload'] else ''}"
-                  f"{', compiled blocks' if lay['compiled'] else ''})"]
-    if lay["pp"] > 1:
-        lines.append(f"pipeline: {lay['pp_schedule']}, {lay['pp_stages_per_rank']} stage(s) per rank, "
-                     f"bubble {lay['bubble']:.1%}")
-    comm, parts = lay["communication"], t["step_breakdown"]
-    lines.append("communication per GPU per step, GB: " + ", ".join(
-        f"{k} {v / GB:.1f}" for k, v in comm.items() if v or k == "total"))
-    main = ("compute", "bubble", "exposed_comm", "host_optimizer")
-    links = ", ".join(f"{k.removesuffix('_comm')} {v:.2f}" for k, v in parts.items()
-                      if k.endswith("_comm") and k != "exposed_comm" and v)
-    lines.append(f"step time: {parts['total']:.2f} s = " + " + ".join(f"{k} {parts[k]:.2f}" for k in main if parts[k])
-                 + (f"; link time per dimension, s: {links} (dp, cp and host hide behind up to {OVERLAP:.0%} of "
-                    f"compute; {r['cluster']['intra_node_gbs']:g} GB/s per GPU within a node, "
-                    f"{r['cluster']['inter_node_gbs']:g} across nodes)" if links else ""))
-    for tp, rows in r["breakdown"].items():
-        lines += ["", f"per-GPU memory, GB (TP {tp}, checkpointing: {lay['checkpointing']}):",
-                  f"  {'':<15}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}{'fsdp':>8}{'total':>8}"]
-        for stage, mem in rows.items():
-            cells = "".join(f"{mem[k] / GB:>8.1f}" for k in ("params", "grads", "optimizer", "activations",
-                                                             "fsdp_buffers", "total"))
-            lines.append(f"  {STAGE_NAMES[stage]:<15}{cells}")
-    acts = ", ".join(f"{k} {v / GB:.1f}" for k, v in r["activations_by_checkpointing"].items())
-    lines += ["", f"activations per GPU by checkpointing (GB): {acts}",
-              f"batch: {lay['global_batch']} sequences = micro-batch {r['micro_batch']} x {lay['dp']} data-parallel "
-              f"x {lay['grad_accum']} accumulation steps ({human(lay['tokens_per_step'])} tokens), gradients "
-              + ("held unsharded until the last micro-batch (no-sync)" if lay["no_sync_accumulation"]
-                 else "reduce-scattered every micro-batch"),
-              f"time at MFU {t['mfu']:g}: {t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
-              f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
-              f"({t['target_source']}, {t['steps']:,} steps)"]
-    if t.get("epochs") is not None:
-        lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "
-                     f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
-    if "written" in r:
-        lines.append(f"wrote {r['written']}")
-    return "\n".join(lines)

@@ -42,8 +42,9 @@ which leaves ~6% for the CUDA context, NCCL buffers and allocator fragmentation.
 from __future__ import annotations
 
 from pretrain.config import ModelConfig
+from pretrain.models.llama import block_params, num_params
+from pretrain.planning.flops import flops_per_token
 from pretrain.planning.hardware import GPUSpec
-from pretrain.models.llama import flops_per_token, num_params
 
 PRECISIONS = {"bf16": (2, 2, 12), "fp32": (4, 4, 8)}  # bytes per parameter: weights, gradients, optimizer
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
@@ -101,10 +102,8 @@ def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing:
 
 def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
     """Bytes of gathered parameters and unsharded gradients FSDP holds besides the shards."""
-    block = (num_params(cfg) - cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2) - cfg.d_model)
-    block /= cfg.n_layers
     root = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
-    return 3 * max(block, root) / tp * (2 if precision == "bf16" else 4)
+    return 3 * max(block_params(cfg), root) / tp * (2 if precision == "bf16" else 4)
 
 
 def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,

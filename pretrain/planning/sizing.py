@@ -26,7 +26,8 @@ from pathlib import Path
 from dataprep.core.units import human
 from pretrain.planning.budget import parse_number
 from pretrain.config import ModelConfig, load_model_config, save_yaml
-from pretrain.models.llama import flops_per_token, num_params
+from pretrain.models.llama import num_params
+from pretrain.planning.flops import flops_per_token
 
 PRESET_DIR = Path(__file__).resolve().parents[1] / "configs" / "model"  # ships in the package
 PRESET_SIZES = {"125m": 125e6, "350m": 350e6, "1b": 1e9, "3b": 3e9, "7b": 7e9}

@@ -1,0 +1,53 @@
+"""``pretrain plan``'s tables: the planner's result (``pretrain.planning.plan.plan``) as text."""
+
+from __future__ import annotations
+
+from dataprep.core.units import human
+from pretrain.planning.plan import STAGE_NAMES
+from pretrain.planning.plan_memory import GB, OVERLAP
+
+
+def format_report(r: dict) -> str:
+    lay, t, m = r["layout"], r["time"], r["model"]
+    lines = [f"model: {human(m['params'])} params ({m['n_layers']} layers, d_model {m['d_model']}), "
+             f"seq {r['seq_len']}, micro-batch {r['micro_batch']}, {r['precision']}; "
+             f"{r['cluster']['gpus']} x {r['cluster']['name']}", "",
+             "decisions:"] + [f"  {line}" for line in r["decisions"]]
+    degrees = ", ".join(f"{k} {lay[k]}" for k in ("dp_replicate", "dp_shard", "tp", "pp", "cp"))
+    lines += ["", f"chosen: {lay['name']} ({degrees}{', offload' if lay['offload'] else ''}"
+                  f"{', compiled blocks' if lay['compiled'] else ''})"]
+    if lay["pp"] > 1:
+        lines.append(f"pipeline: {lay['pp_schedule']}, {lay['pp_stages_per_rank']} stage(s) per rank, "
+                     f"bubble {lay['bubble']:.1%}")
+    comm, parts = lay["communication"], t["step_breakdown"]
+    lines.append("communication per GPU per step, GB: " + ", ".join(
+        f"{k} {v / GB:.1f}" for k, v in comm.items() if v or k == "total"))
+    main = ("compute", "bubble", "exposed_comm", "host_optimizer")
+    links = ", ".join(f"{k.removesuffix('_comm')} {v:.2f}" for k, v in parts.items()
+                      if k.endswith("_comm") and k != "exposed_comm" and v)
+    lines.append(f"step time: {parts['total']:.2f} s = " + " + ".join(f"{k} {parts[k]:.2f}" for k in main if parts[k])
+                 + (f"; link time per dimension, s: {links} (dp, cp and host hide behind up to {OVERLAP:.0%} of "
+                    f"compute; {r['cluster']['intra_node_gbs']:g} GB/s per GPU within a node, "
+                    f"{r['cluster']['inter_node_gbs']:g} across nodes)" if links else ""))
+    for tp, rows in r["breakdown"].items():
+        lines += ["", f"per-GPU memory, GB (TP {tp}, checkpointing: {lay['checkpointing']}):",
+                  f"  {'':<15}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}{'fsdp':>8}{'total':>8}"]
+        for stage, mem in rows.items():
+            cells = "".join(f"{mem[k] / GB:>8.1f}" for k in ("params", "grads", "optimizer", "activations",
+                                                             "fsdp_buffers", "total"))
+            lines.append(f"  {STAGE_NAMES[stage]:<15}{cells}")
+    acts = ", ".join(f"{k} {v / GB:.1f}" for k, v in r["activations_by_checkpointing"].items())
+    lines += ["", f"activations per GPU by checkpointing (GB): {acts}",
+              f"batch: {lay['global_batch']} sequences = micro-batch {r['micro_batch']} x {lay['dp']} data-parallel "
+              f"x {lay['grad_accum']} accumulation steps ({human(lay['tokens_per_step'])} tokens), gradients "
+              + ("held unsharded until the last micro-batch (no-sync)" if lay["no_sync_accumulation"]
+                 else "reduce-scattered every micro-batch"),
+              f"time at MFU {t['mfu']:g}: {t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
+              f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
+              f"({t['target_source']}, {t['steps']:,} steps)"]
+    if t.get("epochs") is not None:
+        lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "
+                     f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
+    if "written" in r:
+        lines.append(f"wrote {r['written']}")
+    return "\n".join(lines)
