@@ -278,6 +278,7 @@ NOT_RUN = {
     "annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0": "downloads wheels for a GPU machine",
     "python bench/bench_throughput.py [--quick] [--allow-busy]": "a benchmark of tens of minutes, run by hand",
     "python bench/bench_dedup_text.py --sizes 10000 100000 300000": "a benchmark of tens of minutes, run by hand",
+    "python bench/profile_extract.py": "a benchmark run by hand (docs/benchmarks.md); it reads ../shared/data",
 }
 
 # In the order they run: (README command, what runs: the command with its placeholders filled), and
