@@ -6,7 +6,7 @@ parts (``pretrain.train``: ``build_parallel_model``, ``build_optimizer``, ``Trai
 combination of them, one case after another, and writes one JSON (rewritten after each case, so a run
 cut short keeps what it measured) and a table.
 
-- MFU = tokens/s x flops_per_token / peak, with ``pretrain.models.llama.flops_per_token`` (6 N_non-embedding +
+- MFU = tokens/s x flops_per_token / peak, with ``pretrain.planning.flops.flops_per_token`` (6 N_non-embedding +
   12 L H Q T, PaLM appendix B: recomputation is not counted) and the device's dense bf16 peak from
   ``pretrain.planning.hardware`` (also for fp32 runs, which are measured against the same peak).
 - Memory: ``torch.cuda.max_memory_allocated`` over the case against ``pretrain.planning.plan.layout_memory`` for the
@@ -62,7 +62,7 @@ from pretrain.train import (  # noqa: E402
 )
 
 MFU_FORMULA = ("mfu = tokens_per_s * flops_per_token / peak_flops; flops_per_token = 6 * N_non_embedding + "
-               "12 * n_layers * n_heads * head_dim * seq_len (pretrain.models.llama.flops_per_token)")
+               "12 * n_layers * n_heads * head_dim * seq_len (pretrain.planning.flops.flops_per_token)")
 POOL_LIMIT = 2048  # synthetic sequences generated before timing; longer runs cycle through them
 
 
