@@ -2,7 +2,7 @@
 
 A local session's JVM spends most of its start-up CPU loading and verifying Spark's classes. A JVM
 started with ``-XX:SharedArchiveFile`` maps the classes an earlier JVM archived instead, which about
-halves the CPU of starting a session and running its first job (``bench/bench_throughput.py``, cold).
+halves the CPU of starting a session and running its first job (``bench/pipeline/bench_throughput.py``, cold).
 
 The archive is made once per installation (JDK, Spark jars) and kept in the user's cache:
 1. the first local session's JVM writes it when it exits (``-XX:ArchiveClassesAtExit``) under a

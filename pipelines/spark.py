@@ -25,7 +25,7 @@ DEFAULT_CONF = {
 }
 # Local mode only (the driver JVM is also the executor, started by us): C1-compiled code only. That JVM
 # mostly moves Arrow batches to Parquet, and C2 compilation costs more CPU than it saves there
-# (bench/bench_pipeline.py measures it). Clusters keep their JVM defaults.
+# (bench/pipeline/bench_pipeline.py measures it). Clusters keep their JVM defaults.
 # No web UI in local mode (tests, laptops); cluster masters keep Spark's UI on port 4040, where users
 # watch a long job.
 # Local sessions also map a class-data-sharing archive of Spark's classes (pipelines/class_archive.py).

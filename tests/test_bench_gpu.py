@@ -1,4 +1,4 @@
-"""bench/bench_gpu.py in its CPU smoke mode: the JSON it writes holds every figure the GPU proof reads,
+"""bench/gpu/bench_gpu.py in its CPU smoke mode: the JSON it writes holds every figure the GPU proof reads,
 its MFU is the PaLM formula over the hardware table's peak, and its memory prediction is `pretrain plan`'s."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench import bench_gpu
+from bench.gpu import bench_gpu
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_model_config
 

@@ -12,7 +12,7 @@ import shutil
 import pytest
 import yaml
 from test_tokenize import doc_table, load_texts
-from test_train_fixtures import tiny_config
+from train_fixtures import tiny_config
 
 from dataprep.cli import main as dataprep_main
 from dataprep.core.config import ConfigError, load_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_train_fixtures import make_token_dataset
+from train_fixtures import make_token_dataset
 
 from dataprep.tokenize.shards import open_dataset
 from pretrain.config import DataConfig

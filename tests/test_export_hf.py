@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 from test_tokenize import EDGE_CASES, doc_table, load_texts
-from test_train_fixtures import tiny_config
+from train_fixtures import tiny_config
 
 from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.stage import Tokenize

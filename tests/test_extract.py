@@ -10,7 +10,7 @@ import pytest
 
 from dataprep.html.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
 from dataprep.core.config import InputConfig
-from bench.snippets import snippet_scores
+from bench.common.snippets import snippet_scores
 from dataprep.html.charset import decode_html
 from dataprep.html.extract import Extract
 from dataprep.readers import iter_documents
@@ -43,7 +43,7 @@ def extract_texts(engine: str, gold: list[dict], html: list[bytes]) -> tuple[lis
     return [texts.get(str(i), "") for i in range(len(gold))], result
 
 
-# Measured on the 200 pages (599 `with`, 597 `without` snippets; bench/bench_extract.py), bounds a little below.
+# Measured on the 200 pages (599 `with`, 597 `without` snippets; bench/extraction/bench_extract.py), bounds a little below.
 # found/absent:           all            odd pages (block-rule thresholds were tuned on the even ones;
 #                                        the class-name list of drop_marked_elements on all 200)
 #   auto (default)        0.912 / 0.935  0.911 / 0.937

@@ -1,26 +1,18 @@
 """Both quality presets on the labelled pages (tests/data/filter_eval.jsonl): the share of good pages
 each keeps and the bad pages each lets through, on the tune half (where the preset was chosen) and the
 held-out half. The figures are pinned so a rule change that costs good pages or lets spam in shows up
-here; bench/filter_eval.py prints the per-rule table."""
+here; bench/quality/filter_eval.py prints the per-rule table."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from bench.quality import filter_eval
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition, collapse_doubled_lines
-
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("filter_eval", ROOT / "bench" / "filter_eval.py")
-filter_eval = importlib.util.module_from_spec(_spec)
-sys.modules["filter_eval"] = filter_eval  # its dataclass looks its module up
-_spec.loader.exec_module(filter_eval)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 from test_tokenize import doc_table, load_texts
-from test_train_fixtures import tiny_config
+from train_fixtures import tiny_config
 
 from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.stage import Tokenize

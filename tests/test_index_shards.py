@@ -8,7 +8,7 @@ import json
 import numpy as np
 import yaml
 from test_shards import megatron_indexed_dataset
-from test_train_fixtures import tiny_config
+from train_fixtures import tiny_config
 
 from dataprep.cli import main as dataprep_main
 from pretrain.cli import main as pretrain_main

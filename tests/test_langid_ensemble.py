@@ -117,9 +117,9 @@ def test_executors_follow_the_choice_made_where_the_stage_was_built(monkeypatch)
 
 
 def test_gate_review_names_lingua_sentences_and_only_its_two_verdicts(shared_data):
-    """bench/langid_gate_review.yaml (the reviewed view of bench_langid.py) must name sentences the set
+    """bench/langid/langid_gate_review.yaml (the reviewed view of bench_langid.py) must name sentences the set
     holds under the label it says, or it would quietly review nothing."""
-    review = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench" / "langid_gate_review.yaml").read_text(encoding="utf-8"))
+    review = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench" / "langid" / "langid_gate_review.yaml").read_text(encoding="utf-8"))
     rows = {(r["lang"], r["text"]) for r in map(json.loads, (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8"))}
     entries = review["changed"] + review["kept"]
     assert [e for e in entries if (e["lang"], e["text"]) not in rows] == []

@@ -21,9 +21,8 @@ import uuid
 import pytest
 import yaml
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_train_fixtures import make_token_dataset  # noqa: E402
-from test_train_parallel import STEPS, _records, config  # noqa: E402
+from test_train_parallel import STEPS, _records, config
+from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.cluster
 

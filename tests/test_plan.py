@@ -378,7 +378,7 @@ def test_plan_cli(tmp_path, capsys):
     assert "--out needs --data" in capsys.readouterr().err
 
 
-# Peak memory measured on an H100 80GB HBM3 (torch 2.11, bench/bench_gpu.py, docs/gpu.md): model, checkpointing,
+# Peak memory measured on an H100 80GB HBM3 (torch 2.11, bench/gpu/bench_gpu.py, docs/gpu.md): model, checkpointing,
 # FSDP2 over one rank, compiled blocks, GB (1e9 bytes) from torch.cuda.max_memory_allocated; bf16, sequences
 # of 2048, micro-batch 8, one micro-batch per step.
 H100_PEAKS = [

@@ -1,28 +1,25 @@
 """Parity with datatrove 0.10.1: every rule's keep/drop decision (and reason) on real pages.
 
-The expected decisions were produced by bench/quality_golden.py running datatrove's own filters; the
+The expected decisions were produced by bench/quality/quality_golden.py running datatrove's own filters; the
 texts are rebuilt here from ../shared/data (their sha1 is in the golden file), so datatrove is not
 needed to run this test.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from bench.quality import quality_golden as golden_mod
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition
 from dataprep.quality.languages import split_words
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("quality_golden", ROOT / "bench" / "quality_golden.py")
-golden_mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(golden_mod)
 
 # datatrove parameter names that differ from ours
 RENAMED = {"max_non_alpha_words_ratio": "min_alpha_words_ratio"}

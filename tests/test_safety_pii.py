@@ -3,17 +3,14 @@ counts, dropping PII-heavy pages, and linear time on 10 MB and digit-only text."
 
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from bench.safety import pii_eval
 from dataprep.core.config import ConfigError, parse_stages
 from dataprep.safety.pii import PiiScrubber, cn_id_ok, find_pii, iban_ok, luhn_ok, redact
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _found(text: str) -> list[tuple[str, str]]:
@@ -70,9 +67,6 @@ def test_checksums():
 
 
 def test_labelled_set_meets_the_targets():
-    spec = importlib.util.spec_from_file_location("pii_eval", ROOT / "bench" / "pii_eval.py")
-    pii_eval = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pii_eval)
     rows = pii_eval.load()
     assert len(rows) >= 300
     assert len({r["lang"] for r in rows}) >= 10

@@ -8,7 +8,7 @@ import os
 
 import pytest
 import yaml
-from test_train_fixtures import make_token_dataset, tiny_config
+from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components import metrics
 from pretrain.cli import main as pretrain_main

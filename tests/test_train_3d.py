@@ -18,9 +18,8 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_train_fixtures import make_token_dataset, tiny_config  # noqa: E402
-from test_train_parallel import _records, _torchrun, run_single_process  # noqa: E402
+from test_train_parallel import _records, _torchrun, run_single_process
+from train_fixtures import make_token_dataset, tiny_config
 
 STEPS, SHORT = 6, 2
 MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 8, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 64,

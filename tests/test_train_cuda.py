@@ -1,4 +1,4 @@
-"""The CPU parity tests' single-GPU analogues (skipped without CUDA; `bash bench/gpu_run.sh tests` runs them
+"""The CPU parity tests' single-GPU analogues (skipped without CUDA; `bash bench/gpu/gpu_run.sh tests` runs them
 on the accelerator): a run stopped and resumed on the GPU repeats the uninterrupted run bit for bit in fp32,
 bf16 and fp16 (loss scaler included) and exports what its last checkpoint holds; a GPU-trained model
 exported to Hugging Face gives transformers our logits, on the GPU and against the CPU."""
@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 from test_export_hf import make_text_run, require
-from test_train_fixtures import make_token_dataset, tiny_config
+from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components import checkpoint
 from pretrain.cli import main as pretrain_main

@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 import yaml
-from test_train_fixtures import make_token_dataset, tiny_config
+from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components import checkpoint
 from pretrain.cli import main as pretrain_main

@@ -17,8 +17,7 @@ import pytest
 import torch
 import yaml
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_train_fixtures import make_token_dataset, tiny_config  # noqa: E402
+from train_fixtures import make_token_dataset, tiny_config
 
 STEPS = 6
 MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 2, "n_heads": 8, "n_kv_heads": 4, "ffn_dim": 64,

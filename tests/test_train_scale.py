@@ -18,8 +18,7 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_train_fixtures import tiny_config  # noqa: E402
+from train_fixtures import tiny_config
 
 LAYOUTS = {"tp4": {"tp": 4}, "fsdp4": {"tp": 1}, "2x2": {"dp_shard": 2, "tp": 2}}
 SMALL = {"vocab_size": 128, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 64,

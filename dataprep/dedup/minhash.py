@@ -19,7 +19,7 @@ Pipeline, the same here (``run_local``, in memory) and on Spark (its runner on t
    Semantics: the default (``exact``, threshold 0.8) removes only pairs whose true Jaccard is >= 0.8.
    FineWeb (datatrove's MinhashDedup, 14 x 8) counts every band collision as a duplicate, so it also
    removes about half of the pairs near Jaccard 0.7 and some near 0.5-0.6: ``verify: none`` with the
-   default 5-grams and 14 x 8 is that rule (bench/bench_throughput.py measures how closely its
+   default 5-grams and 14 x 8 is that rule (bench/pipeline/bench_throughput.py measures how closely its
    removals agree with datatrove's on the same corpus);
 4. connected components; the smallest id of each component is kept, the others are dropped with
    reason ``minhash_duplicate``.

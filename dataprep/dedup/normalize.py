@@ -11,7 +11,7 @@ Shingles are word n-grams, except for scripts written without spaces (Chinese, J
 Khmer, Burmese), where a "word" would be a whole sentence: those get character n-grams. With
 ``chinese_words``, Chinese texts (mostly Han, almost no kana) are cut into words by jieba after
 normalization and get word n-grams like spaced languages (``segment_chinese``).
-``shingles`` builds them as byte strings (readable; the reference in tests and bench/dedup_eval.py);
+``shingles`` builds them as byte strings (readable; the reference in tests and bench/dedup/dedup_eval.py);
 ``shingle_hashes`` computes 64-bit hashes of the same shingles for a whole batch without building them.
 """
 

@@ -24,7 +24,7 @@ _BLOCK_START = re.compile(r"\s*<(p|h[1-6]|li|pre|/?ul|/?ol)\b")
 SENTENCE_END = tuple(".!?:;…。！？．؟।።\"'”’»)")
 
 # Substrings of class/id names that site templates give to boilerplate containers (matched case-blind).
-# Chosen on bench/bench_extract.py. Left out because they also name main-text containers on real pages:
+# Chosen on bench/extraction/bench_extract.py. Left out because they also name main-text containers on real pages:
 # teaser, cta, header, hidden, meta, print, tip, nav (Resiliparse drops <nav> anyway). Left out because
 # they changed nothing there while each name costs time on every page: copyright, disclaimer, donate,
 # login, pagination, popular, recommend, sponsor, trending.
@@ -176,7 +176,7 @@ def parse_blocks(minimal_html: str) -> list[Block]:
 
 
 def main_blocks(blocks: list[Block], max_link_density: float = 0.3, tail_blocks: int = 1) -> list[bool]:
-    """Which blocks are main text. Rules, each generic (measured in bench/bench_extract.py):
+    """Which blocks are main text. Rules, each generic (measured in bench/extraction/bench_extract.py):
     1. blocks with over 30% of their text in links are menus, tag clouds and related-article lists;
     2. on pages written in ``<p>`` (at least half the text), short loose text outside paragraphs,
        headings and lists is bylines, dates, captions and widget labels;

@@ -1,6 +1,6 @@
 """Stage ``extract``: raw HTML bytes -> main text.
 
-Engines (quality and speed on trafilatura's annotated pages: ``bench/bench_extract.py``, figures in
+Engines (quality and speed on trafilatura's annotated pages: ``bench/extraction/bench_extract.py``, figures in
 the README):
 - ``auto`` (default): ``blocks``, and the few pages whose blocks look least like an article go to
   Trafilatura (counted in stats.json as ``routed_to_trafilatura``).

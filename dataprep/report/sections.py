@@ -105,7 +105,7 @@ def rules(stats: list[StageStats], examples: dict, charts: Charts, top: int = 20
     s = Section("Removal per rule", ["Documents each rule removed, the share of its stage's input, and examples of what "
                                      "it removed: URL and the start of the text (the text only when the run set "
                                      "output.write_dropped). What each quality preset costs on labelled pages: "
-                                     "bench/filter_eval.py."])
+                                     "bench/quality/filter_eval.py."])
     color = {st.stage: f"C{i % 10}" for i, st in enumerate(stats)}
     biggest = sorted(reasons, key=lambda r: -r[2])[:top]
     s.images.append(charts.barh("rules.png", [f"{st.stage}: {r}" for st, r, _ in biggest], [n for *_, n in biggest],
