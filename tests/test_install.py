@@ -264,21 +264,21 @@ NOT_RUN = {
     "-m pretrain.train CONFIG --resume auto": "several GPU nodes; tests/test_multinode_train.py runs two on loopback",
     "torchrun --nnodes=2 --nproc_per_node=8 --rdzv-id=myrun --rdzv-backend=c10d --rdzv-endpoint=HEAD_NODE:29500 "
     "-m pretrain.train CONFIG --resume auto": "several GPU nodes; tests/test_multinode_train.py runs this on loopback",
-    "python bench/bench_gpu.py --models 1b --precision bf16 fp32 fp16 --compile off on --adamw fused foreach "
+    "python -m bench.gpu.bench_gpu --models 1b --precision bf16 fp32 fp16 --compile off on --adamw fused foreach "
     "--checkpointing none selective block --fsdp off on --seq-len 2048 --micro-batch 8 --steps 13 --warmup 3":
         "a GPU benchmark (docs/gpu.md)",
-    "python bench/bench_gpu.py --smoke": "a checkout script: tests/test_bench_gpu.py runs it",
-    'CCP_TORCH_SPEC="torch==2.13.0" bash bench/gpu_run.sh': "a GPU benchmark",
-    "bash bench/gpu_run.sh prepare": "downloads wheels for a GPU machine",
-    "bash bench/gpu_run.sh tests throughput ablation": "a GPU benchmark (docs/gpu.md)",
-    "bash bench/gpu_run.sh memory memory-compiled precision attention": "a GPU benchmark (docs/gpu.md)",
+    "python -m bench.gpu.bench_gpu --smoke": "a checkout script: tests/test_bench_gpu.py runs it",
+    'CCP_TORCH_SPEC="torch==2.13.0" bash bench/gpu/gpu_run.sh': "a GPU benchmark",
+    "bash bench/gpu/gpu_run.sh prepare": "downloads wheels for a GPU machine",
+    "bash bench/gpu/gpu_run.sh tests throughput ablation": "a GPU benchmark (docs/gpu.md)",
+    "bash bench/gpu/gpu_run.sh memory memory-compiled precision attention": "a GPU benchmark (docs/gpu.md)",
     "python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "
     "--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 "
     "--platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .gpu/whl pydantic==2.14.3 pydantic-core==2.50.4 "
     "annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0": "downloads wheels for a GPU machine",
-    "python bench/bench_throughput.py [--quick] [--allow-busy]": "a benchmark of tens of minutes, run by hand",
-    "python bench/bench_dedup_text.py --sizes 10000 100000 300000": "a benchmark of tens of minutes, run by hand",
-    "python bench/profile_extract.py": "a benchmark run by hand (docs/benchmarks.md); it reads ../shared/data",
+    "python -m bench.pipeline.bench_throughput [--quick] [--allow-busy]": "a benchmark of tens of minutes, run by hand",
+    "python -m bench.dedup.bench_dedup_text --sizes 10000 100000 300000": "a benchmark of tens of minutes, run by hand",
+    "python -m bench.extraction.profile_extract": "a benchmark run by hand (docs/benchmarks.md); it reads ../shared/data",
 }
 
 # In the order they run: (README command, what runs: the command with its placeholders filled), and
