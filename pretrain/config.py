@@ -165,7 +165,8 @@ class TrainConfig(StrictModel):
     global_batch_size: int = Field(64, gt=0)  # sequences per optimizer step, all ranks
     max_steps: int | None = Field(None, gt=0)
     max_tokens: int | None = Field(None, gt=0)  # alternative horizon: the budget's D
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    precision: Literal["auto", "fp32", "tf32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU;
+    # tf32: fp32 weights and activations, matmuls on TF32 tensor cores (CUDA; fp32 elsewhere)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     seed: int = 0
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)

@@ -21,7 +21,7 @@ from torch.distributed.tensor import DTensor
 
 from pretrain.components import checkpoint
 from pretrain.components.dataloader import build_loaders, fingerprint
-from pretrain.components.device import configure_attention, resolve_device, resolve_precision
+from pretrain.components.device import configure_attention, configure_matmul, resolve_device, resolve_precision
 from pretrain.components.loss import cross_entropy
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, clip_grad_norm, lr_factor
@@ -91,7 +91,7 @@ def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.dev
 
 class TrainStepContext:
     """What a forward pass needs besides the model, decided once: autocast, the attention kernel (fp16),
-    loss parallelism, the fp16 gradient scaler, whether FSDP holds gradients unsharded between
+    TF32 matmuls (tf32), loss parallelism, the fp16 gradient scaler, whether FSDP holds gradients unsharded between
     micro-batches, the pipeline group (grad norm over stages) and this rank's token positions under context
     parallelism."""
 
@@ -101,6 +101,7 @@ class TrainStepContext:
         self.no_sync = fsdp and no_sync_accumulation
         self.pp_group, self.positions = pp_group, positions
         configure_attention(precision, device)
+        configure_matmul(precision, device)
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         # with FSDP, bf16 comes from its MixedPrecisionPolicy instead of autocast
         use_autocast = autocast_dtype is not None and not (fsdp and precision == "bf16")

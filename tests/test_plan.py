@@ -423,3 +423,86 @@ def test_fsdp_keeps_a_bf16_residual_stream_and_compiled_blocks_save_less():
     eager, compiled = (activations(cfg, 2048, 8, "none", compiled=c)["per_token_layer"] for c in (False, True))
     assert compiled < eager
     assert activations(cfg, 2048, 8, "block", compiled=True)["per_token_layer"] == autocast  # checkpointing decides
+
+
+# --- precision ------------------------------------------------------------------------------------
+
+def test_every_gpu_has_a_dense_peak_per_precision():
+    """Datasheet figures without sparsity: fp16 at bf16's rate, TF32 at about half of it, fp32 (CUDA
+    cores) below TF32; the CPU entry has one figure for every precision."""
+    for key, spec in GPUS.items():
+        peaks = {p: spec.peak(p) for p in ("bf16", "fp16", "tf32", "fp32")}
+        if not spec.accelerator:
+            assert set(peaks.values()) == {spec.peak_flops_bf16}, key
+            continue
+        assert peaks["fp16"] == peaks["bf16"], key
+        assert peaks["tf32"] == pytest.approx(peaks["bf16"] / 2, rel=0.03), key
+        assert peaks["fp32"] < peaks["tf32"], key
+    assert (H100.peak("fp32"), H100.peak("tf32"), H100.peak()) == (67e12, 494.5e12, 989e12)
+    assert peak_flops("NVIDIA H100 80GB HBM3", "fp32") == 67e12
+    assert peak_flops("NVIDIA A100 80GB PCIe", "tf32") == 156e12
+    assert H100.with_peak("fp32", 50e12).peak("fp32") == 50e12 and H100.with_peak("fp32", 50e12).peak() == 989e12
+    with pytest.raises(ValueError, match="precision must be one of"):
+        H100.peak("fp8")
+
+
+def _per_token(r: dict, part: str = "total") -> float:
+    return r["time"]["step_breakdown"][part] / r["layout"]["tokens_per_step"]
+
+
+def test_each_precision_is_timed_at_its_own_peak():
+    """1B on 8 H100s: fp32 takes the same layout as bf16 and is slower per token by the peaks' ratio
+    (989/67, ~15x); tf32 has fp32's memory and half bf16's speed; fp16 bf16's speed."""
+    cfg = preset("1b")
+    runs = {p: plan(cfg, gpus=8, gpu=H100, precision=p) for p in ("bf16", "fp16", "tf32", "fp32")}
+    bf16, fp16, tf32, fp32 = runs.values()
+    assert fp32["layout"]["name"] == bf16["layout"]["name"] == tf32["layout"]["name"]
+    for r, peak in ((fp32, 67e12), (tf32, 494.5e12), (fp16, 989e12)):
+        assert _per_token(r, "compute") / _per_token(bf16, "compute") == pytest.approx(989e12 / peak)
+        assert r["time"]["peak_flops"] == peak
+    assert _per_token(fp32) / _per_token(bf16) == pytest.approx(989 / 67, rel=0.05)
+    assert _per_token(bf16) < _per_token(tf32) < _per_token(fp32)
+    assert tf32["layout"]["memory"] == fp32["layout"]["memory"]
+    assert "of the fp32 peak (67 TFLOP/s)" in format_report(fp32)
+
+
+def test_fp16_plans_bf16_memory_where_the_trainer_runs_them_alike():
+    """fp16 counts bf16's 16 bytes per parameter and 2-byte activations. On one GPU both run under
+    autocast: the same bytes. Under data parallelism the trainer's FSDP policy is bf16 only, so fp16
+    keeps autocast's fp32 residual stream and gathers fp32 weights."""
+    cfg = preset("1b")
+    one = {p: plan(cfg, gpus=1, gpu=H100, precision=p)["layout"] for p in ("bf16", "fp16")}
+    assert one["fp16"]["memory"] == one["bf16"]["memory"] and one["fp16"]["name"] == one["bf16"]["name"]
+    kw = dict(gpus=8, seq_len=2048, micro_batch=1)
+    bf16, fp16 = (layout_memory(cfg, "zero3", 1, "selective", precision=p, **kw) for p in ("bf16", "fp16"))
+    assert [fp16[k] for k in ("params", "grads", "optimizer")] == [bf16[k] for k in ("params", "grads", "optimizer")]
+    assert fp16["fsdp_buffers"] == 2 * bf16["fsdp_buffers"] and fp16["activations"] > bf16["activations"]
+
+
+def test_fp16_plans_no_pipeline_and_the_config_names_each_precision(tmp_path):
+    """The trainer refuses fp16 with pipeline stages (no loss scaling across them): the walk leaves them
+    out. The emitted config names the planned precision; tf32 turns on TF32 matmuls on CUDA only."""
+    from pretrain.components.device import configure_matmul
+
+    fp16 = plan(_model(70e9), gpus=64, gpu=H100, seq_len=4096, precision="fp16")
+    names = [line.split(":")[0] for line in fp16["decisions"]]
+    assert fp16["layout"]["pp"] == 1 and not any(re.search(r"(^| \+ )PP \d", name) for name in names)
+    cfg = preset("125m")
+    for precision in ("bf16", "fp16", "tf32", "fp32"):
+        r = plan(cfg, gpus=2, gpu=H100, precision=precision)
+        assert train_config(r, cfg, ["/d"], "r").precision == precision
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        configure_matmul("tf32", torch.device("cpu"))
+        assert torch.backends.cuda.matmul.allow_tf32 == before
+        for precision in ("tf32", "fp32", "bf16"):
+            configure_matmul(precision, torch.device("cuda"))  # flags only: no GPU needed
+            assert torch.backends.cuda.matmul.allow_tf32 == (precision == "tf32")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_plan_cli_precision_and_its_peak_override(capsys):
+    assert cli(["plan", "125m", "--gpus", "2", "--precision", "tf32", "--peak-flops", "400e12", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["precision"] == "tf32" and r["time"]["peak_flops"] == 400e12 and r["cluster"]["peak_flops_bf16"] == 989e12

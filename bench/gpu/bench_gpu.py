@@ -73,7 +73,7 @@ def mfu(tokens_per_s: float, flops_per_token_: float, peak_flops: float | None) 
 @dataclass(frozen=True)
 class Case:
     model: str
-    precision: str  # bf16, fp32, fp16
+    precision: str  # bf16, fp32, tf32, fp16
     compile: bool
     checkpointing: str  # none, selective, block (the training config's names)
     adamw: str  # fused or foreach
@@ -206,10 +206,10 @@ def train_config(case: Case, args, device: torch.device) -> TrainConfig:
 
 
 def predicted_memory(cfg: TrainConfig, case: Case) -> dict[str, float]:
-    """``pretrain plan``'s per-GPU bytes for this case on one GPU (fp16 counts as bf16: the same bytes)."""
+    """``pretrain plan``'s per-GPU bytes for this case on one GPU."""
     return layout_memory(cfg.model, "zero3" if case.fsdp else "ddp", 1, case.checkpointing, gpus=1,
                          seq_len=cfg.seq_len, micro_batch=cfg.micro_batch_size,
-                         precision="fp32" if case.precision == "fp32" else "bf16",
+                         precision=case.precision,
                          grad_accum=cfg.global_batch_size // cfg.micro_batch_size, fsdp=case.fsdp,
                          compiled=case.compile)
 
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__[__doc__.index("\n"):])
     ap.add_argument("--models", nargs="+", default=["125m", "350m", "1b"], help="presets or model YAMLs")
-    ap.add_argument("--precision", nargs="+", choices=["auto", "bf16", "fp32", "fp16"], default=["auto"],
+    ap.add_argument("--precision", nargs="+", choices=["auto", "bf16", "fp32", "tf32", "fp16"], default=["auto"],
                     help="auto: bf16 on CUDA, fp32 on CPU")
     ap.add_argument("--compile", nargs="+", choices=["on", "off"], help="torch.compile of each block "
                     "(default: on with CUDA, off on CPU)")

@@ -2,8 +2,9 @@
 and Weights & Biases, under ``train/`` and ``val/`` tags (``train/loss``, ``val/loss``, ``train/mfu``).
 
 Only rank 0 writes. Throughput is measured between log steps; MFU = achieved model FLOP/s per device
-divided by the device's dense bf16 peak from ``pretrain.planning.hardware`` (absent when the device is unknown,
-e.g. on CPU). With pipeline parallelism each record carries the schedule's bubble fraction
+divided by the device's dense bf16 peak from ``pretrain.planning.hardware`` whatever the run's precision (one
+scale for every run; ``pretrain plan`` times each precision at its own peak), absent when the device is unknown,
+e.g. on CPU. With pipeline parallelism each record carries the schedule's bubble fraction
 (``bubble_fraction``) beside the measured step time.
 """
 

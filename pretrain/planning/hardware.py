@@ -1,8 +1,14 @@
-"""Accelerator specs in one place: memory, dense bf16 peak FLOP/s and link bandwidths.
+"""Accelerator specs in one place: memory, dense peak FLOP/s per precision and link bandwidths.
 
-``pretrain plan`` sizes layouts with them and training divides achieved FLOP/s by ``peak_flops`` to
-report MFU. Peaks are the vendors' dense (no 2:4 sparsity) bf16 tensor-core figures; MFU against
-them follows the PaLM convention (H100/H200 989 TFLOP/s, A100 312 TFLOP/s).
+``pretrain plan`` sizes layouts with them and times each at the peak of its precision (``GPUSpec.peak``);
+training divides achieved FLOP/s by the bf16 peak (``peak_flops``) to report MFU, for every precision: the
+PaLM convention (H100/H200 989 TFLOP/s, A100 312 TFLOP/s), so runs in different precisions compare on one
+scale. Peaks are dense (no 2:4 sparsity: half the datasheets' starred figures), from the vendors'
+datasheets: NVIDIA H100 (SXM, PCIe, NVL), H200, HGX B200, A100, L40S, A10 and L4; AMD Instinct MI300X.
+bf16 and fp16 run on tensor cores at the same rate; TF32 (fp32 storage, matmul inputs rounded to 10
+mantissa bits) at half of it; plain fp32 on the CUDA cores (H100 SXM: 67 TFLOP/s, 6.8% of bf16; MI300X's
+fp32 matrix cores: 163.4). A measured fp32 run without TF32 reached 4.2% of an H100's bf16 peak, 62% of
+its fp32 peak (docs/gpu.md). The CPU entry has one figure for every precision.
 
 Bandwidths are GB/s per GPU in one direction, as datasheets quote them halved: within a node, NVLink
 (H100/H200 SXM: 18 NVLink-4 links, 900 GB/s bidirectional, so 450; A100: 600 -> 300; B200: 1800 -> 900;
@@ -15,7 +21,9 @@ the chip: ``pretrain plan --intra-node-gbs/--inter-node-gbs`` override them.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+
+PEAK_PRECISIONS = ("bf16", "fp16", "tf32", "fp32")  # GPUSpec.peak_flops_<precision>
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,9 @@ class GPUSpec:
     name: str
     memory_gb: float  # usable HBM as sold, decimal GB (80 GB = 80e9 bytes)
     peak_flops_bf16: float  # dense bf16 tensor-core FLOP/s
+    peak_flops_fp16: float | None = None  # dense fp16 tensor-core FLOP/s (None: the bf16 figure)
+    peak_flops_tf32: float | None = None  # dense TF32 tensor-core FLOP/s (None: the bf16 figure)
+    peak_flops_fp32: float | None = None  # fp32 without tensor cores (None: the bf16 figure)
     intra_node_gbs: float = 450  # GB/s per GPU per direction to GPUs of its node (NVLink; PCIe cards less)
     inter_node_gbs: float = 50  # GB/s per GPU per direction to other nodes (its share of the node's NICs)
     gpus_per_node: int = 8  # usual server size; NVLink domain for tensor parallelism
@@ -32,24 +43,45 @@ class GPUSpec:
     def memory_bytes(self) -> float:
         return self.memory_gb * 1e9
 
+    def peak(self, precision: str = "bf16") -> float:
+        """Dense peak FLOP/s of matmuls in ``precision``: a step's time is its FLOPs over this x MFU."""
+        if precision not in PEAK_PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PEAK_PRECISIONS)}, got {precision!r}")
+        value = getattr(self, f"peak_flops_{precision}")
+        return self.peak_flops_bf16 if value is None else value
+
+    def with_peak(self, precision: str, flops: float) -> GPUSpec:
+        """This spec with ``precision``'s peak replaced (``--peak-flops``)."""
+        self.peak(precision)  # validates the name
+        return replace(self, **{f"peak_flops_{precision}": flops})
+
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-# key -> spec. Keys are what users type (--gpu h100); names are what datasheets call them.
+# key -> spec. Keys are what users type (--gpu h100); names are what datasheets call them. Peaks, dense
+# FLOP/s: bf16, fp16, tf32, fp32 (module doc).
 GPUS: dict[str, GPUSpec] = {
-    "h100": GPUSpec("NVIDIA H100 SXM 80GB", 80, 989e12),
-    "h100-pcie": GPUSpec("NVIDIA H100 PCIe 80GB", 80, 756e12, intra_node_gbs=64, inter_node_gbs=25),
-    "h100-nvl": GPUSpec("NVIDIA H100 NVL 94GB", 94, 835e12, intra_node_gbs=64, inter_node_gbs=25),
-    "h200": GPUSpec("NVIDIA H200 SXM 141GB", 141, 989e12),
-    "b200": GPUSpec("NVIDIA B200 180GB", 180, 2250e12, intra_node_gbs=900),
-    "a100-80gb": GPUSpec("NVIDIA A100 80GB", 80, 312e12, intra_node_gbs=300, inter_node_gbs=25),
-    "a100-40gb": GPUSpec("NVIDIA A100 40GB", 40, 312e12, intra_node_gbs=300, inter_node_gbs=25),
-    "l40s": GPUSpec("NVIDIA L40S 48GB", 48, 362e12, intra_node_gbs=32, inter_node_gbs=12.5),
-    "a10": GPUSpec("NVIDIA A10 24GB", 24, 125e12, intra_node_gbs=32, inter_node_gbs=12.5, gpus_per_node=4),
-    "l4": GPUSpec("NVIDIA L4 24GB", 24, 121e12, intra_node_gbs=32, inter_node_gbs=12.5, gpus_per_node=4),
-    "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12, intra_node_gbs=448),
-    # Plans for CPU-only runs (tests, the demo): a small node's cores; override --peak-flops/--gpu-memory-gb.
+    "h100": GPUSpec("NVIDIA H100 SXM 80GB", 80, 989e12, 989e12, 494.5e12, 67e12),
+    "h100-pcie": GPUSpec("NVIDIA H100 PCIe 80GB", 80, 756e12, 756e12, 378e12, 51e12, intra_node_gbs=64,
+                         inter_node_gbs=25),
+    "h100-nvl": GPUSpec("NVIDIA H100 NVL 94GB", 94, 835e12, 835e12, 417.5e12, 60e12, intra_node_gbs=64,
+                        inter_node_gbs=25),
+    "h200": GPUSpec("NVIDIA H200 SXM 141GB", 141, 989e12, 989e12, 494.5e12, 67e12),
+    "b200": GPUSpec("NVIDIA B200 180GB", 180, 2250e12, 2250e12, 1100e12, 75e12, intra_node_gbs=900),
+    "a100-80gb": GPUSpec("NVIDIA A100 80GB", 80, 312e12, 312e12, 156e12, 19.5e12, intra_node_gbs=300,
+                         inter_node_gbs=25),
+    "a100-40gb": GPUSpec("NVIDIA A100 40GB", 40, 312e12, 312e12, 156e12, 19.5e12, intra_node_gbs=300,
+                         inter_node_gbs=25),
+    "l40s": GPUSpec("NVIDIA L40S 48GB", 48, 362e12, 362e12, 183e12, 91.6e12, intra_node_gbs=32,
+                    inter_node_gbs=12.5),
+    "a10": GPUSpec("NVIDIA A10 24GB", 24, 125e12, 125e12, 62.5e12, 31.2e12, intra_node_gbs=32,
+                   inter_node_gbs=12.5, gpus_per_node=4),
+    "l4": GPUSpec("NVIDIA L4 24GB", 24, 121e12, 121e12, 60e12, 30.3e12, intra_node_gbs=32, inter_node_gbs=12.5,
+                  gpus_per_node=4),
+    "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12, 1307e12, 653.7e12, 163.4e12, intra_node_gbs=448),
+    # Plans for CPU-only runs (tests, the demo): a small node's cores, one figure for every precision;
+    # override --peak-flops/--gpu-memory-gb.
     "cpu": GPUSpec("CPU cores (fp32)", 16, 1e11, intra_node_gbs=10, inter_node_gbs=1.25, gpus_per_node=1,
                    accelerator=False),
 }
@@ -81,10 +113,11 @@ def match_device(device_name: str) -> GPUSpec | None:
     return None
 
 
-def peak_flops(device_name: str) -> float | None:
-    """Dense bf16 peak FLOP/s for an accelerator name (None if unknown: MFU is then not reported)."""
+def peak_flops(device_name: str, precision: str = "bf16") -> float | None:
+    """Dense peak FLOP/s for an accelerator name (None if unknown: MFU is then not reported); training's
+    MFU uses the bf16 peak for every precision (module doc)."""
     spec = match_device(device_name)
-    return spec.peak_flops_bf16 if spec else None
+    return spec.peak(precision) if spec else None
 
 
 def get_gpu(name: str) -> GPUSpec:

@@ -192,7 +192,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
 
     Without ``tokens`` the target is the Chinchilla ``method``'s D for the model; ``unique_tokens`` (the
     data's) turns the target into epochs. ``no_sync``: gradient accumulation without a reduce-scatter per
-    micro-batch (counted in memory). ``max_bubble``: the pipeline bubble to stay under."""
+    micro-batch (counted in memory). ``max_bubble``: the pipeline bubble to stay under. ``precision``:
+    bf16, fp16, tf32 or fp32, each timed at its own peak (``GPUSpec.peak``)."""
     seq_len = seq_len or cfg.max_seq_len
     gpus_per_node = gpus_per_node or min(gpus, gpu.gpus_per_node)
     if seq_len > cfg.max_seq_len:
@@ -211,7 +212,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
     capacity = gpu.memory_bytes
     tried, previous = [], None
-    for layout in _candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len):
+    for layout in _runnable(_candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len), precision):
         layout.grad_accum = _accum_steps(global_batch, seq_len, layout.micro_batch * layout.dp)
         # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
         layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
@@ -226,7 +227,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
             layout.tokens_per_step = layout.micro_batch * layout.dp * layout.grad_accum * seq_len
             layout.time = step_time(cfg, layout, communication(cfg, layout, seq_len, precision), gpu=gpu, gpus=gpus,
                                     gpus_per_node=gpus_per_node, seq_len=seq_len,
-                                    tokens_per_step=layout.tokens_per_step, mfu=mfu)
+                                    tokens_per_step=layout.tokens_per_step, mfu=mfu, precision=precision)
         tried.append(layout)
         previous = layout
     fitting = [t for t in tried if t.fits]
@@ -245,6 +246,11 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
                    tokens=tokens, show_tp=show_tp, method=method, tokens_source=tokens_source,
                    unique_tokens=unique_tokens, no_sync=no_sync)
+
+
+def _runnable(layouts: list[Layout], precision: str) -> list[Layout]:
+    """The layouts the trainer runs in ``precision``: fp16 has no loss scaling across pipeline stages."""
+    return [lay for lay in layouts if not (precision == "fp16" and lay.pp > 1)]
 
 
 def _time_summary(lay: Layout) -> str:
@@ -304,7 +310,7 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
         "decisions": [t.reason for t in tried],
         "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
         "activations_by_checkpointing": act,
-        "time": {"mfu": mfu, "flops_per_token": flops_per_token(cfg, seq_len),
+        "time": {"mfu": mfu, "peak_flops": gpu.peak(precision), "flops_per_token": flops_per_token(cfg, seq_len),
                  "recompute_factor": RECOMPUTE[chosen.checkpointing], "step_seconds": seconds,
                  "step_breakdown": chosen.time,
                  "tokens_per_day": tokens_per_day, "target_tokens": tokens, "target_source": tokens_source,
@@ -320,7 +326,7 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
         "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data]},
         "seq_len": result["seq_len"], "micro_batch_size": result["micro_batch"],
         "global_batch_size": lay["global_batch"], "max_tokens": int(result["time"]["target_tokens"]),
-        "precision": "bf16" if result["precision"] == "bf16" else "fp32", "device": "auto",
+        "precision": result["precision"], "device": "auto",
         "parallel": {"dp_replicate": lay["dp_replicate"], "dp_shard": lay["dp_shard"], "tp": lay["tp"],
                      "pp": lay["pp"], "cp": lay["cp"], "activation_checkpointing": lay["checkpointing"],
                      "compile": lay["compiled"],

@@ -3,26 +3,30 @@
 Memory per GPU = model states + activations (+ FSDP's gathered buffers):
 - model states, bytes per parameter (weights, gradients, AdamW states): fp32 4 + 4 + 8 (7B: 28 GB +
   28 GB + 56 GB); bf16 mixed precision 2 + 2 + 12 (fp32 master weights, momentum and variance), the
-  ZeRO paper's accounting (Rajbhandari et al. 2020). DDP replicates all three; ZeRO-1 shards the
-  optimizer over data-parallel ranks, ZeRO-2 also gradients, ZeRO-3 (FSDP) also weights. Tensor
-  parallelism (degree t) splits every matrix t ways; only the norm weights stay replicated. Our
-  trainer's FSDP2 keeps the fp32 master as the sharded parameter and reduces gradients in fp32: the
-  same 16 bytes per parameter, all sharded. Gradient accumulation reduce-scatters every micro-batch by
-  default, so only gradient shards accumulate; with ``no_sync`` accumulation (one reduction per step)
-  every rank holds the full unsharded gradients, in fp32 (FSDP2 accumulates in its reduce dtype), from
-  the first micro-batch to the last: 4 bytes per parameter (divided by t only).
+  ZeRO paper's accounting (Rajbhandari et al. 2020); fp16 counts as bf16 (the same 16 bytes; its loss
+  scaler is one number), tf32 as fp32 (fp32 storage; only the matmuls' inputs are rounded). DDP
+  replicates all three; ZeRO-1 shards the optimizer over data-parallel ranks, ZeRO-2 also gradients,
+  ZeRO-3 (FSDP) also weights. Tensor parallelism (degree t) splits every matrix t ways; only the norm
+  weights stay replicated. Our trainer's FSDP2 keeps the fp32 master as the sharded parameter and
+  reduces gradients in fp32: the same 16 bytes per parameter, all sharded. Gradient accumulation
+  reduce-scatters every micro-batch by default, so only gradient shards accumulate; with ``no_sync``
+  accumulation (one reduction per step) every rank holds the full unsharded gradients, in fp32 (FSDP2
+  accumulates in its reduce dtype), from the first micro-batch to the last: 4 bytes per parameter
+  (divided by t only).
 - activations saved for backward, per token per layer, on our Llama block. The residual stream is fp32
   under autocast (one GPU; fp32 weights cast per matmul) and bf16 under FSDP2's bf16 mixed-precision policy
-  (any data parallelism: DDP is FSDP2 replicated). Each RMSNorm keeps, under autocast, an fp32 copy of its
-  input and of the normalised value plus its bf16 output (8 d bytes + d elements; tests check the whole
-  eager count against the tensors autograd saves), under FSDP's bf16 its input and output (2 d elements,
-  measured on an H100); attention keeps q, k, v (full width after each kv head once: SDPA's enable_gqa) and
-  its output (2 d + 2 kv elements; flash attention has no seq^2 term); SwiGLU keeps gate, silu, up and
-  product (4 ffn elements). Compiled blocks (``parallel.compile``) keep only the matmul inputs and outputs
-  and the norms' inputs (4 d + 2 kv + 3 ffn elements + 2 d in the stream's dtype: the partitioner recomputes
-  the rest). Selective checkpointing keeps only matmul and attention outputs and the block input
-  (5 d + 2 kv + 2 ffn elements); block checkpointing keeps each block's input (d in the stream's dtype).
-  Sequence-parallel TP splits all of it t ways (Korthikanti et al. 2022).
+  (any data parallelism: DDP is FSDP2 replicated); fp16 runs under autocast everywhere (the trainer's FSDP
+  policy is bf16 only): 2-byte activations, an fp32 stream, FSDP gathering fp32 weights. Each RMSNorm
+  keeps, under autocast, an fp32 copy of its input and of the normalised value plus its bf16 output (8 d
+  bytes + d elements; tests check the whole eager count against the tensors autograd saves), under FSDP's
+  bf16 its input and output (2 d elements, measured on an H100); attention keeps q, k, v (full width after
+  each kv head once: SDPA's enable_gqa) and its output (2 d + 2 kv elements; flash attention has no seq^2
+  term); SwiGLU keeps gate, silu, up and product (4 ffn elements). Compiled blocks (``parallel.compile``)
+  keep only the matmul inputs and outputs and the norms' inputs (4 d + 2 kv + 3 ffn elements + 2 d in the
+  stream's dtype: the partitioner recomputes the rest). Selective checkpointing keeps only matmul and
+  attention outputs and the block input (5 d + 2 kv + 2 ffn elements); block checkpointing keeps each
+  block's input (d in the stream's dtype). Sequence-parallel TP splits all of it t ways (Korthikanti et al.
+  2022).
 - the step's peak is the larger of two moments. At the loss: every saved activation plus the loss's fp32
   buffers (log-probabilities, their gradient and the logits' gradient: 12 bytes per vocabulary entry per
   token, split t ways under loss parallelism), while no gradient exists yet when a step has one micro-batch
@@ -46,10 +50,11 @@ from pretrain.models.llama import block_params, num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.hardware import GPUSpec
 
-PRECISIONS = {"bf16": (2, 2, 12), "fp32": (4, 4, 8)}  # bytes per parameter: weights, gradients, optimizer
+# bytes per parameter (weights, gradients, optimizer) for each precision the planner times (module doc)
+PRECISIONS = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "tf32": (4, 4, 8), "fp32": (4, 4, 8)}
 SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
            "zero3": (True, True, True)}  # (weights, gradients, optimizer) sharded over data parallel
-ELEM = {"bf16": 2, "fp32": 4}  # bytes per activation element
+ELEM = {"bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4}  # bytes per activation element
 LOSS_BYTES = 12  # per vocabulary entry per token at the loss: fp32 log-probabilities, their and the logits' gradients
 GB = 1e9
 RECOMPUTE = {"none": 1.0, "selective": 1.02, "block": 4 / 3}  # compute per step relative to no recomputation:
@@ -100,10 +105,16 @@ def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing:
             "in_flight": tokens * in_flight / tp}
 
 
+def gathered_bytes(precision: str) -> int:
+    """Bytes per weight FSDP gathers: bf16 under its mixed-precision policy, else the fp32 weights
+    (fp16 casts them per matmul under autocast)."""
+    return 2 if precision == "bf16" else 4
+
+
 def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
     """Bytes of gathered parameters and unsharded gradients FSDP holds besides the shards."""
     root = cfg.vocab_size * cfg.d_model * (1 if cfg.tie_embeddings else 2)
-    return 3 * max(block_params(cfg), root) / tp * (2 if precision == "bf16" else 4)
+    return 3 * max(block_params(cfg), root) / tp * gathered_bytes(precision)
 
 
 def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
@@ -135,7 +146,7 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
     sharding = stage in ("zero2", "zero3") and dp * cp > 1
     mem["fsdp_buffers"] = fsdp_buffers(cfg, tp, precision) if sharding or offload else 0.0
     if held:  # the stage's weights stay gathered between micro-batches
-        mem["fsdp_buffers"] += num_params(cfg) / tp / pp * PRECISIONS[precision][0]
+        mem["fsdp_buffers"] += num_params(cfg) / tp / pp * gathered_bytes(precision)
     mem["total"] = sum(mem.values())
     return mem
 
@@ -143,7 +154,7 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
 def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") -> dict[str, float]:
     """Bytes each GPU sends per optimizer step of layout ``lay`` (a ``pretrain.planning.plan.Layout``), by mesh
     dimension (ring collectives: (n-1)/n of the buffer per all-gather or reduce-scatter, twice that per
-    all-reduce). FSDP gathers bf16 weights in forward
+    all-reduce). FSDP gathers bf16 (fp16, fp32: fp32) weights in forward
     and backward (once under ZeRO-2) and reduce-scatters fp32 gradients, per micro-batch; DDP all-reduces
     gradients once; sequence-parallel TP all-gathers and reduce-scatters the activations 4 times per
     layer in forward, as many in backward (and again when a checkpointed block is recomputed); PP sends
@@ -161,7 +172,7 @@ def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") 
         out["dp"] = 2 * params * 4 * ring(shards)
     else:
         gathers = 1 if lay.stage == "zero2" or lay.pp > 1 else 2
-        out["dp"] = (1 if lay.pp > 1 else m) * params * (gathers * elem + 4) * ring(shards)
+        out["dp"] = (1 if lay.pp > 1 else m) * params * (gathers * gathered_bytes(precision) + 4) * ring(shards)
     if lay.offload:
         out["host"] = m * params / shards * (2 * 4 + 4)
     if lay.tp > 1:
@@ -186,16 +197,17 @@ def link_bandwidths(lay, gpu: GPUSpec, gpus: int, gpus_per_node: int) -> dict[st
 
 
 def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gpus: int, gpus_per_node: int,
-              seq_len: int, tokens_per_step: int, mfu: float) -> dict[str, float]:
+              seq_len: int, tokens_per_step: int, mfu: float, precision: str = "bf16") -> dict[str, float]:
     """Seconds per optimizer step of layout ``lay`` and their parts. Compute is the step's FLOPs (with
-    recomputation) at ``mfu`` of peak; the pipeline bubble idles every rank for bubble/(1-bubble) of it.
+    recomputation) at ``mfu`` of ``precision``'s peak (``GPUSpec.peak``: fp32 on an H100 1/15 of bf16);
+    the pipeline bubble idles every rank for bubble/(1-bubble) of it.
     Each dimension's bytes (``comm``) take bytes / bandwidth of the links it crosses. FSDP/DP collectives,
     offload copies and CP's key/value exchange overlap compute (prefetch, bucketed reduction, ring attention
     passing the next chunk while it attends to this one): only what exceeds OVERLAP of the compute time
     shows; TP's and PP's transfers sit between dependent kernels and all show. Offload adds
     the host's AdamW step (reads and writes weights, gradients and both moments: 32 bytes per parameter)."""
     compute = (flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[lay.checkpointing]
-               / (gpus * gpu.peak_flops_bf16 * mfu))
+               / (gpus * gpu.peak(precision) * mfu))
     bw = link_bandwidths(lay, gpu, gpus, gpus_per_node)
     secs = {dim: comm[dim] / (bw[dim] * GB) for dim in bw}
     hidden = secs["dp"] + secs["host"] + secs["cp"]

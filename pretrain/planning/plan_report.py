@@ -42,7 +42,8 @@ def format_report(r: dict) -> str:
               f"x {lay['grad_accum']} accumulation steps ({human(lay['tokens_per_step'])} tokens), gradients "
               + ("held unsharded until the last micro-batch (no-sync)" if lay["no_sync_accumulation"]
                  else "reduce-scattered every micro-batch"),
-              f"time at MFU {t['mfu']:g}: {t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
+              f"time at MFU {t['mfu']:g} of the {r['precision']} peak ({t['peak_flops'] / 1e12:g} TFLOP/s): "
+              f"{t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
               f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
               f"({t['target_source']}, {t['steps']:,} steps)"]
     if t.get("epochs") is not None:
