@@ -1,9 +1,14 @@
-"""Chinchilla budget: constant sets, agreement with the paper's printed tables, inputs and the CLI.
+"""Budgets: constant sets, agreement with the papers' printed tables, inputs and the CLI.
 
 Reference: Hoffmann et al. 2022, arXiv:2203.15556 (v1). Table 2 prints the exponents a, b; Table 3 the
 Approach 1 compute-optimal FLOPs and tokens for nine model sizes; Table A3 the same for Approaches 2
 and 3; Section 3.3 / Figure 4 the Approach 3 model size for Gopher's budget (40B); Appendix D.4 the
 Approach 1 size for 1e21 FLOPs (2.86B).
+
+Bi et al. 2024 (DeepSeek LLM), arXiv:2401.02954: Section 3.1 the learning rate and batch laws, Section 3.2
+M = 72 n_layer d_model^2 + 6 n_layer d_model l_seq and the allocation M_opt = 0.1715 C^0.5243,
+D_opt = 5.8316 C^0.4757; Table 2 the 7B and 67B settings (2T tokens of sequences of 4096: learning rates
+4.2e-4 and 3.2e-4, batches of 2304 and 4608 sequences, 9.4M and 18.9M tokens).
 """
 
 from __future__ import annotations
@@ -13,8 +18,12 @@ import math
 
 import pytest
 
-from pretrain.planning.budget import GOPHER_FLOPS, METHODS, compute_from_gpus, estimate, parse_number
+from pretrain.planning.budget import GOPHER_FLOPS, METHODS, compute_from_gpus, estimate, params_of_model, parse_number
 from pretrain.cli import main as cli
+from pretrain.config import ModelConfig, save_yaml
+from pretrain.models.llama import num_params
+from pretrain.planning.flops import deepseek_flops_per_token
+from pretrain.planning.hyperparameters import optimal_hyperparameters
 
 # (parameters, FLOPs, tokens) as printed. The 67B row is Gopher's budget (its N is rounded and its
 # tokens break C = 6ND by 5%), so it is checked separately below.
@@ -175,8 +184,92 @@ def test_cli_model_shows_appendix_f_flops(capsys):
     assert 1.0 < ratio < 1.5
 
 
+# --- DeepSeek LLM: allocation, learning rate and batch ---------------------------------------------
+
+DEEPSEEK_7B = ModelConfig(vocab_size=102400, d_model=4096, n_layers=30, n_heads=32, n_kv_heads=32, ffn_dim=11008,
+                          max_seq_len=4096)
+DEEPSEEK_67B = ModelConfig(vocab_size=102400, d_model=8192, n_layers=95, n_heads=64, n_kv_heads=8, ffn_dim=22016,
+                           max_seq_len=4096)
+
+
+def test_deepseek_allocation_is_the_published_one():
+    law = METHODS["deepseek"]
+    assert (law.m_base, law.a) == pytest.approx((0.1715, 0.5243), abs=1e-12)
+    for c in (1e20, 1e22, 1e24):  # N = M / 6, and D_opt = C / M_opt is their printed 5.8316 C^0.4757
+        est = estimate("deepseek", compute=c)
+        assert 6 * est.params == pytest.approx(0.1715 * c**0.5243)
+        assert est.tokens == pytest.approx(5.8316 * c**0.4757, rel=2e-4)
+    assert "2401.02954" in law.source and "current data" in law.source
+
+
+def test_deepseek_model_scale_is_their_m():
+    m = deepseek_flops_per_token(DEEPSEEK_7B, 4096)
+    assert m == 72 * 30 * 4096**2 + 6 * 30 * 4096 * 4096
+    assert params_of_model("deepseek", DEEPSEEK_7B, 4096) == m / 6  # DeepSeek's N: no vocabulary, attention in
+    assert params_of_model("approach3", DEEPSEEK_7B, 4096) == num_params(DEEPSEEK_7B)  # Chinchilla's: everything
+
+
+def test_learning_rate_and_batch_follow_the_compute():
+    law = optimal_hyperparameters(1e21, 2048)
+    assert law.learning_rate == pytest.approx(0.3118 * 1e21**-0.1250)
+    assert law.batch_tokens == pytest.approx(0.2920 * 1e21**0.3271)
+    assert law.batch_sequences == pytest.approx(law.batch_tokens / 2048)
+    bigger = optimal_hyperparameters(1e23, 2048)  # more compute: a lower learning rate, a larger batch
+    assert bigger.learning_rate < law.learning_rate and bigger.batch_tokens > law.batch_tokens
+    with pytest.raises(ValueError, match="positive"):
+        optimal_hyperparameters(0, 2048)
+
+
+def _fixed_run(tmp_path, capsys, cfg: ModelConfig) -> dict:
+    path = tmp_path / "model.yaml"
+    save_yaml(cfg, str(path))
+    assert cli(["budget", "--model", str(path), "--tokens", "2T", "--seq-len", "4096", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("cfg,lr,batch,batch_tolerance", [(DEEPSEEK_7B, 4.2e-4, 9.4e6, 0.05),
+                                                          (DEEPSEEK_67B, 3.2e-4, 18.9e6, 0.10)])
+def test_deepseek_7b_and_67b_runs_get_their_learning_rate_and_batch(tmp_path, capsys, cfg, lr, batch,
+                                                                     batch_tolerance):
+    """DeepSeek's own settings from C = M D with M as the paper defines it (their Table 2)."""
+    h = _fixed_run(tmp_path, capsys, cfg)["hyperparameters"]
+    assert h["flops_per_token"] == deepseek_flops_per_token(cfg, 4096) and h["tokens"] == 2e12
+    assert h["compute"] == pytest.approx(h["flops_per_token"] * 2e12)
+    assert h["learning_rate"] == pytest.approx(lr, rel=0.05)
+    assert h["batch_tokens"] == pytest.approx(batch, rel=batch_tolerance)
+    assert h["batch_sequences"] == pytest.approx(h["batch_tokens"] / 4096) and h["seq_len"] == 4096
+
+
+def test_fixed_run_splits_its_compute_each_laws_way(tmp_path, capsys):
+    out = _fixed_run(tmp_path, capsys, DEEPSEEK_7B)
+    n, m = num_params(DEEPSEEK_7B), deepseek_flops_per_token(DEEPSEEK_7B, 4096)
+    rows = {r["method"]: r for r in out["estimates"]}
+    assert rows["approach1"]["flops"] == pytest.approx(6 * n * 2e12)
+    assert rows["deepseek"]["flops"] == pytest.approx(m * 2e12)
+    assert "fixed run" in out["input"] and "Section 3.1" in out["sources"]["hyperparameters"]
+    assert cli(["budget", "--model", "tiny", "--tokens", "1B", "--seq-len", "128"]) == 0
+    text = capsys.readouterr().out
+    assert "peak learning rate" in text and "sequences of 128" in text and "2401.02954" in text
+
+
+def test_budget_reports_the_learning_rate_and_batch_of_the_fit_answer(capsys):
+    assert cli(["budget", "--compute", "1e22", "--json"]) == 0
+    h = json.loads(capsys.readouterr().out)["hyperparameters"]
+    assert h["compute"] == pytest.approx(1e22) and h["seq_len"] == 2048  # no model: the presets' sequence
+    assert h["learning_rate"] == pytest.approx(optimal_hyperparameters(1e22, 2048).learning_rate)
+    assert cli(["budget", "--params", "1B", "--fit", "deepseek", "--seq-len", "4096", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ds = next(r for r in out["estimates"] if r["method"] == "deepseek")
+    assert out["fit"] == "deepseek" and out["hyperparameters"]["compute"] == pytest.approx(ds["flops"])
+    assert out["hyperparameters"]["batch_sequences"] == pytest.approx(out["hyperparameters"]["batch_tokens"] / 4096)
+    assert "Eq. 4" in out["sources"]["deepseek"]
+
+
 @pytest.mark.parametrize("argv,message", [
     (["budget", "--compute", "-5"], "positive"),
+    (["budget", "--model", "tiny", "--tokens", "-5"], "token count must be positive"),
+    (["budget", "--compute", "1e21", "--fit", "deepseek", "--unique-tokens", "1B"], "has no loss formula"),
+    (["budget", "--compute", "1e21", "--fit", "deepseek", "--inference-tokens", "1T"], "has no loss formula"),
     (["budget", "--gpus", "8", "--hours", "10", "--gpu", "v100"], "unknown GPU"),
     (["budget"], "give one of"),
     (["budget", "--compute", "1e21", "--params", "1B"], "only one"),

@@ -297,6 +297,7 @@ RUN = [
     ("pretrain budget --compute 1e21", None),
     ("pretrain budget --gpus 64 --hours 720 --gpu h100 --mfu 0.4", None),
     ("pretrain budget --params 1.3B", None),
+    ("pretrain budget --model configs/model/7b.yaml --tokens 2T", None),
     ("pretrain size 1.3B --vocab-size 32000 --seq-len 2048 --out configs/model/my1b.yaml", None),
     ("pretrain plan configs/model/7b.yaml --gpus 8 --gpu h100 --micro-batch 4 --global-batch 512 "
      "--out configs/train/7b.yaml --data out/cc/shards", None),

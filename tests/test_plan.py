@@ -13,7 +13,9 @@ from pretrain.cli import main as cli
 from pretrain.config import ModelConfig, load_model_config, load_train_config
 from pretrain.planning.hardware import GPUS, get_gpu, peak_flops
 from pretrain.models.llama import Llama, num_params
-from pretrain.planning.flops import flops_per_token
+from pretrain.planning.budget import estimate
+from pretrain.planning.flops import deepseek_flops_per_token, flops_per_token
+from pretrain.planning.hyperparameters import optimal_hyperparameters, warmup_steps
 from pretrain.planning.plan import activations, layout_memory, model_states, plan, train_config
 from pretrain.planning.plan_report import format_report
 from pretrain.planning.sizing import PRESET_DIR, PRESET_SIZES, preset, size_model
@@ -326,6 +328,7 @@ def test_lowers_the_micro_batch_before_checkpointing():
     (dict(mfu=0), "MFU"),
     (dict(seq_len=4096), "exceeds the model's max_seq_len"),
     (dict(tokens=-1.0), "token count must be positive"),
+    (dict(lr=0.0), "learning rate must be positive"),
 ])
 def test_impossible_inputs(kwargs, message):
     args = dict(gpus=8, gpu=H100) | kwargs
@@ -376,6 +379,41 @@ def test_plan_cli(tmp_path, capsys):
     assert r["time"]["step_seconds"] == pytest.approx(r["time"]["step_breakdown"]["total"])
     assert cli(["plan", "125m", "--out", str(out)]) == 2
     assert "--out needs --data" in capsys.readouterr().err
+
+
+def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
+    """Without --lr or --global-batch the config gets DeepSeek LLM's for C = M D (M of the model, D the
+    method's tokens), the batch the multiple of micro-batch x data-parallel ranks nearest the law's."""
+    out = tmp_path / "t.yaml"
+    assert cli(["plan", "1b", "--gpus", "8", "--out", str(out), "--data", "tok", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    h, lay, tc = r["hyperparameters"], r["layout"], load_train_config(str(out))
+    cfg = preset("1b")
+    tokens = estimate("approach1", params=num_params(cfg)).tokens
+    law = optimal_hyperparameters(deepseek_flops_per_token(cfg, 2048) * tokens, 2048)
+    assert h["law"]["compute"] == pytest.approx(law.compute) and (h["learning_rate_from"], h["global_batch_from"]) == (
+        "law", "law")
+    assert tc.optim.lr == pytest.approx(law.learning_rate) and tc.global_batch_size == h["global_batch"]
+    per_step = tc.micro_batch_size * lay["dp"]
+    assert tc.global_batch_size % per_step == 0 and abs(tc.global_batch_size - law.batch_sequences) <= per_step / 2
+    assert tc.optim.warmup_steps == h["warmup_steps"] == warmup_steps(r["time"]["steps"]) and not h["differs_from_law"]
+    assert cli(["plan", "1b", "--gpus", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "peak learning rate" in text and "(law" in text and "DeepSeek LLM" in text and "differs" not in text
+
+
+def test_values_the_user_sets_win_and_the_plan_says_they_differ(tmp_path, capsys):
+    out = tmp_path / "t.yaml"
+    assert cli(["plan", "1b", "--gpus", "8", "--global-batch", "512", "--lr", "1e-3", "--out", str(out),
+                "--data", "tok", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    h, tc = r["hyperparameters"], load_train_config(str(out))
+    assert (tc.optim.lr, tc.global_batch_size) == (1e-3, 512) and (h["learning_rate_from"], h["global_batch_from"]) == (
+        "given", "given")
+    given = [line.split(" given")[0] for line in h["differs_from_law"]]
+    assert given == ["learning rate 0.001", "global batch 512 sequences"]
+    assert cli(["plan", "1b", "--gpus", "8", "--lr", "1e-3"]) == 0
+    assert "differs from the law: learning rate 0.001 given" in capsys.readouterr().out
 
 
 # Peak memory measured on an H100 80GB HBM3 (torch 2.11, bench/gpu/bench_gpu.py, docs/gpu.md): model, checkpointing,

@@ -1,4 +1,5 @@
-"""Chinchilla compute-optimal model size N and token count D for a compute budget C (FLOPs).
+"""Compute-optimal model size N and token count D for a compute budget C (FLOPs): Chinchilla's methods,
+their refits and DeepSeek LLM's allocation.
 
 Source: Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models" (arXiv:2203.15556).
 Every method answers the same three questions: given C, or N, or D, what are the other two? All use
@@ -16,6 +17,11 @@ C = 6 N D (the paper's frontier constraint; Table 3 rows satisfy it to <0.3% exc
   they are widely copied), Epoch AI's refit (Besiroglu et al. 2024, arXiv:2404.10102) and the C4 fit
   that Muennighoff et al. 2023 made jointly with their repetition constants (``pretrain.planning.data_constrained``).
 - The 20 tokens per parameter rule of thumb: D = 20 N.
+- DeepSeek LLM's allocation (Bi et al. 2024, arXiv:2401.02954, Section 3.2): M_opt = 0.1715 C^0.5243,
+  D_opt = 5.8316 C^0.4757, with the model's scale M in non-embedding FLOPs per token
+  (``pretrain.planning.flops.deepseek_flops_per_token``) and C = M D. Here N stands for M / 6, so C = 6 N D
+  holds as for the others; a model's N is measured each law's way (``params_of_model``). Their learning rate
+  and batch for C are ``pretrain.planning.hyperparameters``.
 
 Every method names its ``source``; the CLI prints it next to the answer.
 """
@@ -28,6 +34,7 @@ from dataclasses import asdict, dataclass
 
 GOPHER_FLOPS = 5.76e23  # Table 3's "1 Gopher unit" and the Chinchilla/Gopher training budget
 HOFFMANN = "Hoffmann et al. 2022, arXiv:2203.15556"
+DEEPSEEK = "Bi et al. 2024 (DeepSeek LLM), arXiv:2401.02954"
 # The fits were made on models of 70M to 16B parameters and 5B to 500B tokens (Hoffmann et al. Section 3;
 # Epoch AI refit the same runs): losses for smaller N or D are extrapolations, good for trends only.
 FITTED_MIN_PARAMS, FITTED_MIN_TOKENS = 7e7, 5e9
@@ -78,6 +85,16 @@ class PowerLaw:
 
     def loss(self, n: float, d: float) -> float | None:
         return None
+
+
+@dataclass(frozen=True)
+class FlopsPerTokenLaw(PowerLaw):
+    """A power law in DeepSeek's model scale M (non-embedding FLOPs per token): M_opt = 6 k C^a and
+    D_opt = C / M_opt, so N here is M / 6 and C = 6 N D = M D."""
+
+    @property
+    def m_base(self) -> float:
+        return 6 * self.k
 
 
 @dataclass(frozen=True)
@@ -140,6 +157,11 @@ METHODS: dict[str, Method] = {
                                    note="fitted with the repetition constants R_D*, R_N*",
                                    source="Muennighoff et al. 2023, arXiv:2305.16264 (constants from "
                                           "github.com/huggingface/datablations, 'Parametric Fit')"),
+    # M_opt = 0.1715 C^0.5243 (Eq. 4); its D_opt = 5.8316 C^0.4757 is C / M_opt (0.1715 x 5.8316 = 1.0001)
+    "deepseek": FlopsPerTokenLaw("DeepSeek LLM (N = M/6)", k=0.1715 / 6, a=0.5243,
+                                 note="M: non-embedding FLOPs/token; their final data",
+                                 source=f"{DEEPSEEK}, Section 3.2, Eq. 4 (M_opt = 0.1715 C^0.5243, D_opt = "
+                                        "5.8316 C^0.4757, fitted on their current data: Table 4, a = 0.524)"),
     "20x": PowerLaw("20 tokens per parameter", k=1 / math.sqrt(120), a=0.5, note="rule of thumb: D = 20 N",
                     source="rule of thumb from Hoffmann et al. 2022's Table 3 (~20 tokens per parameter)"),
 }
@@ -182,6 +204,17 @@ def minimise_log(f, lo: float, hi: float, points_per_decade: int = 40) -> float:
     best = minimize_scalar(lambda x: f(math.exp(x)), bounds=(lo_i, hi_i), method="bounded",
                            options={"xatol": 1e-10})
     return math.exp(best.x) if best.fun <= values[i] else math.exp(grid[i])
+
+
+def params_of_model(method: str, cfg, seq_len: int) -> float:
+    """A model's N as the named law counts it: every parameter for Chinchilla's (Hoffmann et al. count the
+    embeddings), M / 6 for DeepSeek's (no vocabulary, attention included)."""
+    from pretrain.models.llama import num_params
+    from pretrain.planning.flops import deepseek_flops_per_token
+
+    if isinstance(METHODS[method], FlopsPerTokenLaw):
+        return deepseek_flops_per_token(cfg, seq_len) / 6
+    return float(num_params(cfg))
 
 
 def parametric_fit(name: str) -> ParametricLoss:

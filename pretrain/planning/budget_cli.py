@@ -1,13 +1,16 @@
-"""``pretrain budget``: compute-optimal N and D for a budget, every Chinchilla method side by side,
-and what a corpus of limited size and an expected inference load change about the answer.
+"""``pretrain budget``: compute-optimal N and D for a budget, every method side by side (Chinchilla's,
+the refits, DeepSeek LLM's), the peak learning rate and batch that budget calls for, and what a corpus of
+limited size and an expected inference load change about the answer.
 
 Give one of: --compute FLOPs; --gpus/--hours with --gpu (or --peak-flops) and --mfu; --params N;
 --tokens D; or --model CONFIG (N = its exact parameter count, and the Appendix F FLOPs of that
-architecture are shown next to 6ND). With --data SHARDS (or --unique-tokens U) every answer also gives
-its epochs over the corpus and effective tokens D', and a data-constrained section (Muennighoff et al.
-2023) gives the best N and epochs under the cap; --epochs E evaluates E passes over the corpus (alone it
-sets D = E x U). --inference-tokens adds the size of least training + inference FLOPs (Sardana et al.
-2023). --fit picks the loss fit those sections use; every constant's source is printed.
+architecture are shown next to 6ND), with --tokens D for a run whose model and tokens are both chosen
+(the table then splits that run's compute each law's way). The learning rate and batch (DeepSeek LLM) are
+those of the --fit answer, or of the fixed run. With --data SHARDS (or --unique-tokens U) every answer also
+gives its epochs over the corpus and effective tokens D', and a data-constrained section (Muennighoff et
+al. 2023) gives the best N and epochs under the cap; --epochs E evaluates E passes over the corpus (alone
+it sets D = E x U). --inference-tokens adds the size of least training + inference FLOPs (Sardana et al.
+2023). Those two sections need a loss fit (--fit); every constant's source is printed.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from __future__ import annotations
 import json
 
 from dataprep.core.units import human
-from pretrain.planning import data_constrained, inference_aware
+from pretrain.config import ModelConfig
+from pretrain.planning import data_constrained, hyperparameters, inference_aware
 from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
-                             parametric_fit, parse_number)
+                             parametric_fit, params_of_model, parse_number)
 from pretrain.planning.data_constrained import Allocation, allocation, at_epochs, best_allocation, constrained_loss
+
+ALLOCATION_FITS = ["deepseek"]  # --fit choices without a loss: they size N, D and the hyperparameters only
 
 
 def add_arguments(parser) -> None:
@@ -29,17 +35,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("--peak-flops", help="peak bf16 FLOP/s per GPU, overrides --gpu (e.g. 989e12)")
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
     parser.add_argument("--params", help="model size N, e.g. 1.3B: gives D")
-    parser.add_argument("--tokens", help="token count D, e.g. 300B: gives N")
-    parser.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs")
-    parser.add_argument("--seq-len", type=int, help="sequence length for the Appendix F count (default: model's)")
+    parser.add_argument("--tokens", help="token count D, e.g. 300B: gives N (with --model: the run's tokens)")
+    parser.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs; "
+                        "with --tokens, a fixed run: its C, learning rate and batch")
+    parser.add_argument("--seq-len", type=int, help="the run's sequence length: Appendix F and DeepSeek FLOPs, batch "
+                        "in sequences (default: the model's, else 2048)")
     parser.add_argument("--method", action="append", choices=list(METHODS),
                         help="method(s) to show (repeatable; default all)")
     parser.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "
                         "corpus's unique tokens U (repeatable; with --model, also the vocabulary)")
     parser.add_argument("--unique-tokens", help="unique tokens U of the corpus, e.g. 300B (instead of --data)")
     parser.add_argument("--epochs", type=float, help="evaluate this many passes over the corpus (D = epochs x U)")
-    parser.add_argument("--fit", choices=FITS, default="approach3",
-                        help="loss fit for the data-constrained and inference-aware answers (default approach3)")
+    parser.add_argument("--fit", choices=FITS + ALLOCATION_FITS, default="approach3",
+                        help="the answer the learning rate and batch are sized for, and the loss fit of the "
+                        "data-constrained and inference-aware answers, which deepseek lacks (default approach3)")
     parser.add_argument("--inference-tokens", help="tokens the model will serve over its life, e.g. 2T: the N and D "
                         "of least training + inference FLOPs for the same loss")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -59,8 +68,6 @@ def _budget_input(args, unique: float | None) -> tuple[dict, str]:
     given = {k: getattr(args, k) for k in ("compute", "params", "tokens") if getattr(args, k) is not None}
     if len(given) > 1:
         raise ValueError("give only one of --compute, --params, --tokens, --gpus/--hours")
-    if "tokens" in given and args.epochs is not None:
-        raise ValueError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
     if not given and args.epochs is not None and unique is not None:
         return {"tokens": args.epochs * unique}, f"D = {args.epochs:g} epochs x {human(unique)} unique tokens"
     if not given:
@@ -118,50 +125,109 @@ def _inference_section(args, law, reference: Allocation, unique: float | None) -
     return out
 
 
-def run(args) -> dict:
-    unique, unique_source, vocab = _corpus(args)
-    law = parametric_fit(args.fit)
-    model = None
-    if args.model:
-        from pretrain.models.llama import num_params
-        from pretrain.planning.sizing import resolve_model
+def _model(args, vocab: int | None) -> ModelConfig | None:
+    """The --model config, at the shards' vocabulary when --data names shards (None without --model)."""
+    if not args.model:
+        return None
+    from pretrain.planning.sizing import resolve_model
 
-        if any(getattr(args, k) is not None for k in ("compute", "params", "tokens", "gpus", "hours")):
-            raise ValueError("--model fixes N; do not combine it with --compute, --params, --tokens or --gpus/--hours")
-        model = resolve_model(args.model)
-        if vocab is not None:  # the model as it would train on these shards
-            model = model.model_copy(update={"vocab_size": vocab})
-        n = num_params(model)
-        kwargs, source = {"params": float(n)}, f"N = {n:,} parameters of {args.model}"
+    if any(getattr(args, k) is not None for k in ("compute", "params", "gpus", "hours")):
+        raise ValueError("--model fixes N; give it alone or with --tokens (a fixed run), not with --compute, "
+                         "--params or --gpus/--hours")
+    model = resolve_model(args.model)
+    return model if vocab is None else model.model_copy(update={"vocab_size": vocab})
+
+
+def _model_inputs(args, model: ModelConfig, seq_len: int) -> tuple[dict[str, dict], str, float | None]:
+    """estimate() keywords per method: the model's N, or with --tokens the fixed run's compute, each counted
+    its law's way; the line saying so; and the run's tokens (None without --tokens)."""
+    from pretrain.models.llama import num_params
+
+    from pretrain.planning.flops import compare
+
+    n = num_params(model)
+    source = f"N = {n:,} parameters of {args.model}"
+    if args.tokens is None:
+        return {m: {"params": params_of_model(m, model, seq_len)} for m in METHODS}, source, None
+    tokens = parse_number(args.tokens)
+    if not tokens > 0:
+        raise ValueError(f"token count must be positive, got {tokens:g}")
+    flops = compare(model, tokens, seq_len)
+    source += (f", D = {human(tokens)} tokens at seq {seq_len} (a fixed run): C = 6ND = {flops['six_nd']:.3g} FLOPs "
+               f"(Appendix F: {flops['appendix_f']:.3g}); the table splits that compute each method's way")
+    return {m: {"compute": 6 * params_of_model(m, model, seq_len) * tokens} for m in METHODS}, source, tokens
+
+
+def _loss_fit(args):
+    """The --fit's parametric loss, which the data-constrained and inference-aware answers need."""
+    if args.fit in ALLOCATION_FITS:
+        raise ValueError(f"--fit {args.fit} has no loss formula: the data-constrained and inference-aware answers "
+                         f"need one of {', '.join(FITS)}")
+    return parametric_fit(args.fit)
+
+
+def _hyperparameters(args, ref, model: ModelConfig | None, seq_len: int, run_tokens: float | None) -> dict:
+    """DeepSeek's learning rate and batch for the fixed run or the --fit answer: C = M D when the model is
+    known, else the answer's C (6ND standing in for M D)."""
+    if model is None:
+        law = hyperparameters.optimal_hyperparameters(ref.flops, seq_len)
+        basis = f"C = {ref.flops:.3g} FLOPs ({args.fit}'s answer; its 6ND stands in for M x D)"
+        return law.to_dict() | {"flops_per_token": None, "tokens": ref.tokens, "basis": basis}
+    from pretrain.planning.flops import deepseek_flops_per_token
+
+    m = deepseek_flops_per_token(model, seq_len)
+    tokens = ref.tokens if run_tokens is None else run_tokens
+    law = hyperparameters.optimal_hyperparameters(m * tokens, seq_len)
+    whose = "the run's" if run_tokens is not None else f"{args.fit}'s D"
+    basis = f"C = M x D = {m:.3g} FLOPs/token x {human(tokens)} tokens ({whose}) = {law.compute:.3g} FLOPs"
+    return law.to_dict() | {"flops_per_token": m, "tokens": tokens, "basis": basis}
+
+
+def _row(method: str, inputs: dict, unique: float | None) -> dict:
+    est = estimate(method, **inputs)
+    row = est.to_dict() | {"label": METHODS[method].name, "source": METHODS[method].source,
+                           "unique_tokens": unique, "epochs": 1.0 if unique is None else est.tokens / unique,
+                           "effective_tokens": data_constrained.effective_tokens(est.tokens, unique)}
+    if unique is not None and method in FITS:
+        row["loss_with_repeats"] = constrained_loss(METHODS[method], est.params, est.tokens, unique)
+    return row
+
+
+def run(args) -> dict:
+    if args.tokens is not None and args.epochs is not None:
+        raise ValueError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
+    unique, unique_source, vocab = _corpus(args)
+    model = _model(args, vocab)
+    seq_len = args.seq_len or (model.max_seq_len if model else ModelConfig.model_fields["max_seq_len"].default)
+    run_tokens = None
+    if model is not None:
+        inputs, source, run_tokens = _model_inputs(args, model, seq_len)
     else:
-        kwargs, source = _budget_input(args, unique)
-    rows = []
-    for m in args.method or list(METHODS):
-        est = estimate(m, **kwargs)
-        row = est.to_dict() | {"label": METHODS[m].name, "source": METHODS[m].source,
-                               "unique_tokens": unique, "epochs": 1.0 if unique is None else est.tokens / unique,
-                               "effective_tokens": data_constrained.effective_tokens(est.tokens, unique)}
-        if unique is not None and m in FITS:
-            row["loss_with_repeats"] = constrained_loss(METHODS[m], est.params, est.tokens, unique)
-        rows.append(row)
+        given, source = _budget_input(args, unique)
+        inputs = dict.fromkeys(METHODS, given)
+    rows = [_row(m, inputs[m], unique) for m in args.method or list(METHODS)]
     result = {"input": source, "unique_tokens": unique, "unique_tokens_source": unique_source or None,
               "fit": args.fit, "estimates": rows,
               "extrapolated": any(r["params"] < FITTED_MIN_PARAMS or r["tokens"] < FITTED_MIN_TOKENS for r in rows)}
-    if model is not None:
+    if model is not None and run_tokens is None:
         from pretrain.planning.flops import compare
 
-        seq = args.seq_len or model.max_seq_len
         for row in result["estimates"]:
             # the architecture fixes N; D follows from each method's budget for it
-            row["flops_for_model"] = compare(model, row["tokens"], seq)
-    ref = estimate(args.fit, **kwargs)
-    reference = allocation(law, ref.params, ref.tokens, None)
-    if unique is not None:
-        result["data_constrained"] = _data_section(args, law, ref, unique, fixed_params="params" in kwargs)
-        reference = best_allocation(law, ref.flops, unique)
-    if args.inference_tokens is not None:
-        result["inference_aware"] = _inference_section(args, law, reference, unique)
-    result["sources"] = {r["method"]: r["source"] for r in rows} | {args.fit: law.source}
+            row["flops_for_model"] = compare(model, row["tokens"], seq_len)
+    ref = estimate(args.fit, **inputs[args.fit])
+    result["hyperparameters"] = _hyperparameters(args, ref, model, seq_len, run_tokens)
+    if unique is not None or args.inference_tokens is not None:
+        law = _loss_fit(args)
+        reference = allocation(law, ref.params, ref.tokens, None)
+        if unique is not None:
+            fixed_params = "params" in inputs[args.fit]
+            result["data_constrained"] = _data_section(args, law, ref, unique, fixed_params=fixed_params)
+            reference = best_allocation(law, ref.flops, unique)
+        if args.inference_tokens is not None:
+            result["inference_aware"] = _inference_section(args, law, reference, unique)
+    result["sources"] = {r["method"]: r["source"] for r in rows} | {args.fit: METHODS[args.fit].source,
+                                                                     "hyperparameters": hyperparameters.SOURCE}
     if unique is not None:
         result["sources"]["R_D*, R_N*"] = data_constrained.SOURCE
     if args.inference_tokens is not None:
@@ -194,6 +260,10 @@ def format_report(result: dict) -> str:
             f = row["flops_for_model"]
             line += f" {f['appendix_f']:>9.3g} {f['ratio']:>6.3f}"
         lines.append(line)
+    h = result["hyperparameters"]
+    lines += ["", f"learning rate and batch (DeepSeek LLM) for {h['basis']}:",
+              f"  peak learning rate {h['learning_rate']:.2e}, global batch {human(h['batch_tokens'])} tokens = "
+              f"{h['batch_sequences']:,.0f} sequences of {h['seq_len']}"]
     fit = METHODS[result["fit"]].name
     if "data_constrained" in result:
         dc = result["data_constrained"]

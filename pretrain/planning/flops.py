@@ -1,5 +1,5 @@
 """Training FLOPs: the PaLM count per token (``flops_per_token``: MFU and the planner's step time), the 6ND
-approximation and the Chinchilla Appendix F count.
+approximation, the Chinchilla Appendix F count and DeepSeek LLM's model scale M (``deepseek_flops_per_token``).
 
 Appendix F of Hoffmann et al. 2022 counts a forward pass per sequence as embeddings + layers x
 (QKV projections, key @ query logits, softmax, softmax @ value, output projection, feed-forward) +
@@ -24,6 +24,15 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     subtracted, as is customary for MFU)."""
     n = num_params(cfg, exclude_embedding=True)
     return 6 * n + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
+
+
+def deepseek_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """DeepSeek LLM's model scale M: training FLOPs per token without the vocabulary, attention included,
+    M = 72 n_layer d_model^2 + 6 n_layer d_model l_seq (Bi et al. 2024, arXiv:2401.02954, Section 3.2).
+    Their allocation and hyperparameter laws are fitted in this unit, so a model is measured their way,
+    whatever its head count or feed-forward width."""
+    layers, width = cfg.n_layers, cfg.d_model
+    return 72.0 * layers * width**2 + 6.0 * layers * width * seq_len
 
 
 def six_nd(n_params: float, tokens: float) -> float:

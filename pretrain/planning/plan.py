@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from dataprep.core.units import human
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.models.llama import num_params
-from pretrain.planning.budget import METHODS, estimate
-from pretrain.planning.flops import flops_per_token
+from pretrain.planning.budget import METHODS, estimate, params_of_model
+from pretrain.planning.flops import deepseek_flops_per_token, flops_per_token
 from pretrain.planning.hardware import GPUSpec
+from pretrain.planning.hyperparameters import Hyperparameters, optimal_hyperparameters, warmup_steps
 from pretrain.planning.plan_memory import (
     GB,
     PRECISIONS,
@@ -34,7 +35,6 @@ from pretrain.planning.plan_memory import (
 
 LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
 STAGE_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
-TOKENS_PER_STEP = 2**20  # default global batch: ~1M tokens, the usual size for 100M-10B models
 
 
 @dataclass
@@ -187,13 +187,15 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
          global_batch: int | None = None, precision: str = "bf16", mfu: float = 0.4, tokens: float | None = None,
          gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
          tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False,
-         max_bubble: float = 0.1) -> dict:
+         max_bubble: float = 0.1, lr: float | None = None) -> dict:
     """Walk the layouts from simplest to most involved and return the fastest that fits, with timings.
 
-    Without ``tokens`` the target is the Chinchilla ``method``'s D for the model; ``unique_tokens`` (the
-    data's) turns the target into epochs. ``no_sync``: gradient accumulation without a reduce-scatter per
-    micro-batch (counted in memory). ``max_bubble``: the pipeline bubble to stay under. ``precision``:
-    bf16, fp16, tf32 or fp32, each timed at its own peak (``GPUSpec.peak``)."""
+    Without ``tokens`` the target is the scaling law ``method``'s D for the model; ``unique_tokens`` (the
+    data's) turns the target into epochs. Without ``global_batch`` or ``lr`` they are DeepSeek LLM's for the
+    run's compute (``pretrain.planning.hyperparameters``), the batch rounded to each layout. ``no_sync``:
+    gradient accumulation without a reduce-scatter per micro-batch (counted in memory). ``max_bubble``: the
+    pipeline bubble to stay under. ``precision``: bf16, fp16, tf32 or fp32, each timed at its own peak
+    (``GPUSpec.peak``)."""
     seq_len = seq_len or cfg.max_seq_len
     gpus_per_node = gpus_per_node or min(gpus, gpu.gpus_per_node)
     if seq_len > cfg.max_seq_len:
@@ -208,12 +210,16 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         raise ValueError(f"MFU must be in (0, 1], got {mfu}")
     if tokens is not None and not tokens > 0:
         raise ValueError(f"token count must be positive, got {tokens}")
+    if lr is not None and not lr > 0:
+        raise ValueError(f"learning rate must be positive, got {lr}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
+    tokens, tokens_source = _target_tokens(cfg, seq_len, tokens, method, tokens_source)
+    law = optimal_hyperparameters(deepseek_flops_per_token(cfg, seq_len) * tokens, seq_len)
     capacity = gpu.memory_bytes
     tried, previous = [], None
     for layout in _runnable(_candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len), precision):
-        layout.grad_accum = _accum_steps(global_batch, seq_len, layout.micro_batch * layout.dp)
+        layout.grad_accum = _accum_steps(global_batch, law, layout)
         # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
         layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
         layout.memory = layout_memory(cfg, layout.stage, layout.tp, layout.checkpointing, gpus=gpus, seq_len=seq_len,
@@ -243,9 +249,12 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
                          f"{chosen.dp} data-parallel ranks ({chosen.name}); try {_nearest(global_batch, per_step)}")
     if show_tp is not None and (show_tp < 1 or gpus % show_tp):
         raise ValueError(f"--tp {show_tp} does not divide {gpus} GPUs")
-    return _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
-                   tokens=tokens, show_tp=show_tp, method=method, tokens_source=tokens_source,
-                   unique_tokens=unique_tokens, no_sync=no_sync)
+    result = _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
+                     tokens=tokens, show_tp=show_tp, tokens_source=tokens_source, unique_tokens=unique_tokens,
+                     no_sync=no_sync)
+    result["hyperparameters"] = _hyperparameters(law, result, lr=lr, batch_given=global_batch is not None,
+                                                 flops_per_token=deepseek_flops_per_token(cfg, seq_len))
+    return result
 
 
 def _runnable(layouts: list[Layout], precision: str) -> list[Layout]:
@@ -260,11 +269,40 @@ def _time_summary(lay: Layout) -> str:
     return f"{t['total']:.1f} s/step ({', '.join(parts)})"
 
 
-def _accum_steps(global_batch: int | None, seq_len: int, per_step: int) -> int:
-    """Micro-batches per optimizer step: the given global batch, else ~TOKENS_PER_STEP tokens."""
+def _target_tokens(cfg: ModelConfig, seq_len: int, tokens: float | None, method: str,
+                   source: str) -> tuple[float, str]:
+    """The tokens to train on and where they come from: as given, else the law ``method``'s D for the model."""
+    if tokens is not None:
+        return tokens, source
+    n = params_of_model(method, cfg, seq_len)
+    return estimate(method, params=n).tokens, f"{METHODS[method].name} for this N"
+
+
+def _accum_steps(global_batch: int | None, law: Hyperparameters, layout: Layout) -> int:
+    """Micro-batches per optimizer step: the given global batch, else the multiple of micro-batch x
+    data-parallel ranks nearest the law's batch (at least one micro-batch per pipeline stage)."""
+    per_step = layout.micro_batch * layout.dp
     if global_batch is None:
-        return max(1, round(TOKENS_PER_STEP / (seq_len * per_step)))
+        return max(layout.pp, round(law.batch_sequences / per_step))
     return max(1, global_batch // per_step)
+
+
+def _hyperparameters(law: Hyperparameters, result: dict, *, lr: float | None, batch_given: bool,
+                     flops_per_token: float) -> dict:
+    """The learning rate, batch and warmup the training config gets, which of them the law set, and how the
+    user's differ from it."""
+    batch, tokens_per_step = result["layout"]["global_batch"], result["layout"]["tokens_per_step"]
+    differs = []
+    if lr is not None and not math.isclose(lr, law.learning_rate, rel_tol=0.01):
+        differs.append(f"learning rate {lr:.3g} given: {lr / law.learning_rate:.2f}x the law's "
+                       f"{law.learning_rate:.2e}")
+    if batch_given and not math.isclose(tokens_per_step, law.batch_tokens, rel_tol=0.01):
+        differs.append(f"global batch {batch} sequences given: {human(tokens_per_step)} tokens, "
+                       f"{tokens_per_step / law.batch_tokens:.2f}x the law's {human(law.batch_tokens)}")
+    return {"learning_rate": law.learning_rate if lr is None else lr, "learning_rate_from": "law" if lr is None
+            else "given", "global_batch": batch, "global_batch_from": "given" if batch_given else "law",
+            "warmup_steps": warmup_steps(result["time"]["steps"]), "differs_from_law": differs,
+            "law": law.to_dict() | {"flops_per_token": flops_per_token}}
 
 
 def _nearest(value: int, multiple: int) -> str:
@@ -280,10 +318,8 @@ def _no_fit_message(cfg, tried, gpus, gpu) -> str:
 
 
 def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, tokens, show_tp,
-            method, tokens_source, unique_tokens, no_sync) -> dict:
+            tokens_source, unique_tokens, no_sync) -> dict:
     n = num_params(cfg)
-    if tokens is None:
-        tokens, tokens_source = estimate(method, params=n).tokens, f"Chinchilla {METHODS[method].name} for this N"
     micro_batch = chosen.micro_batch
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
     tokens_per_step = global_batch * seq_len
@@ -320,8 +356,9 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
 
 
 def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) -> TrainConfig:
-    """The chosen layout as a ``pretrain train`` config, every degree named (DDP is ``dp_replicate``)."""
-    lay, steps = result["layout"], result["time"]["steps"]
+    """The chosen layout as a ``pretrain train`` config, every degree named (DDP is ``dp_replicate``), with the
+    plan's learning rate, batch and warmup."""
+    lay, hyper = result["layout"], result["hyperparameters"]
     return TrainConfig.model_validate({
         "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data]},
         "seq_len": result["seq_len"], "micro_batch_size": result["micro_batch"],
@@ -335,5 +372,5 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
                      "reshard_after_forward": lay["reshard_after_forward"], "offload": lay["offload"],
                      **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
                         if lay["pp"] > 1 else {})},
-        "optim": {"warmup_steps": min(2000, max(1, steps // 100))}, "out_dir": out_dir,
+        "optim": {"lr": hyper["learning_rate"], "warmup_steps": hyper["warmup_steps"]}, "out_dir": out_dir,
     })

@@ -27,7 +27,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
     parser.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
     parser.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
-    parser.add_argument("--global-batch", type=int, help="sequences per optimizer step (default: ~1M tokens)")
+    parser.add_argument("--global-batch", type=int, help="sequences per optimizer step (default: DeepSeek LLM's "
+                        "compute-optimal batch, rounded to a multiple of micro-batch x data-parallel ranks)")
+    parser.add_argument("--lr", type=float, help="peak learning rate (default: DeepSeek LLM's compute-optimal one for "
+                        "this model and tokens)")
     parser.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
     parser.add_argument("--precision", choices=list(PRECISIONS), default="bf16",
                         help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
@@ -39,11 +42,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-bubble", type=float, default=0.1,
                         help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)")
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
-    parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the Chinchilla --method's D for N)")
+    parser.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the --method's D for N)")
     parser.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
                         "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
     parser.add_argument("--method", choices=list(METHODS), default="approach1",
-                        help="Chinchilla method for the default tokens (default approach1)")
+                        help="scaling law for the default tokens (default approach1)")
     parser.add_argument("--out", help="write the chosen layout as a training config YAML for pretrain train")
     parser.add_argument("--data", action="append", help="token-shard directory for --out (repeatable)")
     parser.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
@@ -91,7 +94,7 @@ def main(args) -> int:
     result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
                   global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
                   gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
-                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble)
+                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr)
     if args.out:
         save_yaml(train_config(result, cfg, args.data, args.run_dir), args.out)
         result["written"] = args.out

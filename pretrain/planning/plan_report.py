@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataprep.core.units import human
+from pretrain.planning.budget import DEEPSEEK
 from pretrain.planning.plan import STAGE_NAMES
 from pretrain.planning.plan_memory import GB, OVERLAP
 
@@ -46,9 +47,23 @@ def format_report(r: dict) -> str:
               f"{t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
               f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
               f"({t['target_source']}, {t['steps']:,} steps)"]
+    lines += _hyperparameter_lines(r["hyperparameters"], r["micro_batch"], lay["dp"])
     if t.get("epochs") is not None:
         lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "
                      f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
     if "written" in r:
         lines.append(f"wrote {r['written']}")
     return "\n".join(lines)
+
+
+def _hyperparameter_lines(h: dict, micro_batch: int, dp: int) -> list[str]:
+    """The learning rate and batch the config gets, where each comes from, and the law beside them."""
+    law = h["law"]
+    from_law = h["global_batch_from"] == "law"
+    rounded = f", to a multiple of micro-batch {micro_batch} x {dp} data-parallel" if from_law else ""
+    lines = [f"hyperparameters: peak learning rate {h['learning_rate']:.2e} ({h['learning_rate_from']}), global batch "
+             f"{h['global_batch']} sequences ({h['global_batch_from']}{rounded}), warmup {h['warmup_steps']:,} steps",
+             f"  law: DeepSeek LLM at C = M x D = {law['compute']:.3g} FLOPs: learning rate "
+             f"{law['learning_rate']:.2e}, batch {human(law['batch_tokens'])} tokens = "
+             f"{law['batch_sequences']:,.0f} sequences ({DEEPSEEK}, Section 3.1)"]
+    return lines + [f"  differs from the law: {line}" for line in h["differs_from_law"]]
