@@ -110,10 +110,13 @@ def test_tensor_parallel_splits_all_but_the_norms():
     assert one["params"] == num_params(SMALL) * 4
 
 
-def _saved_bytes(cfg: ModelConfig, seq: int, batch: int) -> int:
-    """Bytes of the distinct tensors autograd saves for backward (weights excluded), bf16 on CPU."""
+def _saved_bytes(cfg: ModelConfig, seq: int, batch: int, cp: int = 1) -> int:
+    """Bytes of the distinct tensors autograd saves for backward (weights excluded), bf16 on CPU; with
+    ``cp``, of rank 0's seq/cp tokens under context-parallel attention."""
     model = Llama(cfg).to(torch.bfloat16)
     model.init_weights()
+    if cp > 1:
+        seq = _install_context_parallel(model, seq, cp)
     skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     seen = {}
 
@@ -128,6 +131,39 @@ def _saved_bytes(cfg: ModelConfig, seq: int, batch: int) -> int:
         logits = model(tokens)
         torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tokens.flatten())
     return sum(seen.values())
+
+
+def _install_context_parallel(model: Llama, seq: int, cp: int) -> int:
+    """Rank 0's context-parallel attention in one process: the all-gather stands in with copies of the
+    rank's own keys and values (the size of its output). Returns the tokens rank 0 holds."""
+    from pretrain.distributed.context_parallel import ContextParallelAttention, cp_positions
+
+    class StandInGather(ContextParallelAttention):
+        def gather(self, t):
+            return torch.cat([t] * cp, dim=2)
+
+    model.positions = cp_positions(seq, cp, 0)
+    attend = StandInGather(None, cp, 0, seq)
+    for block in model.layers.values():
+        block.attention.attend = attend
+    return seq // cp
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+@pytest.mark.parametrize("cp", [2, 4])
+def test_context_parallel_count_matches_what_autograd_saves(kv_heads, cp):
+    """Under context parallelism a layer keeps the activations of its seq/cp tokens and what the planner's
+    ``context_parallel_extra`` adds per layer: the keys and values of the whole sequence and a second copy
+    of the attention output. No mask."""
+    from pretrain.planning.plan_memory import context_parallel_extra
+
+    cfg = SMALL.model_copy(update={"n_kv_heads": kv_heads})
+    deeper = cfg.model_copy(update={"n_layers": cfg.n_layers + 2})
+    seq, batch = 256, 2
+    measured = (_saved_bytes(deeper, seq, batch, cp) - _saved_bytes(cfg, seq, batch, cp)) / 2
+    extra = [context_parallel_extra(c, seq, batch, cp, "none") for c in (deeper, cfg)]
+    predicted = activations(cfg, seq // cp, batch, "none")["per_token_layer"] * batch * seq // cp
+    assert measured == pytest.approx(predicted + (extra[0] - extra[1]) / 2, rel=0.03)
 
 
 @pytest.mark.parametrize("kv_heads", [4, 2])

@@ -3,10 +3,11 @@ CPU under one torchrun launch (this file is the worker, ``__main__`` below), eve
 the same process group.
 
 Layouts (4 ranks): pp 2 x dp_shard 2 (1F1B), pp 2 x tp 2, pp 4 interleaved 1F1B (2 stages per rank),
-cp 2 x dp_shard 2, dp_replicate 2 x dp_shard 2 (HSDP), DDP over 4 with ZeRO-2-like resharding; a pp run
-stopped at step 3 and resumed at the same layout, and one resumed at pp 4 (GPipe); and the other schedules
-(GPipe, interleaved zero bubble; interleaved 1F1B with FSDP) for a few steps. Each must reproduce the single-process losses
-within 1e-5 relative.
+cp 2 x dp_shard 2, dp_replicate 2 x dp_shard 2 (HSDP), FSDP over 4 keeping the gathered weights from
+forward to backward (ZeRO-2-like), the same over DDP (where it changes nothing); a pp run stopped at step 3
+and resumed at the same layout, and one resumed at pp 4 (GPipe); and the other schedules (GPipe,
+interleaved zero bubble; interleaved 1F1B with FSDP) for a few steps. Each must reproduce the
+single-process losses within 1e-5 relative.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ RUNS = {  # name -> parallel config, 4 processes
     "pp4_interleaved": {"pp": 4, "pp_schedule": "interleaved_1f1b", "pp_stages_per_rank": 2},
     "cp2_dp2": {"cp": 2, "dp_shard": 2},
     "hsdp2x2": {"dp_replicate": 2, "dp_shard": 2},
+    "fsdp4_zero2": {"dp_shard": 4, "reshard_after_forward": False},
     "ddp4_zero2": {"dp_replicate": 4, "dp_shard": 1, "reshard_after_forward": False},
 }
 SCHEDULES = {  # short runs of the other schedules
@@ -93,7 +95,7 @@ def test_bubble_fraction_is_logged(runs):
     assert "pp_bubble" not in json.loads((runs / "single" / "metrics.jsonl").read_text().splitlines()[0])
 
 
-@pytest.mark.parametrize("name", ["pp2_dp2", "pp4_interleaved", "cp2_dp2", "hsdp2x2", "pp_resized"])
+@pytest.mark.parametrize("name", ["pp2_dp2", "pp4_interleaved", "cp2_dp2", "hsdp2x2", "fsdp4_zero2", "pp_resized"])
 def test_export_equals_single_process_export(runs, name):
     from safetensors.torch import load_file
 
@@ -101,6 +103,22 @@ def test_export_equals_single_process_export(runs, name):
     assert set(got) == set(ref)
     for key in ref:
         torch.testing.assert_close(got[key], ref[key], rtol=1e-3, atol=1e-5)  # Adam amplifies rounding
+
+
+def test_planner_zero2_holds_the_gathered_weights_of_the_fsdp4_zero2_run():
+    """The planner's ZeRO-2 for the fsdp4_zero2 run (4 ranks, fp32): every rank holds the whole weights
+    from forward to backward, where ZeRO-3 holds a quarter; gradients, Adam states, activations and
+    FSDP's buffers are the same. (The measured counterpart is in tests/test_train_scale.py.)"""
+    from pretrain.config import ModelConfig
+    from pretrain.models.llama import num_params
+    from pretrain.planning.plan_memory import layout_memory
+
+    cfg = ModelConfig(**MODEL)
+    kw = dict(gpus=4, seq_len=16, micro_batch=2, precision="fp32")
+    zero2, zero3 = (layout_memory(cfg, stage, 1, "none", **kw) for stage in ("zero2", "zero3"))
+    assert zero2["params"] == num_params(cfg) * 4 and zero3["params"] == num_params(cfg) * 4 / 4
+    assert {k: v for k, v in zero2.items() if k not in ("params", "total")} == \
+        {k: v for k, v in zero3.items() if k not in ("params", "total")}
 
 
 def test_stages_split_blocks_by_flops():

@@ -1,6 +1,6 @@
 """What only shows at scale, reproduced small on CPU: gradient memory under accumulation, host memory of
 initialisation and export, fp16 overflow on one rank, the bf16 FSDP policy, selective checkpointing under
-tensor parallelism, and the configs the mesh cannot run.
+tensor parallelism, the gathered weights ZeRO-2 holds, and the configs the mesh cannot run.
 
 Two torchrun launches (gloo, CPU) run this file as a worker (``__main__`` below): 4 ranks for the layouts
 (TP-only, FSDP-only, 2 x 2), 2 FSDP ranks for the memory measurements and compile. Each rank writes what it saw to JSON;
@@ -73,6 +73,25 @@ def test_initialisation_and_export_never_hold_the_full_model_twice(fsdp2):
     exporting; before, it built the whole model, and the export held a gathered copy plus its bytes."""
     init, export = fsdp2[0]["init_growth"], fsdp2[0]["export_growth"]
     assert init < 0.8 and export < 0.4, (init, export)
+
+
+def test_zero2_holds_every_block_gathered_from_forward_to_backward(fsdp2):
+    """``reshard_after_forward: false`` on 2 FSDP ranks: at the loss each rank still holds every block's
+    gathered fp32 weights, where ZeRO-3 holds only the last block's (kept for the backward that starts
+    with it): the resident size at the loss differs by block 0's weights. The planner's ZeRO-2 counts
+    the whole weights where its ZeRO-3 counts a shard: here (2 blocks, 2 ranks) the same bytes. (It
+    does not model the last block ZeRO-3 keeps too, nor, in fp32, the shard FSDP keeps beside the
+    gathered copy; under bf16 that shard is the fp32 master its optimizer count holds.)"""
+    from pretrain.models.llama import block_params
+    from pretrain.planning.plan_memory import layout_memory
+
+    cfg = _config({"tp": 1}, model=WIDE).model
+    kw = dict(gpus=2, seq_len=17, micro_batch=2, precision="fp32")
+    zero2, zero3 = (layout_memory(cfg, stage, 1, "none", **kw)["total"] for stage in ("zero2", "zero3"))
+    planned = zero2 - zero3
+    for rank in fsdp2:
+        assert rank["zero2_extra"] == pytest.approx(block_params(cfg) * 4, rel=0.1), rank["zero2_extra"]
+        assert rank["zero2_extra"] == pytest.approx(planned, rel=0.1), (rank["zero2_extra"], planned)
 
 
 def test_planner_counts_unsharded_gradients_of_no_sync_accumulation():
@@ -280,6 +299,18 @@ def _batches(n: int, seq: int = 17) -> list[torch.Tensor]:
     return [torch.randint(0, 128, (2, seq), generator=gen) for _ in range(n)]
 
 
+def _held_at_the_loss(reshard_after_forward: bool) -> int:
+    """How far the resident size rises from before a forward pass (shards only) to its loss, on WIDE."""
+    _, _, model, _, _ = _build({"tp": 1, "reshard_after_forward": reshard_after_forward}, model=WIDE)
+    tokens = _batches(1)[0]
+    model(tokens).float().logsumexp(-1).mean().backward()  # the first pass allocates once-only state
+    before = _status("VmRSS")
+    loss = model(tokens).float().logsumexp(-1).mean()
+    held = _status("VmRSS") - before
+    loss.backward()
+    return held
+
+
 def _fsdp2_worker() -> dict:
     import tempfile
 
@@ -308,6 +339,8 @@ def _fsdp2_worker() -> dict:
     path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
     _, export = _peak_growth(lambda: export_model(model, path))
     out["export_growth"] = export / full
+    del model
+    out["zero2_extra"] = _held_at_the_loss(False) - _held_at_the_loss(True)
     for compile_ in (False, True):
         cfg, _, model, optimizer, ctx = _build({"tp": 1, "compile": compile_, "activation_checkpointing": "selective"})
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)

@@ -36,6 +36,8 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   measurements are in tests/test_plan.py).
 - FSDP gathers one unit (a block, or the root: embeddings + output) ahead of use: two gathered units
   plus one unit of unsharded gradients.
+- context parallelism builds no attention mask; each layer keeps the whole sequence's keys and values for
+  its backward (``context_parallel_extra``).
 - pipeline stages under FSDP: torch's schedules skip the gradient reduction and the resharding after
   backward until the last micro-batch, so a stage holds its weights gathered (bf16) and its gradients
   whole (fp32) all step, like no-sync accumulation.
@@ -117,6 +119,21 @@ def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
     return 3 * max(block_params(cfg), root) / tp * gathered_bytes(precision)
 
 
+def context_parallel_extra(cfg: ModelConfig, seq_len: int, micro_batch: int, cp: int, checkpointing: str,
+                           tp: int = 1, precision: str = "bf16") -> float:
+    """Bytes per GPU context parallelism holds beyond the activations of its seq_len/cp tokens. No mask
+    (each chunk attends to its prefix with a lower-right causal kernel: pretrain/distributed/context_parallel.py).
+    Without recomputation each layer saves for its backward the keys and values of the whole sequence (the
+    all-gather's output, where the per-token count has the rank's share) and a second copy of its
+    attention output (the two chunks' outputs, concatenated for the output projection); with it, the
+    recomputed layer gathers them again. In flight: one layer's gathered keys and values and their gradients."""
+    elem = ELEM[precision]
+    whole_kv = 2 * micro_batch * seq_len * cfg.n_kv_heads * cfg.head_dim / tp * elem
+    per_layer = whole_kv * (1 - 1 / cp) + micro_batch * seq_len // cp * cfg.d_model / tp * elem
+    saved = cfg.n_layers * per_layer if checkpointing == "none" else 0.0
+    return saved + 2 * whole_kv
+
+
 def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
                   micro_batch: int, precision: str = "bf16", grad_accum: int = 1, no_sync: bool = False,
                   pp: int = 1, cp: int = 1, offload: bool = False, compiled: bool = False,
@@ -126,8 +143,8 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
     ``no_sync`` accumulation over ``grad_accum`` > 1 micro-batches keeps the gradients unsharded.
     ``fsdp`` (default: any data parallelism) means FSDP2's bf16 weights; ``compiled``: compiled blocks.
     Pipeline stages hold 1/pp of the model states and, under 1F1B, up to pp micro-batches of their 1/pp of
-    the layers: one micro-batch's worth. Context parallelism splits activations cp ways (FSDP shards over dp x cp) and gathers one layer's
-    keys and values whole. Offload moves the model states to host memory."""
+    the layers: one micro-batch's worth. Context parallelism splits activations cp ways (FSDP shards over
+    dp x cp) and adds what ``context_parallel_extra`` counts. Offload moves the model states to host memory."""
     dp = gpus // (tp * pp * cp)
     held = pp > 1 and stage in ("zero2", "zero3") and dp * cp > 1  # the schedule defers resharding
     mem = model_states(cfg, stage, dp * cp, tp, precision, unsharded_grads=(no_sync and grad_accum > 1) or held)
@@ -141,8 +158,8 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
     fp32_grads = model_states(cfg, stage, dp * cp, tp, "fp32")["grads"] / pp
     absent = 0.0 if grad_accum > 1 or pp > 1 or offload else fp32_grads
     mem["activations"] = max(act["total"] - absent, act["in_flight"])
-    if cp > 1:  # one layer's gathered k and v, and their gradients
-        mem["activations"] += 2 * 2 * micro_batch * seq_len * cfg.n_kv_heads * cfg.head_dim / tp * ELEM[precision]
+    if cp > 1:
+        mem["activations"] += context_parallel_extra(cfg, seq_len, micro_batch, cp, checkpointing, tp, precision)
     sharding = stage in ("zero2", "zero3") and dp * cp > 1
     mem["fsdp_buffers"] = fsdp_buffers(cfg, tp, precision) if sharding or offload else 0.0
     if held:  # the stage's weights stay gathered between micro-batches
