@@ -220,6 +220,17 @@ def test_learning_rate_and_batch_follow_the_compute():
         optimal_hyperparameters(0, 2048)
 
 
+def test_a_budget_below_the_fit_says_its_values_are_extrapolated(capsys):
+    assert optimal_hyperparameters(1e12, 128).below_fit and not optimal_hyperparameters(1e21, 2048).below_fit
+    assert cli(["budget", "--model", "tiny", "--tokens", "1M", "--seq-len", "128"]) == 0
+    assert "extrapolated: below the smallest budget it was fitted on" in capsys.readouterr().out
+    assert cli(["plan", "tiny", "--gpus", "1", "--gpu", "cpu", "--seq-len", "128", "--micro-batch", "8",
+                "--tokens", "1M"]) == 0
+    assert "extrapolated" in capsys.readouterr().out
+    assert cli(["budget", "--compute", "1e22"]) == 0
+    assert "extrapolated" not in capsys.readouterr().out
+
+
 def _fixed_run(tmp_path, capsys, cfg: ModelConfig) -> dict:
     path = tmp_path / "model.yaml"
     save_yaml(cfg, str(path))

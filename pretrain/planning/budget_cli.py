@@ -263,7 +263,7 @@ def format_report(result: dict) -> str:
     h = result["hyperparameters"]
     lines += ["", f"learning rate and batch (DeepSeek LLM) for {h['basis']}:",
               f"  peak learning rate {h['learning_rate']:.2e}, global batch {human(h['batch_tokens'])} tokens = "
-              f"{h['batch_sequences']:,.0f} sequences of {h['seq_len']}"]
+              f"{h['batch_sequences']:,.0f} sequences of {h['seq_len']}{hyperparameters.fit_note(h)}"]
     fit = METHODS[result["fit"]].name
     if "data_constrained" in result:
         dc = result["data_constrained"]

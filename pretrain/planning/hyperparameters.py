@@ -20,6 +20,9 @@ LR_COEFFICIENT, LR_EXPONENT = 0.3118, -0.1250
 BATCH_COEFFICIENT, BATCH_EXPONENT = 0.2920, 0.3271
 SOURCE = (f"{DEEPSEEK}, Section 3.1: eta_opt = 0.3118 C^-0.1250, B_opt = 0.2920 C^0.3271 tokens, "
           "C = M D (M = 72 n_layer d_model^2 + 6 n_layer d_model l_seq, Section 3.2)")
+# The smallest budget of DeepSeek's grid searches: below it the law is extrapolated (their 7B and 67B runs
+# extrapolated it upwards, by their choice).
+SMALLEST_FITTED_COMPUTE = 1e17
 # DeepSeek LLM warmed up for 2000 steps (Section 2.3); a short run warms up for its first hundredth instead.
 MAX_WARMUP_STEPS, WARMUP_FRACTION = 2000, 0.01
 
@@ -37,9 +40,15 @@ class Hyperparameters:
     def batch_sequences(self) -> float:
         return self.batch_tokens / self.seq_len
 
+    @property
+    def below_fit(self) -> bool:
+        """A budget smaller than any the law was fitted on: its values are an extrapolation."""
+        return self.compute < SMALLEST_FITTED_COMPUTE
+
     def to_dict(self) -> dict:
         return {"compute": self.compute, "learning_rate": self.learning_rate, "batch_tokens": self.batch_tokens,
-                "batch_sequences": self.batch_sequences, "seq_len": self.seq_len, "source": SOURCE}
+                "batch_sequences": self.batch_sequences, "seq_len": self.seq_len, "source": SOURCE,
+                "below_fit": self.below_fit}
 
 
 def optimal_hyperparameters(compute: float, seq_len: int) -> Hyperparameters:
@@ -55,3 +64,9 @@ def optimal_hyperparameters(compute: float, seq_len: int) -> Hyperparameters:
 def warmup_steps(steps: int) -> int:
     """Warmup for a run of ``steps`` optimizer steps: DeepSeek's, or a hundredth of a shorter run."""
     return max(1, min(MAX_WARMUP_STEPS, int(steps * WARMUP_FRACTION)))
+
+
+def fit_note(law: dict) -> str:
+    """What a report adds when the budget is below the law's fitted range."""
+    return (f" (extrapolated: below the smallest budget it was fitted on, {SMALLEST_FITTED_COMPUTE:.0e} FLOPs)"
+            if law["below_fit"] else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataprep.core.units import human
 from pretrain.planning.budget import DEEPSEEK
+from pretrain.planning.hyperparameters import fit_note
 from pretrain.planning.plan import STAGE_NAMES
 from pretrain.planning.plan_memory import GB, OVERLAP
 
@@ -65,5 +66,5 @@ def _hyperparameter_lines(h: dict, micro_batch: int, dp: int) -> list[str]:
              f"{h['global_batch']} sequences ({h['global_batch_from']}{rounded}), warmup {h['warmup_steps']:,} steps",
              f"  law: DeepSeek LLM at C = M x D = {law['compute']:.3g} FLOPs: learning rate "
              f"{law['learning_rate']:.2e}, batch {human(law['batch_tokens'])} tokens = "
-             f"{law['batch_sequences']:,.0f} sequences ({DEEPSEEK}, Section 3.1)"]
+             f"{law['batch_sequences']:,.0f} sequences ({DEEPSEEK}, Section 3.1){fit_note(law)}"]
     return lines + [f"  differs from the law: {line}" for line in h["differs_from_law"]]
