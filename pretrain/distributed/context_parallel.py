@@ -30,7 +30,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.nn.attention.bias import causal_lower_right
 
 
 def cp_positions(seq_len: int, cp: int, rank: int) -> torch.Tensor:
@@ -100,6 +99,9 @@ def split_prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
 def lower_right_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """``prefix_attention`` on CUDA: SDPA with torch's lower-right causal bias (a mask only where neither
     the flash nor the memory-efficient kernel runs, e.g. on CPU)."""
+    # imported here: torch.nn.attention.bias loads torch._dynamo, which the training side's import needs not
+    from torch.nn.attention.bias import causal_lower_right
+
     gqa = k.size(1) != q.size(1)
     if gqa and not _flash_takes(q, k, v):
         k, v, gqa = _repeat_kv(k, q.size(1)), _repeat_kv(v, q.size(1)), False
