@@ -1,7 +1,7 @@
 """Training without a babysitter: a non-finite loss or gradient norm skips the step on every rank
 (counted, logged, AdamW untouched), too many in a row checkpoint and stop naming the step, and the
 fault injector (``--inject nan:step=S,rank=R``) fires once per run folder. Single process first, then 2
-gloo processes under torchrun."""
+gloo processes under torchrun, where a warm start (``init_from``) also begins as it does in one process."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter, find_non_finite
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
-from pretrain.train import Trainer
+from pretrain.train import Trainer, run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -139,3 +139,16 @@ def test_nan_on_one_of_two_ranks_skips_the_step_everywhere(data, tmp_path):
     train = _records(out, "train")
     assert train[-1]["step"] == 6 and math.isfinite(train[-1]["loss"])
     assert os.path.isfile(out / "model.safetensors")
+
+
+def test_a_warm_start_under_fsdp_begins_where_one_process_does(data, tmp_path):
+    source, single, fsdp = tmp_path / "source", tmp_path / "single", tmp_path / "fsdp"
+    run(load_train_config(tiny_config(data, source, max_steps=3)))
+    run(load_train_config(tiny_config(data, single, max_steps=2, init_from=str(source))))
+    cfg = tmp_path / "fsdp.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_config(data, fsdp, max_steps=2, parallel={"dp_shard": 2}, init_from=str(source))))
+    proc = _torchrun(cfg)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    fresh, ref, got = ([r["loss"] for r in _records(out, "train")] for out in (source, single, fsdp))
+    assert got == pytest.approx(ref, rel=1e-5)
+    assert ref[0] < fresh[0]  # the same first batch: the trained weights do better than a fresh start
