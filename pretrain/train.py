@@ -23,7 +23,7 @@ from torch.distributed.tensor import DTensor
 from pretrain.components import checkpoint
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import configure_attention, configure_matmul, resolve_device, resolve_precision
-from pretrain.components.faults import FaultInjector, parse_fault
+from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter, find_non_finite
 from pretrain.components.loss import cross_entropy
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
@@ -227,7 +227,7 @@ class Trainer:
     checkpoint (or warm-starts), ``train`` is the loop, ``finish`` exports the final weights. ``faults``:
     injected on purpose (``--inject``)."""
 
-    def __init__(self, cfg: TrainConfig, faults: tuple = ()):
+    def __init__(self, cfg: TrainConfig, faults: tuple[Fault, ...] = ()):
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
         self.rank, _, self.world = init_distributed(self.device.type)
