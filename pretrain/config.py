@@ -174,6 +174,11 @@ class TrainConfig(StrictModel):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     out_dir: str = "runs/default"
+    # steps skipped in a row for a non-finite loss or gradient norm before the run checkpoints and stops
+    max_consecutive_skips: int = Field(5, ge=0)
+    # warm start: trained weights (our checkpoint, run folder or model.safetensors, or a Hugging Face Llama
+    # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it
+    init_from: str | None = None
 
     @model_validator(mode="after")
     def _check_horizon(self) -> "TrainConfig":

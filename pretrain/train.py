@@ -4,7 +4,7 @@
 ``run`` reads top to bottom: set up (``Trainer()``: process group and mesh, data, model, optimizer), resume,
 the loop (``Trainer.train``), the final weights (``Trainer.finish``). The step itself is ``train_step``:
 ``accumulate_gradients`` (micro-batches forward/backward, or the pipeline schedule over them), then
-``optimizer_step`` (fp16 unscale, clip, optimizer and scheduler step).
+``optimizer_step`` (fp16 unscale, clip, the non-finite guard, optimizer and scheduler step).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import contextlib
 import math
 import os
 import sys
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -22,10 +23,13 @@ from torch.distributed.tensor import DTensor
 from pretrain.components import checkpoint
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import configure_attention, configure_matmul, resolve_device, resolve_precision
+from pretrain.components.faults import Fault, FaultInjector, parse_fault
+from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter, find_non_finite
 from pretrain.components.loss import cross_entropy
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, clip_grad_norm, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
+from pretrain.components.warm_start import warm_start
 from pretrain.config import TrainConfig, load_train_config
 from pretrain.distributed.parallel_dims import ParallelDims, init_distributed, parallelize
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
@@ -47,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from dataprep.cli import add_set_argument
 
     add_set_argument(parser)
+    parser.add_argument("--inject", action="append", default=[], metavar="KIND:step=N,rank=R",
+                        help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
+                             "step N; rank 0 by default); repeat for several")
     parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
@@ -93,13 +100,14 @@ class TrainStepContext:
     """What a forward pass needs besides the model, decided once: autocast, the attention kernel (fp16),
     TF32 matmuls (tf32), loss parallelism, the fp16 gradient scaler, whether FSDP holds gradients unsharded between
     micro-batches, the pipeline group (grad norm over stages) and this rank's token positions under context
-    parallelism."""
+    parallelism. ``nan_loss`` makes this rank's training loss NaN (an injected fault, for drills)."""
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
                  no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None):
         self.device = device
         self.no_sync = fsdp and no_sync_accumulation
         self.pp_group, self.positions = pp_group, positions
+        self.nan_loss = False
         configure_attention(precision, device)
         configure_matmul(precision, device)
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
@@ -130,7 +138,8 @@ class TrainStepContext:
         with self.autocast():
             logits = model(inputs)
         with self.loss_ctx():
-            return cross_entropy(logits, targets)
+            loss = cross_entropy(logits, targets)
+        return loss * float("nan") if self.nan_loss else loss
 
 
 def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainStepContext) -> torch.Tensor:
@@ -151,29 +160,39 @@ def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainSte
     return total
 
 
-def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float) -> torch.Tensor:
-    """Unscale (fp16: every rank skips the step if any found an inf or nan), clip, step; returns the
-    gradient norm."""
+class StepOutcome(NamedTuple):
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+    non_finite: NonFinite | None  # why every rank skipped the update; None when it was made
+
+
+def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
+                   loss: torch.Tensor | None = None) -> tuple[torch.Tensor, NonFinite | None]:
+    """Unscale (fp16), clip, step; returns the gradient norm and, when ``loss`` is given, what the guard
+    found. Guarded, every rank skips the update when any rank's loss or gradient norm is not finite
+    (fp16: the scaler skips on inf/nan gradients itself, so the guard looks at the loss only). A skipped
+    step drops its gradients and leaves AdamW's moments alone; the schedule advances as for any step."""
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
+    non_finite = None if loss is None else find_non_finite(loss, None if ctx.scaler else grad_norm)
     if ctx.scaler:
         ctx.scaler.step(optimizer)
         ctx.scaler.update()
-    else:
+    elif non_finite is None:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     scheduler.step()
-    return grad_norm
+    return grad_norm, non_finite
 
 
 def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
-               grad_clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimizer step over this rank's micro-batches; returns (mean loss, grad norm) as tensors
-    (no host sync)."""
+               grad_clip: float) -> StepOutcome:
+    """One guarded optimizer step over this rank's micro-batches: (mean loss, grad norm) as tensors, and
+    what made every rank skip the update, if anything (the guard's one host sync)."""
     loss = accumulate_gradients(model, micro_batches, ctx)
-    return loss, optimizer_step(optimizer, scheduler, ctx, grad_clip)
+    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, loss))
 
 
 @torch.no_grad()
@@ -205,9 +224,10 @@ def _due(step: int, every: int, last: int) -> bool:
 
 class Trainer:
     """One run: ``__init__`` sets up (process group, mesh, data, model, optimizer), ``resume`` restores a
-    checkpoint, ``train`` is the loop, ``finish`` exports the final weights."""
+    checkpoint (or warm-starts), ``train`` is the loop, ``finish`` exports the final weights. ``faults``:
+    injected on purpose (``--inject``)."""
 
-    def __init__(self, cfg: TrainConfig):
+    def __init__(self, cfg: TrainConfig, faults: tuple[Fault, ...] = ()):
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
         self.rank, _, self.world = init_distributed(self.device.type)
@@ -235,6 +255,10 @@ class Trainer:
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
         self.tokens_per_step = cfg.global_batch_size * cfg.seq_len
         self.last_checkpoint: str | None = None
+        self.skips = SkipCounter(cfg.max_consecutive_skips)
+        if faults and self.dims.pp_enabled:
+            raise ValueError("--inject nan reaches the loss of runs without pipeline parallelism only (pp 1)")
+        self.faults = FaultInjector(list(faults), cfg.out_dir, self.rank, self.world)
 
     def _build_model(self) -> tuple[Pipeline | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
@@ -247,16 +271,16 @@ class Trainer:
         return pipe, pipe.module
 
     def resume(self, resume: str | None) -> None:
-        """Restore from a checkpoint when asked (``--resume``); a fresh start refuses an out_dir that
-        already holds checkpoints."""
-        if resume in (None, "", "none"):
-            if checkpoint.list_checkpoints(self.ckpt_root):
-                raise ValueError(f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
-                                 "that run, or choose another out_dir")
-            return
+        """Restore from a checkpoint when asked (``--resume``), else start from ``init_from``'s weights if
+        set; a fresh start refuses an out_dir that already holds checkpoints."""
+        if resume in (None, "", "none") and checkpoint.list_checkpoints(self.ckpt_root):
+            raise ValueError(f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
+                             "that run, or choose another out_dir")
         path = checkpoint.resolve(resume, self.ckpt_root)
-        if path is not None:  # None: --resume auto with nothing saved yet, a fresh start
+        if path is not None:  # None: a fresh start (or --resume auto with nothing saved yet)
             checkpoint.load(path, self.model_state, self.state)
+        elif self.cfg.init_from:
+            warm_start(self.model, self.cfg.init_from, self.cfg.model)
 
     def start_logging(self) -> None:
         """Write the run folder, open the metrics and say what is about to run."""
@@ -280,17 +304,32 @@ class Trainer:
         cfg, state, records = self.cfg, self.state, []
         self.log.start(state.step)
         while state.step < end:
-            loss, grad_norm = train_step(self.stepper, self.optimizer, self.scheduler, self.train_loader.next_step(),
-                                         self.ctx, cfg.optim.grad_clip)
+            outcome = self._step()
             state.step += 1
             self.log.count_tokens(self.tokens_per_step)
+            self._count_skip(outcome.non_finite)
             if _due(state.step, cfg.log.every_steps, self.steps):
-                records.append(self._log_train(loss, grad_norm))
+                records.append(self._log_train(outcome.loss, outcome.grad_norm))
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
                 self._validate()
             if _due(state.step, cfg.checkpoint.every_steps, end):
                 self._save()
         return records
+
+    def _step(self) -> StepOutcome:
+        """One training step on the next batch; a NaN fault due at this step poisons this rank's loss."""
+        self.ctx.nan_loss = self.faults.fire("nan", self.state.step + 1)
+        return train_step(self.stepper, self.optimizer, self.scheduler, self.train_loader.next_step(), self.ctx,
+                          self.cfg.optim.grad_clip)
+
+    def _count_skip(self, found: NonFinite | None) -> None:
+        """Log a skipped step; past ``max_consecutive_skips`` in a row, checkpoint and stop with the reason."""
+        if not self.skips.count(found):
+            return
+        self.log.write(self.skips.record(self.state.step, found))
+        if self.skips.exhausted:
+            self._save()
+            raise self.skips.error(self.state.step, found)
 
     def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
         step = self.state.step
@@ -323,10 +362,12 @@ class Trainer:
         self.log.close()
 
 
-def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None) -> list[dict]:
-    """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``;
-    returns the training records logged (rank 0; empty elsewhere)."""
-    trainer = Trainer(cfg)
+def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
+        inject: tuple[str, ...] | list[str] = ()) -> list[dict]:
+    """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``,
+    with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged (rank 0;
+    empty elsewhere). Raises NonFiniteError after too many skipped steps in a row."""
+    trainer = Trainer(cfg, tuple(map(parse_fault, inject)))
     trainer.resume(resume)
     trainer.start_logging()
     records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
@@ -344,7 +385,10 @@ def main(args: argparse.Namespace) -> int:
     quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
         with quiet:
-            records = run(cfg, args.resume, args.stop_at_step)
+            records = run(cfg, args.resume, args.stop_at_step, getattr(args, "inject", ()))
+    except NonFiniteError as exc:  # the run checkpointed and stopped: one clear line, its own exit status
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

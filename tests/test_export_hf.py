@@ -5,7 +5,7 @@ shared with test_generate_eval.py."""
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -156,6 +156,43 @@ def test_import_hf_round_trip(trained, exported, tmp_path):
     assert imported.weights.keys() == original.weights.keys()
     assert all(torch.equal(imported.weights[k], original.weights[k]) for k in original.weights)
     assert os.path.isfile(os.path.join(back, "model.yaml"))
+
+
+def _warm_trainer(trained, out, init_from: str, **model):
+    from pretrain.train import Trainer
+
+    cfg = tiny_config(trained["shards"], out, model={"vocab_size": 1024, **model}, init_from=init_from)
+    trainer = Trainer(load_train_config(cfg))
+    trainer.resume(None)
+    return trainer
+
+
+def test_warm_start_from_the_hf_export_begins_with_its_logits(trained, exported, tmp_path):
+    from pretrain.models.hf_adapter import read_hf_folder
+
+    trainer = _warm_trainer(trained, tmp_path / "warm", exported)
+    assert trainer.state.step == 0 and trainer.scheduler.last_epoch == 0 and not trainer.optimizer.state
+    cfg, weights = read_hf_folder(exported)
+    export = model_for_inference(load_trained(trained["run"]))
+    export.load_state_dict(weights)  # the exported folder's weights in our model
+    tokens = torch.tensor([list(trained["tokenizer"].encode(" ".join(trained["held_out"][:40])))[:64]] * 2)
+    with torch.no_grad():
+        warm, expected = trainer.model(tokens), export(tokens)
+    assert torch.allclose(warm, expected, atol=1e-5, rtol=0), (warm - expected).abs().max()
+    if importlib.util.find_spec("transformers"):  # and as transformers reads the folder
+        import transformers
+
+        hf = transformers.LlamaForCausalLM.from_pretrained(exported, torch_dtype=torch.float32).eval()
+        with torch.no_grad():
+            assert torch.allclose(hf(tokens).logits, warm, atol=1e-4, rtol=0)
+
+
+def test_warm_start_from_a_run_folder_and_a_clear_error_for_another_model(trained, tmp_path):
+    trainer = _warm_trainer(trained, tmp_path / "warm", trained["run"])
+    ours = load_trained(trained["run"]).weights
+    assert all(torch.equal(v, ours[k]) for k, v in trainer.model.state_dict().items())
+    with pytest.raises(ValueError, match=r"differs from this run's model in n_layers \(2 there, 3 here\)"):
+        _warm_trainer(trained, tmp_path / "other", trained["run"], n_layers=3)
 
 
 def test_unsupported_tokenizers_and_bad_inputs_are_clear_errors(trained, tmp_path, capsys):

@@ -259,6 +259,8 @@ NOT_RUN = {
     "sbatch --nodes=4 scripts/slurm_train.sbatch CONFIG": "Slurm and GPUs",
     "sbatch --nodes=4 --gpus-per-node=8 --time=24:00:00 scripts/slurm_train.sbatch configs/train/125m_gpu.yaml": "Slurm and GPUs",
     "pretrain train configs/train/tiny_cpu.yaml": "200 steps; the same run with --set max_steps=50 runs below",
+    "pretrain train CONFIG --inject nan:step=12,rank=1 --set max_consecutive_skips=0":
+        "a drill on a placeholder CONFIG; tests/test_train_guard.py runs it on one and two processes",
     "torchrun --nproc_per_node=8 -m pretrain.train configs/train/125m_gpu.yaml": "8 GPUs",
     "torchrun --nnodes=4 --nproc_per_node=8 --rdzv_id=JOB --rdzv_backend=c10d --rdzv_endpoint=HEAD_NODE:29500 "
     "-m pretrain.train CONFIG --resume auto": "several GPU nodes; tests/test_multinode_train.py runs two on loopback",

@@ -272,7 +272,7 @@ def _train_steps(model, optimizer, scheduler, ctx, batches, cfg, args, device, p
         m0 = clock.mark()
         losses.append(accumulate_gradients(model, micro_batches, ctx))
         m1 = clock.mark()
-        norms.append(optimizer_step(optimizer, scheduler, ctx, cfg.optim.grad_clip))
+        norms.append(optimizer_step(optimizer, scheduler, ctx, cfg.optim.grad_clip)[0])
         marks.append((m0, m1, clock.mark()))
     sync(device)
     timed = args.steps - args.warmup

@@ -22,7 +22,7 @@ from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components.safetensors_export import write_safetensors
 from pretrain.config import ModelConfig, save_yaml
-from pretrain.models.hf_adapter import from_hf, from_hf_config, to_hf, to_hf_config
+from pretrain.models.hf_adapter import read_hf_folder, to_hf, to_hf_config
 from pretrain.inference.loading import FINAL_WEIGHTS, Trained, find_tokenizer, load_trained
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -62,18 +62,7 @@ def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dic
 def import_hf(hf_dir: str, output: str, overwrite: bool = False) -> ModelConfig:
     """Convert a Hugging Face Llama folder (config.json + *.safetensors) to ``model.safetensors`` in our
     names plus ``model.yaml``, loadable by ``load_trained`` (and an initialisation for training)."""
-    from safetensors import safe_open
-
-    with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as fh:
-        cfg = from_hf_config(json.load(fh), hf_dir)
-    files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))
-    if not files:
-        raise FileNotFoundError(f"{hf_dir}: no *.safetensors weights")
-    tensors = {}
-    for name in files:
-        with safe_open(os.path.join(hf_dir, name), "pt") as fh:
-            tensors.update({k: fh.get_tensor(k) for k in fh.keys()})
-    weights = from_hf(tensors, cfg)
+    cfg, weights = read_hf_folder(hf_dir)
     with atomic_directory(output, overwrite) as tmp:
         write_safetensors(os.path.join(tmp, FINAL_WEIGHTS), weights,
                           {"model_config": cfg.model_dump_json(), "source": os.path.abspath(hf_dir)})

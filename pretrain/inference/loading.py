@@ -51,7 +51,8 @@ def save_run_dir(cfg: TrainConfig) -> None:
 
     sources = [s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
     portable = cfg.model_copy(update={"data": cfg.data.model_copy(update={"sources": sources}),
-                                      "out_dir": os.path.abspath(cfg.out_dir)})
+                                      "out_dir": os.path.abspath(cfg.out_dir),
+                                      "init_from": cfg.init_from and os.path.abspath(cfg.init_from)})
     save_yaml(portable, os.path.join(cfg.out_dir, RUN_CONFIG))
     manifests = [load_manifest(s.path) for s in sources]
     tokenizers = {json.dumps(m.get("tokenizer"), sort_keys=True) for m in manifests}

@@ -104,3 +104,29 @@ def from_hf_config(hf: dict, source: str) -> ModelConfig:
     if hf.get("head_dim") not in (None, cfg.head_dim):
         raise ValueError(f"{source}: head_dim {hf['head_dim']} != hidden_size / num_attention_heads")
     return cfg
+
+
+def read_hf_folder(hf_dir: str) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """A Hugging Face Llama folder (``config.json`` + ``*.safetensors``) as our config and our weight names."""
+    import json
+    import os
+
+    from safetensors import safe_open
+
+    with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as fh:
+        cfg = from_hf_config(json.load(fh), hf_dir)
+    files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{hf_dir}: no *.safetensors weights")
+    tensors = {}
+    for name in files:
+        with safe_open(os.path.join(hf_dir, name), "pt") as fh:
+            tensors.update({k: fh.get_tensor(k) for k in fh.keys()})
+    return cfg, from_hf(tensors, cfg)
+
+
+def is_hf_folder(path: str) -> bool:
+    """A folder with a Hugging Face ``config.json`` (ours hold ``config.yaml`` and step-* checkpoints)."""
+    import os
+
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
