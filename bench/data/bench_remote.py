@@ -6,7 +6,7 @@ far away), then times the training loader on it: bare (samples/s) and paced at t
 (the 125m preset's tokens/s on one GPU by default, from docs/gpu.md), where what counts is how long each
 step waits for its batch.
 
-    python -m bench.data.bench_remote [--latency-ms 30 --tokens 4000000 --steps 10 --block-bytes 1048576]
+    python -m bench.data.bench_remote [--latency-ms 30 --tokens 8000000 --steps 10 --block-bytes 65536]
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def time_loader(path: str, args, cache_dir: str, pace_s: float = 0.0) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tokens", type=int, default=4_000_000)
+    parser.add_argument("--tokens", type=int, default=8_000_000, help="many blocks, so samples rarely share one")
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--global-batch", type=int, default=16, help="samples per step of this process")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--latency-ms", type=float, default=30.0, help="added to every request")
-    parser.add_argument("--block-bytes", type=int, default=2**20)
+    parser.add_argument("--block-bytes", type=int, default=2**16)
     parser.add_argument("--cache-bytes", type=int, default=2**30)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--read-ahead", type=int, default=2, help="steps fetched ahead")
@@ -72,16 +72,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = make_shards(f"{tmp}/shards", args.tokens, args.shards)
         with serve_folder(tmp, latency_s=args.latency_ms / 1000) as server:
-            rows = {
-                "local": time_loader(folder, args, f"{tmp}/unused"),
-                "remote, empty cache": time_loader(f"{server.url}/shards", args, f"{tmp}/cache-a"),
-                "remote, paced as training": time_loader(f"{server.url}/shards", args, f"{tmp}/cache-b", pace),
-            }
+            rows = {}
+            for name, path, pace_s in (("local", folder, 0.0), ("remote, empty cache", f"{server.url}/shards", 0.0),
+                                       ("remote, paced as training", f"{server.url}/shards", pace)):
+                before = server.requests
+                rows[name] = {**time_loader(path, args, f"{tmp}/cache-{len(rows)}", pace_s), "requests": server.requests - before}
     print(f"training consumes {need:,.0f} samples/s ({args.train_tokens_per_s:,.0f} tokens/s, seq_len {args.seq_len}); "
           f"a step of {args.global_batch} samples trains {1000 * pace:.0f} ms; {args.latency_ms:.0f} ms per request")
-    print(f"{'source':<28}{'open s':>8}{'samples/s':>12}{'wait ms/step':>14}")
+    print(f"{'source':<28}{'open s':>8}{'samples/s':>12}{'wait ms/step':>14}{'requests':>10}")
     for name, row in rows.items():
-        print(f"{name:<28}{row['open_s']:>8.2f}{row['samples_per_s']:>12,.0f}{row['wait_ms']:>14.1f}")
+        print(f"{name:<28}{row['open_s']:>8.2f}{row['samples_per_s']:>12,.0f}{row['wait_ms']:>14.1f}{row['requests']:>10}")
 
 
 if __name__ == "__main__":
