@@ -65,6 +65,9 @@ class RangeHandler(BaseHTTPRequestHandler):
             return
         size = os.path.getsize(path)
         start, end = self._range(size)
+        if start >= max(size, 1):
+            self.send_error(416)
+            return
         self.send_response(206 if "Range" in self.headers else 200)
         self.send_header("Content-Length", str(end - start))
         self.send_header("Accept-Ranges", "bytes")

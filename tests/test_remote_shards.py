@@ -102,6 +102,32 @@ def test_a_shard_changed_on_the_server_is_refused_with_its_url(dataset, tmp_path
             _loaders(f"{server.url}/shards", tmp_path / "cache")
 
 
+def test_an_index_whose_checksum_differs_is_refused_with_its_url(dataset, tmp_path):
+    with open(os.path.join(dataset, "part-00000.idx"), "r+b") as fh:
+        fh.seek(40)
+        fh.write(b"\x07")  # same size, other bytes
+    with serve_folder(os.path.dirname(dataset)) as server:
+        with pytest.raises(ShardError, match=f"{server.url}/shards/part-00000.idx: SHA-256 does not match"):
+            _loaders(f"{server.url}/shards", tmp_path / "cache")
+
+
+def test_a_shard_truncated_during_the_run_stops_it_with_its_url(dataset, tmp_path):
+    with serve_folder(os.path.dirname(dataset)) as server:
+        (loader,), _ = _loaders(f"{server.url}/shards", tmp_path / "cache", block_bytes=256, max_bytes=1024)
+        _global_batch([loader])
+        os.truncate(os.path.join(dataset, "part-00000.bin"), 1000)
+        with pytest.raises(ShardError, match=f"{server.url}/shards/part-00000.bin: bytes"):
+            for _ in range(200):
+                _global_batch([loader])
+
+
+def test_a_file_url_gives_the_local_samples(dataset, tmp_path):
+    (local,), _ = _loaders(dataset, tmp_path / "unused")
+    (remote,), _ = _loaders(f"file://{dataset}", tmp_path / "cache")
+    for _ in range(20):
+        np.testing.assert_array_equal(_global_batch([remote]), _global_batch([local]))
+
+
 def test_a_missing_shard_is_refused_with_its_url(dataset, tmp_path):
     os.unlink(os.path.join(dataset, "part-00000.idx"))
     with serve_folder(os.path.dirname(dataset)) as server:

@@ -181,6 +181,10 @@ class RemoteFile:
             data = self.cache.retry.call(self.url, lambda: self.fs.cat_file(self.fs_path, start=start, end=end))
         except FileNotFoundError:
             raise ShardError(f"{self.url} is missing: removed from the server during the run") from None
+        except RemoteReadError:
+            raise
+        except Exception as exc:  # not transient (e.g. HTTP 416): name the file and the range
+            raise ShardError(f"{self.url}: bytes [{start}, {end}) could not be read ({exc}): changed on the server?") from exc
         if len(data) != end - start:
             raise ShardError(f"{self.url}: bytes [{start}, {end}) read as {len(data)} bytes: the file changed on the server")
         return data
