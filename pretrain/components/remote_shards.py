@@ -85,15 +85,12 @@ class BlockCache:
             if name.endswith((BLOCK_SUFFIX, BLOCK_SUFFIX + ".tmp")):
                 os.unlink(os.path.join(folder, name))
         self._sizes: OrderedDict[str, int] = OrderedDict()  # block file -> bytes, least recent first
+        self.bytes_on_disk = 0
         self._pending: dict[str, Future] = {}
         self._lock = threading.Lock()
         self._workers = ThreadPoolExecutor(workers, thread_name_prefix="shard-read-ahead")
         self.bytes_fetched = 0
         self.temporary = None  # a TemporaryDirectory holding ``folder``, when the cache owns it
-
-    @property
-    def bytes_on_disk(self) -> int:
-        return sum(self._sizes.values())
 
     def read(self, key: str, fetch, lo: int, hi: int) -> bytes:
         """Bytes ``[lo, hi)`` of block ``key``; ``fetch()`` returns the whole block when it is not cached."""
@@ -137,13 +134,15 @@ class BlockCache:
         with self._lock:
             self.bytes_fetched += len(data)
             while self._sizes and self.bytes_on_disk + len(data) > self.max_bytes:
-                old, _ = self._sizes.popitem(last=False)
+                old, size = self._sizes.popitem(last=False)
                 os.unlink(self._path(old))
+                self.bytes_on_disk -= size
             tmp = self._path(key) + ".tmp"
             with open(tmp, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, self._path(key))
             self._sizes[key] = len(data)
+            self.bytes_on_disk += len(data)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.folder, key + BLOCK_SUFFIX)
