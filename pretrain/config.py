@@ -48,14 +48,33 @@ class ModelConfig(StrictModel):
 
 
 class DataSource(StrictModel):
-    path: str  # a token-shard directory with manifest.json
+    path: str  # a token-shard directory with manifest.json: a local folder or an fsspec URL
     weight: float = Field(1.0, gt=0)  # share of training tokens drawn from this source
+
+
+class DataCacheConfig(StrictModel):
+    """Where and how shards at a URL (s3://, gs://, https://, file://) are cached; local shards are memory-mapped."""
+
+    dir: str | None = None  # default: <out_dir>/data_cache; each process uses its own rank-<k> subfolder
+    max_bytes: int = Field(8 * 2**30, gt=0)  # per process; least recently used blocks are evicted first
+    block_bytes: int = Field(2**20, gt=0)  # one ranged request reads one block
+    read_ahead_steps: int = Field(2, ge=0)  # optimizer steps of samples fetched ahead by worker threads
+    workers: int = Field(8, gt=0)  # threads fetching blocks ahead
+    retries: int = Field(5, ge=0)  # on connection errors and 5xx, with exponential backoff
+    backoff_s: float = Field(0.5, ge=0)  # wait before the first retry; doubles each time
+
+    @model_validator(mode="after")
+    def _check_block(self) -> "DataCacheConfig":
+        if self.block_bytes > self.max_bytes:
+            raise ValueError(f"data.cache.block_bytes {self.block_bytes} exceeds data.cache.max_bytes {self.max_bytes}")
+        return self
 
 
 class DataConfig(StrictModel):
     sources: list[DataSource]
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
+    cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
 
 
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zero_bubble")

@@ -238,8 +238,10 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         if cfg.seq_len > cfg.model.max_seq_len:
             raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {cfg.model.max_seq_len}")
+        cache_dir = os.path.join(cfg.data.cache.dir or os.path.join(cfg.out_dir, "data_cache"), f"rank-{self.rank}")
         self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
-                                                           cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size)
+                                                           cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size,
+                                                           cache_dir)
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
         self.optimizer = build_optimizer(self.model, cfg.optim, self.device)

@@ -64,6 +64,17 @@ def test_eval_on_shards_equals_eval_on_jsonl_tokenized_on_the_fly(trained, tmp_p
     assert capped["tokens"] == 4 * 16
 
 
+def test_eval_reads_shards_at_a_url(trained, capsys):
+    pytest.importorskip("aiohttp")
+    from range_server import serve_folder
+
+    args = ["--batch-size", "8", "--max-batches", "2"]
+    local = _eval(capsys, trained["run"], "--data", trained["shards"], *args)
+    with serve_folder(os.path.dirname(trained["shards"])) as server:
+        remote = _eval(capsys, trained["run"], "--data", f"{server.url}/{os.path.basename(trained['shards'])}", *args)
+    assert (remote["loss"], remote["tokens"]) == (local["loss"], local["tokens"])
+
+
 def test_eval_errors_are_clear(trained, tmp_path, capsys):
     assert pretrain_main(["eval", trained["run"], "--data", str(tmp_path / "nothing.jsonl")]) == 2
     assert "not found" in capsys.readouterr().err

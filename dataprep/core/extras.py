@@ -13,7 +13,7 @@ EXTRAS = {
     "torch": "train", "safetensors": "train",
     "transformers": "hf", "tokenizers": "hf",
     "pythainlp": "th", "sudachipy": "ja", "sudachidict_core": "ja", "kenlm": "kenlm",
-    "tensorboard": "tensorboard", "wandb": "wandb", "s3fs": "s3",
+    "tensorboard": "tensorboard", "wandb": "wandb", "s3fs": "s3", "aiohttp": "http",
 }
 
 

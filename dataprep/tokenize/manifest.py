@@ -90,8 +90,13 @@ def load_manifest(directory: str) -> dict:
     path = join_path(directory, MANIFEST_NAME)
     if not exists(path):
         raise FileNotFoundError(f"{path} not found: not a token-shard directory, or its tokenize step did not finish")
+    return parse_manifest(path, read_text(path))
+
+
+def parse_manifest(path: str, text: str) -> dict:
+    """The manifest in ``text`` (read from ``path``, which errors name), checked for its required keys."""
     try:
-        manifest = json.loads(read_text(path))
+        manifest = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
     missing = [k for k in _REQUIRED if k not in manifest]
@@ -104,4 +109,3 @@ def load_manifest(directory: str) -> dict:
         if lacking:
             raise ValueError(f"{path}: shards[{i}] lacks {', '.join(lacking)}")
     return manifest
-

@@ -37,9 +37,11 @@ __all__ = [
     "ShardError",
     "IndexedShard",
     "ShardWriter",
+    "check_shard",
     "dtype_for_vocab",
     "load_manifest",
     "open_dataset",
+    "parse_index",
     "write_shard",
 ]
 
@@ -206,6 +208,40 @@ class ShardWriter:
 # Reading
 
 
+def parse_index(name: str, index) -> tuple[np.dtype, np.ndarray, np.ndarray, np.ndarray]:
+    """Check an ``.idx`` (bytes or a memory map) and return its dtype, document lengths, document token
+    offsets (documents + 1) and document indices; errors name the shard ``name``."""
+    idx_size = len(index)
+    if idx_size < HEADER.size:
+        raise ShardError(f"shard {name}: .idx is {idx_size} bytes, shorter than the {HEADER.size}-byte header")
+    magic, version, code, n_seq, n_doc = HEADER.unpack(bytes(index[: HEADER.size]))
+    if magic != MAGIC:
+        raise ShardError(f"shard {name}: bad magic {magic!r} in .idx (expected {MAGIC!r}): not a Megatron indexed dataset")
+    if version != VERSION:
+        raise ShardError(f"shard {name}: .idx version {version}, only version {VERSION} is supported")
+    if code not in CODE_DTYPES:
+        raise ShardError(f"shard {name}: unknown dtype code {code} in .idx")
+    dtype = CODE_DTYPES[code]
+    expected = HEADER.size + 12 * n_seq + 8 * n_doc
+    if idx_size != expected:
+        raise ShardError(
+            f"shard {name}: .idx is {idx_size} bytes but its header ({n_seq} sequences, {n_doc} document "
+            f"indices) needs {expected}: truncated or corrupt"
+        )
+    doc_lengths = np.frombuffer(index, dtype="<i4", count=n_seq, offset=HEADER.size)
+    pointers = np.frombuffer(index, dtype="<i8", count=n_seq, offset=HEADER.size + 4 * n_seq)
+    document_indices = np.frombuffer(index, dtype="<i8", count=n_doc, offset=HEADER.size + 12 * n_seq)
+    if n_seq and int(doc_lengths.min()) < 0:
+        raise ShardError(f"shard {name}: negative sequence length in .idx")
+    doc_offsets = np.zeros(n_seq + 1, dtype=np.int64)
+    np.cumsum(doc_lengths, dtype=np.int64, out=doc_offsets[1:])
+    if not np.array_equal(pointers, doc_offsets[:-1] * dtype.itemsize):
+        raise ShardError(f"shard {name}: sequence pointers in .idx do not match the sequence lengths")
+    if n_doc < 1 or document_indices[0] != 0 or document_indices[-1] != n_seq or np.any(np.diff(document_indices) < 0):
+        raise ShardError(f"shard {name}: document indices in .idx are inconsistent with {n_seq} sequences")
+    return dtype, doc_lengths, doc_offsets, document_indices
+
+
 class IndexedShard:
     """Memory-mapped reader of one ``.bin``/``.idx`` pair; validates header and sizes on open."""
 
@@ -216,36 +252,8 @@ class IndexedShard:
         for path in (idx_path, bin_path):
             if not os.path.exists(path):
                 raise ShardError(f"shard {self.name}: .{path.rsplit('.', 1)[1]} is missing ({path})")
-        idx_size = os.path.getsize(idx_path)
-        if idx_size < HEADER.size:
-            raise ShardError(f"shard {self.name}: .idx is {idx_size} bytes, shorter than the {HEADER.size}-byte header")
-        with open(idx_path, "rb") as fh:
-            magic, version, code, n_seq, n_doc = HEADER.unpack(fh.read(HEADER.size))
-        if magic != MAGIC:
-            raise ShardError(f"shard {self.name}: bad magic {magic!r} in .idx (expected {MAGIC!r}): not a Megatron indexed dataset")
-        if version != VERSION:
-            raise ShardError(f"shard {self.name}: .idx version {version}, only version {VERSION} is supported")
-        if code not in CODE_DTYPES:
-            raise ShardError(f"shard {self.name}: unknown dtype code {code} in .idx")
-        self.dtype = CODE_DTYPES[code]
-        expected = HEADER.size + 12 * n_seq + 8 * n_doc
-        if idx_size != expected:
-            raise ShardError(
-                f"shard {self.name}: .idx is {idx_size} bytes but its header ({n_seq} sequences, {n_doc} document "
-                f"indices) needs {expected}: truncated or corrupt"
-            )
-        index = np.memmap(idx_path, dtype=np.uint8, mode="r")
-        self.doc_lengths = np.frombuffer(index, dtype="<i4", count=n_seq, offset=HEADER.size)
-        pointers = np.frombuffer(index, dtype="<i8", count=n_seq, offset=HEADER.size + 4 * n_seq)
-        self.document_indices = np.frombuffer(index, dtype="<i8", count=n_doc, offset=HEADER.size + 12 * n_seq)
-        if n_seq and int(self.doc_lengths.min()) < 0:
-            raise ShardError(f"shard {self.name}: negative sequence length in .idx")
-        self.doc_offsets = np.zeros(n_seq + 1, dtype=np.int64)
-        np.cumsum(self.doc_lengths, dtype=np.int64, out=self.doc_offsets[1:])
-        if not np.array_equal(pointers, self.doc_offsets[:-1] * self.dtype.itemsize):
-            raise ShardError(f"shard {self.name}: sequence pointers in .idx do not match the sequence lengths")
-        if n_doc < 1 or self.document_indices[0] != 0 or self.document_indices[-1] != n_seq or np.any(np.diff(self.document_indices) < 0):
-            raise ShardError(f"shard {self.name}: document indices in .idx are inconsistent with {n_seq} sequences")
+        self.dtype, self.doc_lengths, self.doc_offsets, self.document_indices = parse_index(
+            self.name, np.memmap(idx_path, dtype=np.uint8, mode="r") if os.path.getsize(idx_path) else b"")
         bin_size = os.path.getsize(bin_path)
         want = int(self.doc_offsets[-1]) * self.dtype.itemsize
         if bin_size != want:
@@ -286,15 +294,19 @@ def open_dataset(directory: str) -> list[IndexedShard]:
     dtype = np.dtype(manifest["dtype"])
     shards = []
     for entry in manifest["shards"]:
-        shard = IndexedShard(os.path.join(directory, entry["name"]))
-        problems = []
-        if shard.dtype != dtype:
-            problems.append(f"dtype {shard.dtype} (manifest: {dtype})")
-        if shard.num_docs != entry["documents"]:
-            problems.append(f"{shard.num_docs} documents (manifest: {entry['documents']})")
-        if shard.num_tokens != entry["tokens"]:
-            problems.append(f"{shard.num_tokens} tokens (manifest: {entry['tokens']})")
-        if problems:
-            raise ShardError(f"shard {entry['name']} disagrees with {MANIFEST_NAME}: " + ", ".join(problems))
-        shards.append(shard)
+        shards.append(check_shard(IndexedShard(os.path.join(directory, entry["name"])), entry, dtype))
     return shards
+
+
+def check_shard(shard, entry: dict, dtype: np.dtype):
+    """``shard`` (local or remote) if it agrees with its manifest entry on dtype, documents and tokens."""
+    problems = []
+    if shard.dtype != dtype:
+        problems.append(f"dtype {shard.dtype} (manifest: {dtype})")
+    if shard.num_docs != entry["documents"]:
+        problems.append(f"{shard.num_docs} documents (manifest: {entry['documents']})")
+    if shard.num_tokens != entry["tokens"]:
+        problems.append(f"{shard.num_tokens} tokens (manifest: {entry['tokens']})")
+    if problems:
+        raise ShardError(f"shard {entry['name']} disagrees with {MANIFEST_NAME}: " + ", ".join(problems))
+    return shard

@@ -1,4 +1,4 @@
-"""``dataprep verify-shards DIR``: check a token-shard directory byte by byte against its manifest.
+"""``dataprep verify-shards DIR``: check a token-shard directory (or a URL) byte by byte against its manifest.
 
 Every ``.bin``/``.idx`` is re-hashed (SHA-256) and compared with ``manifest.json``, then opened to check
 its header, sizes, document and token counts; the tokenizer copy is checked against the manifest's
@@ -10,43 +10,37 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+from types import SimpleNamespace
 
+import fsspec
+
+from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import MANIFEST_NAME, TOKENIZER_DIR, load_manifest
-from dataprep.tokenize.shards import IndexedShard, ShardError
+from dataprep.tokenize.shards import IndexedShard, ShardError, parse_index
 from dataprep.tokenize.tokenizer import MODEL_NAME
 
 
 def file_sha256(path: str) -> str:
-    with open(path, "rb") as fh:
+    """SHA-256 of a local file or a URL fsspec reads (streamed)."""
+    with fsspec.open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
-    """Problems found in ``directory`` (empty when it is intact). ``checksums=False`` checks only
-    structure and counts (fast: no full read)."""
+    """Problems found in ``directory`` (a local folder or a URL; empty when it is intact). ``checksums=False``
+    checks only structure and counts (fast: no full read)."""
     manifest = load_manifest(directory)
+    fs, _ = fsspec.core.url_to_fs(directory)
     problems = []
     documents = tokens = 0
     for entry in manifest["shards"]:
         name = entry["name"]
-        files_ok = True
-        for ext in ("bin", "idx"):
-            path = os.path.join(directory, f"{name}.{ext}")
-            if not os.path.exists(path):
-                problems.append(f"shard {name}: .{ext} is missing")
-                files_ok = False
-                continue
-            size, want = os.path.getsize(path), entry.get(f"{ext}_bytes")
-            if want is not None and size != want:
-                problems.append(f"shard {name}: .{ext} is {size} bytes, manifest says {want}")
-                files_ok = False
-            elif checksums and file_sha256(path) != entry[f"{ext}_sha256"]:
-                problems.append(f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)")
-                files_ok = False
-        if not files_ok:
+        file_problems = [p for ext in ("bin", "idx") for p in _file_problems(fs, directory, entry, ext, checksums)]
+        problems += file_problems
+        if file_problems:
             continue
         try:
-            shard = IndexedShard(os.path.join(directory, name))
+            shard = _open_shard(fs, directory, name)
         except ShardError as exc:
             problems.append(str(exc))
             continue
@@ -60,14 +54,43 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
         tokens += shard.num_tokens
     if not problems and (documents, tokens) != (manifest.get("documents", documents), manifest.get("tokens", tokens)):
         problems.append(f"{MANIFEST_NAME}: totals {manifest['documents']} documents / {manifest['tokens']} tokens disagree with its shards")
-    model = os.path.join(directory, TOKENIZER_DIR, MODEL_NAME)
-    if os.path.exists(model) and file_sha256(model) != manifest["tokenizer"].get("model_sha256"):
+    model = join_path(directory, TOKENIZER_DIR, MODEL_NAME)
+    if _exists(fs, model) and file_sha256(model) != manifest["tokenizer"].get("model_sha256"):
         problems.append(f"{TOKENIZER_DIR}/{MODEL_NAME}: SHA-256 differs from the manifest's tokenizer")
     return problems
 
 
+def _exists(fs, path: str) -> bool:
+    return fs.exists(fsspec.core.url_to_fs(path)[1])
+
+
+def _file_problems(fs, directory: str, entry: dict, ext: str, checksums: bool) -> list[str]:
+    """What is wrong with a shard's ``.bin`` or ``.idx`` as a file: missing, size, SHA-256."""
+    name, path = entry["name"], join_path(directory, f"{entry['name']}.{ext}")
+    if not _exists(fs, path):
+        return [f"shard {name}: .{ext} is missing"]
+    size, want = fs.size(fsspec.core.url_to_fs(path)[1]), entry.get(f"{ext}_bytes")
+    if want is not None and size != want:
+        return [f"shard {name}: .{ext} is {size} bytes, manifest says {want}"]
+    if checksums and file_sha256(path) != entry[f"{ext}_sha256"]:
+        return [f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)"]
+    return []
+
+
+def _open_shard(fs, directory: str, name: str):
+    """The shard's structure: memory-mapped when local; from its fetched ``.idx`` and ``.bin`` size at a URL."""
+    if "://" not in directory:
+        return IndexedShard(os.path.join(directory, name))
+    index = fs.cat_file(fsspec.core.url_to_fs(join_path(directory, f"{name}.idx"))[1])
+    dtype, lengths, offsets, _ = parse_index(name, index)
+    bin_size, want = fs.size(fsspec.core.url_to_fs(join_path(directory, f"{name}.bin"))[1]), int(offsets[-1]) * dtype.itemsize
+    if bin_size != want:
+        raise ShardError(f"shard {name}: .bin is {bin_size} bytes but .idx describes {want}: truncated or mismatched")
+    return SimpleNamespace(dtype=dtype, num_docs=len(lengths), num_tokens=int(offsets[-1]))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", help="token-shard directory (holds manifest.json)")
+    parser.add_argument("dir", help="token-shard directory (holds manifest.json), local or a URL (s3://, https://)")
     parser.add_argument("--quick", action="store_true", help="skip SHA-256 (structure and counts only)")
 
 

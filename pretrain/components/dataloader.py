@@ -3,7 +3,9 @@
 Each source (a token-shard directory) is split by documents into a training and a validation part
 (seeded per shard, so the split never changes). Each part is the concatenation of its documents;
 sample ``i`` is tokens ``[i*seq_len, i*seq_len + seq_len + 1)`` of it, read from the memory maps (never
-the corpus in RAM). Samples therefore cross document boundaries, as in GPT/Megatron pretraining.
+the corpus in RAM), or for a source given as a URL through a local block cache (``remote_shards``), with
+the blocks of the next steps' samples fetched ahead. Samples therefore cross document boundaries, as in
+GPT/Megatron pretraining.
 
 The global order (``MixtureOrder``) is a function of the sample's global position only: position ``j``
 belongs to mixture block ``j // BLOCK``, whose ``BLOCK`` slots are split between sources in proportion to
@@ -17,6 +19,7 @@ and the loader's whole state is the number of samples consumed, so a run can res
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 import zlib
 from dataclasses import dataclass
@@ -26,16 +29,18 @@ import numpy as np
 import torch
 
 from dataprep.tokenize.manifest import load_manifest
-from dataprep.tokenize.shards import IndexedShard, open_dataset
-from pretrain.config import DataConfig
+from dataprep.tokenize.shards import open_dataset
+from pretrain.components.remote_shards import BlockCache, Retry, is_remote, open_remote_dataset
+from pretrain.config import DataCacheConfig, DataConfig
 
 BLOCK = 1024  # mixture resolution: weights are rounded to multiples of 1/BLOCK of the samples
 
 
 class TokenStream:
-    """Chosen documents of a list of shards, concatenated; reads any token range via the memory maps."""
+    """Chosen documents of a list of shards, concatenated; reads any token range via the memory maps
+    (or the remote shards' cache)."""
 
-    def __init__(self, shards: list[IndexedShard], keep: list[np.ndarray]):
+    def __init__(self, shards: list, keep: list[np.ndarray]):
         self.shards = shards
         seg_shard, seg_start, seg_len = [], [], []
         for i, (shard, mask) in enumerate(zip(shards, keep)):
@@ -55,19 +60,32 @@ class TokenStream:
     def read(self, start: int, length: int) -> np.ndarray:
         """Tokens [start, start + length) of the stream, as int64."""
         out = np.empty(length, dtype=np.int64)
+        filled = 0
+        for shard, begin, take in self._pieces(start, length):
+            out[filled : filled + take] = self.shards[shard].tokens[begin : begin + take]
+            filled += take
+        return out
+
+    def prefetch(self, start: int, length: int) -> None:
+        """Ask remote shards to fetch the tokens of a later ``read`` in the background."""
+        for shard, begin, take in self._pieces(start, length):
+            tokens = self.shards[shard].tokens
+            if hasattr(tokens, "prefetch"):
+                tokens.prefetch(begin, begin + take)
+
+    def _pieces(self, start: int, length: int):
+        """(shard, first token, token count) of each contiguous piece of ``[start, start + length)``."""
         seg = int(np.searchsorted(self.cum, start, side="right")) - 1
         filled = 0
         while filled < length:
             offset = start + filled - int(self.cum[seg])
             take = min(length - filled, int(self.cum[seg + 1] - self.cum[seg]) - offset)
-            begin = int(self.seg_start[seg]) + offset
-            out[filled : filled + take] = self.shards[self.seg_shard[seg]].tokens[begin : begin + take]
+            yield int(self.seg_shard[seg]), int(self.seg_start[seg]) + offset, take
             filled += take
             seg += 1
-        return out
 
 
-def split_documents(shard: IndexedShard, val_fraction: float, seed: int) -> np.ndarray:
+def split_documents(shard, val_fraction: float, seed: int) -> np.ndarray:
     """True for the documents held out for validation; seeded by the shard's name, so it is stable."""
     rng = np.random.default_rng([seed, zlib.crc32(shard.name.encode())])
     return rng.random(shard.num_docs) < val_fraction
@@ -75,7 +93,7 @@ def split_documents(shard: IndexedShard, val_fraction: float, seed: int) -> np.n
 
 @dataclass
 class Source:
-    """One token-shard directory cut into samples of ``seq_len + 1`` tokens."""
+    """One token-shard directory (a local folder or a URL) cut into samples of ``seq_len + 1`` tokens."""
 
     path: str
     train: TokenStream
@@ -83,11 +101,15 @@ class Source:
     seq_len: int
 
     @classmethod
-    def open(cls, path: str, seq_len: int, val_fraction: float, seed: int, vocab_size: int | None = None) -> "Source":
-        manifest = load_manifest(path)
+    def open(cls, path: str, seq_len: int, val_fraction: float, seed: int, vocab_size: int | None = None,
+             cache: BlockCache | None = None) -> "Source":
+        """A URL is read through ``cache`` (default: a temporary one); a local folder through memory maps."""
+        if is_remote(path):
+            manifest, shards = open_remote_dataset(path, cache or open_cache(DataCacheConfig()))
+        else:
+            manifest, shards = load_manifest(path), open_dataset(path)
         if vocab_size is not None and manifest["vocab_size"] > vocab_size:
             raise ValueError(f"{path}: tokenizer vocabulary {manifest['vocab_size']} exceeds the model's vocab_size {vocab_size}")
-        shards = open_dataset(path)
         held_out = [split_documents(s, val_fraction, seed) for s in shards]
         source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len)
         if source.num_samples("train") == 0:
@@ -101,6 +123,14 @@ class Source:
     def sample(self, split: str, index: int) -> np.ndarray:
         stream = self.train if split == "train" else self.val
         return stream.read(index * self.seq_len, self.seq_len + 1)
+
+    def prefetch(self, split: str, index: int) -> None:
+        stream = self.train if split == "train" else self.val
+        stream.prefetch(index * self.seq_len, self.seq_len + 1)
+
+    @property
+    def remote(self) -> bool:
+        return is_remote(self.path)
 
 
 def block_counts(weights: list[float], block: int = BLOCK) -> np.ndarray:
@@ -153,7 +183,7 @@ class Loader:
     ``state_dict()`` is the number of global samples consumed, the same on every rank."""
 
     def __init__(self, sources: list[Source], weights: list[float], split: str, global_batch: int,
-                 micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0):
+                 micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0, read_ahead_steps: int = 0):
         if global_batch % (micro_batch * dp_size):
             raise ValueError(
                 f"global_batch_size {global_batch} is not a multiple of micro_batch_size {micro_batch} x data-parallel size {dp_size}"
@@ -163,6 +193,10 @@ class Loader:
         self.dp_rank, self.dp_size = dp_rank, dp_size
         self.order = MixtureOrder([s.num_samples(split) for s in sources], weights, seed)
         self.consumed = 0
+        self.remote = any(s.remote for s in sources)
+        # remote sources only: steps whose samples worker threads fetch ahead, and how far that reached
+        self.read_ahead_steps = read_ahead_steps if self.remote else 0
+        self._ahead_until = 0
 
     @property
     def grad_accum_steps(self) -> int:
@@ -179,14 +213,31 @@ class Loader:
 
     def batch_at(self, step_start: int) -> list[torch.Tensor]:
         """This rank's micro-batches (micro_batch, seq_len + 1) of the global batch starting at ``step_start``."""
+        if self.remote:
+            self._prefetch_step(step_start)  # the blocks arrive in parallel; reading them below waits
         batch = torch.from_numpy(np.stack([self.sample(p) for p in self.global_positions(step_start)]))
         return list(batch.split(self.micro_batch))
 
     def next_step(self) -> list[torch.Tensor]:
         """The micro-batches of the next optimizer step."""
         batch = self.batch_at(self.consumed)
+        self._read_ahead()  # fetched while the model trains on this batch
         self.consumed += self.global_batch
         return batch
+
+    def _read_ahead(self) -> None:
+        """Queue the samples of the next ``read_ahead_steps`` steps for the remote cache's workers."""
+        if not self.read_ahead_steps:
+            return
+        start = max(self._ahead_until, self.consumed + self.global_batch)
+        self._ahead_until = self.consumed + (self.read_ahead_steps + 1) * self.global_batch
+        for step_start in range(start, self._ahead_until, self.global_batch):
+            self._prefetch_step(step_start)
+
+    def _prefetch_step(self, step_start: int) -> None:
+        for position in self.global_positions(step_start):
+            s, i = self.order(position)
+            self.sources[s].prefetch(self.split, i)
 
     def state_dict(self) -> dict:
         return {"samples_consumed": self.consumed}
@@ -195,26 +246,38 @@ class Loader:
         self.consumed = int(state["samples_consumed"])
 
 
-def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None) -> list[Source]:
-    missing = [s.path for s in cfg.sources if not os.path.exists(s.path)]
+def open_cache(cfg: DataCacheConfig, folder: str | None = None) -> BlockCache:
+    """The block cache for sources given as URLs, in ``folder`` (default: a temporary folder, removed with the cache)."""
+    temporary = None if folder else tempfile.TemporaryDirectory(prefix="ccpretrain-data-cache-")
+    cache = BlockCache(folder or temporary.name, cfg.max_bytes, cfg.block_bytes, cfg.workers, Retry(cfg.retries, cfg.backoff_s))
+    cache.temporary = temporary  # lives as long as the cache
+    return cache
+
+
+def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, cache_dir: str | None = None) -> list[Source]:
+    """Every source; those given as URLs share one cache in ``cache_dir`` (one folder per process)."""
+    missing = [s.path for s in cfg.sources if not is_remote(s.path) and not os.path.exists(s.path)]
     if missing:
         raise FileNotFoundError(f"data source(s) not found: {', '.join(missing)}")
-    return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size) for s in cfg.sources]
+    cache = open_cache(cfg.cache, cache_dir) if any(is_remote(s.path) for s in cfg.sources) else None
+    return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache) for s in cfg.sources]
 
 
 def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch: int, dp_rank: int, dp_size: int,
-                  vocab_size: int | None = None) -> tuple[Loader, Loader | None]:
-    """The training loader and, when any source holds validation samples, the validation loader."""
-    sources = open_sources(cfg, seq_len, vocab_size)
+                  vocab_size: int | None = None, cache_dir: str | None = None) -> tuple[Loader, Loader | None]:
+    """The training loader and, when any source holds validation samples, the validation loader.
+    ``cache_dir`` is this process's folder for blocks of sources given as URLs."""
+    sources = open_sources(cfg, seq_len, vocab_size, cache_dir)
     weights = [s.weight for s in cfg.sources]
-    train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed)
+    ahead = cfg.cache.read_ahead_steps
+    train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead)
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:
         if cfg.val_fraction > 0:
             warnings.warn("no validation samples: the held-out documents hold fewer than seq_len + 1 tokens")
         return train, None
     val = Loader([sources[i] for i in val_idx], [weights[i] for i in val_idx], "val", global_batch, micro_batch,
-                 dp_rank, dp_size, cfg.seed + 1)
+                 dp_rank, dp_size, cfg.seed + 1, ahead)
     return train, val
 
 

@@ -21,6 +21,8 @@ import tempfile
 
 import pyarrow as pa
 
+from dataprep.core.storage import exists, join_path
+from dataprep.tokenize.manifest import MANIFEST_NAME
 from pretrain.components.dataloader import Loader, Source, build_loaders
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.inference.loading import Trained, find_tokenizer, load_trained, model_for_inference
@@ -47,7 +49,7 @@ def run_validation(trained: Trained, device, max_batches: int | None = None) -> 
     if run is None:
         raise FileNotFoundError(f"{trained.path}: the run's config.yaml was not found; pass --data")
     _, val = build_loaders(run.data, run.seq_len, run.global_batch_size, run.micro_batch_size, 0, 1,
-                           run.model.vocab_size)
+                           run.model.vocab_size)  # sources given as URLs: cached in a temporary folder
     if val is None:
         raise ValueError("the run has no validation split (data.val_fraction is 0 or the held-out documents "
                          "are shorter than seq_len + 1 tokens); pass --data")
@@ -111,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
     if args.data is None:
         result = {"data": "validation split of the run", **run_validation(trained, device, args.max_batches)}
-    elif os.path.isfile(os.path.join(args.data, "manifest.json")):
+    elif exists(join_path(args.data, MANIFEST_NAME)):  # a shard folder, local or at a URL
         result = {"data": args.data, **evaluate_shards(trained, args.data, device, seq_len, batch_size, args.max_batches)}
     else:
         with tempfile.TemporaryDirectory(prefix="ccp-eval-") as tmp:

@@ -20,6 +20,7 @@ import torch
 from dataprep.tokenize.manifest import TOKENIZER_DIR, load_manifest
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components import checkpoint
+from pretrain.components.remote_shards import is_remote, load_remote_manifest
 from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_train_config
 from pretrain.models.llama import Llama
 
@@ -49,12 +50,12 @@ def save_run_dir(cfg: TrainConfig) -> None:
     from dataprep.core.storage import atomic_directory, atomic_write_text
     from pretrain.config import save_yaml
 
-    sources = [s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
+    sources = [s if is_remote(s.path) else s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
     portable = cfg.model_copy(update={"data": cfg.data.model_copy(update={"sources": sources}),
                                       "out_dir": os.path.abspath(cfg.out_dir),
                                       "init_from": cfg.init_from and os.path.abspath(cfg.init_from)})
     save_yaml(portable, os.path.join(cfg.out_dir, RUN_CONFIG))
-    manifests = [load_manifest(s.path) for s in sources]
+    manifests = [load_remote_manifest(s.path) if is_remote(s.path) else load_manifest(s.path) for s in sources]
     tokenizers = {json.dumps(m.get("tokenizer"), sort_keys=True) for m in manifests}
     source_tokenizer = os.path.join(sources[0].path, TOKENIZER_DIR)
     if len(tokenizers) == 1 and os.path.isdir(source_tokenizer):  # one tokenizer, as a folder: travels along
