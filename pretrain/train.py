@@ -2,9 +2,8 @@
 ``torchrun --nproc_per_node=K -m pretrain.train CONFIG`` (K processes, any number of nodes).
 
 ``run`` reads top to bottom: set up (``Trainer()``: process group and mesh, data, model, optimizer), resume,
-the loop (``Trainer.train``), the final weights (``Trainer.finish``). The step itself is ``train_step``:
-``accumulate_gradients`` (micro-batches forward/backward, or the pipeline schedule over them), then
-``optimizer_step`` (fp16 unscale, clip, the non-finite guard, optimizer and scheduler step).
+the loop (``Trainer.train``), the final weights (``Trainer.finish``). The step itself is
+``pretrain.train_step``.
 """
 
 from __future__ import annotations
@@ -14,20 +13,17 @@ import contextlib
 import math
 import os
 import sys
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor
 
 from pretrain.components import checkpoint
 from pretrain.components.dataloader import build_loaders, fingerprint
-from pretrain.components.device import configure_attention, configure_matmul, resolve_device, resolve_precision
+from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
-from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter, find_non_finite
-from pretrain.components.loss import cross_entropy
+from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
-from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, clip_grad_norm, lr_factor
+from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.warm_start import warm_start
 from pretrain.config import TrainConfig, load_train_config
@@ -36,6 +32,7 @@ from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
 from pretrain.inference.loading import save_run_dir
 from pretrain.models.llama import Llama, num_params
 from pretrain.planning.flops import flops_per_token
+from pretrain.train_step import StepOutcome, TrainStepContext, train_step, validation_loss
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,127 +88,6 @@ def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.dev
     model.tie_weights()
     model.init_weights(cfg.seed)
     return model
-
-
-# --- the step ------------------------------------------------------------------------------------------
-
-
-class TrainStepContext:
-    """What a forward pass needs besides the model, decided once: autocast, the attention kernel (fp16),
-    TF32 matmuls (tf32), loss parallelism, the fp16 gradient scaler, whether FSDP holds gradients unsharded between
-    micro-batches, the pipeline group (grad norm over stages) and this rank's token positions under context
-    parallelism. ``nan_loss`` makes this rank's training loss NaN (an injected fault, for drills)."""
-
-    def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
-                 no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None):
-        self.device = device
-        self.no_sync = fsdp and no_sync_accumulation
-        self.pp_group, self.positions = pp_group, positions
-        self.nan_loss = False
-        configure_attention(precision, device)
-        configure_matmul(precision, device)
-        autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        # with FSDP, bf16 comes from its MixedPrecisionPolicy instead of autocast
-        use_autocast = autocast_dtype is not None and not (fsdp and precision == "bf16")
-        self.autocast = (lambda: torch.autocast(device.type, dtype=autocast_dtype)) if use_autocast else contextlib.nullcontext
-        if loss_parallel:
-            from torch.distributed.tensor.parallel import loss_parallel as lp
-
-            self.loss_ctx = lp
-        else:
-            self.loss_ctx = contextlib.nullcontext
-        self.scaler = None
-        if precision == "fp16" and dist.is_initialized() and dist.get_world_size() > 1:
-            # an overflow on any rank must skip the step on every rank: the found-inf flag is all-reduced
-            # over the whole world (plain GradScaler reduces over the first gradient's mesh only)
-            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
-            self.scaler = ShardedGradScaler(device.type, process_group=dist.group.WORLD)
-        elif precision == "fp16":
-            self.scaler = torch.amp.GradScaler(device.type)
-
-    def loss(self, model, batch: torch.Tensor) -> torch.Tensor:
-        batch = batch.to(self.device, non_blocking=True)
-        inputs, targets = batch[:, :-1], batch[:, 1:]
-        if self.positions is not None:  # context parallel: this rank's chunks of each sequence
-            inputs, targets = inputs[:, self.positions], targets[:, self.positions]
-        with self.autocast():
-            logits = model(inputs)
-        with self.loss_ctx():
-            loss = cross_entropy(logits, targets)
-        return loss * float("nan") if self.nan_loss else loss
-
-
-def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainStepContext) -> torch.Tensor:
-    """Forward and backward over this rank's micro-batches; returns the mean loss (no host sync). FSDP
-    reduce-scatters each micro-batch's gradients as they come (only the shards accumulate), unless
-    ``no_sync_accumulation`` defers that to the last micro-batch. A ``Pipeline`` runs its schedule
-    over them (the loss is then zero on ranks without the last stage)."""
-    if isinstance(model, Pipeline):
-        return model.step(micro_batches, ctx)
-    total = torch.zeros((), device=ctx.device)
-    for i, batch in enumerate(micro_batches):
-        if ctx.no_sync:
-            model.set_requires_gradient_sync(i == len(micro_batches) - 1)
-        loss = ctx.loss(model, batch) / len(micro_batches)
-        with ctx.loss_ctx():
-            (ctx.scaler.scale(loss) if ctx.scaler else loss).backward()
-        total += (loss.full_tensor() if isinstance(loss, DTensor) else loss).detach()
-    return total
-
-
-class StepOutcome(NamedTuple):
-    loss: torch.Tensor
-    grad_norm: torch.Tensor
-    non_finite: NonFinite | None  # why every rank skipped the update; None when it was made
-
-
-def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
-                   loss: torch.Tensor | None = None) -> tuple[torch.Tensor, NonFinite | None]:
-    """Unscale (fp16), clip, step; returns the gradient norm and, when ``loss`` is given, what the guard
-    found. Guarded, every rank skips the update when any rank's loss or gradient norm is not finite
-    (fp16: the scaler skips on inf/nan gradients itself, so the guard looks at the loss only). A skipped
-    step drops its gradients and leaves AdamW's moments alone; the schedule advances as for any step."""
-    if ctx.scaler:
-        ctx.scaler.unscale_(optimizer)
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
-    non_finite = None if loss is None else find_non_finite(loss, None if ctx.scaler else grad_norm)
-    if ctx.scaler:
-        ctx.scaler.step(optimizer)
-        ctx.scaler.update()
-    elif non_finite is None:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    scheduler.step()
-    return grad_norm, non_finite
-
-
-def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
-               grad_clip: float) -> StepOutcome:
-    """One guarded optimizer step over this rank's micro-batches: (mean loss, grad norm) as tensors, and
-    what made every rank skip the update, if anything (the guard's one host sync)."""
-    loss = accumulate_gradients(model, micro_batches, ctx)
-    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, loss))
-
-
-@torch.no_grad()
-def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dims: ParallelDims | None) -> float:
-    """Mean loss over the first ``n_batches`` global batches of the validation order (the same every time),
-    averaged over the ranks of ``dims`` (None: this process alone)."""
-    total = torch.zeros((), device=ctx.device)
-    for i in range(n_batches):
-        micro_batches = loader.batch_at(i * loader.global_batch)
-        if isinstance(model, Pipeline):
-            total += model.step(micro_batches, ctx, forward_only=True)
-            continue
-        for batch in micro_batches:
-            loss = ctx.loss(model, batch)
-            total += (loss.full_tensor() if isinstance(loss, DTensor) else loss) / len(micro_batches)
-    total /= n_batches
-    if dims is None:
-        return total.item()
-    return dims.mean_loss(total, holds_loss=not isinstance(model, Pipeline) or model.has_last)
 
 
 # --- the run ------------------------------------------------------------------------------------------

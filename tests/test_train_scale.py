@@ -279,7 +279,8 @@ class _MeasuredBatches(list):
 def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over):
     from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.components.optimizer import build_optimizer
-    from pretrain.train import TrainStepContext, build_parallel_model
+    from pretrain.train import build_parallel_model
+    from pretrain.train_step import TrainStepContext
 
     cfg = _config(parallel, model=model, precision=precision, **over)
     dims = ParallelDims.from_config(cfg.parallel, torch.distributed.get_world_size())
@@ -316,7 +317,7 @@ def _fsdp2_worker() -> dict:
 
     from pretrain.components.safetensors_export import export_model
     from pretrain.models.llama import num_params
-    from pretrain.train import TrainStepContext, accumulate_gradients, train_step
+    from pretrain.train_step import TrainStepContext, accumulate_gradients, train_step
 
     out: dict = {"grads_held": {}}
     _build({"tp": 1}, model=WIDE)  # first use loads code (resident too): measure the second build
@@ -353,7 +354,7 @@ def _layouts_worker() -> dict:
     from torch.distributed.tensor import DTensor
 
     from pretrain.models.llama import Llama
-    from pretrain.train import accumulate_gradients, optimizer_step
+    from pretrain.train_step import accumulate_gradients, optimizer_step
 
     rank = torch.distributed.get_rank()
     reference = Llama(_config({}).model)

@@ -53,12 +53,8 @@ from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.planning.plan import GB, layout_memory
 from pretrain.components.optimizer import build_optimizer, lr_factor
 from pretrain.planning.sizing import resolve_model
-from pretrain.train import (
-    TrainStepContext,
-    accumulate_gradients,
-    build_parallel_model,
-    optimizer_step,
-)
+from pretrain.train import build_parallel_model
+from pretrain.train_step import TrainStepContext, accumulate_gradients, optimizer_step
 
 MFU_FORMULA = ("mfu = tokens_per_s * flops_per_token / peak_flops; flops_per_token = 6 * N_non_embedding + "
                "12 * n_layers * n_heads * head_dim * seq_len (pretrain.planning.flops.flops_per_token)")

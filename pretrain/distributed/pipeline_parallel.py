@@ -84,7 +84,7 @@ class Pipeline:
     has_last: bool
 
     def step(self, micro_batches: list[torch.Tensor], ctx, forward_only: bool = False) -> torch.Tensor:
-        """Forward (and backward) over the micro-batches (``ctx``: a ``pretrain.train.TrainStepContext``);
+        """Forward (and backward) over the micro-batches (``ctx``: a ``pretrain.train_step.TrainStepContext``);
         returns the mean loss on the rank holding the last stage, else zero (no host sync)."""
         batch = torch.cat(micro_batches).to(ctx.device, non_blocking=True)
         inputs, targets = batch[:, :-1], batch[:, 1:]

@@ -1,6 +1,6 @@
 """``pretrain eval CHECKPOINT [--data SHARDS_DIR_OR_DOCUMENTS]``: loss and perplexity on held-out text.
 
-Both paths run the training loop's own validation (``pretrain.train.validation_loss`` over a ``Loader``), so
+Both paths run the training loop's own validation (``pretrain.train_step.validation_loss`` over a ``Loader``), so
 the numbers mean the same thing: mean next-token cross-entropy over windows of ``seq_len + 1`` tokens of
 the concatenated documents (each ending with EOS), in nats; perplexity is its exponential.
 
@@ -26,7 +26,7 @@ from dataprep.tokenize.manifest import MANIFEST_NAME
 from pretrain.components.dataloader import Loader, Source, build_loaders
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.inference.loading import Trained, find_tokenizer, load_trained, model_for_inference
-from pretrain.train import TrainStepContext, validation_loss
+from pretrain.train_step import TrainStepContext, validation_loss
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
