@@ -242,7 +242,22 @@ def parse_index(name: str, index) -> tuple[np.dtype, np.ndarray, np.ndarray, np.
     return dtype, doc_lengths, doc_offsets, document_indices
 
 
-class IndexedShard:
+class ShardIndex:
+    """What a parsed ``.idx`` says of a shard, wherever its tokens are read from (``doc_offsets``)."""
+
+    doc_offsets: np.ndarray
+    doc_lengths: np.ndarray
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.doc_lengths)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.doc_offsets[-1])
+
+
+class IndexedShard(ShardIndex):
     """Memory-mapped reader of one ``.bin``/``.idx`` pair; validates header and sizes on open."""
 
     def __init__(self, prefix: str) -> None:
@@ -260,14 +275,6 @@ class IndexedShard:
             raise ShardError(f"shard {self.name}: .bin is {bin_size} bytes but .idx describes {want}: truncated or mismatched")
         little = self.dtype.newbyteorder("<")
         self.tokens = np.memmap(bin_path, dtype=little, mode="r") if bin_size else np.zeros(0, dtype=little)
-
-    @property
-    def num_docs(self) -> int:
-        return len(self.doc_lengths)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.doc_offsets[-1])
 
     def __len__(self) -> int:
         return self.num_docs

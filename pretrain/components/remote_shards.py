@@ -22,7 +22,7 @@ import fsspec
 import numpy as np
 
 from dataprep.tokenize.manifest import MANIFEST_NAME, parse_manifest
-from dataprep.tokenize.shards import ShardError, check_shard, parse_index
+from dataprep.tokenize.shards import ShardError, ShardIndex, check_shard, parse_index
 
 BLOCK_SUFFIX = ".block"
 # aiohttp's (fsspec's HTTP filesystem) base classes of dropped connections and cut-off bodies, by name:
@@ -207,7 +207,7 @@ class RemoteTokens:
         self.file.prefetch(start * self.dtype.itemsize, (stop - start) * self.dtype.itemsize)
 
 
-class RemoteShard:
+class RemoteShard(ShardIndex):
     """One ``.bin``/``.idx`` pair at a URL: the ``.idx`` in memory, the tokens read on demand."""
 
     def __init__(self, prefix: str, entry: dict, cache: BlockCache):
@@ -220,14 +220,6 @@ class RemoteShard:
         if entry.get("bin_bytes", want) != want:
             raise ShardError(f"{bin_url}: manifest says {entry['bin_bytes']} bytes but the .idx describes {want}")
         self.tokens = RemoteTokens(RemoteFile(bin_url, want, cache), self.dtype)
-
-    @property
-    def num_docs(self) -> int:
-        return len(self.doc_lengths)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.doc_offsets[-1])
 
 
 def _check_size(fs, url: str, want: int | None, retry: Retry) -> None:
