@@ -277,9 +277,12 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
     sources = open_sources(cfg, seq_len, vocab_size, cache_dir)
     weights = [s.weight for s in cfg.sources]
     ahead = cfg.cache.read_ahead_steps
-    block = cfg.cache.block_bytes
-    ahead_bytes = (ahead + 1) * (global_batch // dp_size) * (-(-4 * (seq_len + 1) // block) + 1) * block  # tokens <= 4 bytes
-    if any(s.remote for s in sources) and ahead_bytes > cfg.cache.max_bytes:
+    remote = [s for s in sources if s.remote]
+    if remote:  # blocks a sample usually spans, times the samples of the steps read ahead and the one read
+        sample_bytes = (seq_len + 1) * max(sh.dtype.itemsize for s in remote for sh in s.train.shards)
+        block = cfg.cache.block_bytes
+        ahead_bytes = (ahead + 1) * (global_batch // dp_size) * (sample_bytes // block + 1) * block
+    if remote and ahead_bytes > cfg.cache.max_bytes:
         warnings.warn(f"data.cache.max_bytes {cfg.cache.max_bytes} may not hold the {ahead + 1} steps read ahead "
                       f"(up to {ahead_bytes} bytes): blocks fetched ahead would be evicted before use and fetched "
                       "again; raise max_bytes or lower read_ahead_steps or block_bytes")
