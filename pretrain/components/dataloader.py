@@ -270,6 +270,19 @@ def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, c
     return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache) for s in cfg.sources]
 
 
+def warn_if_read_ahead_overflows(cfg: DataCacheConfig, remote: list[Source], seq_len: int, rank_batch: int) -> None:
+    """Blocks fetched ahead that the cache cannot hold are evicted before use and fetched twice: say so."""
+    if not remote:
+        return
+    sample_bytes = (seq_len + 1) * max(shard.dtype.itemsize for s in remote for shard in s.train.shards)
+    # the blocks a sample usually spans, for the step being read and the steps read ahead
+    ahead_bytes = (cfg.read_ahead_steps + 1) * rank_batch * (sample_bytes // cfg.block_bytes + 1) * cfg.block_bytes
+    if ahead_bytes > cfg.max_bytes:
+        warnings.warn(f"data.cache.max_bytes {cfg.max_bytes} may not hold the {cfg.read_ahead_steps + 1} steps read "
+                      f"ahead (up to {ahead_bytes} bytes): blocks fetched ahead would be evicted before use and "
+                      "fetched again; raise max_bytes or lower read_ahead_steps or block_bytes")
+
+
 def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch: int, dp_rank: int, dp_size: int,
                   vocab_size: int | None = None, cache_dir: str | None = None) -> tuple[Loader, Loader | None]:
     """The training loader and, when any source holds validation samples, the validation loader.
@@ -277,15 +290,7 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
     sources = open_sources(cfg, seq_len, vocab_size, cache_dir)
     weights = [s.weight for s in cfg.sources]
     ahead = cfg.cache.read_ahead_steps
-    remote = [s for s in sources if s.remote]
-    if remote:  # blocks a sample usually spans, times the samples of the steps read ahead and the one read
-        sample_bytes = (seq_len + 1) * max(sh.dtype.itemsize for s in remote for sh in s.train.shards)
-        block = cfg.cache.block_bytes
-        ahead_bytes = (ahead + 1) * (global_batch // dp_size) * (sample_bytes // block + 1) * block
-    if remote and ahead_bytes > cfg.cache.max_bytes:
-        warnings.warn(f"data.cache.max_bytes {cfg.cache.max_bytes} may not hold the {ahead + 1} steps read ahead "
-                      f"(up to {ahead_bytes} bytes): blocks fetched ahead would be evicted before use and fetched "
-                      "again; raise max_bytes or lower read_ahead_steps or block_bytes")
+    warn_if_read_ahead_overflows(cfg.cache, [s for s in sources if s.remote], seq_len, global_batch // dp_size)
     train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead)
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:
