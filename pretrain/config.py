@@ -58,8 +58,8 @@ class DataCacheConfig(StrictModel):
     dir: str | None = None  # default: <out_dir>/data_cache; each process uses its own rank-<k> subfolder
     max_bytes: int = Field(8 * 2**30, gt=0)  # per process; least recently used blocks are evicted first
     block_bytes: int = Field(2**20, gt=0)  # one ranged request reads one block
-    read_ahead_steps: int = Field(2, ge=0)  # optimizer steps of samples fetched ahead by worker threads
-    workers: int = Field(8, gt=0)  # threads fetching blocks ahead
+    read_ahead_steps: int = Field(4, ge=0)  # optimizer steps of samples fetched ahead by worker threads
+    workers: int = Field(32, gt=0)  # requests in flight at once: at least samples/s x latency
     retries: int = Field(5, ge=0)  # on connection errors and 5xx, with exponential backoff
     backoff_s: float = Field(0.5, ge=0)  # wait before the first retry; doubles each time
 

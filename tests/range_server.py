@@ -20,6 +20,7 @@ RANGE = re.compile(r"bytes=(\d+)-(\d*)")
 
 class RangeServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the default 5 drops connections under concurrent read-ahead: 1 s SYN retries
 
     def __init__(self, root: str, fail_every: int = 0, latency_s: float = 0.0):
         super().__init__(("127.0.0.1", 0), RangeHandler)

@@ -225,3 +225,29 @@ def test_plan_inherits_the_epochs(tmp_path, capsys):
     assert "Approach 3 (parametric loss) for this N" in text and "epochs" in text
     assert cli(["plan", "tiny", "--epochs", "4"]) == 2
     assert "--epochs needs --data" in capsys.readouterr().err
+
+
+def test_budget_and_plan_read_the_manifest_at_a_url(tmp_path, capsys):
+    """``--data`` may name shards at a URL (here a real HTTP server on 127.0.0.1): the same answers as the
+    local folder, and the written training config reads the URL."""
+    pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
+    from range_server import serve_folder
+
+    local = _manifest(tmp_path / "shards")
+    argv = ["budget", "--compute", "1e21", "--json"]
+    assert cli([*argv, "--data", local]) == 0
+    from_local = json.loads(capsys.readouterr().out)
+    with serve_folder(tmp_path) as server:
+        url = f"{server.url}/shards"
+        assert cli([*argv, "--data", url]) == 0
+        from_url = json.loads(capsys.readouterr().out)
+        out = tmp_path / "train.yaml"
+        assert cli(["plan", "tiny", "--gpu", "cpu", "--precision", "fp32", "--seq-len", "128", "--data", url,
+                    "--epochs", "4", "--out", str(out), "--json"]) == 0
+        planned = json.loads(capsys.readouterr().out)
+        assert cli(["budget", "--compute", "1e21", "--data", f"{server.url}/elsewhere"]) == 2
+        assert f"{server.url}/elsewhere/manifest.json not found" in capsys.readouterr().err
+    assert from_url["estimates"] == from_local["estimates"] and from_url["unique_tokens"] == DEMO_TOKENS
+    assert planned["time"]["unique_tokens"] == DEMO_TOKENS and planned["model"]["vocab_size"] == DEMO_VOCAB
+    cfg = load_train_config(str(out))
+    assert [s.path for s in cfg.data.sources] == [url] and cfg.max_tokens == 4 * DEMO_TOKENS

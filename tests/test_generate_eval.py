@@ -75,6 +75,29 @@ def test_eval_reads_shards_at_a_url(trained, capsys):
     assert (remote["loss"], remote["tokens"]) == (local["loss"], local["tokens"])
 
 
+def test_a_run_trained_from_a_url_keeps_its_tokenizer(trained, tmp_path, capsys):
+    """The run folder gets the source's tokenizer, so generate and export need neither --tokenizer nor
+    the server once training is done."""
+    pytest.importorskip("aiohttp")
+    from range_server import serve_folder
+    from train_fixtures import tiny_config
+
+    from pretrain.config import load_train_config
+    from pretrain.train import run
+
+    out = str(tmp_path / "run")
+    with serve_folder(os.path.dirname(trained["shards"])) as server:
+        url = f"{server.url}/{os.path.basename(trained['shards'])}"
+        run(load_train_config(tiny_config(url, out, model={"vocab_size": 1024}, max_steps=1,
+                                          checkpoint={"every_steps": 1}, log={"val_every_steps": 1, "val_batches": 1})))
+    tokenizer, manifest = find_tokenizer(load_trained(out))  # the server is gone: the run's own copy
+    assert tokenizer.sha256 == trained["tokenizer"].sha256 == manifest["tokenizer"]["model_sha256"]
+    assert pretrain_main(["generate", out, "--prompt", "Hello", "--max-new-tokens", "3"]) == 0
+    assert "Hello" in capsys.readouterr().out
+    assert pretrain_main(["export", out, "--to", "hf", "--output", str(tmp_path / "hf")]) == 0
+    assert os.path.isfile(tmp_path / "hf" / "tokenizer.json")
+
+
 def test_eval_errors_are_clear(trained, tmp_path, capsys):
     assert pretrain_main(["eval", trained["run"], "--data", str(tmp_path / "nothing.jsonl")]) == 2
     assert "not found" in capsys.readouterr().err

@@ -99,19 +99,21 @@ class Source:
     train: TokenStream
     val: TokenStream
     seq_len: int
+    cache: BlockCache | None = None  # where a URL's blocks are kept; None for a local folder
 
     @classmethod
     def open(cls, path: str, seq_len: int, val_fraction: float, seed: int, vocab_size: int | None = None,
              cache: BlockCache | None = None) -> "Source":
         """A URL is read through ``cache`` (default: a temporary one); a local folder through memory maps."""
         if is_remote(path):
-            manifest, shards = open_remote_dataset(path, cache or open_cache(DataCacheConfig()))
+            cache = cache or open_cache(DataCacheConfig())
+            manifest, shards = open_remote_dataset(path, cache)
         else:
-            manifest, shards = load_manifest(path), open_dataset(path)
+            cache, (manifest, shards) = None, (load_manifest(path), open_dataset(path))
         if vocab_size is not None and manifest["vocab_size"] > vocab_size:
             raise ValueError(f"{path}: tokenizer vocabulary {manifest['vocab_size']} exceeds the model's vocab_size {vocab_size}")
         held_out = [split_documents(s, val_fraction, seed) for s in shards]
-        source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len)
+        source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len, cache)
         if source.num_samples("train") == 0:
             raise ValueError(f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}")
         return source
@@ -245,6 +247,11 @@ class Loader:
     def load_state_dict(self, state: dict) -> None:
         self.consumed = int(state["samples_consumed"])
 
+    def close(self) -> None:
+        """Stop the read-ahead of remote sources (their caches are shared with any other loader on them)."""
+        for cache in {id(s.cache): s.cache for s in self.sources if s.cache is not None}.values():
+            cache.close()
+
 
 def open_cache(cfg: DataCacheConfig, folder: str | None = None) -> BlockCache:
     """The block cache for sources given as URLs, in ``folder`` (default: a temporary folder, removed with the cache)."""
@@ -263,6 +270,19 @@ def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, c
     return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache) for s in cfg.sources]
 
 
+def warn_if_read_ahead_overflows(cfg: DataCacheConfig, remote: list[Source], seq_len: int, rank_batch: int) -> None:
+    """Blocks fetched ahead that the cache cannot hold are evicted before use and fetched twice: say so."""
+    if not remote:
+        return
+    sample_bytes = (seq_len + 1) * max(shard.dtype.itemsize for s in remote for shard in s.train.shards)
+    # the blocks a sample usually spans, for the step being read and the steps read ahead
+    ahead_bytes = (cfg.read_ahead_steps + 1) * rank_batch * (sample_bytes // cfg.block_bytes + 1) * cfg.block_bytes
+    if ahead_bytes > cfg.max_bytes:
+        warnings.warn(f"data.cache.max_bytes {cfg.max_bytes} may not hold the {cfg.read_ahead_steps + 1} steps read "
+                      f"ahead (up to {ahead_bytes} bytes): blocks fetched ahead would be evicted before use and "
+                      "fetched again; raise max_bytes or lower read_ahead_steps or block_bytes")
+
+
 def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch: int, dp_rank: int, dp_size: int,
                   vocab_size: int | None = None, cache_dir: str | None = None) -> tuple[Loader, Loader | None]:
     """The training loader and, when any source holds validation samples, the validation loader.
@@ -270,6 +290,7 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
     sources = open_sources(cfg, seq_len, vocab_size, cache_dir)
     weights = [s.weight for s in cfg.sources]
     ahead = cfg.cache.read_ahead_steps
+    warn_if_read_ahead_overflows(cfg.cache, [s for s in sources if s.remote], seq_len, global_batch // dp_size)
     train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead)
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:

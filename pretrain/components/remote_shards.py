@@ -76,7 +76,7 @@ class BlockCache:
     Blocks are evicted least recently used first. ``read`` waits for a block a worker is already
     fetching instead of fetching it twice; ``prefetch`` queues a block for the workers."""
 
-    def __init__(self, folder: str, max_bytes: int, block_bytes: int, workers: int = 8, retry: Retry = Retry()):
+    def __init__(self, folder: str, max_bytes: int, block_bytes: int, workers: int = 32, retry: Retry = Retry()):
         if block_bytes > max_bytes:
             raise ValueError(f"cache block_bytes {block_bytes} exceeds its max_bytes {max_bytes}")
         self.folder, self.max_bytes, self.block_bytes, self.retry = folder, max_bytes, block_bytes, retry
@@ -111,6 +111,12 @@ class BlockCache:
                 return
             future, _ = self._claim(key)
         self._workers.submit(self._download, key, fetch, future)
+
+    def close(self) -> None:
+        """Stop the workers (queued fetches are dropped) and remove the folder when the cache owns it."""
+        self._workers.shutdown(wait=True, cancel_futures=True)
+        if self.temporary is not None:
+            self.temporary.cleanup()
 
     def _claim(self, key: str) -> tuple[Future, bool]:
         """The future of a block being fetched, and whether the caller must fetch it (lock held)."""

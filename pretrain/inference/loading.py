@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import TOKENIZER_DIR, load_manifest
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components import checkpoint
@@ -45,9 +46,7 @@ def save_run_dir(cfg: TrainConfig) -> None:
     """The run's ``config.yaml`` with absolute paths (no meaning that depends on the working directory)
     and a copy of its tokenizer with the data manifest, so eval, generate and export work on the run
     folder alone, wherever it is moved."""
-    import shutil
-
-    from dataprep.core.storage import atomic_directory, atomic_write_text
+    from dataprep.core.storage import atomic_write_text
     from pretrain.config import save_yaml
 
     sources = [s if is_remote(s.path) else s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
@@ -57,11 +56,32 @@ def save_run_dir(cfg: TrainConfig) -> None:
     save_yaml(portable, os.path.join(cfg.out_dir, RUN_CONFIG))
     manifests = [load_remote_manifest(s.path) if is_remote(s.path) else load_manifest(s.path) for s in sources]
     tokenizers = {json.dumps(m.get("tokenizer"), sort_keys=True) for m in manifests}
-    source_tokenizer = os.path.join(sources[0].path, TOKENIZER_DIR)
-    if len(tokenizers) == 1 and os.path.isdir(source_tokenizer):  # one tokenizer, as a folder: travels along
-        with atomic_directory(os.path.join(cfg.out_dir, TOKENIZER_DIR)) as tmp:
-            shutil.copytree(source_tokenizer, tmp, dirs_exist_ok=True)
+    if len(tokenizers) == 1 and _copy_tokenizer(sources[0].path, os.path.join(cfg.out_dir, TOKENIZER_DIR)):
         atomic_write_text(os.path.join(cfg.out_dir, RUN_MANIFEST), json.dumps(manifests[0], indent=1))
+
+
+def _copy_tokenizer(source: str, folder: str) -> bool:
+    """The data source's ``tokenizer/`` copied to ``folder`` (from a URL: read, checked and saved);
+    False when the source has none."""
+    import shutil
+
+    from dataprep.core.storage import atomic_directory, exists
+    from dataprep.tokenize.tokenizer import META_NAME
+    from dataprep.tokenize.tokenizer_json_reader import JSON_NAME
+
+    found = join_path(source, TOKENIZER_DIR)
+    if is_remote(source):
+        if not any(exists(join_path(found, name)) for name in (META_NAME, JSON_NAME)):
+            return False
+        tokenizer = Tokenizer.load(found)
+        with atomic_directory(folder) as tmp:
+            tokenizer.save(tmp)
+    elif os.path.isdir(found):
+        with atomic_directory(folder) as tmp:
+            shutil.copytree(found, tmp, dirs_exist_ok=True)
+    else:
+        return False
+    return True
 
 
 def _find_run_config(path: str) -> TrainConfig | None:
@@ -159,14 +179,17 @@ def find_tokenizer(trained: Trained, override: str | None = None) -> tuple[Token
         raise FileNotFoundError(f"{trained.path}: the run's {RUN_CONFIG} was not found; pass --tokenizer DIR")
     found = {}
     for source in trained.run.data.sources:
-        if not os.path.isdir(source.path):
+        if is_remote(source.path):
+            manifest = load_remote_manifest(source.path)
+        elif not os.path.isdir(source.path):
             raise FileNotFoundError(f"the run's data source {source.path!r} is not reachable from here; pass --tokenizer DIR")
-        manifest = load_manifest(source.path)
+        else:
+            manifest = load_manifest(source.path)
         found.setdefault(manifest["tokenizer"]["model_sha256"], (source.path, manifest))
     if len(found) > 1:
         raise ValueError(f"the run's data sources use {len(found)} different tokenizers; pass --tokenizer DIR")
     (sha, (source_path, manifest)), = found.items()
-    tokenizer = Tokenizer.load(os.path.join(source_path, TOKENIZER_DIR))
+    tokenizer = Tokenizer.load(join_path(source_path, TOKENIZER_DIR))
     if tokenizer.sha256 != sha:
         raise ValueError(f"{source_path}/{TOKENIZER_DIR} is not the tokenizer its manifest names")
     return tokenizer, manifest

@@ -103,14 +103,11 @@ def at_epochs(law: ParametricLoss, epochs: float, unique: float, *, compute: flo
 
 
 def read_corpus(directories: list[str], required: bool = True) -> dict | None:
-    """Unique tokens, documents and vocabulary of token-shard directories, from their manifests.
+    """Unique tokens, documents and vocabulary of token-shard directories (local or URLs), from their manifests.
 
     ``required=False`` skips directories without a manifest (shards not written yet) and answers None
     when none has one."""
-    from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
-
-    manifests = [load_manifest(d) for d in directories
-                 if required or os.path.exists(os.path.join(d, MANIFEST_NAME))]
+    manifests = [m for m in (_manifest(d, required) for d in directories) if m is not None]
     if not manifests:
         return None
     vocab = {m["vocab_size"] for m in manifests}
@@ -121,3 +118,18 @@ def read_corpus(directories: list[str], required: bool = True) -> dict | None:
         raise ValueError(f"{', '.join(directories)}: the manifest counts no tokens")
     return {"tokens": tokens, "documents": sum(m.get("documents", 0) for m in manifests),
             "vocab_size": vocab.pop(), "directories": list(directories)}
+
+
+def _manifest(directory: str, required: bool) -> dict | None:
+    """A local folder's or a URL's ``manifest.json``; None when it has none and it is not ``required``."""
+    from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
+    from pretrain.components.remote_shards import is_remote, load_remote_manifest
+
+    if not is_remote(directory):
+        return load_manifest(directory) if required or os.path.exists(os.path.join(directory, MANIFEST_NAME)) else None
+    try:
+        return load_remote_manifest(directory)
+    except FileNotFoundError:
+        if required:
+            raise
+        return None
