@@ -21,6 +21,7 @@ from pretrain.components.faults import Fault, parse_fault
 from pretrain.components.metrics import read_metrics
 from pretrain.components.spikes import SpikeDetector
 from pretrain.config import load_train_config
+from pretrain.inference.plot import training_section
 from pretrain.train import Trainer, run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -82,7 +83,7 @@ def test_spike_faults_parse_with_a_scale():
 # -- one process ---------------------------------------------------------------------------------------
 
 
-def test_policy_log_records_the_spike_and_keeps_the_checkpoint_before_it(data, tmp_path):
+def test_policy_log_records_the_spike_and_keeps_the_checkpoint_before_it(data, tmp_path, capsys):
     cfg = tmp_path / "train.yaml"
     cfg.write_text(yaml.safe_dump(_config(data, tmp_path / "run", "log")))
     assert pretrain_main(["train", str(cfg), "--inject", f"spike:step={SPIKE_STEP},scale=50"]) == 0
@@ -95,6 +96,12 @@ def test_policy_log_records_the_spike_and_keeps_the_checkpoint_before_it(data, t
     # keep_last 1, and the last checkpoint before the spike, pinned with its reason
     assert _checkpoints(tmp_path / "run") == ["step-00000004", "step-00000008"]
     assert "loss spike at step 5" in (tmp_path / "run" / "checkpoints" / "step-00000004" / "pinned.json").read_text()
+    # the spike in the run's plot and report
+    capsys.readouterr()
+    assert pretrain_main(["plot", str(tmp_path / "run"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["events"] == {"spike": 1}
+    section = training_section(str(tmp_path / "run"), str(tmp_path))
+    assert ["events", "1 loss spike (step 5)"] in section.tables[0][1]
 
 
 def test_policy_skip_holds_the_update_back(data, tmp_path):
