@@ -154,6 +154,11 @@ def resolve(resume: str | None, root: str) -> str | None:
         return None
     if resume == "auto":
         found = list_checkpoints(root)
+        latest = os.path.basename(found[-1]) if found else ""
+        newer = sorted(n for n in os.listdir(root) if STEP_DIR.match(n) and n > latest) if os.path.isdir(root) else []
+        if newer:  # a save cut short outside our rename: copied by hand, or a file system that lost files
+            warnings.warn(f"passed over incomplete checkpoint(s) {', '.join(newer)} in {root}: they lack .metadata "
+                          f"or {STATE_FILE}")
         return found[-1] if found else None
     if not os.path.isdir(resume):
         raise CheckpointError(f"checkpoint {resume!r} does not exist")
