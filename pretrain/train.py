@@ -204,9 +204,10 @@ class Trainer:
         return records
 
     def _step(self) -> StepOutcome:
-        """One training step on the next batch; a NaN fault due at this step poisons this rank's loss."""
+        """One training step on the next batch; a NaN or spike fault due at this step acts on this rank's loss."""
         self.ctx.nan_loss = self.faults.fire("nan", self.state.step + 1)
-        self.ctx.loss_scale = max([1] + [f.scale for f in self.faults.take("spike", self.state.step + 1)])
+        spikes = self.faults.take("spike", self.state.step + 1)
+        self.ctx.loss_scale = spikes[0].scale if spikes else 1
         return train_step(self.stepper, self.optimizer, self.scheduler, self.train_loader.next_step(), self.ctx,
                           self.cfg.optim.grad_clip, hold=self._judge_spike)
 
