@@ -154,7 +154,23 @@ class OptimConfig(StrictModel):
 class CheckpointConfig(StrictModel):
     dir: str = "checkpoints"
     every_steps: int = Field(500, gt=0)
-    keep_last: int = Field(3, gt=0)
+    keep_last: int = Field(3, gt=0)  # besides these, the last checkpoint before each loss spike is kept
+    # copy the state to host memory, then write it in a background thread while training goes on
+    async_save: bool = False
+
+
+class SpikeConfig(StrictModel):
+    """Loss spikes: a step whose loss (the mean over ranks) exceeds the median of the previous ``window``
+    steps' losses by more than ``threshold`` robust standard deviations (1.4826 x their median absolute
+    deviation). ``policy``: off, log (a record), skip (also hold back that step's update) or rollback (reload
+    the last checkpoint before the spike and skip ``skip_batches`` global batches of the data order from
+    there, at least through the spike's batch)."""
+
+    policy: Literal["off", "log", "skip", "rollback"] = "log"
+    window: int = Field(100, ge=3)
+    threshold: float = Field(6.0, gt=0)
+    skip_batches: int = Field(200, ge=0)
+    max_rollbacks: int = Field(3, ge=0)  # per process; one more spike to roll back stops the run
 
 
 class WandbConfig(StrictModel):
@@ -195,6 +211,7 @@ class TrainConfig(StrictModel):
     out_dir: str = "runs/default"
     # steps skipped in a row for a non-finite loss or gradient norm before the run checkpoints and stops
     max_consecutive_skips: int = Field(5, ge=0)
+    spikes: SpikeConfig = Field(default_factory=SpikeConfig)
     # warm start: trained weights (our checkpoint, run folder or model.safetensors, or a Hugging Face Llama
     # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it
     init_from: str | None = None

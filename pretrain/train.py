@@ -25,9 +25,10 @@ from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
+from pretrain.components.spikes import Spike, SpikeDetector, SpikeError, rank_losses
 from pretrain.components.warm_start import warm_start
 from pretrain.config import TrainConfig, load_train_config
-from pretrain.distributed.parallel_dims import ParallelDims, init_distributed, parallelize
+from pretrain.distributed.parallel_dims import ParallelDims, barrier, init_distributed, parallelize
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
 from pretrain.inference.loading import save_run_dir
 from pretrain.models.llama import Llama, num_params
@@ -50,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_set_argument(parser)
     parser.add_argument("--inject", action="append", default=[], metavar="KIND:step=N,rank=R",
                         help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
-                             "step N; rank 0 by default); repeat for several")
+                             "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100); "
+                             "repeat for several")
     parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
@@ -127,12 +129,17 @@ class Trainer:
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None))
-        components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler}
+        self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold)
+        self.spike: Spike | None = None  # the spike found at the current step
+        self.rollbacks = 0
+        components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
+                      "spikes": self.spikes}
         self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
                                 self.dims.degrees(), components)
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
         self.tokens_per_step = cfg.global_batch_size * cfg.seq_len
         self.last_checkpoint: str | None = None
+        self.saver = checkpoint.AsyncSaver() if cfg.checkpoint.async_save else None  # None: saves block
         self.skips = SkipCounter(cfg.max_consecutive_skips)
         if faults and self.dims.pp_enabled:
             raise ValueError("--inject nan reaches the loss of runs without pipeline parallelism only (pp 1)")
@@ -186,6 +193,8 @@ class Trainer:
             state.step += 1
             self.log.count_tokens(self.tokens_per_step)
             self._count_skip(outcome.non_finite)
+            if self.spike is not None and self._on_spike(self.spike):
+                continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
                 records.append(self._log_train(outcome.loss, outcome.grad_norm))
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
@@ -195,10 +204,49 @@ class Trainer:
         return records
 
     def _step(self) -> StepOutcome:
-        """One training step on the next batch; a NaN fault due at this step poisons this rank's loss."""
+        """One training step on the next batch; a NaN or spike fault due at this step acts on this rank's loss."""
         self.ctx.nan_loss = self.faults.fire("nan", self.state.step + 1)
+        spikes = self.faults.take("spike", self.state.step + 1)
+        self.ctx.loss_scale = spikes[0].scale if spikes else 1
         return train_step(self.stepper, self.optimizer, self.scheduler, self.train_loader.next_step(), self.ctx,
-                          self.cfg.optim.grad_clip)
+                          self.cfg.optim.grad_clip, hold=self._judge_spike)
+
+    def _judge_spike(self, loss: torch.Tensor) -> bool:
+        """Whether this step's loss (the mean over ranks, the same on every rank) is a spike whose update
+        every rank holds back (policies skip and rollback)."""
+        self.spike = None
+        if self.cfg.spikes.policy == "off":
+            return False
+        losses = rank_losses(loss, self.pipe is None or self.pipe.has_last)
+        mean = losses.sum().item() / (self.world // self.dims.pp)  # pipeline stages: only the last holds it
+        self.spike = self.spikes.observe(self.state.step + 1, mean, int(losses.argmax()))
+        return self.spike is not None and self.cfg.spikes.policy != "log"
+
+    def _on_spike(self, spike: Spike) -> bool:
+        """Log the spike and keep the last checkpoint before it; under rollback, reload that checkpoint and
+        skip ahead in the data order. Returns whether the run rolled back (without a checkpoint before the
+        spike it cannot: the update was held back, as under skip)."""
+        policy = self.cfg.spikes
+        self.settle_checkpoints()  # the checkpoint before the spike may still be being written
+        before = checkpoint.latest_before(self.ckpt_root, spike.step)
+        if before is not None and self.rank == 0:
+            checkpoint.pin(before, f"the last checkpoint before the loss spike at step {spike.step}")
+        self.log.write(spike.record(policy.policy, before))
+        if policy.policy != "rollback" or before is None:
+            return False
+        if self.rollbacks == policy.max_rollbacks:
+            raise SpikeError(f"step {spike.step}: a loss spike ({spike.loss:.4g}, above {spike.limit:.4g}) after "
+                             f"{self.rollbacks} rollbacks (spikes.max_rollbacks): stopped; look at the data and the "
+                             f"learning rate, then resume from {before} with --resume")
+        checkpoint.load(before, self.model_state, self.state)
+        skipped = max(policy.skip_batches, spike.step - self.state.step)  # at least through the spike's batch
+        self.train_loader.skip(skipped)
+        self.rollbacks += 1
+        self.log.write({"kind": "rollback", "step": spike.step, "rank": spike.rank, "cause": "loss spike",
+                        "to_step": self.state.step, "checkpoint": before, "skipped_batches": skipped,
+                        "samples_consumed": self.train_loader.consumed, "rollbacks": self.rollbacks})
+        self.log.start(self.state.step)
+        return True
 
     def _count_skip(self, found: NonFinite | None) -> None:
         """Log a skipped step; past ``max_consecutive_skips`` in a row, checkpoint and stop with the reason."""
@@ -222,13 +270,21 @@ class Trainer:
         self.log.start(self.state.step)  # the pause is not training time
 
     def _save(self) -> None:
-        keep = self.cfg.checkpoint.keep_last
-        self.last_checkpoint = checkpoint.save(self.ckpt_root, self.model_state, self.state, keep)
+        save = self.saver.save if self.saver else checkpoint.save
+        self.last_checkpoint = save(self.ckpt_root, self.model_state, self.state, self.cfg.checkpoint.keep_last)
         self.log.start(self.state.step)
+
+    def settle_checkpoints(self) -> None:
+        """Wait until a checkpoint written in the background is committed, on every rank."""
+        if self.saver is not None:
+            self.saver.wait()
+            barrier()
 
     def finish(self) -> None:
         """At the horizon, the consolidated weights for inference (``model.safetensors``); close the logs."""
         cfg, step = self.cfg, self.state.step
+        if self.saver is not None:
+            self.saver.close()
         if step == self.steps:
             path = os.path.join(cfg.out_dir, "model.safetensors")
             if self.pipe is None:
@@ -244,11 +300,16 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
         inject: tuple[str, ...] | list[str] = ()) -> list[dict]:
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``,
     with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged (rank 0;
-    empty elsewhere). Raises NonFiniteError after too many skipped steps in a row."""
+    empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
+    many rollbacks."""
     trainer = Trainer(cfg, tuple(map(parse_fault, inject)))
     trainer.resume(resume)
     trainer.start_logging()
-    records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
+    try:
+        records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
+    finally:  # also when the run stops on an error: a checkpoint being written is committed first
+        if trainer.saver is not None:
+            trainer.saver.wait()
     trainer.finish()
     return records if trainer.rank == 0 else []
 
@@ -264,7 +325,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with quiet:
             records = run(cfg, args.resume, args.stop_at_step, getattr(args, "inject", ()))
-    except NonFiniteError as exc:  # the run checkpointed and stopped: one clear line, its own exit status
+    except (NonFiniteError, SpikeError) as exc:  # the run stopped on purpose: one clear line, its own exit status
         print(f"error: {exc}", file=sys.stderr)
         return 3
     finally:

@@ -7,6 +7,7 @@ and scheduler step). ``TrainStepContext`` holds what a forward pass needs beside
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -25,7 +26,8 @@ class TrainStepContext:
     """What a forward pass needs besides the model, decided once: autocast, the attention kernel (fp16),
     TF32 matmuls (tf32), loss parallelism, the fp16 gradient scaler, whether FSDP holds gradients unsharded between
     micro-batches, the pipeline group (grad norm over stages) and this rank's token positions under context
-    parallelism. ``nan_loss`` makes this rank's training loss NaN (an injected fault, for drills)."""
+    parallelism. ``nan_loss`` makes this rank's training loss NaN and ``loss_scale`` multiplies it (injected
+    faults, for drills)."""
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
                  no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None):
@@ -33,6 +35,7 @@ class TrainStepContext:
         self.no_sync = fsdp and no_sync_accumulation
         self.pp_group, self.positions = pp_group, positions
         self.nan_loss = False
+        self.loss_scale = 1
         configure_attention(precision, device)
         configure_matmul(precision, device)
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
@@ -64,6 +67,8 @@ class TrainStepContext:
             logits = model(inputs)
         with self.loss_ctx():
             loss = cross_entropy(logits, targets)
+        if self.loss_scale != 1:
+            loss = loss * self.loss_scale
         return loss * float("nan") if self.nan_loss else loss
 
 
@@ -92,20 +97,22 @@ class StepOutcome(NamedTuple):
 
 
 def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
-                   loss: torch.Tensor | None = None) -> tuple[torch.Tensor, NonFinite | None]:
+                   loss: torch.Tensor | None = None, hold: bool = False) -> tuple[torch.Tensor, NonFinite | None]:
     """Unscale (fp16), clip, step; returns the gradient norm and, when ``loss`` is given, what the guard
     found. Guarded, every rank skips the update when any rank's loss or gradient norm is not finite
-    (fp16: the scaler skips on inf/nan gradients itself, so the guard looks at the loss only). A skipped
-    step drops its gradients and leaves AdamW's moments alone; the schedule advances as for any step."""
+    (fp16: the scaler skips on inf/nan gradients itself, so the guard looks at the loss only); ``hold``
+    skips it too (a loss spike). A skipped step drops its gradients and leaves AdamW's moments alone; the
+    schedule advances as for any step."""
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
     non_finite = None if loss is None else find_non_finite(loss, None if ctx.scaler else grad_norm)
     if ctx.scaler:
-        ctx.scaler.step(optimizer)
+        if not hold:
+            ctx.scaler.step(optimizer)
         ctx.scaler.update()
-    elif non_finite is None:
+    elif non_finite is None and not hold:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     scheduler.step()
@@ -113,11 +120,13 @@ def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float
 
 
 def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
-               grad_clip: float) -> StepOutcome:
+               grad_clip: float, hold: Callable[[torch.Tensor], bool] | None = None) -> StepOutcome:
     """One guarded optimizer step over this rank's micro-batches: (mean loss, grad norm) as tensors, and
-    what made every rank skip the update, if anything (the guard's one host sync)."""
+    what made every rank skip the update, if anything (the guard's one host sync). ``hold(loss)``, asked
+    on every rank between backward and update, may hold the update back (the spike detector)."""
     loss = accumulate_gradients(model, micro_batches, ctx)
-    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, loss))
+    held = hold is not None and hold(loss)
+    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, loss, held))
 
 
 @torch.no_grad()

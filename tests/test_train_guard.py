@@ -40,7 +40,7 @@ def _records(out_dir, kind: str) -> list[dict]:
 def test_fault_specs_parse_or_say_what_is_wrong():
     assert parse_fault("nan:step=12,rank=1") == Fault("nan", 12, 1)
     assert parse_fault("nan:step=3") == Fault("nan", 3, 0)
-    for spec, message in [("spike:step=3", "unknown fault 'spike'"), ("nan:rank=1", "step=N is required"),
+    for spec, message in [("melt:step=3", "unknown fault 'melt'"), ("nan:rank=1", "step=N is required"),
                           ("nan:step=x", "step must be an integer"), ("nan:step=3,when=4", "'when=4' is not one of"),
                           ("nan:step=0", "step must be positive")]:
         with pytest.raises(ValueError, match=message):

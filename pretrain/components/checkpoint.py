@@ -10,8 +10,11 @@
 
 Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``train_state.json`` and
 ``rng-<rank>.pt`` (each rank's random generators). A checkpoint is written under ``DIR/.tmp-step-...``
-and renamed into place only when every rank has finished, so any ``step-*`` directory is complete; the
-oldest are removed beyond ``keep_last``. Nothing is unpickled freely (``pretrain.components.safe_reader``).
+and renamed into place only when every rank has finished, so any ``step-*`` directory is complete (one
+lacking ``.metadata`` or ``train_state.json``, copied in by hand or cut short by a file system, is passed
+over); the oldest are removed beyond ``keep_last``, except those ``pin`` marks (the last checkpoint before
+a loss spike). ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
+Nothing is unpickled freely (``pretrain.components.safe_reader``).
 The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
 full model in one process (inference and export use it).
 """
@@ -25,10 +28,12 @@ import re
 import shutil
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -43,9 +48,11 @@ from pretrain.distributed.parallel_dims import barrier, global_rank
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "train_state.json"
+PIN_FILE = "pinned.json"  # a checkpoint kept beyond keep_last, and why
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
+ADDED_LATER = {"spikes"}  # components older checkpoints lack
 NESTED_PARAMS = re.compile(r"^optim\.param_groups\.\d+\.params$")
 
 
@@ -91,8 +98,10 @@ class TrainState:
         if state.get("model_config") != self.model_config:
             raise CheckpointError("it was trained with another model config")
         for name, component in self.components.items():
-            if name not in state:
+            if name not in state and name not in ADDED_LATER:
                 raise CheckpointError(f"{STATE_FILE} lacks {name}")
+            if name not in state:  # a checkpoint older than the component: it starts afresh
+                continue
             if component is not None and state[name] is not None:
                 component.load_state_dict(state[name])
         if state.get("data") != self.data:
@@ -104,12 +113,38 @@ class TrainState:
 # --- finding checkpoints ------------------------------------------------------------------------------
 
 
+def is_complete(path: str) -> bool:
+    """Whether a checkpoint directory holds what a save writes last: DCP's metadata and the train state."""
+    return all(os.path.isfile(os.path.join(path, name)) for name in (".metadata", STATE_FILE))
+
+
 def list_checkpoints(root: str) -> list[str]:
     """Complete checkpoints under ``root``, oldest first."""
     if not os.path.isdir(root):
         return []
     names = sorted(n for n in os.listdir(root) if STEP_DIR.match(n))
-    return [os.path.join(root, n) for n in names]
+    return [path for path in (os.path.join(root, n) for n in names) if is_complete(path)]
+
+
+def checkpoint_step(path: str) -> int:
+    return int(STEP_DIR.match(os.path.basename(path)).group(1))
+
+
+def latest_before(root: str, step: int) -> str | None:
+    """The newest complete checkpoint under ``root`` taken before ``step``, if any."""
+    found = [path for path in list_checkpoints(root) if checkpoint_step(path) < step]
+    return found[-1] if found else None
+
+
+def pin(path: str, reason: str) -> None:
+    """Keep checkpoint ``path`` whatever ``keep_last`` says (rank 0)."""
+    atomic_write_text(os.path.join(path, PIN_FILE), json.dumps({"reason": reason}) + "\n")
+
+
+def _prune(root: str, keep_last: int) -> None:
+    for old in list_checkpoints(root)[:-keep_last]:
+        if not os.path.exists(os.path.join(old, PIN_FILE)):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def resolve(resume: str | None, root: str) -> str | None:
@@ -119,6 +154,11 @@ def resolve(resume: str | None, root: str) -> str | None:
         return None
     if resume == "auto":
         found = list_checkpoints(root)
+        latest = os.path.basename(found[-1]) if found else ""
+        newer = sorted(n for n in os.listdir(root) if STEP_DIR.match(n) and n > latest) if os.path.isdir(root) else []
+        if newer:  # a save cut short outside our rename: copied by hand, or a file system that lost files
+            warnings.warn(f"passed over incomplete checkpoint(s) {', '.join(newer)} in {root}: they lack .metadata "
+                          f"or {STATE_FILE}")
         return found[-1] if found else None
     if not os.path.isdir(resume):
         raise CheckpointError(f"checkpoint {resume!r} does not exist")
@@ -186,28 +226,80 @@ def _restore_rng(path: str) -> None:
 # --- save / load ---------------------------------------------------------------------------------------
 
 
+def _prepare(root: str, step: int) -> tuple[str, str]:
+    """The temporary and final directories of the checkpoint at ``step``; the temporary one made afresh
+    (collective)."""
+    final = os.path.join(root, f"step-{step:08d}")
+    tmp = os.path.join(root, f".tmp-step-{step:08d}")
+    if global_rank() == 0:
+        shutil.rmtree(tmp, ignore_errors=True)  # left over from a crash during an earlier save
+        os.makedirs(tmp)
+    barrier()
+    torch.save(rng_state(), os.path.join(tmp, f"rng-{global_rank()}.pt"))  # the whole directory is renamed at the end
+    return tmp, final
+
+
+def _commit(tmp: str, final: str, state: dict, keep_last: int) -> None:
+    """Rank 0, once every rank's shards are written: the train state, the rename that makes the
+    checkpoint visible, and the pruning of old ones."""
+    atomic_write_text(os.path.join(tmp, STATE_FILE), json.dumps(state, indent=1))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    _prune(os.path.dirname(final), keep_last)
+
+
 def save(root: str, sharded: ModelOptimizerState, train_state: TrainState, keep_last: int) -> str:
     """Write checkpoint ``root/step-NNNNNNNN`` of the train state's step from every rank (collective);
     returns its path."""
     state = train_state.state_dict()
-    final = os.path.join(root, f"step-{train_state.step:08d}")
-    tmp = os.path.join(root, f".tmp-step-{train_state.step:08d}")
-    rank = global_rank()
-    if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)  # left over from a crash during an earlier save
-        os.makedirs(tmp)
-    barrier()
+    tmp, final = _prepare(root, train_state.step)
     dcp.save(sharded.state_dict(), checkpoint_id=tmp)
-    torch.save(rng_state(), os.path.join(tmp, f"rng-{rank}.pt"))  # the whole directory is renamed at the end
     barrier()
-    if rank == 0:
-        atomic_write_text(os.path.join(tmp, STATE_FILE), json.dumps(state, indent=1))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        for old in list_checkpoints(root)[:-keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
+    if global_rank() == 0:
+        _commit(tmp, final, state, keep_last)
     barrier()
     return final
+
+
+class AsyncSaver:
+    """Checkpoints written in the background, one at a time: ``save`` blocks while the state is copied to
+    host memory (DCP's ``async_save``, which writes from a thread), then returns; a second thread on rank 0
+    commits the checkpoint (train state, rename) once DCP's last collective says every rank has written.
+    DCP's collectives run over a gloo group of their own, apart from training's. A crash before the commit
+    leaves only a ``.tmp-step-*`` directory, which nothing reads: the previous checkpoint stays the latest."""
+
+    def __init__(self):
+        self.group = dist.new_group(backend="gloo") if dist.is_initialized() else None  # collective
+        self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-commit")
+        self.pending: Future | None = None
+
+    def save(self, root: str, sharded: ModelOptimizerState, train_state: TrainState, keep_last: int) -> str:
+        """Start writing checkpoint ``root/step-NNNNNNNN`` (collective; waits for the previous one first)."""
+        self.wait()
+        state = train_state.state_dict()
+        tmp, final = _prepare(root, train_state.step)
+        written = dcp.async_save(sharded.state_dict(), checkpoint_id=tmp, process_group=self.group)
+        self.pending = self.committer.submit(self._finish, written, tmp, final, state, keep_last)
+        return final
+
+    @staticmethod
+    def _finish(written: Future, tmp: str, final: str, state: dict, keep_last: int) -> None:
+        written.result()  # on rank 0 this returns after every rank's shards are written
+        if global_rank() == 0:
+            _commit(tmp, final, state, keep_last)
+
+    def wait(self) -> None:
+        """Block until the checkpoint being written is committed (this rank's part of it); raises the
+        error that stopped it, if any."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self.committer.shutdown()
 
 
 def load(path: str, sharded: ModelOptimizerState, train_state: TrainState) -> None:

@@ -241,6 +241,10 @@ class Loader:
             s, i = self.order(position)
             self.sources[s].prefetch(self.split, i)
 
+    def skip(self, steps: int) -> None:
+        """Pass over the next ``steps`` global batches of the order (a rollback past a loss spike)."""
+        self.consumed += steps * self.global_batch
+
     def state_dict(self) -> dict:
         return {"samples_consumed": self.consumed}
 

@@ -1,7 +1,8 @@
 """Faults injected on purpose, for tests and drills: ``pretrain train CONFIG --inject nan:step=12,rank=1``.
 
-A spec is ``KIND:key=value,...``. ``nan`` (that rank's loss, and so its gradients, NaN at that step) is the
-only kind so far; others (spike, hang, slow, kill) parse the same way once ``KINDS`` names their keys.
+A spec is ``KIND:key=value,...``. ``nan``: that rank's loss, and so its gradients, NaN at that step;
+``spike``: that rank's loss (and gradients) multiplied by ``scale`` (default 100) at that step. Other kinds
+parse the same way once ``KINDS`` names their keys.
 Nothing is injected unless asked. Each fault fires once per run: the rank that fires it first writes
 ``faults/<spec>.fired`` in the run folder, so a restarted process does not fire it again.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from dataprep.core.storage import atomic_write_text
 
 KINDS = {"nan": {"step", "rank"}}  # each kind -> the keys it takes (all integers)
+KINDS["spike"] = {"step", "rank", "scale"}
 REQUIRED = {"step"}
 FIRED_DIR = "faults"
 
@@ -27,6 +29,7 @@ class Fault:
     kind: str
     step: int
     rank: int = 0
+    scale: int = 100  # spike: the factor on the loss
 
     @property
     def name(self) -> str:
@@ -69,9 +72,13 @@ class FaultInjector:
 
     def fire(self, kind: str, step: int) -> bool:
         """Whether a fault of ``kind`` fires on this rank at ``step``; recorded before it takes effect."""
+        return bool(self.take(kind, step))
+
+    def take(self, kind: str, step: int) -> list[Fault]:
+        """The faults of ``kind`` that fire on this rank at ``step`` (marked fired, so not again)."""
         due = [f for f in self.pending if f.kind == kind and f.step == step]
         for fault in due:
             os.makedirs(self.folder, exist_ok=True)
             atomic_write_text(self._marker(fault), json.dumps({"fault": fault.name, "time": time.time()}) + "\n")
             self.pending.remove(fault)
-        return bool(due)
+        return due

@@ -1,4 +1,5 @@
-"""``pretrain plot RUN_DIR``: loss (train and validation) and throughput curves of a run, as one PNG.
+"""``pretrain plot RUN_DIR``: loss (train and validation) and throughput curves of a run, as one PNG, with
+the run's events (skipped steps, loss spikes, rollbacks) marked on the loss curve.
 
 The same curves, with a summary of the run, are the Training section of ``dataprep report --train-run``
 (``training_section``, registered under the ``ccpretrain.report_sections`` entry points).
@@ -40,6 +41,26 @@ def train_and_val(metrics_path: str) -> tuple[list[dict], list[dict]]:
     return train, val
 
 
+EVENTS = {"skip": ("skipped step", "tab:orange"), "spike": ("loss spike", "tab:red"),
+          "rollback": ("rollback", "tab:purple")}  # kind -> (label, colour)
+
+
+def events(metrics_path: str) -> dict[str, list[dict]]:
+    """The event records of a run by kind (only kinds that occurred)."""
+    found: dict[str, list[dict]] = {}
+    for record in read_metrics(metrics_path):
+        if record.get("kind") in EVENTS:
+            found.setdefault(record["kind"], []).append(record)
+    return found
+
+
+def describe_events(found: dict[str, list[dict]]) -> str:
+    """"2 skipped steps (steps 3, 4), 1 loss spike (step 5)": a line for the report and the JSON."""
+    return ", ".join(f"{len(rs)} {EVENTS[kind][0]}{'s' if len(rs) > 1 else ''} (step{'s' if len(rs) > 1 else ''} "
+                     f"{', '.join(str(r['step']) for r in rs[:5])}{', ...' if len(rs) > 5 else ''})"
+                     for kind, rs in found.items())
+
+
 def plot(metrics_path: str, png_path: str) -> str:
     import matplotlib
 
@@ -51,6 +72,10 @@ def plot(metrics_path: str, png_path: str) -> str:
     ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
     if val:
         ax_loss.plot([r["step"] for r in val], [r["val_loss"] for r in val], "o-", label="validation")
+    for kind, records in events(metrics_path).items():
+        label, colour = EVENTS[kind]
+        for i, record in enumerate(records):
+            ax_loss.axvline(record["step"], color=colour, linestyle=":", alpha=0.7, label=label if i == 0 else None)
     ax_loss.set_ylabel("loss")
     ax_loss.legend()
     ax_loss.grid(alpha=0.3)
@@ -87,6 +112,8 @@ def training_section(run: str, folder: str) -> Section:
         best = min(val, key=lambda r: r["val_loss"])
         rows.append(["validation loss last / best",
                      f"{val[-1]['val_loss']:.4f} / {best['val_loss']:.4f} (step {int(best['step']):,})"])
+    if found := events(path):
+        rows.append(["events", describe_events(found)])
     for key, label, scale, unit in (("tokens_per_s", "tokens/s", 1, ""), ("mfu", "MFU", 100, "%")):
         values = [r[key] for r in train if key in r]
         if values:
@@ -102,7 +129,8 @@ def main(args: argparse.Namespace) -> int:
 
         train, val = train_and_val(path)
         print(json.dumps({"png": os.path.abspath(png), "metrics": os.path.abspath(path), "last_step": train[-1]["step"],
-                          "loss": train[-1]["loss"], "val_loss": val[-1]["val_loss"] if val else None}))
+                          "loss": train[-1]["loss"], "val_loss": val[-1]["val_loss"] if val else None,
+                          "events": {kind: len(rs) for kind, rs in events(path).items()}}))
     else:
         print(png)
     return 0
