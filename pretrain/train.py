@@ -25,7 +25,9 @@ from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
+from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.warm_start import warm_start
+from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import TrainConfig, load_train_config
 from pretrain.distributed.parallel_dims import ParallelDims, init_distributed, parallelize
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
@@ -50,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_set_argument(parser)
     parser.add_argument("--inject", action="append", default=[], metavar="KIND:step=N,rank=R",
                         help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
-                             "step N; rank 0 by default); repeat for several")
+                             "step N; rank 0 by default), hang (the rank blocks at step N), kill (the rank is "
+                             "killed at step N), slow:rank=R,ms=M (the rank sleeps M ms every step); repeat for "
+                             "several")
     parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
@@ -106,7 +110,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, faults: tuple[Fault, ...] = ()):
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
-        self.rank, _, self.world = init_distributed(self.device.type)
+        self.rank, _, self.world = init_distributed(self.device.type, process_group_timeout(cfg.health))
         self.dims = ParallelDims.from_config(cfg.parallel, self.world)
         self.dims.build_mesh(self.device.type)
         dp = self.dims.data_parallel()
@@ -137,6 +141,11 @@ class Trainer:
         if faults and self.dims.pp_enabled:
             raise ValueError("--inject nan reaches the loss of runs without pipeline parallelism only (pp 1)")
         self.faults = FaultInjector(list(faults), cfg.out_dir, self.rank, self.world)
+        health = cfg.health
+        self.watchdog = Watchdog(cfg.out_dir, self.rank, health.hang_timeout, health.first_step_timeout,
+                                 os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None)
+        self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
+                                           self.rank, self.world)
 
     def _build_model(self) -> tuple[Pipeline | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
@@ -181,24 +190,31 @@ class Trainer:
         """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged."""
         cfg, state, records = self.cfg, self.state, []
         self.log.start(state.step)
-        while state.step < end:
-            outcome = self._step()
-            state.step += 1
-            self.log.count_tokens(self.tokens_per_step)
-            self._count_skip(outcome.non_finite)
-            if _due(state.step, cfg.log.every_steps, self.steps):
-                records.append(self._log_train(outcome.loss, outcome.grad_norm))
-            if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
-                self._validate()
-            if _due(state.step, cfg.checkpoint.every_steps, end):
-                self._save()
+        with self.watchdog.watching(state.step):
+            while state.step < end:
+                outcome = self._step()
+                state.step += 1
+                self.log.count_tokens(self.tokens_per_step)
+                self._count_skip(outcome.non_finite)
+                if _due(state.step, cfg.log.every_steps, self.steps):
+                    records.append(self._log_train(outcome.loss, outcome.grad_norm))
+                if (stragglers := self.stragglers.gather(state.step)) is not None:
+                    self.log.write(stragglers)
+                if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
+                    self._validate()
+                if _due(state.step, cfg.checkpoint.every_steps, end):
+                    self._save()
+                self.watchdog.progress(state.step)
         return records
 
     def _step(self) -> StepOutcome:
         """One training step on the next batch; a NaN fault due at this step poisons this rank's loss."""
-        self.ctx.nan_loss = self.faults.fire("nan", self.state.step + 1)
-        return train_step(self.stepper, self.optimizer, self.scheduler, self.train_loader.next_step(), self.ctx,
-                          self.cfg.optim.grad_clip)
+        step = self.state.step + 1
+        self.ctx.nan_loss = self.faults.fire("nan", step)
+        with self.stragglers.timing(step) as batch:
+            self.faults.disrupt(step)  # injected hang, kill or slowness
+            return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),
+                              self.ctx, self.cfg.optim.grad_clip)
 
     def _count_skip(self, found: NonFinite | None) -> None:
         """Log a skipped step; past ``max_consecutive_skips`` in a row, checkpoint and stop with the reason."""

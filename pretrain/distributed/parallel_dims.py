@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from typing import NamedTuple
 
@@ -138,14 +139,15 @@ class ParallelDims:
         return (value / (self.dp * self.cp * self.tp)).item()
 
 
-def init_distributed(device_type: str) -> tuple[int, int, int]:
-    """Join the torchrun process group if there is one; returns (rank, local_rank, world_size)."""
+def init_distributed(device_type: str, timeout: timedelta | None = None) -> tuple[int, int, int]:
+    """Join the torchrun process group if there is one, its collectives timing out after ``timeout``
+    (None: the backend's default); returns (rank, local_rank, world_size)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if world > 1 and not dist.is_initialized():
         if device_type == "cuda":
             torch.cuda.set_device(local)
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=timeout)
     return rank, local, world
 
 
