@@ -1,5 +1,5 @@
 """The hang watchdog: a rank that finishes no step within ``health.hang_timeout`` seconds writes every
-thread's stack to ``OUT_DIR/hangs/rank-R.txt``, says which rank and step, and exits with status 4, so that
+thread's stack to ``OUT_DIR/hangs/rank-R.txt``, says which rank and step, and exits (``HANG_EXIT``), so that
 the launcher (torchrun ``--max-restarts``, a Slurm requeue) starts the job again from its last checkpoint.
 
 Without it a rank stuck in a collective holds every other rank until the backend's own timeout, and
