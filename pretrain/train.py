@@ -190,21 +190,20 @@ class Trainer:
         """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged."""
         cfg, state, records = self.cfg, self.state, []
         self.log.start(state.step)
-        with self.watchdog.watching(state.step):
-            while state.step < end:
-                outcome = self._step()
-                state.step += 1
-                self.log.count_tokens(self.tokens_per_step)
-                self._count_skip(outcome.non_finite)
-                if _due(state.step, cfg.log.every_steps, self.steps):
-                    records.append(self._log_train(outcome.loss, outcome.grad_norm))
-                if (stragglers := self.stragglers.gather(state.step)) is not None:
-                    self.log.write(stragglers)
-                if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
-                    self._validate()
-                if _due(state.step, cfg.checkpoint.every_steps, end):
-                    self._save()
-                self.watchdog.progress(state.step)
+        while state.step < end:
+            outcome = self._step()
+            state.step += 1
+            self.log.count_tokens(self.tokens_per_step)
+            self._count_skip(outcome.non_finite)
+            if _due(state.step, cfg.log.every_steps, self.steps):
+                records.append(self._log_train(outcome.loss, outcome.grad_norm))
+            if (stragglers := self.stragglers.gather(state.step)) is not None:
+                self.log.write(stragglers)
+            if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
+                self._validate()
+            if _due(state.step, cfg.checkpoint.every_steps, end):
+                self._save()
+            self.watchdog.progress(state.step)  # a validation or save counts toward its step's time
         return records
 
     def _step(self) -> StepOutcome:
@@ -264,7 +263,8 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
     trainer = Trainer(cfg, tuple(map(parse_fault, inject)))
     trainer.resume(resume)
     trainer.start_logging()
-    records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
+    with trainer.watchdog.watching(trainer.state.step):  # from here on a hung rank ends its process
+        records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
     trainer.finish()
     return records if trainer.rank == 0 else []
 

@@ -85,6 +85,18 @@ def test_the_process_group_waits_as_long_as_the_first_step_may_take():
     assert process_group_timeout(health).total_seconds() == 600
 
 
+def test_a_hung_process_exits_with_its_stacks_on_file(data, tmp_path):
+    out = tmp_path / "run"
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_config(data, out, health={"hang_timeout": 2, "first_step_timeout": 120})))
+    proc = subprocess.run([sys.executable, "-m", "pretrain.cli", "train", str(cfg), "--inject", "hang:step=2"],
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == HANG_EXIT, proc.stderr[-4000:]
+    assert "[watchdog] rank 0: no step finished for" in proc.stderr and "after step 1" in proc.stderr
+    assert "in block_forever" in (out / "hangs" / "rank-0.txt").read_text()
+    assert [(r["step"], r["rank"]) for r in _records(out, "hang")] == [(1, 0)]
+
+
 # -- two processes -------------------------------------------------------------------------------------
 
 
