@@ -1,6 +1,6 @@
-"""Hangs, stragglers and lost ranks, on 2 gloo processes under real torchrun: a rank that hangs is found by
-its watchdog, which writes every thread's stack and exits non-zero, and torchrun's restart continues from
-the last checkpoint; a slow rank is named in the straggler records and warned of; a rank killed mid-run
+"""Hangs, stragglers and lost ranks, in one process and on 2 gloo processes under real torchrun: a rank that
+hangs is found by its watchdog, which writes every thread's stack and exits non-zero, and torchrun's restart
+continues from the last checkpoint; a slow rank is named in the straggler records and warned of; a rank killed mid-run
 (``kill -9``) is restarted by ``torchrun --max-restarts 1`` with ``--resume auto`` and the run ends exactly
 where an uninterrupted one does. Faults come from the injector (``--inject hang|kill|slow``)."""
 
