@@ -173,6 +173,15 @@ class SpikeConfig(StrictModel):
     max_rollbacks: int = Field(3, ge=0)  # per process; one more spike to roll back stops the run
 
 
+class HealthConfig(StrictModel):
+    """Hangs and stragglers (pretrain/components/watchdog.py, pretrain/components/stragglers.py)."""
+
+    hang_timeout: float = Field(1800, gt=0)  # seconds with no finished step: dump stacks, exit 4
+    first_step_timeout: float = Field(3600, gt=0)  # the first step of a process: compile, warm caches
+    straggler_every_steps: int = Field(100, ge=0)  # gather per-rank timings every N steps; 0: never
+    straggler_margin: float = Field(0.2, ge=0)  # warn when a rank lags the median by this share of a step
+
+
 class WandbConfig(StrictModel):
     """A Weights & Biases run (``pip install 'ccpretrain[wandb]'``); offline mode writes under out_dir/wandb."""
 
@@ -212,6 +221,7 @@ class TrainConfig(StrictModel):
     # steps skipped in a row for a non-finite loss or gradient norm before the run checkpoints and stops
     max_consecutive_skips: int = Field(5, ge=0)
     spikes: SpikeConfig = Field(default_factory=SpikeConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)  # hang watchdog, straggler records
     # warm start: trained weights (our checkpoint, run folder or model.safetensors, or a Hugging Face Llama
     # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it
     init_from: str | None = None

@@ -26,7 +26,9 @@ from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_tr
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError, rank_losses
+from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.warm_start import warm_start
+from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import TrainConfig, load_train_config
 from pretrain.distributed.parallel_dims import ParallelDims, barrier, init_distributed, parallelize
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
@@ -51,8 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_set_argument(parser)
     parser.add_argument("--inject", action="append", default=[], metavar="KIND:step=N,rank=R",
                         help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
-                             "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100); "
-                             "repeat for several")
+                             "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100), "
+                             "hang (the rank blocks at step N), kill (the rank is killed at step N), "
+                             "slow:rank=R,ms=M (the rank sleeps M ms every step); repeat for several")
     parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
@@ -108,7 +111,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, faults: tuple[Fault, ...] = ()):
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
-        self.rank, _, self.world = init_distributed(self.device.type)
+        self.rank, _, self.world = init_distributed(self.device.type, process_group_timeout(cfg.health))
         self.dims = ParallelDims.from_config(cfg.parallel, self.world)
         self.dims.build_mesh(self.device.type)
         dp = self.dims.data_parallel()
@@ -144,6 +147,11 @@ class Trainer:
         if faults and self.dims.pp_enabled:
             raise ValueError("--inject nan reaches the loss of runs without pipeline parallelism only (pp 1)")
         self.faults = FaultInjector(list(faults), cfg.out_dir, self.rank, self.world)
+        health = cfg.health
+        self.watchdog = Watchdog(cfg.out_dir, self.rank, health.hang_timeout, health.first_step_timeout,
+                                 os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None)
+        self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
+                                           self.rank, self.world)
 
     def _build_model(self) -> tuple[Pipeline | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
@@ -197,19 +205,25 @@ class Trainer:
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
                 records.append(self._log_train(outcome.loss, outcome.grad_norm))
+            if (stragglers := self.stragglers.gather(state.step)) is not None:
+                self.log.write(stragglers)
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
                 self._validate()
             if _due(state.step, cfg.checkpoint.every_steps, end):
                 self._save()
+            self.watchdog.progress(state.step)  # a validation or save counts toward its step's time
         return records
 
     def _step(self) -> StepOutcome:
         """One training step on the next batch; a NaN or spike fault due at this step acts on this rank's loss."""
-        self.ctx.nan_loss = self.faults.fire("nan", self.state.step + 1)
-        spikes = self.faults.take("spike", self.state.step + 1)
+        step = self.state.step + 1
+        self.ctx.nan_loss = self.faults.fire("nan", step)
+        spikes = self.faults.take("spike", step)
         self.ctx.loss_scale = spikes[0].scale if spikes else 1
-        return train_step(self.stepper, self.optimizer, self.scheduler, self.train_loader.next_step(), self.ctx,
-                          self.cfg.optim.grad_clip, hold=self._judge_spike)
+        with self.stragglers.timing(step) as batch:
+            self.faults.disrupt(step)  # injected hang, kill or slowness
+            return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),
+                              self.ctx, self.cfg.optim.grad_clip, hold=self._judge_spike)
 
     def _judge_spike(self, loss: torch.Tensor) -> bool:
         """Whether this step's loss (the mean over ranks, the same on every rank) is a spike whose update
@@ -306,7 +320,8 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
     trainer.resume(resume)
     trainer.start_logging()
     try:
-        records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
+        with trainer.watchdog.watching(trainer.state.step):  # from here on a hung rank ends its process
+            records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
     finally:  # also when the run stops on an error: a checkpoint being written is committed first
         if trainer.saver is not None:
             trainer.saver.wait()

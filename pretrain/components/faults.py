@@ -1,24 +1,27 @@
 """Faults injected on purpose, for tests and drills: ``pretrain train CONFIG --inject nan:step=12,rank=1``.
 
 A spec is ``KIND:key=value,...``. ``nan``: that rank's loss, and so its gradients, NaN at that step;
-``spike``: that rank's loss (and gradients) multiplied by ``scale`` (default 100) at that step. Other kinds
-parse the same way once ``KINDS`` names their keys.
-Nothing is injected unless asked. Each fault fires once per run: the rank that fires it first writes
-``faults/<spec>.fired`` in the run folder, so a restarted process does not fire it again.
+``spike``: that rank's loss (and gradients) multiplied by ``scale`` (default 100) at that step;
+``hang``: that rank blocks for good at the start of that step; ``kill``: that rank kills itself (SIGKILL,
+as ``kill -9``) at the start of that step; ``slow:rank=R,ms=M``: that rank sleeps M ms in every step (from
+``step``, default 1), as a throttled device or a slow disk would. Nothing is injected unless asked. Each
+fault but ``slow`` fires once per run: the rank that fires it first writes ``faults/<spec>.fired`` in the
+run folder, so a restarted process does not fire it again (``slow`` is how that rank is, restarts or not).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 
 from dataprep.core.storage import atomic_write_text
 
-KINDS = {"nan": {"step", "rank"}}  # each kind -> the keys it takes (all integers)
-KINDS["spike"] = {"step", "rank", "scale"}
-REQUIRED = {"step"}
+KINDS = {"nan": {"step", "rank"}, "spike": {"step", "rank", "scale"}, "hang": {"step", "rank"},
+         "kill": {"step", "rank"}, "slow": {"step", "rank", "ms"}}  # each kind -> the keys it takes (all integers)
+REQUIRED = {"nan": {"step"}, "spike": {"step"}, "hang": {"step"}, "kill": {"step"}, "slow": {"ms"}}
 FIRED_DIR = "faults"
 
 
@@ -27,13 +30,14 @@ class Fault:
     """One fault: what, at which step (1-based, as the metrics count steps) and on which global rank."""
 
     kind: str
-    step: int
+    step: int = 1
     rank: int = 0
     scale: int = 100  # spike: the factor on the loss
+    ms: int = 0  # slow: the sleep per step
 
     @property
     def name(self) -> str:
-        return f"{self.kind}-step{self.step}-rank{self.rank}"
+        return f"{self.kind}-step{self.step}-rank{self.rank}" + (f"-{self.ms}ms" if self.kind == "slow" else "")
 
 
 def parse_fault(spec: str) -> Fault:
@@ -50,10 +54,10 @@ def parse_fault(spec: str) -> Fault:
             values[key] = int(value)
         except ValueError:
             raise ValueError(f"--inject {spec!r}: {key} must be an integer, got {value!r}") from None
-    if missing := REQUIRED - set(values):
+    if missing := REQUIRED[kind] - set(values):
         raise ValueError(f"--inject {spec!r}: {', '.join(sorted(missing))}=N is required")
-    if values["step"] <= 0 or values.get("rank", 0) < 0:
-        raise ValueError(f"--inject {spec!r}: step must be positive and rank not negative")
+    if values.get("step", 1) <= 0 or values.get("rank", 0) < 0 or values.get("ms", 0) < 0:
+        raise ValueError(f"--inject {spec!r}: step must be positive, rank and ms not negative")
     return Fault(kind, **values)
 
 
@@ -82,3 +86,19 @@ class FaultInjector:
             atomic_write_text(self._marker(fault), json.dumps({"fault": fault.name, "time": time.time()}) + "\n")
             self.pending.remove(fault)
         return due
+
+    def disrupt(self, step: int) -> None:
+        """The hang, kill and slow faults due on this rank at the start of ``step``."""
+        if self.fire("kill", step):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.fire("hang", step):
+            block_forever()
+        slow_ms = sum(f.ms for f in self.pending if f.kind == "slow" and f.step <= step)
+        if slow_ms:
+            time.sleep(slow_ms / 1000)
+
+
+def block_forever() -> None:
+    """An injected hang: this rank never finishes its step (the watchdog's stack dump names this frame)."""
+    while True:
+        time.sleep(60)

@@ -153,10 +153,10 @@ def _fmt(key: str, value) -> str:
 
 
 def read_metrics(path: str) -> list[dict]:
-    """Records of a metrics file; when a resumed run logged a step again, the later record wins. A line
-    cut short by a crash is skipped."""
+    """Records of a metrics file; when a resumed run logged a step again, the later record wins (per rank,
+    for events several ranks write, such as hangs). A line cut short by a crash is skipped."""
     by_key: dict[tuple, dict] = {}
     for rec, _, _ in read_jsonl_records([path]):
         if rec is not None and "step" in rec:
-            by_key[(rec.get("kind", "train"), rec["step"])] = rec
+            by_key[(rec.get("kind", "train"), rec["step"], rec.get("rank"))] = rec
     return sorted(by_key.values(), key=lambda r: (r["step"], r.get("kind", "train")))

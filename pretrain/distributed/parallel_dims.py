@@ -10,7 +10,9 @@ checkpointing, compile, then FSDP2 (or HSDP/DDP), each in its own small function
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from typing import NamedTuple
 
@@ -138,15 +140,26 @@ class ParallelDims:
         return (value / (self.dp * self.cp * self.tp)).item()
 
 
-def init_distributed(device_type: str) -> tuple[int, int, int]:
-    """Join the torchrun process group if there is one; returns (rank, local_rank, world_size)."""
+def init_distributed(device_type: str, timeout: timedelta | None = None) -> tuple[int, int, int]:
+    """Join the torchrun process group if there is one, its collectives timing out after ``timeout``
+    (None: the backend's default); returns (rank, local_rank, world_size)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if world > 1 and not dist.is_initialized():
         if device_type == "cuda":
             torch.cuda.set_device(local)
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=timeout)
+    if rank == 0 and _restarts_share_the_store():
+        print("[train] warning: torchrun --max-restarts shares its rendezvous store with the workers, and "
+              "restarted workers may then fail to connect (pytorch/pytorch#135712): export "
+              "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 before torchrun", file=sys.stderr, flush=True)
     return rank, local, world
+
+
+def _restarts_share_the_store() -> bool:
+    """Whether torchrun may restart these workers and hands them its own rendezvous store."""
+    return (int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
+            and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True")
 
 
 def global_rank() -> int:
