@@ -8,7 +8,7 @@ its threshold, so a page is dropped when it reaches 1; the reason names the sign
   width, case and traditional/simplified forms (``dataprep.safety.word_lists``). Each list has two
   tiers: explicit entries weigh 1 per flagged token, ambiguous ones (``ambiguous/<lang>.txt``:
   anatomy, medical, legal and news words) weigh ``ambiguous_weight`` and count only on pages that also
-  use explicit entries, so medical and sex-education pages score 0. The density is the larger of the
+  use two or more distinct explicit entries, so medical and sex-education pages score 0. The density is the larger of the
   whole page's and, on pages using two or more distinct explicit entries, that of the densest window
   of ``window_tokens`` tokens: long explicit prose is not diluted by its length. CJK characters count
   one token each. Thresholds are per language. Languages without a list are not scored (null); pages
@@ -114,12 +114,12 @@ def vocabulary_signals(tiers: Tiers, prepared: str, tokens: Counter, window: int
     explicit = tiers.explicit.matches(prepared)
     distinct = len({entry for _, _, entry in explicit})
     weighted = [(start, float(n)) for start, n, _ in explicit]
+    if distinct < 2:  # one explicit entry, as in a news story or keyword spam: its own share only
+        return sum(w for _, w in weighted) / total, distinct
     if tiers.ambiguous is not None and ambiguous_weight:
         weighted += [(start, n * ambiguous_weight) for start, n, _ in tiers.ambiguous.matches(prepared)]
     density = sum(w for _, w in weighted) / total
-    if distinct >= 2:
-        density = max(density, densest_window(weighted, len(prepared), total, window))
-    return density, distinct
+    return max(density, densest_window(weighted, len(prepared), total, window)), distinct
 
 
 def contact_count(folded: str) -> int:
