@@ -67,7 +67,7 @@ def test_long_fiction_is_caught_by_the_densest_window_not_the_page_share():
         tokens = tokens_of(prepared)
         page, _ = vocabulary_signals(lists[p["lang"]], prepared, tokens, 10**12, stage.ambiguous_weight)
         window, _ = vocabulary_signals(lists[p["lang"]], prepared, tokens, stage.window_tokens, stage.ambiguous_weight)
-        threshold = stage._threshold("adult", p["lang"])
+        threshold = stage.threshold("adult", p["lang"])
         assert page < threshold <= window, (p["id"], page, window)
 
 

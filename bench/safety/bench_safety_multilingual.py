@@ -55,7 +55,7 @@ def adult_rules(pages: list[dict]) -> list[dict]:
         tokens = tokens_of(prepared)
         page, distinct = vocabulary_signals(tiers, prepared, tokens, 10**12, stage.ambiguous_weight)
         density, _ = vocabulary_signals(tiers, prepared, tokens, stage.window_tokens, stage.ambiguous_weight)
-        threshold, min_terms = stage._threshold("adult", lang), stage.min_distinct_terms.get("adult")
+        threshold, min_terms = stage.threshold("adult", lang), stage.min_distinct_terms.get("adult")
         rules = [name for name, hit in (("page density", page >= threshold), ("window density", density >= threshold > page),
                                         ("distinct entries", min_terms and distinct >= min_terms)) if hit]
         out.append({"density": density, "distinct": distinct, "threshold": threshold, "rules": rules})

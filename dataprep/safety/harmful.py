@@ -101,9 +101,10 @@ def densest_window(matches: list[tuple[int, float]], chars: int, tokens: int, wi
     starts = np.array([m[0] for m in matches], dtype=np.float64) * (tokens / max(chars, 1))
     order = np.argsort(starts, kind="stable")
     starts = starts[order]
-    weights = np.cumsum(np.concatenate(([0.0], np.array([m[1] for m in matches], dtype=np.float64)[order])))
+    # cumulative[i]: weight of the matches before the i-th; a window starts at each match
+    cumulative = np.concatenate(([0.0], np.cumsum(np.array([m[1] for m in matches], dtype=np.float64)[order])))
     ends = np.searchsorted(starts, starts + window, side="left")
-    return float(np.max(weights[ends] - weights[np.arange(len(starts))])) / window
+    return float(np.max(cumulative[ends] - cumulative[:-1])) / window
 
 
 def vocabulary_signals(tiers: Tiers, prepared: str, tokens: Counter, window: int, ambiguous_weight: float) -> tuple[float, int]:
@@ -174,7 +175,7 @@ class HarmfulContent(DocumentStage):
         counts = [pa.field(f"harm_{c}_terms", pa.int32()) for c in CATEGORIES] + [pa.field("harm_contacts", pa.int32())]
         return floats + counts + [pa.field("harm_score", pa.float64())]
 
-    def _threshold(self, category: str, lang: str) -> float | None:
+    def threshold(self, category: str, lang: str) -> float | None:
         """The language's threshold, else ``default``; pages without a language get the most
         lenient one, since every language's list applies to them."""
         per_lang = self.thresholds.get(category, {})
@@ -197,7 +198,7 @@ class HarmfulContent(DocumentStage):
                 continue
             density, distinct = vocabulary_signals(tiers, prepared, tokens, self.window_tokens, self.ambiguous_weight)
             signals[f"harm_{cat}"], signals[f"harm_{cat}_terms"] = density, distinct
-            threshold = self._threshold(cat, lang)
+            threshold = self.threshold(cat, lang)
             min_terms = self.min_distinct_terms.get(cat)
             candidates = [density / threshold if threshold else 0.0, distinct / min_terms if min_terms else 0.0]
             if threshold or min_terms:
