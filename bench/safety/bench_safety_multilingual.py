@@ -6,8 +6,8 @@ scams, contact spam, stuffed titles; written for this project) and tests/data/sa
 sex-education, court-news and forum pages as hard negatives; written for this project, since
 ../shared/data holds no explicit page). For the second set the table gives, per language, pages
 dropped and which rule of the adult signal decides (whole-page density, densest window, distinct
-explicit entries), then the calibration view: the highest benign and the lowest explicit score per
-language beside the threshold. Benign text, never tuned on: the
+explicit entries), then the calibration view: the highest benign and the lowest explicit adult score
+per language (the density over its threshold or the distinct entries over their minimum: 1 drops). Benign text, never tuned on: the
 project's own multilingual demo pages, the 200 real web pages of ../shared/data/html (news, blogs,
 company pages; mostly German and English), the shared Common Crawl documents, and pseudo-pages of 20
 lingua sentences for each of 75 languages (real web sentences). A page counts as flagged when any
@@ -55,10 +55,11 @@ def adult_rules(pages: list[dict]) -> list[dict]:
         tokens = tokens_of(prepared)
         page, distinct = vocabulary_signals(tiers, prepared, tokens, 10**12, stage.ambiguous_weight)
         density, _ = vocabulary_signals(tiers, prepared, tokens, stage.window_tokens, stage.ambiguous_weight)
-        threshold, min_terms = stage.threshold("adult", lang), stage.min_distinct_terms.get("adult")
+        threshold, min_terms = stage.page_threshold("adult", lang, distinct), stage.min_distinct_terms.get("adult")
         rules = [name for name, hit in (("page density", page >= threshold), ("window density", density >= threshold > page),
                                         ("distinct entries", min_terms and distinct >= min_terms)) if hit]
-        out.append({"density": density, "distinct": distinct, "threshold": threshold, "rules": rules})
+        score = max(density / threshold, distinct / min_terms if min_terms else 0.0)
+        out.append({"score": score, "rules": rules})
     return out
 
 
@@ -67,7 +68,7 @@ def report_labelled(pages: list[dict], reasons: list[str | None]) -> tuple[int, 
     rules = adult_rules(pages)
     langs = sorted({p["lang"] for p in pages}, key=[p["lang"] for p in pages].index)
     print(f"labelled pages ({len(pages)}, tests/data/safety_labelled.jsonl): dropped by a safety stage, per language")
-    print(f"  {'lang':<5}{'explicit':>10}{'benign':>9}   explicit pages by adult rule (a page may pass several)          highest benign / lowest explicit density (threshold)")
+    print(f"  {'lang':<5}{'explicit':>10}{'benign':>9}   explicit pages by adult rule (a page may pass several)          highest benign / lowest explicit adult score (1: dropped)")
     missed = lost = 0
     for lang in langs:
         idx = [i for i, p in enumerate(pages) if p["lang"] == lang]
@@ -78,9 +79,9 @@ def report_labelled(pages: list[dict], reasons: list[str | None]) -> tuple[int, 
         missed += len(exp) - caught
         lost += dropped
         by_rule = Counter(r for i in exp for r in rules[i]["rules"])
-        top_benign = max(rules[i]["density"] for i in ben)
-        low_explicit = min(rules[i]["density"] for i in exp)
-        print(f"  {lang:<5}{caught:>6}/{len(exp):<3}{dropped:>5}/{len(ben):<3}   {dict(by_rule)!s:<62}{top_benign:.3f} / {low_explicit:.3f} ({rules[idx[0]]['threshold']})")
+        top_benign = max(rules[i]["score"] for i in ben)
+        low_explicit = min(rules[i]["score"] for i in exp)
+        print(f"  {lang:<5}{caught:>6}/{len(exp):<3}{dropped:>5}/{len(ben):<3}   {dict(by_rule)!s:<62} {top_benign:.2f} / {low_explicit:.2f}")
     for p, r in zip(pages, reasons):
         if bool(r) != (p["label"] == "explicit"):
             print(f"    wrong: {p['id']} ({p['label']}) got {r}")

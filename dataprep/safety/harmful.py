@@ -10,8 +10,9 @@ its threshold, so a page is dropped when it reaches 1; the reason names the sign
   anatomy, medical, legal and news words) weigh ``ambiguous_weight`` and count only on pages that also
   use two or more distinct explicit entries, so medical and sex-education pages score 0. The density is the larger of the
   whole page's and, on pages using two or more distinct explicit entries, that of the densest window
-  of ``window_tokens`` tokens: long explicit prose is not diluted by its length. CJK characters count
-  one token each. Thresholds are per language. Languages without a list are not scored (null); pages
+  of ``window_tokens`` tokens: long explicit prose is not diluted by its length. A page using a single
+  explicit entry needs ``single_entry_factor`` times the threshold (a news story names the term once or
+  twice, keyword spam repeats it). CJK characters count one token each. Thresholds are per language. Languages without a list are not scored (null); pages
   without a language get every list at once.
 - ``harm_adult_terms`` / ``harm_gambling_terms``: distinct explicit entries on the page; a page using
   ``min_distinct_terms`` of them is dropped however long it is (counts, not only shares).
@@ -158,6 +159,7 @@ class HarmfulContent(DocumentStage):
         description="category -> distinct explicit entries at which to drop; null: never",
     )
     window_tokens: int = Field(200, ge=10, description="tokens of the densest window whose density counts")
+    single_entry_factor: float = Field(3.0, ge=1, description="multiple of the threshold for pages using one explicit entry only")
     ambiguous_weight: float = Field(0.5, ge=0, le=1, description="weight of an ambiguous entry's tokens (on pages with explicit ones)")
     max_contacts: int | None = Field(4, ge=1, description="contact mentions at which to drop; null: never")
     max_contacts_with_vocabulary: int = Field(2, ge=1, description="the same, for pages at half a category threshold")
@@ -183,6 +185,12 @@ class HarmfulContent(DocumentStage):
             return max((v for v in per_lang.values() if v is not None), default=None)
         return per_lang.get(lang, per_lang.get("default"))
 
+    def page_threshold(self, category: str, lang: str, distinct: int) -> float | None:
+        """The language's threshold, raised for pages using one explicit entry only: a news story
+        names the term once or twice, keyword spam repeats it densely."""
+        threshold = self.threshold(category, lang)
+        return threshold * self.single_entry_factor if threshold and distinct == 1 else threshold
+
     def score(self, text: str, title: str, lang: str, lists: dict[str, dict[str, Tiers]]) -> tuple[dict[str, float | int | None], str | None]:
         """The page's signals and the signal that drops it (or None)."""
         signals: dict[str, float | int | None] = {}
@@ -198,7 +206,7 @@ class HarmfulContent(DocumentStage):
                 continue
             density, distinct = vocabulary_signals(tiers, prepared, tokens, self.window_tokens, self.ambiguous_weight)
             signals[f"harm_{cat}"], signals[f"harm_{cat}_terms"] = density, distinct
-            threshold = self.threshold(cat, lang)
+            threshold = self.page_threshold(cat, lang, distinct)
             min_terms = self.min_distinct_terms.get(cat)
             candidates = [density / threshold if threshold else 0.0, distinct / min_terms if min_terms else 0.0]
             if threshold or min_terms:
