@@ -125,7 +125,7 @@ class WordList(NamedTuple):
         for pattern in self.located:
             for m in pattern.finditer(prepared):
                 entry = m.group(1)
-                found.append((m.start(), len(entry) if _HAS_NO_SPACE.match(entry) else 1, entry))
+                found.append((m.start(), len(entry) if _HAS_NO_SPACE.search(entry) else 1, entry))
         return found
 
 
