@@ -5,7 +5,7 @@ scams, contact spam, stuffed titles; written for this project) and tests/data/sa
 (every shipped language: explicit fiction under a site banner and explicit listings, against medical,
 sex-education, court-news and forum pages as hard negatives; written for this project, since
 ../shared/data holds no explicit page). For the second set the table gives, per language, pages
-dropped and which rule of the adult signal decides (whole-page density, densest window, distinct
+dropped and which rule of the adult signal decides (whole-page density, the densest window alone, distinct
 explicit entries), then the calibration view: the highest benign and the lowest explicit adult score
 per language (the density over its threshold or the distinct entries over their minimum: 1 drops). Benign text, never tuned on: the
 project's own multilingual demo pages, the 200 real web pages of ../shared/data/html (news, blogs,
@@ -56,7 +56,7 @@ def adult_rules(pages: list[dict]) -> list[dict]:
         page, distinct = vocabulary_signals(tiers, prepared, tokens, 10**12, stage.ambiguous_weight)
         density, _ = vocabulary_signals(tiers, prepared, tokens, stage.window_tokens, stage.ambiguous_weight)
         threshold, min_terms = stage.page_threshold("adult", lang, distinct), stage.min_distinct_terms.get("adult")
-        rules = [name for name, hit in (("page density", page >= threshold), ("window density", density >= threshold > page),
+        rules = [name for name, hit in (("page density", page >= threshold), ("window only", density >= threshold > page),
                                         ("distinct entries", min_terms and distinct >= min_terms)) if hit]
         score = max(density / threshold, distinct / min_terms if min_terms else 0.0)
         out.append({"score": score, "rules": rules})

@@ -7,13 +7,13 @@ its threshold, so a page is dropped when it reaches 1; the reason names the sign
   page's language (``assets/safety/harmful/<category>/<lang>.txt``), matched per script after folding
   width, case and traditional/simplified forms (``dataprep.safety.word_lists``). Each list has two
   tiers: explicit entries weigh 1 per flagged token, ambiguous ones (``ambiguous/<lang>.txt``:
-  anatomy, medical, legal and news words) weigh ``ambiguous_weight`` and count only on pages that also
-  use two or more distinct explicit entries, so medical and sex-education pages score 0. The density is the larger of the
-  whole page's and, on pages using two or more distinct explicit entries, that of the densest window
-  of ``window_tokens`` tokens: long explicit prose is not diluted by its length. A page using a single
-  explicit entry needs ``single_entry_factor`` times the threshold (a news story names the term once or
-  twice, keyword spam repeats it). CJK characters count one token each. Thresholds are per language. Languages without a list are not scored (null); pages
-  without a language get every list at once.
+  anatomy, medical, legal and news words) weigh ``ambiguous_weight`` and count only on pages that
+  also use two or more distinct explicit entries, so medical and sex-education pages score 0. On
+  such pages the density is the larger of the whole page's and that of its densest window of
+  ``window_tokens`` tokens: long explicit prose is not diluted by its length. A page using a single
+  explicit entry needs ``single_entry_factor`` times the threshold (a news story names the term,
+  keyword spam repeats it). CJK characters count one token each; thresholds are per language.
+  Languages without a list are not scored (null); pages without a language get every list at once.
 - ``harm_adult_terms`` / ``harm_gambling_terms``: distinct explicit entries on the page; a page using
   ``min_distinct_terms`` of them is dropped however long it is (counts, not only shares).
 - ``harm_contacts``: contact spam, i.e. QQ, WeChat, Telegram or LINE ids and phone numbers that
