@@ -56,8 +56,8 @@ def test_word_lists_per_script():
     assert lists["ja"].count("お前なんか死ね")[0] == 2
     harmful = load_category_lists(True, ())
     # everyday words that contain a listed string stay clean: 보지 않았다 "did not see", кончилось "it ended"
-    assert harmful["adult"]["ko"].count("나는 그 영화를 보지 않았다.")[0] == 0
-    assert harmful["adult"]["ru"].count("Всё кончилось хорошо.")[0] == 0
+    assert harmful["adult"]["ko"].explicit.count("나는 그 영화를 보지 않았다.")[0] == 0
+    assert harmful["adult"]["ru"].explicit.count("Всё кончилось хорошо.")[0] == 0
 
 
 def test_every_labelled_page_is_decided_by_its_stage():

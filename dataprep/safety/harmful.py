@@ -3,12 +3,19 @@
 Signals, each a column, compared with a threshold (``harm_score`` is the largest signal divided by
 its threshold, so a page is dropped when it reaches 1; the reason names the signal):
 
-- ``harm_adult`` / ``harm_gambling``: the density of the category's vocabulary (flagged tokens /
-  tokens, CJK characters counted one each) with the list of the page's language
-  (``assets/safety/harmful/<category>/<lang>.txt``), matched per script after folding width, case
-  and traditional/simplified forms (``dataprep.safety.word_lists``). Thresholds are per language: one
-  mention in a news story stays far below them, an explicit story or a casino advert does not. Languages
-  without a list are not scored (null); pages without a language get every list at once.
+- ``harm_adult`` / ``harm_gambling``: how dense the category's vocabulary is, with the lists of the
+  page's language (``assets/safety/harmful/<category>/<lang>.txt``), matched per script after folding
+  width, case and traditional/simplified forms (``dataprep.safety.word_lists``). Each list has two
+  tiers: explicit entries weigh 1 per flagged token, ambiguous ones (``ambiguous/<lang>.txt``:
+  anatomy, medical, legal and news words) weigh ``ambiguous_weight`` and count only on pages that
+  also use two or more distinct explicit entries, so medical and sex-education pages score 0. On
+  such pages the density is the larger of the whole page's and that of its densest window of
+  ``window_tokens`` tokens: long explicit prose is not diluted by its length. A page using a single
+  explicit entry needs ``single_entry_factor`` times the threshold (a news story names the term,
+  keyword spam repeats it). CJK characters count one token each; thresholds are per language.
+  Languages without a list are not scored (null); pages without a language get every list at once.
+- ``harm_adult_terms`` / ``harm_gambling_terms``: distinct explicit entries on the page; a page using
+  ``min_distinct_terms`` of them is dropped however long it is (counts, not only shares).
 - ``harm_contacts``: contact spam, i.e. QQ, WeChat, Telegram or LINE ids and phone numbers that
   appear more than once. Pages that also use adult or gambling vocabulary need fewer.
 - ``harm_title``: a keyword-stuffed title (``title`` column, or the first line): the share of its
@@ -22,7 +29,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from functools import lru_cache
+from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
@@ -32,12 +41,21 @@ from dataprep.core.stage import DocumentStage, register, with_column
 DEFAULT_LISTS = ASSETS / "harmful"
 CATEGORIES = ("adult", "gambling")
 ALL = "*"  # the union of every language's list
+AMBIGUOUS = "ambiguous"  # the sub-folder of a category's ambiguous entries
 # Densities above which a page is mostly about the category. CJK languages count characters, so a
 # 4-character term weighs 4 tokens there; Korean counts syllables.
 DEFAULT_THRESHOLDS = {
     "adult": {"default": 0.02, "zh": 0.03, "ja": 0.03, "ko": 0.03},
     "gambling": {"default": 0.02, "zh": 0.04, "ja": 0.03, "ko": 0.03},
 }
+DEFAULT_MIN_DISTINCT = {"adult": 6, "gambling": None}
+
+
+class Tiers(NamedTuple):
+    """A category's lists for one language: explicit entries and ambiguous ones (or None)."""
+
+    explicit: WordList
+    ambiguous: WordList | None
 
 _ID = r"[a-z0-9][a-z0-9_.-]{4,31}"
 _CONTACT_IDS = re.compile(
@@ -63,15 +81,47 @@ _WORD = re.compile(r"[^\W\d_]{3,}")
 
 
 @lru_cache(maxsize=8)
-def load_category_lists(use_default: bool, extra: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]) -> dict[str, dict[str, WordList]]:
-    """Category -> language -> WordList (shipped lists plus extra files)."""
+def load_category_lists(use_default: bool, extra: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]) -> dict[str, dict[str, Tiers]]:
+    """Category -> language -> Tiers (shipped lists plus extra files, which count as explicit)."""
     extra_by_cat = {cat: {lang: list(paths) for lang, paths in langs} for cat, langs in extra}
     out = {}
     for cat in sorted(set(CATEGORIES) | set(extra_by_cat)):
-        entries = load_lists(DEFAULT_LISTS / cat, extra_by_cat.get(cat), use_default)
-        out[cat] = {lang: word_list(e) for lang, e in entries.items()}
-        out[cat][ALL] = word_list([w for e in entries.values() for w in e])
+        explicit = load_lists(DEFAULT_LISTS / cat, extra_by_cat.get(cat), use_default)
+        ambiguous = load_lists(DEFAULT_LISTS / cat / AMBIGUOUS, None, use_default)
+        ambiguous[ALL] = [w for e in ambiguous.values() for w in e]
+        explicit[ALL] = [w for e in explicit.values() for w in e]
+        out[cat] = {lang: Tiers(word_list(e), word_list(ambiguous[lang]) if ambiguous.get(lang) else None) for lang, e in explicit.items()}
     return out
+
+
+def densest_window(matches: list[tuple[int, float]], chars: int, tokens: int, window: int) -> float:
+    """The largest weighted count of matches in any ``window`` consecutive tokens, divided by
+    ``window``; positions are characters, mapped to tokens by the page's characters per token."""
+    if tokens <= window or not matches:
+        return 0.0
+    starts = np.array([m[0] for m in matches], dtype=np.float64) * (tokens / max(chars, 1))
+    order = np.argsort(starts, kind="stable")
+    starts = starts[order]
+    # cumulative[i]: weight of the matches before the i-th; a window starts at each match
+    cumulative = np.concatenate(([0.0], np.cumsum(np.array([m[1] for m in matches], dtype=np.float64)[order])))
+    ends = np.searchsorted(starts, starts + window, side="left")
+    return float(np.max(cumulative[ends] - cumulative[:-1])) / window
+
+
+def vocabulary_signals(tiers: Tiers, prepared: str, tokens: Counter, window: int, ambiguous_weight: float) -> tuple[float, int]:
+    """(density, distinct explicit entries) of one category on a page: see the module docstring."""
+    total = tokens.total()
+    if not total or not tiers.explicit.flagged(prepared, tokens):
+        return 0.0, 0
+    explicit = tiers.explicit.matches(prepared)
+    distinct = len({entry for _, _, entry in explicit})
+    weighted = [(start, float(n)) for start, n, _ in explicit]
+    if distinct < 2:  # one explicit entry, as in a news story or keyword spam: its own share only
+        return sum(w for _, w in weighted) / total, distinct
+    if tiers.ambiguous is not None and ambiguous_weight:
+        weighted += [(start, n * ambiguous_weight) for start, n, _ in tiers.ambiguous.matches(prepared)]
+    density = sum(w for _, w in weighted) / total
+    return max(density, densest_window(weighted, len(prepared), total, window)), distinct
 
 
 def contact_count(folded: str) -> int:
@@ -104,6 +154,13 @@ class HarmfulContent(DocumentStage):
         default_factory=lambda: {cat: dict(v) for cat, v in DEFAULT_THRESHOLDS.items()},
         description="category -> language (or 'default') -> density above which to drop",
     )
+    min_distinct_terms: dict[str, int | None] = Field(
+        default_factory=lambda: dict(DEFAULT_MIN_DISTINCT),
+        description="category -> distinct explicit entries at which to drop; null: never",
+    )
+    window_tokens: int = Field(200, ge=10, description="tokens of the densest window whose density counts")
+    single_entry_factor: float = Field(3.0, ge=1, description="multiple of the threshold for pages using one explicit entry only")
+    ambiguous_weight: float = Field(0.5, ge=0, le=1, description="weight of an ambiguous entry's tokens (on pages with explicit ones)")
     max_contacts: int | None = Field(4, ge=1, description="contact mentions at which to drop; null: never")
     max_contacts_with_vocabulary: int = Field(2, ge=1, description="the same, for pages at half a category threshold")
     max_title_stuffing: float | None = Field(0.6, gt=0, le=1, description="share of title segments repeating a keyword; null: never")
@@ -117,9 +174,10 @@ class HarmfulContent(DocumentStage):
 
     def output_fields(self) -> list[pa.Field]:
         floats = [pa.field(f"harm_{c}", pa.float64()) for c in CATEGORIES] + [pa.field("harm_title", pa.float64())]
-        return floats + [pa.field("harm_contacts", pa.int32()), pa.field("harm_score", pa.float64())]
+        counts = [pa.field(f"harm_{c}_terms", pa.int32()) for c in CATEGORIES] + [pa.field("harm_contacts", pa.int32())]
+        return floats + counts + [pa.field("harm_score", pa.float64())]
 
-    def _threshold(self, category: str, lang: str) -> float | None:
+    def threshold(self, category: str, lang: str) -> float | None:
         """The language's threshold, else ``default``; pages without a language get the most
         lenient one, since every language's list applies to them."""
         per_lang = self.thresholds.get(category, {})
@@ -127,7 +185,13 @@ class HarmfulContent(DocumentStage):
             return max((v for v in per_lang.values() if v is not None), default=None)
         return per_lang.get(lang, per_lang.get("default"))
 
-    def score(self, text: str, title: str, lang: str, lists: dict[str, dict[str, WordList]]) -> tuple[dict[str, float | int | None], str | None]:
+    def page_threshold(self, category: str, lang: str, distinct: int) -> float | None:
+        """The language's threshold, raised for pages using one explicit entry only: a news story
+        names the term once or twice, keyword spam repeats it densely."""
+        threshold = self.threshold(category, lang)
+        return threshold * self.single_entry_factor if threshold and distinct == 1 else threshold
+
+    def score(self, text: str, title: str, lang: str, lists: dict[str, dict[str, Tiers]]) -> tuple[dict[str, float | int | None], str | None]:
         """The page's signals and the signal that drops it (or None)."""
         signals: dict[str, float | int | None] = {}
         ratios: dict[str, float] = {}
@@ -136,14 +200,17 @@ class HarmfulContent(DocumentStage):
         for cat in CATEGORIES:
             # a language without a list is not scored (its words may mean anything in the other
             # lists' languages); unlabelled pages get every list at once
-            wl = lists.get(cat, {}).get(lang or ALL)
-            if wl is None:
-                signals[f"harm_{cat}"] = None
+            tiers = lists.get(cat, {}).get(lang or ALL)
+            if tiers is None:
+                signals[f"harm_{cat}"] = signals[f"harm_{cat}_terms"] = None
                 continue
-            signals[f"harm_{cat}"] = wl.flagged(prepared, tokens) / tokens.total() if tokens else 0.0
-            threshold = self._threshold(cat, lang)
-            if threshold:
-                ratios[cat] = signals[f"harm_{cat}"] / threshold
+            density, distinct = vocabulary_signals(tiers, prepared, tokens, self.window_tokens, self.ambiguous_weight)
+            signals[f"harm_{cat}"], signals[f"harm_{cat}_terms"] = density, distinct
+            threshold = self.page_threshold(cat, lang, distinct)
+            min_terms = self.min_distinct_terms.get(cat)
+            candidates = [density / threshold if threshold else 0.0, distinct / min_terms if min_terms else 0.0]
+            if threshold or min_terms:
+                ratios[cat] = max(candidates)
         signals["harm_title"] = title_stuffing(title)
         signals["harm_contacts"] = contacts = contact_count(prepared)
         if self.max_contacts:

@@ -98,6 +98,7 @@ class WordList(NamedTuple):
     prefixes: tuple[str, ...]  # ``prefix*`` entries
     multiword: re.Pattern | None  # entries of several words, between word boundaries
     phrases: re.Pattern | None  # entries in scripts without spaces: substrings
+    located: tuple[re.Pattern, ...] = ()  # every kind of entry with its position (see ``matches``)
 
     def count(self, text: str) -> tuple[int, int]:
         """(flagged tokens, tokens) in ``text``; each CJK/Hangul/Thai character is a token and a
@@ -115,6 +116,17 @@ class WordList(NamedTuple):
         if self.phrases is not None:
             flagged += sum(map(len, self.phrases.findall(prepared)))
         return flagged
+
+    def matches(self, prepared: str) -> list[tuple[int, int, str]]:
+        """``(start, flagged tokens, entry)`` of each match in a ``prepare``d text, with the entry it
+        matched (a prefix entry, not the inflected word), so that callers can count distinct entries
+        and find where matches cluster. Slower than ``flagged``: call it on pages that have matches."""
+        found = []
+        for pattern in self.located:
+            for m in pattern.finditer(prepared):
+                entry = m.group(1)
+                found.append((m.start(), len(entry) if _HAS_NO_SPACE.search(entry) else 1, entry))
+        return found
 
 
 def prepare(text: str) -> str:
@@ -134,11 +146,19 @@ def word_list(entries: Iterable[str]) -> WordList:
     prefixes = tuple(sorted(e[:-1] for e in spaced if e.endswith("*") and len(e) > 1))
     single = {e for e in spaced if not e.endswith("*") and len(_TOKEN.findall(e)) == 1 and _TOKEN.fullmatch(e)}
     multiword = [e for e in spaced if not e.endswith("*") and e not in single]
+    located = []
+    if single or multiword:
+        located.append(re.compile(rf"(?<!\w)({literal_union(sorted(single) + multiword)})(?!\w)"))
+    if prefixes:
+        located.append(re.compile(rf"(?<!\w)({literal_union(prefixes)})\w*"))
+    if phrases:
+        located.append(re.compile(f"({literal_union(phrases)})"))
     return WordList(
         frozenset(single),
         prefixes,
         re.compile(rf"(?<!\w)(?:{literal_union(multiword)})(?!\w)") if multiword else None,
         re.compile(literal_union(phrases)) if phrases else None,
+        tuple(located),
     )
 
 
