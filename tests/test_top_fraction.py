@@ -91,3 +91,17 @@ def test_cutoffs_reach_stats_and_a_rerun_with_them_keeps_the_same_documents(spar
         TopFraction(score="s", keep=0.1, cutoffs={"en": 0.5})
     with pytest.raises(ValueError, match="no 'nope' column"):
         TopFraction(score="nope", keep=0.1).run_local(_scored(10))
+
+
+def test_dclm_preset_runs_rules_then_the_classifier_top_tenth(shared_data):
+    config = load_config("dclm", sets=["stages.8.score_column=dclm_score", "stages.9.score=dclm_score"])
+    names = [s.name for s in config.stages]
+    assert names[:2] == ["extract", "langid"] and names[-2:] == ["quality_classifier", "top_fraction"]
+    assert names.index("minhash_dedup") < names.index("quality_classifier") and "fineweb_quality" in names
+    select = config.stages[-2:]
+    assert select[1].keep == 0.1 and not select[1].by_language
+    texts = real_documents(shared_data)[:30]
+    table = pa.table({"id": [f"p{i:02d}" for i in range(30)], "url": [None] * 30, "date": [None] * 30, "source": ["t"] * 30, "text": texts})
+    result, stats = run_stages(select, table)
+    assert result.kept.num_rows == 3
+    assert {s.stage: s for s in stats}["top_fraction"].notes["cutoffs"][ALL] < min(result.kept.column("dclm_score").to_pylist())
