@@ -11,6 +11,7 @@ from itertools import chain
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import NumericType
 
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.quality.top_fraction import ALL, NO_SCORE, REASON, TopFraction
@@ -31,6 +32,8 @@ def _cutoffs(scored: DataFrame, stage: TopFraction) -> tuple[dict[str, float | N
 def run_top_fraction(df: DataFrame, stage: TopFraction, ctx=None) -> DataFrame:
     """Mark every document outside its group's top ``keep`` share."""
     stage.check_columns(df.columns)
+    if not isinstance(df.schema[stage.score].dataType, NumericType):
+        raise ValueError(f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number")
     if stage.by_language and stage.lang_column not in df.columns:
         raise ValueError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
     group = F.coalesce(F.col(stage.lang_column).cast("string"), F.lit("")) if stage.by_language else F.lit(ALL)

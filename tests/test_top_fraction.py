@@ -91,6 +91,10 @@ def test_cutoffs_reach_stats_and_a_rerun_with_them_keeps_the_same_documents(spar
         TopFraction(score="s", keep=0.1, cutoffs={"en": 0.5})
     with pytest.raises(ValueError, match="no 'nope' column"):
         TopFraction(score="nope", keep=0.1).run_local(_scored(10))
+    with pytest.raises(ValueError, match="not a number"):
+        TopFraction(score="lang", keep=0.1).run_local(_scored(10))
+    with pytest.raises(ValueError, match="not a number"):
+        run_top_fraction(spark.createDataFrame(_scored(10).to_pandas()), TopFraction(score="lang", keep=0.1))
 
 
 def test_dclm_preset_runs_rules_then_the_classifier_top_tenth(shared_data):

@@ -84,6 +84,11 @@ class TopFraction(GlobalStage):
         if self.score not in columns:
             raise ValueError(f"top_fraction: no {self.score!r} column to rank by (columns: {sorted(columns)})")
 
+    def check_type(self, table: pa.Table) -> None:
+        kind = table.schema.field(self.score).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
+            raise ValueError(f"top_fraction: {self.score!r} is {kind}, not a number")
+
     def record(self, cutoffs: dict[str, float | None], errors: dict[str, float]) -> None:
         """Note the cut-offs applied and the relative error of each (stats.json)."""
         self.note("cutoffs", {g: cutoffs[g] for g in sorted(cutoffs)})
@@ -92,6 +97,7 @@ class TopFraction(GlobalStage):
     def run_local(self, table: pa.Table) -> StageResult:
         """Exact selection in memory."""
         self.check_columns(table.column_names)
+        self.check_type(table)
         scores = table.column(self.score).to_pylist()
         groups = self.groups(table)
         if self.cutoffs is not None:
