@@ -14,6 +14,7 @@ import pytest
 from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.classify.reference import DCLM_RECIPE, precision_recall_at_shares, read_texts
 from dataprep.cli import main as dataprep_main
+from dataprep.quality.classifier import QualityClassifier
 from dedup_corpus import real_documents
 from pipelines.sample_texts import sample_texts
 
@@ -91,7 +92,18 @@ def test_one_model_per_language(spark, sentences, tmp_path, capsys):
     code = dataprep_main(["train-classifier", "--positives", positives, "--negatives", negatives, "--text-field", "body",
                           "--languages", "en,de", "--output", str(out), *SMALL])
     assert code == 0 and (tmp_path / "lang.en.bin").exists() and (tmp_path / "lang.de.bin").exists()
-    assert FastTextClassifier.load(str(tmp_path / "lang.de.bin")).labels and capsys.readouterr().out.count('"output"') == 2
+    assert capsys.readouterr().out.count('"output"') == 2
+    # the stage scores each document with its language's model, the others with model_path's
+    models = {lang: str(tmp_path / f"lang.{lang}.bin") for lang in ("en", "de")}
+    stage = QualityClassifier(model_paths=models, model_path=models["en"])
+    texts = [sentences["de"][-1], sentences["en"][-1], sentences["de"][-2]]
+    batch = pa.table({"text": texts, "lang": ["de", "en", "fr"]})
+    scores = stage.process(batch)[0].column("quality_score").to_pylist()
+    de, en = FastTextClassifier.load(models["de"]), FastTextClassifier.load(models["en"])
+    assert scores == [de.score(texts[:1], "hq")[0], en.score(texts[1:2], "hq")[0], en.score(texts[2:], "hq")[0]]
+    assert de.score(texts[:1], "hq") != en.score(texts[:1], "hq")
+    with pytest.raises(ValueError, match="needs a 'lang' column"):
+        stage.process(pa.table({"text": texts}))
 
 
 def test_dclm_recipe_and_precision_recall_arithmetic():
