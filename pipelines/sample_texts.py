@@ -27,8 +27,8 @@ def read_documents(spark: SparkSession, paths: list[str], text_field: str = "tex
     if parquet:
         df = spark.read.parquet(*parquet)
         frames.append(df.where(F.col(DROP_REASON).isNull()) if DROP_REASON in df.columns else df)
-    if jsonl:
-        frames.append(spark.read.json(jsonl))
+    if jsonl:  # only the text field is read: no schema inference over the whole crawl
+        frames.append(spark.read.schema(f"`{text_field}` string").json(jsonl))
     for df in frames:
         if text_field not in df.columns:
             raise ValueError(f"negatives: no {text_field!r} field (columns: {sorted(df.columns)})")

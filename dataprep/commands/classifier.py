@@ -91,6 +91,8 @@ def _from_reference(args: argparse.Namespace) -> int:
     from pipelines.spark import get_spark
 
     negatives = sample_texts(get_spark(args.master, app_name="train-classifier"), args.negatives, count, args.seed, args.text_field)
+    if not negatives:
+        raise SystemExit(f"no document with a {args.text_field!r} text in {args.negatives}")
     if len(negatives) < count:
         print(f"asked for {count} negatives, the input holds {len(negatives)}", file=sys.stderr)
     if not args.languages:

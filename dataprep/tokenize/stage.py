@@ -11,8 +11,9 @@ Rehydration (FineWeb-2's way): with ``repeat_by: sample_weight`` (the column ``m
 sample_weights`` writes) each document is written as many times as its weight says, so the training
 loader needs to know nothing about weights. A fractional weight is rounded up or down by a hash of
 the document id (weight 2.5: half the documents get 3 copies, half 2; the same ones every run); weight 0
-leaves the document out. Copies are written after the partition's other documents, so a training
-sequence does not hold a document twice in a row. The manifest's ``tokens`` count every copy,
+leaves the document out. Copies are written after the partition's other documents (the repeated
+documents' tokens wait in memory until then), so a training sequence does not hold a document twice in
+a row. The manifest's ``tokens`` count every copy,
 ``unique_tokens`` each document once: that is the corpus size ``pretrain budget --data`` reads.
 """
 
