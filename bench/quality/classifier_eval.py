@@ -61,7 +61,7 @@ def train(work: Path, negatives: str, small: bool, seed: int) -> str:
     model = work / ("reference-small.bin" if small else "reference-dclm.bin")
     sizes = ["--dim", "16", "--bucket", "20000", "--epoch", "20", "--lr", "0.3", "--min-count", "1"] if small else []
     code = dataprep_main(["train-classifier", "--positives", str(positives), "--negatives", negatives, "--output", str(model),
-                          "--seed", str(seed), *sizes])
+                          "--seed", str(seed), "--threads", "1", *sizes])  # one thread: the same model every run
     if code:
         raise SystemExit(f"training failed ({code})")
     return str(model)

@@ -30,13 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--word-ngrams", type=int, default=None)
     parser.add_argument("--min-count", type=int, default=None)
     parser.add_argument("--bucket", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="fastText threads (1: the same model from the same seed every time)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default=None, help="Spark master for sampling negatives (default local[*])")
 
 
 def _overrides(args: argparse.Namespace) -> dict:
     given = {"epoch": args.epoch, "lr": args.lr, "dim": args.dim, "wordNgrams": args.word_ngrams,
-             "minCount": args.min_count, "bucket": args.bucket}
+             "minCount": args.min_count, "bucket": args.bucket, "thread": args.threads}
     return {k: v for k, v in given.items() if v is not None}
 
 
