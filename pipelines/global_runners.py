@@ -17,10 +17,12 @@ from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup
 from dataprep.dedup.paragraphs import ParagraphDedup
 from dataprep.dedup.urls import UrlDedup
+from dataprep.quality.top_fraction import TopFraction
 from dataprep.tokenize.stage import Tokenize
 from pipelines.dedup import run_exact, run_minhash, run_url
 from pipelines.paragraph_dedup import run_paragraph_dedup
 from pipelines.token_shards import run_tokenize
+from pipelines.top_fraction import run_top_fraction
 
 # Stage class -> its Spark runner; a subclass runs on its parent's. Another package's global stage
 # adds its own entry.
@@ -30,6 +32,7 @@ GLOBAL_RUNNERS: dict[type[GlobalStage], Callable] = {
     UrlDedup: run_url,
     ParagraphDedup: run_paragraph_dedup,
     Tokenize: run_tokenize,
+    TopFraction: run_top_fraction,
 }
 
 

@@ -69,8 +69,8 @@ def _partition_encoder(stage: Tokenize, tokenizer, out_dir: str, schema):
         with ShardWriter(f"{out_dir}/{SHARD_PREFIX}-{partition:05d}", dtype, stage.tokens_per_shard) as writer:
             for batch in batches:
                 table, reasons, docs = stage.encode(pa.Table.from_batches([batch]), tokenizer)
-                for doc in docs:
-                    writer.add(doc)
+                for doc, n in zip(docs, stage.copies_of(table, reasons)):
+                    writer.add(doc, n)
                 dropped = [None if r is None else stage.name for r in reasons]
                 table = table.append_column(DROP_STAGE, pa.array(dropped, pa.string()))
                 table = table.append_column(DROP_REASON, pa.array(reasons, pa.string()))

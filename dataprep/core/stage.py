@@ -104,6 +104,7 @@ class Stage(BaseModel):
     reads_text: ClassVar[bool] = True
     _counters: Counter = PrivateAttr(default_factory=Counter)
     _errors: ErrorLog = PrivateAttr(default_factory=ErrorLog)
+    _notes: dict = PrivateAttr(default_factory=dict)
 
     def count(self, event: str, n: int = 1) -> None:
         """Count an event of this stage's own (e.g. pages routed to a slower extractor) for stats.json."""
@@ -113,6 +114,15 @@ class Stage(BaseModel):
         """The events counted since the last call (the runner adds them to the stage's stats)."""
         counters, self._counters = self._counters, Counter()
         return counters
+
+    def note(self, key: str, value) -> None:
+        """Record a value the stage applied (e.g. a score cut-off) for stats.json, as-is (not summed)."""
+        self._notes[key] = value
+
+    def take_notes(self) -> dict:
+        """The values noted since the last call."""
+        notes, self._notes = self._notes, {}
+        return notes
 
     def take_errors(self) -> ErrorLog:
         """The failures logged since the last call."""

@@ -32,6 +32,7 @@ class StageStats:
     seconds: float = 0.0
     counters: Counter = field(default_factory=Counter)  # the stage's own events (Stage.count)
     errors_seen: ErrorLog = field(default_factory=ErrorLog)  # messages and first tracebacks of error: drops
+    notes: dict = field(default_factory=dict)  # values the stage applied (Stage.note), e.g. a cut-off
 
     @property
     def docs_dropped(self) -> int:
@@ -67,6 +68,7 @@ class StageStats:
         """Add the events and errors ``stage`` counted since the last call."""
         self.counters.update(stage.take_counters())
         self.errors_seen.merge(stage.take_errors())
+        self.notes.update(stage.take_notes())
 
     def merge(self, other: "StageStats") -> "StageStats":
         self.docs_in += other.docs_in
@@ -78,6 +80,7 @@ class StageStats:
         self.seconds += other.seconds
         self.counters.update(other.counters)
         self.errors_seen.merge(other.errors_seen)
+        self.notes.update(other.notes)
         return self
 
     def to_dict(self) -> dict:
@@ -94,6 +97,7 @@ class StageStats:
             "seconds": round(self.seconds, 3),
             "counters": dict(sorted(self.counters.items())),
             **self.errors_seen.to_dict(),
+            **({"notes": self.notes} if self.notes else {}),
         }
 
     @classmethod
@@ -109,6 +113,7 @@ class StageStats:
             seconds=d.get("seconds", 0.0),
             counters=Counter(d.get("counters", {})),
             errors_seen=ErrorLog.from_dict(d),
+            notes=dict(d.get("notes", {})),
         )
 
 

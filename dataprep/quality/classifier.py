@@ -1,7 +1,9 @@
 """DCLM-style quality classifier stage: a fastText model trained with ``dataprep train-classifier`` on
 examples of text you want more of (e.g. label ``hq``) and text you do not; every document gets the
 probability of the positive label, and documents below ``threshold`` are dropped. Without a model_path
-it uses the model shipped in dataprep/assets/quality (``hq`` prose vs ``boilerplate``; see its README)."""
+it uses the model shipped in dataprep/assets/quality (``hq`` prose vs ``boilerplate``; see its README).
+``model_paths`` gives some languages their own model (``train-classifier --languages`` trains them);
+the others use ``model_path``."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ class QualityClassifier(DocumentStage):
     label: str = Field("hq", description="the positive label whose probability is the score")
     threshold: float | None = Field(None, ge=0, le=1, description="drop documents scoring below it; null keeps all")
     score_column: str = "quality_score"
+    model_paths: dict[str, str] = Field({}, description="language -> its own fastText model; other languages use model_path")
+    lang_column: str = "lang"
 
     @field_validator("model_path")
     @classmethod
@@ -40,18 +44,39 @@ class QualityClassifier(DocumentStage):
             raise ValueError(f"classifier model {path!r} does not exist (train one with dataprep train-classifier)")
         return path
 
+    @field_validator("model_paths")
+    @classmethod
+    def _all_exist(cls, paths: dict[str, str]) -> dict[str, str]:
+        for path in paths.values():
+            cls._exists(path)
+        return paths
+
     def output_fields(self) -> list[pa.Field]:
         return [pa.field(self.score_column, pa.float64())]
 
     def check_assets(self) -> None:
-        _load(self.model_path or DEFAULT_MODEL)
+        for path in [self.model_path or DEFAULT_MODEL, *self.model_paths.values()]:
+            _load(path)
 
     def asset_paths(self) -> list[str]:
-        return [self.model_path] if self.model_path else []  # the default ships inside the package
+        own = [self.model_path] if self.model_path else []  # the default ships inside the package
+        return own + sorted(set(self.model_paths.values()))
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        path = resolve_asset(self.model_path) if self.model_path else DEFAULT_MODEL
-        scores = _load(path).score(batch.column("text").to_pylist(), self.label)
+        default = resolve_asset(self.model_path) if self.model_path else DEFAULT_MODEL
+        texts = batch.column("text").to_pylist()
+        if self.model_paths:
+            if self.lang_column not in batch.column_names:
+                raise ValueError(f"quality_classifier: model_paths needs a {self.lang_column!r} column (run langid first)")
+            paths = [resolve_asset(self.model_paths[lang]) if lang in self.model_paths else default
+                     for lang in batch.column(self.lang_column).to_pylist()]
+        else:
+            paths = [default] * len(texts)
+        scores = [0.0] * len(texts)
+        for path in sorted(set(paths)):
+            rows = [i for i, p in enumerate(paths) if p == path]
+            for i, score in zip(rows, _load(path).score([texts[i] for i in rows], self.label)):
+                scores[i] = score
         batch = with_column(batch, self.score_column, scores, pa.float64())
         low = self.threshold
         return batch, [None if low is None or s >= low else "quality_score_below_threshold" for s in scores]

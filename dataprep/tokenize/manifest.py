@@ -2,7 +2,8 @@
 
 It names the tokenizer (SHA-256 of its model), vocabulary size, token dtype, special token ids and,
 per shard, documents, tokens, and the size and SHA-256 of both files (names relative to the manifest's
-folder). It is written last, on the driver, once every shard exists: a directory without it is
+folder). Shards written by the tokenize stage also count ``unique_documents``/``unique_tokens``: the
+copies of a rehydrated document (``repeat_by``) are in ``documents``/``tokens`` but counted once there. It is written last, on the driver, once every shard exists: a directory without it is
 unfinished. Readers trust nothing else: files not listed are ignored.
 """
 
@@ -49,10 +50,19 @@ def build_manifest(shards: list[dict], tokenizer: dict, dtype: str, extra: dict 
         "special_ids": tokenizer["special_ids"],
         "documents": sum(s["documents"] for s in shards),
         "tokens": sum(s["tokens"] for s in shards),
+        **_unique_counts(shards),
         "num_shards": len(shards),
         "shards": shards,
         **(extra or {}),
     }
+
+
+def _unique_counts(shards: list[dict]) -> dict:
+    """Documents and tokens counted once however many copies rehydration wrote (only when every
+    shard says; shards indexed from elsewhere do not)."""
+    if not shards or not all("unique_tokens" in s for s in shards):
+        return {}
+    return {"unique_documents": sum(s["unique_documents"] for s in shards), "unique_tokens": sum(s["unique_tokens"] for s in shards)}
 
 
 def write_manifest(directory: str, manifest: dict) -> str:

@@ -178,23 +178,43 @@ class ShardWriter:
         self.base, self.dtype, self.tokens_per_shard = base, np.dtype(dtype), tokens_per_shard
         self.shards: list[dict] = []
         self._current: _ShardFile | None = None
+        self._unique = [0, 0]  # documents, tokens written for the first time in the current shard
+        self._later: list[tuple[np.ndarray, int]] = []  # documents still owed copies, and how many
 
-    def add(self, doc: np.ndarray) -> None:
-        if self._current is None:
-            self._current = _ShardFile(f"{self.base}-{len(self.shards):05d}", self.dtype)
-        self._current.add(doc)
-        if self._current.tokens >= self.tokens_per_shard:
-            self._roll()
+    def add(self, doc: np.ndarray, copies: int = 1) -> None:
+        """Write ``doc`` now; with ``copies`` > 1 its other copies come at ``close``, one round of
+        every repeated document at a time, so copies of a document sit far apart (0 writes nothing)."""
+        if copies < 1:
+            return
+        self._write(doc, first=True)
+        if copies > 1:
+            self._later.append((doc, copies - 1))
 
     def close(self) -> list[dict]:
-        """Finish the last shard; returns the metadata of every shard written."""
+        """Write the owed copies, finish the last shard; returns the metadata of every shard written.
+        Each shard's ``unique_documents``/``unique_tokens`` count only first copies."""
+        while self._later:
+            for doc, _ in self._later:
+                self._write(doc, first=False)
+            self._later = [(doc, n - 1) for doc, n in self._later if n > 1]
         if self._current is not None:
             self._roll()
         return self.shards
 
+    def _write(self, doc: np.ndarray, first: bool) -> None:
+        if self._current is None:
+            self._current = _ShardFile(f"{self.base}-{len(self.shards):05d}", self.dtype)
+        self._current.add(doc)
+        if first:
+            self._unique[0] += 1
+            self._unique[1] += len(doc)
+        if self._current.tokens >= self.tokens_per_shard:
+            self._roll()
+
     def _roll(self) -> None:
         current, self._current = self._current, None
-        self.shards.append(current.finish())
+        (documents, tokens), self._unique = self._unique, [0, 0]
+        self.shards.append({**current.finish(), "unique_documents": documents, "unique_tokens": tokens})
 
     def __enter__(self) -> "ShardWriter":
         return self

@@ -6,6 +6,15 @@ those with no text (reason ``empty``: they would add nothing but an EOS) and tho
 (``error:<Exception>``). If the tokenizer folder does not exist yet and ``train`` is given, the
 tokenizer is first trained on a uniform sample of the incoming documents, so one config goes from
 corpus to tokenizer to shards. The Spark side holds its runner.
+
+Rehydration (FineWeb-2's way): with ``repeat_by: sample_weight`` (the column ``minhash_dedup:
+sample_weights`` writes) each document is written as many times as its weight says, so the training
+loader needs to know nothing about weights. A fractional weight is rounded up or down by a hash of
+the document id (weight 2.5: half the documents get 3 copies, half 2; the same ones every run); weight 0
+leaves the document out. Copies are written after the partition's other documents (the repeated
+documents' tokens wait in memory until then), so a training sequence does not hold a document twice in
+a row. The manifest's ``tokens`` count every copy,
+``unique_tokens`` each document once: that is the corpus size ``pretrain budget --data`` reads.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from typing import Iterable, Literal
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 from pydantic import BaseModel, ConfigDict, Field
 
 from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
@@ -60,6 +70,7 @@ class Tokenize(GlobalStage):
     add_bos: bool = False
     add_eos: bool = True
     num_threads: int = Field(1, gt=0, description="encoder threads per task (Spark already runs one task per core)")
+    repeat_by: str | None = Field(None, description="numeric column (e.g. sample_weight): write each document that many times")
 
     def check_assets(self) -> None:
         if tokenizer_exists(self.tokenizer):
@@ -103,6 +114,17 @@ class Tokenize(GlobalStage):
             table = table.drop_columns([NUM_TOKENS])
         return with_column(table, NUM_TOKENS, counts, pa.int64()), reasons, docs
 
+    def copies_of(self, table: pa.Table, reasons: list[str | None]) -> list[int]:
+        """How many times to write each kept document (aligned with ``encode``'s token arrays)."""
+        kept = [i for i, r in enumerate(reasons) if r is None]
+        if self.repeat_by is None:
+            return [1] * len(kept)
+        if self.repeat_by not in table.column_names:
+            raise ValueError(f"tokenize: repeat_by column {self.repeat_by!r} is missing (minhash_dedup writes sample_weight when sample_weights is set)")
+        weights = table.column(self.repeat_by).to_pylist()
+        ids = table.column("id").to_pylist()
+        return [copies(weights[i], ids[i]) for i in kept]
+
     def _encode_one(self, text: str, tokenizer: Tokenizer):
         try:
             return tokenizer.encode_batch([text], self.add_bos, self.add_eos)[0]
@@ -123,11 +145,23 @@ class Tokenize(GlobalStage):
         begin_dataset(self.output_dir)
         out, reasons, docs = self.encode(table, tokenizer)
         with ShardWriter(f"{self.output_dir}/{SHARD_PREFIX}-00000", dtype_for_vocab(tokenizer.vocab_size), self.tokens_per_shard) as writer:
-            for doc in docs:
-                writer.add(doc)
+            for doc, n in zip(docs, self.copies_of(out, reasons)):
+                writer.add(doc, n)
             shards = writer.close()
         finish_dataset(self.output_dir, shards, tokenizer, self.manifest_extra())
         return split_by_reason(out, reasons, self.name)
 
     def manifest_extra(self) -> dict:
-        return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard}
+        return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard, "repeat_by": self.repeat_by}
+
+
+def copies(weight: float | None, doc_id: str | None) -> int:
+    """Copies of a document of sampling ``weight``: its whole part, plus one more for the share of
+    documents its fractional part says, chosen by a hash of the id (missing weight: one copy)."""
+    if weight is None:
+        return 1
+    if weight < 0 or weight != weight:
+        raise ValueError(f"tokenize: document {doc_id!r} has sampling weight {weight}; weights must be 0 or more")
+    whole = int(weight)
+    draw = xxhash.xxh64_intdigest(str(doc_id).encode("utf-8", "surrogatepass")) / 2**64
+    return whole + (draw < weight - whole)

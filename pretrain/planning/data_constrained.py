@@ -113,10 +113,11 @@ def read_corpus(directories: list[str], required: bool = True) -> dict | None:
     vocab = {m["vocab_size"] for m in manifests}
     if len(vocab) > 1:
         raise ValueError(f"--data directories use different vocabularies: {sorted(vocab)}")
-    tokens = sum(m.get("tokens", sum(s["tokens"] for s in m["shards"])) for m in manifests)
+    # copies written by rehydration (tokenize repeat_by) are not unique: count each document once
+    tokens = sum(m.get("unique_tokens", m.get("tokens", sum(s["tokens"] for s in m["shards"]))) for m in manifests)
     if tokens <= 0:
         raise ValueError(f"{', '.join(directories)}: the manifest counts no tokens")
-    return {"tokens": tokens, "documents": sum(m.get("documents", 0) for m in manifests),
+    return {"tokens": tokens, "documents": sum(m.get("unique_documents", m.get("documents", 0)) for m in manifests),
             "vocab_size": vocab.pop(), "directories": list(directories)}
 
 

@@ -1,0 +1,56 @@
+"""Spark runner of ``top_fraction`` (contract: ``pipelines/global_runners.py``).
+
+Only the (group, score) pairs are scanned for the cut-offs: one count per group, then Spark's
+``approxQuantile`` per group (exact below the stage's ``exact_below``), so nothing but the cut-offs
+reaches the driver. The documents are then marked in one pass with the cut-offs as a small map.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import NumericType
+
+from dataprep.core.stage import DROP_REASON, DROP_STAGE
+from dataprep.quality.top_fraction import ALL, NO_SCORE, REASON, TopFraction
+from pipelines.dedup import _materialize
+
+
+def _cutoffs(scored: DataFrame, stage: TopFraction) -> tuple[dict[str, float | None], dict[str, float]]:
+    """Cut-off and relative error of each group with scored documents."""
+    counts = {row.group: row["count"] for row in scored.groupBy("group").count().collect()}
+    cutoffs, errors = {}, {}
+    for group, n in sorted(counts.items()):
+        errors[group] = stage.error_for(n)
+        rows = scored.where(F.col("group") == group)
+        cutoffs[group] = rows.approxQuantile("score", [stage.quantile], errors[group])[0] if stage.keep < 1 else None
+    return cutoffs, errors
+
+
+def run_top_fraction(df: DataFrame, stage: TopFraction, ctx=None) -> DataFrame:
+    """Mark every document outside its group's top ``keep`` share."""
+    stage.check_columns(df.columns)
+    if not isinstance(df.schema[stage.score].dataType, NumericType):
+        raise ValueError(f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number")
+    if stage.by_language and stage.lang_column not in df.columns:
+        raise ValueError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
+    group = F.coalesce(F.col(stage.lang_column).cast("string"), F.lit("")) if stage.by_language else F.lit(ALL)
+    score = F.col(stage.score).cast("double")
+    if stage.cutoffs is not None:
+        cutoffs, errors = dict(stage.cutoffs), {}
+    else:
+        scored = df.select(group.alias("group"), score.alias("score")).where(F.col("score").isNotNull() & ~F.isnan("score"))
+        cutoffs, errors = _cutoffs(_materialize(scored), stage)
+    stage.record(cutoffs, errors)
+    known = [g for g, c in cutoffs.items() if c is not None]
+    cut = F.create_map(*chain.from_iterable((F.lit(g), F.lit(cutoffs[g])) for g in known))[group] if known else F.lit(None)
+    missing = score.isNull() | F.isnan(score)
+    reason = F.when(missing, F.lit(NO_SCORE)).when(cut.isNotNull() & (score <= cut), F.lit(REASON))
+    out = df.drop(*[c for c in (DROP_STAGE, DROP_REASON) if c in df.columns]).withColumn(DROP_REASON, reason)
+    if stage.cutoffs is not None:  # a group the given cut-offs do not name: fail rather than keep it all
+        strays = out.where(~missing & ~group.isin(list(cutoffs))).select(group.alias("g")).distinct().limit(5).collect()
+        if strays:
+            raise ValueError(f"top_fraction: no cut-off for group(s) {sorted(r.g for r in strays)} (cutoffs name {sorted(cutoffs)})")
+    return out.withColumn(DROP_STAGE, F.when(F.col(DROP_REASON).isNotNull(), F.lit(stage.name)))
