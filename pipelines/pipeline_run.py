@@ -204,20 +204,23 @@ class PipelineRun:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         if step.reads_input:
-            inputs, input_schema = files, READ_SCHEMA
-        else:
-            inputs = parquet_parts(join_path(previous_dir, DATA_DIR))
+            input_dir, inputs, input_schema = None, files, READ_SCHEMA
+        else:  # the previous step's parts, by name: a moved output folder keeps its finished tasks
+            input_dir = join_path(previous_dir, DATA_DIR)
+            inputs = parquet_parts(input_dir)
             input_schema = to_arrow_schema(self._kept(previous_dir).schema)
         schema = fused_schema(step.stages, input_schema)
-        done = {} if self.force else reusable(read_markers(self.spark, step_dir), fingerprint, inputs, step_dir)
+        name = (lambda path: path) if step.reads_input else (lambda path: path.rsplit("/", 1)[-1])
+        done = {} if self.force else reusable(read_markers(self.spark, step_dir), fingerprint, [name(p) for p in inputs], step_dir)
         remove_others(step_dir, done)
         covered = {path for marker in done.values() for path in marker["inputs"]}
         # One task per input file (small local files share one); later steps: per part of the previous step
-        todo = file_tasks([f for f in inputs if f not in covered], self.spark.sparkContext.defaultParallelism)
+        groups = file_tasks([p for p in inputs if name(p) not in covered], self.spark.sparkContext.defaultParallelism)
+        todo = [[name(p) for p in group] for group in groups]
         if done:
             print(f"step {step.name}: reusing {len(done)} finished tasks, running {len(todo)}", flush=True)
         if todo:
-            self._run_tasks(step, step_dir, todo, input_schema, schema, fingerprint)
+            self._run_tasks(step, step_dir, input_dir, todo, input_schema, schema, fingerprint)
         elif not done:
             write_empty(step_dir, schema, self.config.output.compression)
         markers = read_markers(self.spark, step_dir)
@@ -226,7 +229,7 @@ class PipelineRun:
         stats = merge_all([StageStats.from_dict(d) for marker in markers for d in marker["stats"]])
         return stats, {"tasks": len(markers), "tasks_reused": len(done)}
 
-    def _run_tasks(self, step: Step, step_dir: str, todo: list[list[str]], input_schema, schema, fingerprint: str) -> None:
+    def _run_tasks(self, step: Step, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema, fingerprint: str) -> None:
         """Run ``todo`` as Spark tasks, one row each of a ``spark.range`` (made in the JVM: a DataFrame
         built from a Python RDD would start a second Python worker per task just to convert its rows).
         The first wave (a task per core) runs alone when there are more, so a stage failing on most
@@ -238,7 +241,7 @@ class PipelineRun:
         waves = [(0, slots), (slots, len(todo))] if len(todo) > slots else [(0, len(todo))]
         with Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress, \
                 ErrorWatch(self.spark, self.config.error_budget, group) as watch:
-            fn = make_partition_fn(step, self.config.input, input_schema, schema, self.config.output.write_dropped, step_dir,
+            fn = make_partition_fn(step, self.config.input, input_dir, input_schema, schema, self.config.output.write_dropped, step_dir,
                                    fingerprint, todo, self.config.output.compression, progress.docs, watch.stats)
             context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
             try:
@@ -249,7 +252,7 @@ class PipelineRun:
                     except Exception:
                         if not watch.failed:
                             raise
-                    if watch.check():
+                    if watch.failed or (end < len(todo) and watch.check()):  # the last wave: the exact check decides
                         done = len(read_markers(self.spark, step_dir))
                         self._fail(step, step_dir, watch.failed, f"stopped early with {done} of {len(todo)} tasks done: ")
             finally:

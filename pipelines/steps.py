@@ -103,11 +103,11 @@ def use_shipped_assets() -> None:
         storage.ASSET_DIRS.append(root)
 
 
-def make_partition_fn(step: Step, input_cfg: InputConfig, input_schema: pa.Schema, schema: pa.Schema, keep_dropped_text: bool,
+def make_partition_fn(step: Step, input_cfg: InputConfig, input_dir: str | None, input_schema: pa.Schema, schema: pa.Schema, keep_dropped_text: bool,
                       step_dir: str, fingerprint: str, tasks: list[list[str]], compression: str, progress=None, errors=None):
     """The function each Spark task runs: its rows are indexes into ``tasks``; for each, read the
     task's inputs (first step: input files; later steps: the kept rows of the previous step's
-    Parquet parts), apply the fused stages, and write the task's rows and completion marker
+    Parquet parts, named within ``input_dir``), apply the fused stages, and write the task's rows and completion marker
     (``pipelines.tasks``). ``progress`` (an accumulator) counts documents; ``errors`` (one too)
     gets the task's stats for the error budget while the step runs."""
     stages = list(step.stages)
@@ -120,7 +120,7 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, input_schema: pa.Schem
         def source_batches():
             for path in inputs:
                 if not step.reads_input:
-                    yield from read_kept(path, input_schema, input_cfg.batch_size)
+                    yield from read_kept(storage.join_path(input_dir, path), input_schema, input_cfg.batch_size)
                     continue
                 for result in iter_documents(path, input_cfg, read_stats):
                     if result.dropped.num_rows:
