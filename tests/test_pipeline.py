@@ -196,7 +196,9 @@ def test_kill_9_in_the_middle_then_resume_gives_the_same_documents(shared_data, 
     assert len(clean) > 0 and killed == clean
     resumed, uninterrupted = (json.loads((tmp_path / run / "stats.json").read_text()) for run in ("killed", "clean"))
     [step_info] = resumed["steps"]
-    assert 0 < step_info["tasks_reused"] == finished < step_info["tasks"]
+    # Python workers outlive their driver by a moment (pyspark's daemon has a process group of its own):
+    # a task they finish after the kill is complete, and reused too
+    assert 0 < finished <= step_info["tasks_reused"] < step_info["tasks"]
     assert _counts(resumed) == _counts(uninterrupted)
 
 
