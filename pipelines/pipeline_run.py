@@ -33,7 +33,7 @@ from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors
 from pipelines.progress import Progress
 from pipelines.fail_fast import ErrorWatch
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
-from pipelines.tasks import DATA_DIR, parquet_parts, read_markers, remove_failed, remove_others, reusable, write_empty
+from pipelines.tasks import DATA_DIR, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
@@ -226,7 +226,10 @@ class PipelineRun:
         markers = read_markers(self.spark, step_dir)
         if len(markers) != len(done) + len(todo):
             raise RuntimeError(f"step {step.name}: {len(markers)} task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
-        stats = merge_all([StageStats.from_dict(d) for marker in markers for d in marker["stats"]])
+        if markers:  # temporary files of tasks killed mid-write
+            remove_others(step_dir, [marker["key"] for marker in markers])
+        names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in step.stages]
+        stats = merge_all([StageStats(name) for name in names] + [StageStats.from_dict(d) for marker in markers for d in marker["stats"]])
         return stats, {"tasks": len(markers), "tasks_reused": len(done)}
 
     def _run_tasks(self, step: Step, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema, fingerprint: str) -> None:
@@ -253,8 +256,9 @@ class PipelineRun:
                         if not watch.failed:
                             raise
                     if watch.failed or (end < len(todo) and watch.check()):  # the last wave: the exact check decides
-                        done = len(read_markers(self.spark, step_dir))
-                        self._fail(step, step_dir, watch.failed, f"stopped early with {done} of {len(todo)} tasks done: ")
+                        keys = {task_key(task) for task in todo}
+                        ran = sum(marker.get("key") in keys for marker in read_markers(self.spark, step_dir))
+                        self._fail(step, step_dir, watch.failed, f"stopped early with {ran} of {len(todo)} tasks done: ")
             finally:
                 context.setLocalProperty("spark.jobGroup.id", None)
         progress.finish()
