@@ -107,9 +107,9 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, input_dir: str | None,
                       step_dir: str, fingerprint: str, tasks: list[list[str]], compression: str, progress=None, errors=None):
     """The function each Spark task runs: its rows are indexes into ``tasks``; for each, read the
     task's inputs (first step: input files; later steps: the kept rows of the previous step's
-    Parquet parts, named within ``input_dir``), apply the fused stages, and write the task's rows and completion marker
-    (``pipelines.tasks``). ``progress`` (an accumulator) counts documents; ``errors`` (one too)
-    gets the task's stats for the error budget while the step runs."""
+    Parquet parts, named within ``input_dir``), apply the fused stages, and write the task's rows
+    and completion marker (``pipelines.tasks``). ``progress`` (an accumulator) counts documents;
+    ``errors`` (one too) gets the task's stats for the error budget while the step runs."""
     stages = list(step.stages)
 
     def run_task(inputs: list[str]) -> None:
