@@ -1,6 +1,6 @@
 """What task-level resume saves: CPU of a rerun after a crash that left half of the first step's tasks
-finished, against the uninterrupted run (what a per-step resume would redo), both `dataprep run` on
-Spark local[N] as separate processes, measured by CPU seconds of the whole process tree.
+finished, against the uninterrupted run (what a per-step resume would redo), both on one Spark
+local[N] session started beforehand, measured by CPU seconds of the whole process tree.
 
     python -m bench.pipeline.bench_resume [--repeat 20] [--files 8] [--cores 2]
 
@@ -11,10 +11,10 @@ the task markers and rows removed. The rerun must give the same documents (check
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,21 +23,19 @@ import pyarrow.parquet as pq
 
 from bench.common.make_bench_warc import write_bench_warcs
 from bench.common.proctree import TreeMonitor
+from dataprep.core.config import load_config
+from pipelines.pipeline_run import run_pipeline
+from pipelines.spark import get_spark
 
 STAGES = [{"stage": "extract"}, {"stage": "langid"}, {"stage": "gopher_quality"}]
 
 
-def run(config: Path, cores: int) -> float:
-    """CPU seconds of one `dataprep run` (driver, JVM, Python workers)."""
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    proc = subprocess.Popen([sys.executable, "-m", "dataprep.cli", "run", str(config), "--master", f"local[{cores}]"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    monitor = TreeMonitor(proc.pid).start()
-    _, err = proc.communicate()
-    used = monitor.stop()["cpu_seconds"]
-    if proc.returncode:
-        raise SystemExit(err.decode(errors="replace")[-3000:])
-    return used
+def run(job: dict, spark) -> float:
+    """CPU seconds of one pipeline run (driver, JVM, Python workers) on the session ``spark``."""
+    monitor = TreeMonitor().start()
+    with contextlib.redirect_stdout(sys.stderr):
+        run_pipeline(load_config(job), spark=spark)
+    return monitor.stop()["cpu_seconds"]
 
 
 def crash(out: Path) -> int:
@@ -66,15 +64,16 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--cores", type=int, default=2)
     args = parser.parse_args()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = get_spark(f"local[{args.cores}]", app_name="bench-resume")
     with tempfile.TemporaryDirectory(prefix="bench-resume-") as tmp:
         files = write_bench_warcs(os.path.join(tmp, "in"), repeat=args.repeat, files=args.files)
-        config = Path(tmp) / "job.yaml"
         out = Path(tmp) / "out"
-        config.write_text(json.dumps({"input": {"paths": files}, "output": {"dir": str(out)}, "stages": STAGES}))
-        full = run(config, args.cores)
+        job = {"input": {"paths": files}, "output": {"dir": str(out)}, "stages": STAGES}
+        full = run(job, spark)
         expected = documents(out)
         kept = crash(out)
-        resumed = run(config, args.cores)
+        resumed = run(job, spark)
         steps = json.loads((out / "stats.json").read_text())["steps"]
         assert documents(out) == expected, "the resumed run's documents differ"
     print(json.dumps({"documents": len(expected), "first_step": steps[0], "tasks_kept_by_the_crash": kept,
