@@ -2,11 +2,15 @@
 
 Each step writes Parquet under ``OUTPUT/steps/NN_name/`` and then a ``_STEP_DONE.json`` marker holding
 its stats and a fingerprint of the config that produced it. A rerun skips every step whose marker
-matches and redoes the first one that does not (a crash leaves no marker), so a killed job resumes
-without losing or duplicating documents. The cleaned corpus lands in ``OUTPUT/corpus/``.
+matches; in the first one that does not (a crash leaves no marker), a fused step keeps the tasks a
+previous run finished with the same fingerprint and runs the rest (``pipelines.tasks``), a global
+step runs again whole. So a killed job resumes without losing or duplicating documents, and
+``stats.json`` says per step how many tasks were reused. The cleaned corpus lands in ``OUTPUT/corpus/``.
 
 A step whose stage errors exceed the config's ``error_budget`` fails: no marker, its first tracebacks
-printed and saved to ``steps/NN_name/_ERRORS.json``; rerunning after the fix resumes at that step.
+printed and saved to ``steps/NN_name/_ERRORS.json``; rerunning after the fix resumes at that step,
+redoing its tasks that had errors. A stage failing on most documents stops its step early
+(``pipelines.fail_fast``).
 Model files a stage names are shipped with the job to cluster executors (``addFile``).
 """
 
@@ -21,13 +25,15 @@ import time
 from dataclasses import dataclass
 
 from dataprep.core.config import PipelineConfig
-from dataprep.core.storage import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text
+from dataprep.core.storage import atomic_write_text, exists, expand_inputs, join_path, read_text
 from dataprep.readers import READ_SCHEMA, READ_STAGE
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
 from pipelines.progress import Progress
-from pipelines.steps import STATS_DIR, Step, StepContext, file_tasks, make_partition_fn, plan_steps
+from pipelines.fail_fast import ErrorWatch
+from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
+from pipelines.tasks import DATA_DIR, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
@@ -41,6 +47,7 @@ class RunResult:
     stats: list[StageStats]
     files: int
     skipped_steps: int
+    steps: list[dict]  # per step: skipped, tasks, tasks_reused (None for global steps, which rerun whole)
 
 
 def _fingerprint(obj) -> str:
@@ -88,6 +95,7 @@ class PipelineRun:
         self._ship_assets()
         fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json")})
         all_stats: list[StageStats] = []
+        steps_done: list[dict] = []  # per step: its tasks and how many a previous run had finished
         skipped = 0
         previous_dir = None
         redo = self.force
@@ -99,45 +107,55 @@ class PipelineRun:
                 print(f"step {step.name}: already done, skipping", flush=True)
                 skipped += 1
                 stats = [StageStats.from_dict(d) for d in marker["stats"]]
+                tasks = marker.get("tasks")
+                steps_done.append({"step": step.name, "skipped": True, "tasks": tasks, "tasks_reused": tasks})
             else:
-                redo = True  # everything after a redone step is redone too
+                redo = True  # global steps after a redone step are redone; fused ones keep their finished tasks
                 print(f"step {step.name}: running", flush=True)
                 t0 = time.perf_counter()
-                stats = self._run_step(step, step_dir, files, previous_dir)
+                stats, tasks = self._run_step(step, step_dir, files, previous_dir, fingerprint)
                 wall = time.perf_counter() - t0
                 self._check_errors(step, step_dir, stats)
                 if step.reads_input:
                     self._warn_empty(stats)
                 atomic_write_text(
                     join_path(step_dir, DONE_MARKER),
-                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, "stats": [s.to_dict() for s in stats]}, indent=1),
+                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats]}, indent=1),
                 )
+                steps_done.append({"step": step.name, "skipped": False, **tasks})
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
             all_stats.extend(stats)
             previous_dir = step_dir
         corpus_dir = join_path(self.out, "corpus")
         self._write_corpus(previous_dir, corpus_dir, fingerprint, redo)
         all_stats = merge_all(all_stats)
-        save_json(all_stats, join_path(self.out, "stats.json"), {"input_files": len(files), "corpus": corpus_dir})
+        save_json(all_stats, join_path(self.out, "stats.json"), {"input_files": len(files), "corpus": corpus_dir, "steps": steps_done})
         print(format_table(all_stats), flush=True)
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
-        return RunResult(self.out, corpus_dir, all_stats, len(files), skipped)
+        return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
 
     # -- checks --------------------------------------------------------------------------------
 
     def _check_errors(self, step: Step, step_dir: str, stats: list[StageStats]) -> None:
-        """Fail the step (no marker) when a stage's errors exceed the budget; save what went wrong."""
+        """Fail the step (no marker) when a stage's errors exceed the budget."""
         budget = self.config.error_budget
         failed = over_budget(stats, budget.max_fraction, budget.min_errors)
-        if not failed:
-            return
+        if failed:
+            self._fail(step, step_dir, failed)
+
+    def _fail(self, step: Step, step_dir: str, failed: list[StageStats], early: str = "") -> None:
+        """Save and print what went wrong, then raise naming each stage and its first error."""
+        budget = self.config.error_budget
         report = describe_errors(failed, budget.max_fraction, budget.min_errors)
+        remove_failed(self.spark, step_dir, {s.stage for s in failed})  # a rerun after the fix redoes them
         path = join_path(step_dir, ERRORS_FILE)
         atomic_write_text(path, json.dumps({"stages": [s.to_dict() for s in failed]}, indent=1, ensure_ascii=False))
         print(f"step {step.name}: FAILED, errors over budget\n{report}\nall error samples: {path}", file=sys.stderr, flush=True)
+        first = "; ".join(f"{s.stage}: {s.errors_seen.messages.most_common(1)[0][0]}" for s in failed if s.errors_seen.messages)
         raise ErrorBudgetExceeded(
-            f"step {step.name} failed: {', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
-            f"raised errors past the error budget; see {path}. Fix the cause and rerun: finished steps are kept."
+            f"step {step.name} failed: {early}{', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
+            f"raised errors past the error budget (first error: {first or 'none recorded'}); see {path}. "
+            "Fix the cause and rerun: finished steps and tasks are kept."
         )
 
     @staticmethod
@@ -171,52 +189,79 @@ class PipelineRun:
         df = self.spark.read.parquet(join_path(step_dir, "data"))
         return df.where(F.col(DROP_REASON).isNull()).drop(DROP_STAGE, DROP_REASON)
 
-    def _run_step(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None) -> list[StageStats]:
+    def _run_step(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str) -> tuple[list[StageStats], dict]:
         if step.is_global:
-            return self._run_global(step, step_dir, previous_dir)
-        return self._run_fused(step, step_dir, files, previous_dir)
+            return self._run_global(step, step_dir, previous_dir), {"tasks": None, "tasks_reused": 0}
+        return self._run_fused(step, step_dir, files, previous_dir, fingerprint)
 
     def _write(self, df, path: str) -> None:
         compression = self.config.output.compression
         df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
 
-    def _run_fused(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None) -> list[StageStats]:
-        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    def _run_fused(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str) -> tuple[list[StageStats], dict]:
+        """Run the tasks of a fused step that a previous run did not finish (``pipelines.tasks``);
+        return the step's stats, summed over all its tasks, and its task counts."""
+        from pyspark.sql.pandas.types import to_arrow_schema
 
-        spark = self.spark
         if step.reads_input:
-            input_schema = READ_SCHEMA
-            # One task per input file (small local files share one): the executor opens and streams them.
-            # The tasks' rows are indexes from spark.range, made in the JVM: a DataFrame built from a
-            # Python RDD would start a second Python worker per task just to convert its rows.
-            file_groups = file_tasks(files, spark.sparkContext.defaultParallelism)
-            source = spark.range(0, len(file_groups), 1, max(1, len(file_groups)))
-            unit, total = ("files", len(files)) if len(file_groups) == len(files) else ("tasks", len(file_groups))
-        else:
-            source = self._kept(previous_dir)
-            input_schema = to_arrow_schema(source.schema)
-            unit, total, file_groups = "partitions", None, None
+            input_dir, inputs, input_schema = None, files, READ_SCHEMA
+        else:  # the previous step's parts, by name: a moved output folder keeps its finished tasks
+            input_dir = join_path(previous_dir, DATA_DIR)
+            inputs = parquet_parts(input_dir)
+            input_schema = to_arrow_schema(self._kept(previous_dir).schema)
         schema = fused_schema(step.stages, input_schema)
-        _remove_tree(join_path(step_dir, STATS_DIR))  # a crashed run's files would be counted again
-        with Progress(spark, step.name, unit=unit, total=total) as progress:
-            fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped, step_dir, progress.docs, file_groups)
-            self._write(source.mapInArrow(fn, from_arrow_schema(schema)), join_path(step_dir, "data"))
-        progress.finish()
-        return self._collect_stats(step_dir)
+        name = (lambda path: path) if step.reads_input else (lambda path: path.rsplit("/", 1)[-1])
+        done = {} if self.force else reusable(read_markers(self.spark, step_dir), fingerprint, [name(p) for p in inputs], step_dir)
+        remove_others(step_dir, done)
+        covered = {path for marker in done.values() for path in marker["inputs"]}
+        # One task per input file (small local files share one); later steps: per part of the previous step
+        groups = file_tasks([p for p in inputs if name(p) not in covered], self.spark.sparkContext.defaultParallelism)
+        todo = [[name(p) for p in group] for group in groups]
+        if done:
+            print(f"step {step.name}: reusing {len(done)} finished tasks, running {len(todo)}", flush=True)
+        if todo:
+            self._run_tasks(step, step_dir, input_dir, todo, input_schema, schema, fingerprint)
+        elif not done:
+            write_empty(step_dir, schema, self.config.output.compression)
+        markers = read_markers(self.spark, step_dir)
+        if len(markers) != len(done) + len(todo):
+            raise RuntimeError(f"step {step.name}: {len(markers)} task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
+        if markers:  # temporary files of tasks killed mid-write
+            remove_others(step_dir, [marker["key"] for marker in markers])
+        names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in step.stages]
+        stats = merge_all([StageStats(name) for name in names] + [StageStats.from_dict(d) for marker in markers for d in marker["stats"]])
+        return stats, {"tasks": len(markers), "tasks_reused": len(done)}
 
-    def _collect_stats(self, step_dir: str) -> list[StageStats]:
-        """Merge the per-partition stats files the tasks wrote: read here when they are on this machine's
-        disk (a Spark job would cost more than the reading), by Spark on object stores (there may be
-        many, and Spark reads them in parallel)."""
-        stats_dir = join_path(step_dir, STATS_DIR)
-        if not exists(stats_dir):
-            return []
-        if is_url(stats_dir):
-            texts = [row.value for row in self.spark.read.text(stats_dir).collect()]
-        else:
-            local = stats_dir.removeprefix("file://")
-            texts = [read_text(os.path.join(local, name)) for name in sorted(os.listdir(local)) if not name.startswith((".", "_"))]
-        return merge_all([StageStats.from_dict(d) for text in texts for d in json.loads(text)])
+    def _run_tasks(self, step: Step, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema, fingerprint: str) -> None:
+        """Run ``todo`` as Spark tasks, one row each of a ``spark.range`` (made in the JVM: a DataFrame
+        built from a Python RDD would start a second Python worker per task just to convert its rows).
+        The first wave (a task per core) runs alone when there are more, so a stage failing on most
+        documents stops the step after one task's time; later ones are watched as they finish."""
+        context = self.spark.sparkContext
+        slots = context.defaultParallelism
+        single = all(len(task) == 1 for task in todo) and step.reads_input
+        group = f"dataprep-{step.name}-{fingerprint}"
+        waves = [(0, slots), (slots, len(todo))] if len(todo) > slots else [(0, len(todo))]
+        with Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress, \
+                ErrorWatch(self.spark, self.config.error_budget, group) as watch:
+            fn = make_partition_fn(step, self.config.input, input_dir, input_schema, schema, self.config.output.write_dropped, step_dir,
+                                   fingerprint, todo, self.config.output.compression, progress.docs, watch.stats)
+            context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
+            try:
+                for start, end in waves:
+                    try:
+                        tasks = self.spark.range(start, end, 1, end - start).mapInArrow(fn, "task long")
+                        tasks.write.format("noop").mode("overwrite").save()
+                    except Exception:
+                        if not watch.failed:
+                            raise
+                    if watch.failed or (end < len(todo) and watch.check()):  # the last wave: the exact check decides
+                        keys = {task_key(task) for task in todo}
+                        ran = sum(marker.get("key") in keys for marker in read_markers(self.spark, step_dir))
+                        self._fail(step, step_dir, watch.failed, f"stopped early with {ran} of {len(todo)} tasks done: ")
+            finally:
+                context.setLocalProperty("spark.jobGroup.id", None)
+        progress.finish()
 
     def _run_global(self, step: Step, step_dir: str, previous_dir: str) -> list[StageStats]:
         from pyspark.sql import functions as F
@@ -270,12 +315,4 @@ class PipelineRun:
 
 def run_pipeline(config: PipelineConfig, spark=None, force: bool = False) -> RunResult:
     return PipelineRun(config, spark=spark, force=force).run()
-
-
-def _remove_tree(path: str) -> None:
-    import fsspec
-
-    fs, _, (local,) = fsspec.get_fs_token_paths(path)
-    if fs.exists(local):
-        fs.rm(local, recursive=True)
 

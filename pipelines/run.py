@@ -51,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
         return 1
     if getattr(args, "json", False):
         print(json.dumps({"output_dir": result.output_dir, "corpus_dir": result.corpus_dir, "files": result.files,
-                          "skipped_steps": result.skipped_steps, "stats": join_path(result.output_dir, "stats.json"),
+                          "skipped_steps": result.skipped_steps, "steps": result.steps, "stats": join_path(result.output_dir, "stats.json"),
                           "stages": [s.to_dict() for s in result.stats]}, ensure_ascii=False))
     return 0
 

@@ -5,14 +5,12 @@ first step also reads the input files, one file per task); each ``GlobalStage`` 
 run by its runner in ``pipelines.global_runners`` (which states the runners' contract).
 
 Every step writes one Parquet dataset holding kept rows and dropped rows (text emptied unless the
-config asks for an audit trail). A fused step's tasks also write their stats beside it, one JSON file
-per partition under ``_stats/`` (hidden from Parquet readers): a retried or speculative attempt
-rewrites the same file with the same counts, so they stay exact.
+config asks for an audit trail). A fused step's tasks each write their own part of it and their
+stats, so a rerun after a crash keeps the finished tasks (``pipelines.tasks``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +23,8 @@ from dataprep.readers import READ_SCHEMA, READ_STAGE, iter_documents
 from dataprep.core.runner import blank_text, conform, run_fused
 from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
+from pipelines.tasks import read_kept, task_key, write_task
 
-STATS_DIR = "_stats"
 # Local input files smaller than this share a first-step task (Spark's own maxPartitionBytes default):
 # a task costs the executor a Parquet writer, a commit and a stats file however few pages it holds.
 TASK_BYTES = 128 << 20
@@ -96,10 +94,6 @@ def file_tasks(files: list[str], slots: int) -> list[list[str]]:
     return tasks
 
 
-def stats_path(step_dir: str, partition: int) -> str:
-    return storage.join_path(step_dir, STATS_DIR, f"part-{partition:05d}.json")
-
-
 def use_shipped_assets() -> None:
     """Let stages find the files the driver shipped with the job (``SparkContext.addFile``)."""
     from pyspark import SparkFiles
@@ -109,43 +103,51 @@ def use_shipped_assets() -> None:
         storage.ASSET_DIRS.append(root)
 
 
-def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, keep_dropped_text: bool, step_dir: str, progress=None,
-                      file_groups: list[list[str]] | None = None):
-    """The function each Spark task runs: read its files (first step: its rows are indexes into
-    ``file_groups``) or take its batches, apply the fused stages, write the partition's stats file.
-    ``progress`` (an accumulator) counts documents."""
+def make_partition_fn(step: Step, input_cfg: InputConfig, input_dir: str | None, input_schema: pa.Schema, schema: pa.Schema, keep_dropped_text: bool,
+                      step_dir: str, fingerprint: str, tasks: list[list[str]], compression: str, progress=None, errors=None):
+    """The function each Spark task runs: its rows are indexes into ``tasks``; for each, read the
+    task's inputs (first step: input files; later steps: the kept rows of the previous step's
+    Parquet parts, named within ``input_dir``), apply the fused stages, and write the task's rows
+    and completion marker (``pipelines.tasks``). ``progress`` (an accumulator) counts documents;
+    ``errors`` (one too) gets the task's stats for the error budget while the step runs."""
     stages = list(step.stages)
 
-    def partition_fn(record_batches):
-        from pyspark import TaskContext
-
-        use_shipped_assets()
-        partition = TaskContext.get().partitionId() if TaskContext.get() else 0
+    def run_task(inputs: list[str]) -> None:
         stats = [StageStats(s.name) for s in stages]
         read_stats = StageStats(READ_STAGE)
+        dropped_out: list[pa.Table] = []
 
         def source_batches():
-            for rb in record_batches:
+            for path in inputs:
                 if not step.reads_input:
-                    if rb.num_rows:
-                        yield pa.Table.from_batches([rb])
+                    yield from read_kept(storage.join_path(input_dir, path), input_schema, input_cfg.batch_size)
                     continue
-                for path in (p for task in rb.column(0).to_pylist() for p in file_groups[task]):
-                    for result in iter_documents(path, input_cfg, read_stats):
-                        if result.dropped.num_rows:
-                            dropped_out.append(result.dropped)
-                        yield conform(result.kept, READ_SCHEMA)
+                for result in iter_documents(path, input_cfg, read_stats):
+                    if result.dropped.num_rows:
+                        dropped_out.append(result.dropped)
+                    yield conform(result.kept, READ_SCHEMA)
 
-        dropped_out: list[pa.Table] = []
-        for table in run_fused(source_batches(), stages, stats, schema, keep_dropped_text):
-            while dropped_out:  # reader skips, emitted as they happen
-                yield from conform(blank_text(dropped_out.pop(), keep_dropped_text), schema).to_batches()
-            yield from table.to_batches()
-        while dropped_out:
-            yield from conform(blank_text(dropped_out.pop(), keep_dropped_text), schema).to_batches()
+        def rows():
+            for table in run_fused(source_batches(), stages, stats, schema, keep_dropped_text):
+                while dropped_out:  # reader skips, emitted as they happen
+                    yield conform(blank_text(dropped_out.pop(), keep_dropped_text), schema)
+                yield table
+            while dropped_out:
+                yield conform(blank_text(dropped_out.pop(), keep_dropped_text), schema)
+
         all_stats = ([read_stats] if step.reads_input else []) + stats
-        storage.atomic_write_text(stats_path(step_dir, partition), json.dumps([s.to_dict() for s in all_stats]))
+        write_task(step_dir, task_key(inputs), inputs, fingerprint, rows(), schema, compression,
+                   lambda: [s.to_dict() for s in all_stats])
         if progress is not None:
             progress.add(all_stats[0].docs_in if all_stats else 0)
+        if errors is not None:
+            errors.add(all_stats)
+
+    def partition_fn(record_batches):
+        use_shipped_assets()
+        for rb in record_batches:
+            for task in rb.column(0).to_pylist():
+                run_task(tasks[task])
+        yield from ()
 
     return partition_fn

@@ -71,7 +71,7 @@ def _train_run(run_dir: Path) -> None:
 def test_report_of_a_spark_run_renders_in_chromium(spark, shared_data, tmp_path, capsys):
     chromium = _chromium()
     config = load_config({
-        "input": {"paths": [str(shared_data / "warc" / "wget" / "dolma-sample-0000.warc.gz")]},
+        "input": {"paths": [str(shared_data / "warc" / "wget" / name) for name in ("dolma-sample-0000.warc.gz", "IAH-urls-wget.warc.gz")]},
         "output": {"dir": str(tmp_path / "out")},
         "stages": [{"stage": "extract"}, {"stage": "langid", "threshold": 0.3}],
     })
@@ -88,6 +88,10 @@ def test_report_of_a_spark_run_renders_in_chromium(spark, shared_data, tmp_path,
         s = stats[name]
         assert f"| {name} | {s.docs_in:,} | {s.docs_kept:,} | {s.docs_dropped:,} |" in md
     assert f"- **documents kept**: {stats['langid'].docs_kept:,} " in md
+    # records that are no documents are counted apart from the documents read (46 of the two files' 84 records)
+    skipped = stats["read"].records_skipped
+    assert skipped == {"metadata": 1, "request": 38, "resource": 5, "warcinfo": 2} and stats["read"].docs_in == 84 - 46
+    assert "46 records that are no documents were skipped apart: metadata 1, request 38, resource 5, warcinfo 2." in md
     langs = pq.read_table(result.corpus_dir, columns=["lang"]).column("lang").to_pylist()
     assert f"| en | {langs.count('en'):,} |" in md
     assert "- **validation loss last / best**: 4.2000 / 4.2000 (step 12)" in md

@@ -17,6 +17,9 @@ import pyarrow as pa
 from dataprep.core.stage import DROP_REASON, ErrorLog, StageResult, payload_bytes
 from dataprep.core.units import human
 
+# Counter prefix of input records that are no documents (WARC requests, warcinfo, metadata, ...): the
+# reader counts them by record type, apart from the documents it reads (kept or dropped).
+RECORDS_SKIPPED = "records_skipped:"
 STATS_MARK = "__stats__"  # drop_stage/drop_reason of the stats rows older versions wrote into step data
 
 
@@ -37,6 +40,11 @@ class StageStats:
     @property
     def docs_dropped(self) -> int:
         return sum(self.dropped.values())
+
+    @property
+    def records_skipped(self) -> dict[str, int]:
+        """Input records that are no documents, by record type (readers only)."""
+        return {k.removeprefix(RECORDS_SKIPPED): n for k, n in sorted(self.counters.items()) if k.startswith(RECORDS_SKIPPED)}
 
     @property
     def errors(self) -> int:

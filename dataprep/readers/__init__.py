@@ -2,8 +2,10 @@
 
 Formats: WARC response records (HTML kept as bytes for ``extract``), WET conversion records (text),
 and JSONL(.gz) / Parquet documents (re-cleaning an existing corpus). Nothing is lost silently: a
-record that is not a usable document is a dropped row of stage ``read`` (``non_html``, ``revisit``,
-``not_response``, ``too_large``, ``empty``, ``http_status:4xx``, ...), and a file that breaks part
+response that is not a usable document is a dropped row of stage ``read`` (``non_html``, ``revisit``,
+``too_large``, ``empty``, ``http_status:4xx``, ...); records that are no documents at all (WARC
+requests, warcinfo, metadata, ...) are counted by record type (``StageStats.records_skipped``), apart
+from the documents; and a file that breaks part
 way keeps what was read before the break plus one ``error:truncated`` / ``error:malformed_record`` row.
 
 A WARC record whose Content-Length is wrong (too long: it swallows the next records' headers; too

@@ -14,6 +14,7 @@ from fastwarc.warc import ArchiveIterator, WarcRecordType
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
 from dataprep.readers.batches import Batches, hash_id
+from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.stage import StageResult
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ def _commit(out: Batches, decision: tuple) -> None:
     action, reason, row = decision
     if action == "keep":
         out.keep(**row)
+    elif action == "skip":  # a record that is no document (request, warcinfo, metadata, ...): counted, not a row
+        out.counters[f"{RECORDS_SKIPPED}{reason}"] += 1
     else:
         out.drop(reason, **row)
 
@@ -179,7 +182,7 @@ def _warc_record(record, source: str, cfg: InputConfig) -> tuple[str, str | None
     if rtype == WarcRecordType.revisit:
         skip = "revisit"
     elif not rtype & _DOCUMENT_TYPES:
-        skip = "not_response"
+        skip = "not_a_document"
     elif expected > cfg.max_document_bytes:
         skip = "too_large"
     elif rtype == WarcRecordType.response:
@@ -195,6 +198,8 @@ def _warc_record(record, source: str, cfg: InputConfig) -> tuple[str, str | None
             return "broken", "error:bad_content_length", row
         if size < expected:
             return "truncated", "error:truncated", row
+        if skip == "not_a_document":
+            return "skip", (headers.get("WARC-Type") or "unknown").strip().lower(), row
         return "drop", skip, {**row, "content_type": content_type}
     body = record.reader.read()
     if _EMBEDDED_HEADER.search(body):

@@ -79,7 +79,10 @@ def funnel(stats: list[StageStats], charts: Charts) -> Section | None:
         return None
     s = Section("Removal funnel per stage", ["Each stage gets what the previous one kept."])
     if stats[0].stage == "read":
-        s.text.append("'read' counts every input record: WARC requests, metadata and non-HTML responses included.")
+        skipped = stats[0].records_skipped
+        s.text.append("'read' counts the documents of the input (non-HTML responses, redirects and revisits dropped among them)"
+                      + (f"; {_n(sum(skipped.values()))} records that are no documents were skipped apart: "
+                         + ", ".join(f"{kind} {_n(n)}" for kind, n in skipped.items()) if skipped else "") + ".")
 
     with charts.figure("funnel.png", height=1.2 + 0.4 * len(stats)) as ax:
         y, kept = range(len(stats)), [st.docs_kept for st in stats]

@@ -1,0 +1,146 @@
+"""Task-level resume for fused steps: each task's rows, its stats and its completion marker.
+
+A fused step's task is named by its inputs (input files for the first step, the previous step's
+Parquet parts for later ones): ``data/part-KEY.parquet`` holds its rows (kept and dropped) and
+``_stats/part-KEY.json`` is its completion marker: its stats, its inputs and the fingerprint of the
+config that made it. Both are written under a temporary name and renamed into place (uploaded whole
+on object stores), the marker last, so a marker means the task's rows are complete; a retried or
+speculative attempt rewrites the same two files with the same content.
+
+A rerun reuses every task whose marker has the step's fingerprint and whose inputs are still
+inputs of the step, deletes everything else in the step's folders (a crashed task's rows without a
+marker, tasks of another config or of another task plan), and runs the inputs no reused task covers.
+Summing the markers' stats gives exactly the stats of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Iterable, Iterator
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dataprep.core import storage
+from dataprep.core.runner import conform
+from dataprep.core.stage import DROP_REASON
+
+DATA_DIR = "data"
+STATS_DIR = "_stats"
+
+
+def task_key(inputs: list[str]) -> str:
+    return hashlib.sha256("\n".join(inputs).encode()).hexdigest()[:20]
+
+
+def data_path(step_dir: str, key: str) -> str:
+    return storage.join_path(step_dir, DATA_DIR, f"part-{key}.parquet")
+
+
+def marker_path(step_dir: str, key: str) -> str:
+    return storage.join_path(step_dir, STATS_DIR, f"part-{key}.json")
+
+
+def _names(folder: str) -> list[str]:
+    """The base names of the files in ``folder`` (none when it does not exist)."""
+    fs, _, (path,) = fsspec.get_fs_token_paths(folder)
+    if not fs.exists(path):
+        return []
+    return sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(path, detail=False))
+
+
+def parquet_parts(folder: str) -> list[str]:
+    """The Parquet files a step wrote (what Spark would read: hidden and ``_`` files left out)."""
+    return [storage.join_path(folder, n) for n in _names(folder) if n.endswith(".parquet") and not n.startswith((".", "_"))]
+
+
+def read_markers(spark, step_dir: str) -> list[dict]:
+    """Every completion marker of the step: read here when they are on this machine's disk, by Spark
+    on object stores (there may be tens of thousands, and Spark reads them in parallel)."""
+    folder = storage.join_path(step_dir, STATS_DIR)
+    names = [n for n in _names(folder) if n.endswith(".json") and not n.startswith((".", "_"))]
+    if not names:
+        return []
+    if storage.is_url(folder):
+        texts = [row.value for row in spark.read.text(folder).collect()]
+    else:
+        texts = [storage.read_text(os.path.join(folder, n)) for n in names]
+    markers = []
+    for text in texts:
+        try:
+            marker = json.loads(text)
+        except ValueError:
+            continue  # not ours (markers are written whole): never reused, removed with the rest
+        if isinstance(marker, dict) and isinstance(marker.get("inputs"), list):
+            markers.append(marker)
+    return markers
+
+
+def reusable(markers: list[dict], fingerprint: str, inputs: list[str], step_dir: str) -> dict[str, dict]:
+    """key -> marker of the finished tasks a rerun may keep: made by this config, from inputs the step
+    still has, each input in one task only, and with their rows present."""
+    wanted, present = set(inputs), set(_names(storage.join_path(step_dir, DATA_DIR)))
+    done: dict[str, dict] = {}
+    covered: set[str] = set()
+    for marker in sorted(markers, key=lambda m: m["inputs"]):
+        key = task_key(marker["inputs"])
+        files = set(marker["inputs"])
+        if (marker.get("fingerprint") == fingerprint and files <= wanted and not files & covered
+                and f"part-{key}.parquet" in present and marker.get("key") == key):
+            done[key] = marker
+            covered |= files
+    return done
+
+
+def remove_others(step_dir: str, keep: Iterable[str]) -> None:
+    """Delete every file of the step's rows and markers that is not a kept task's."""
+    keep_names = {f"part-{key}.{ext}" for key in keep for ext in ("parquet", "json")}
+    for sub in (DATA_DIR, STATS_DIR):
+        folder = storage.join_path(step_dir, sub)
+        stale = [storage.join_path(folder, n) for n in _names(folder) if n not in keep_names]
+        if stale:
+            fs, _, paths = fsspec.get_fs_token_paths(stale)
+            fs.rm(paths, recursive=True)
+
+
+def write_task(step_dir: str, key: str, inputs: list[str], fingerprint: str, tables: Iterator[pa.Table],
+               schema: pa.Schema, compression: str, stats) -> None:
+    """Write one task's rows, then its marker; ``stats`` (called once the rows are written) gives the
+    task's stats as dicts."""
+    with storage.atomic_output(data_path(step_dir, key), suffix=".parquet") as tmp:
+        with pq.ParquetWriter(tmp, schema, compression=compression) as writer:
+            for table in tables:
+                writer.write_table(table)
+    marker = {"key": key, "fingerprint": fingerprint, "inputs": inputs, "stats": stats()}
+    storage.atomic_write_text(marker_path(step_dir, key), json.dumps(marker, ensure_ascii=False))
+
+
+def write_empty(step_dir: str, schema: pa.Schema, compression: str) -> None:
+    """A step without tasks still leaves a dataset with its schema, so later steps can read it."""
+    with storage.atomic_output(storage.join_path(step_dir, DATA_DIR, "part-empty.parquet"), suffix=".parquet") as tmp:
+        pq.write_table(schema.empty_table(), tmp, compression=compression)
+
+
+def read_kept(path: str, schema: pa.Schema, batch_size: int) -> Iterator[pa.Table]:
+    """The kept rows of one Parquet part of the previous step, batch by batch, in ``schema``."""
+    with fsspec.open(path, "rb") as fh:
+        for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_size):
+            table = pa.Table.from_batches([batch])
+            if DROP_REASON in table.column_names:
+                table = table.filter(pc.is_null(table.column(DROP_REASON)))
+            if table.num_rows:
+                yield conform(table, schema)
+
+
+def remove_failed(spark, step_dir: str, stages: set[str]) -> None:
+    """Delete the markers of the tasks with errors in ``stages``: after a step fails on its error
+    budget, the rerun (once the cause is fixed, often outside the config) runs those tasks again."""
+    failed = [m["key"] for m in read_markers(spark, step_dir)
+              if any(s["stage"] in stages and s.get("errors") for s in m.get("stats", [])) and "key" in m]
+    if failed:
+        fs, _, paths = fsspec.get_fs_token_paths([marker_path(step_dir, key) for key in failed])
+        fs.rm(paths)
