@@ -118,7 +118,8 @@ class PipelineRun:
         corpus_dir = join_path(self.out, "corpus")
         self._write_corpus(previous_dir, corpus_dir, fingerprint, redo)
         all_stats = merge_all(all_stats)
-        save_json(all_stats, join_path(self.out, "stats.json"), {"input_files": len(files), "corpus": corpus_dir})
+        save_json(all_stats, join_path(self.out, "stats.json"),
+                  {"input_files": len(files), "cores": self.spark.sparkContext.defaultParallelism, "corpus": corpus_dir})
         print(format_table(all_stats), flush=True)
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped)
@@ -199,7 +200,9 @@ class PipelineRun:
         schema = fused_schema(step.stages, input_schema)
         _remove_tree(join_path(step_dir, STATS_DIR))  # a crashed run's files would be counted again
         with Progress(spark, step.name, unit=unit, total=total) as progress:
-            fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped, step_dir, progress.docs, file_groups)
+            # the task list reaches each executor once (a broadcast), not inside every task's function
+            groups = spark.sparkContext.broadcast(file_groups) if file_groups is not None else None
+            fn = make_partition_fn(step, self.config.input, schema, self.config.output.write_dropped, step_dir, progress.docs, groups)
             self._write(source.mapInArrow(fn, from_arrow_schema(schema)), join_path(step_dir, "data"))
         progress.finish()
         return self._collect_stats(step_dir)
@@ -212,11 +215,12 @@ class PipelineRun:
         if not exists(stats_dir):
             return []
         if is_url(stats_dir):
-            texts = [row.value for row in self.spark.read.text(stats_dir).collect()]
+            texts = (row.value for row in self.spark.read.text(stats_dir).toLocalIterator())
         else:
             local = stats_dir.removeprefix("file://")
-            texts = [read_text(os.path.join(local, name)) for name in sorted(os.listdir(local)) if not name.startswith((".", "_"))]
-        return merge_all([StageStats.from_dict(d) for text in texts for d in json.loads(text)])
+            texts = (read_text(os.path.join(local, name)) for name in sorted(os.listdir(local)) if not name.startswith((".", "_")))
+        # merged as they are read: the driver holds one task's stats at a time, however many tasks ran
+        return merge_all(StageStats.from_dict(d) for text in texts for d in json.loads(text))
 
     def _run_global(self, step: Step, step_dir: str, previous_dir: str) -> list[StageStats]:
         from pyspark.sql import functions as F

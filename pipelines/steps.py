@@ -110,9 +110,10 @@ def use_shipped_assets() -> None:
 
 
 def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, keep_dropped_text: bool, step_dir: str, progress=None,
-                      file_groups: list[list[str]] | None = None):
+                      file_groups=None):
     """The function each Spark task runs: read its files (first step: its rows are indexes into
-    ``file_groups``) or take its batches, apply the fused stages, write the partition's stats file.
+    ``file_groups``, a broadcast list of file lists) or take its batches, apply the fused stages, write
+    the partition's stats file.
     ``progress`` (an accumulator) counts documents."""
     stages = list(step.stages)
 
@@ -130,7 +131,7 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, schema: pa.Schema, kee
                     if rb.num_rows:
                         yield pa.Table.from_batches([rb])
                     continue
-                for path in (p for task in rb.column(0).to_pylist() for p in file_groups[task]):
+                for path in (p for task in rb.column(0).to_pylist() for p in file_groups.value[task]):
                     for result in iter_documents(path, input_cfg, read_stats):
                         if result.dropped.num_rows:
                             dropped_out.append(result.dropped)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -112,8 +113,9 @@ class StageStats:
         )
 
 
-def merge_all(stats: list[StageStats]) -> list[StageStats]:
-    """Merge a flat list of per-batch stats into one per stage, keeping first-seen stage order."""
+def merge_all(stats: Iterable[StageStats]) -> list[StageStats]:
+    """Merge per-batch stats (a list, or a generator read as it goes) into one per stage, keeping
+    first-seen stage order."""
     merged: dict[str, StageStats] = {}
     for s in stats:
         if s.stage not in merged:

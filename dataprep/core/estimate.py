@@ -1,0 +1,131 @@
+"""What a whole crawl will cost, projected from a sample run's ``stats.json``: core-hours per stage,
+wall time on N cores, documents kept, output and shuffle sizes.
+
+The sample is the cost model: its stages' task seconds per page already hold the crawl's routing rate
+(pages sent to the fallback extractor), its drop rates and its page sizes, so the projection is the
+sample times the number of pages, stage by stage. ``ASSUMPTIONS`` lists what that takes for granted;
+the estimate prints it beside its figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from dataprep.core.stats import StageStats
+from dataprep.readers import READ_STAGE
+
+# Bytes one document puts through each dedup stage's shuffle: exact dedup shuffles one hash and one
+# id per document; MinHash one (band, hash, id) row per band. Measured by bench/pipeline/bench_scale_curve.py
+# with the default 14 bands (docs/scale.md); other stages do not shuffle.
+SHUFFLE_BYTES_PER_DOC = {"exact_dedup": 60, "minhash_dedup": 420}
+ROUTED_COUNTER = "routed_to_trafilatura"
+
+ASSUMPTIONS = [
+    "every stage's cost is linear in pages: task seconds per page as in the sample (a task's seconds are the core it holds)",
+    "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
+    "has pages as large as the sample did",
+    "whole-corpus steps (dedup, tokenize) occupy every core of the sample for their wall time; their cost grows "
+    "linearly with documents (the dedup shuffle carries a fixed number of rows per document; MinHash's "
+    "connected components add a few rounds as the graph grows, not measured here)",
+    "duplicates grow with the crawl: a sample finds fewer cross-document duplicates than the whole crawl, so "
+    "kept documents and output size are upper bounds",
+    "wall time = core-hours / cores, but never less than one input file's task (a file is not split)",
+]
+
+
+@dataclass
+class StageEstimate:
+    stage: str
+    whole_corpus: bool  # a global step (dedup, tokenize) rather than a per-document stage
+    docs_in: int
+    docs_kept: int
+    core_hours: float
+    core_ms_per_page: float  # in the sample
+
+
+@dataclass
+class Estimate:
+    pages: int
+    sample_pages: int
+    cores: int
+    sample_cores: int
+    stages: list[StageEstimate]
+    core_hours: float
+    wall_hours: float
+    routed_fraction: float | None
+    output_bytes: int
+    shuffle_bytes: int
+    assumptions: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sample_pages(stats: list[StageStats]) -> int:
+    """Pages the sample's reader handed to the stages (records that are not pages are not counted)."""
+    read = next((s for s in stats if s.stage == READ_STAGE), None)
+    if read is None:
+        raise ValueError(f"the stats have no {READ_STAGE!r} stage: give the stats.json of a `dataprep run`")
+    first = next((s for s in stats if s.stage != READ_STAGE), None)
+    pages = first.docs_in if first is not None else read.docs_kept
+    if pages <= 0:
+        raise ValueError("the sample run read no documents: run the config on a sample that holds pages first")
+    return pages
+
+
+def estimate(stats: list[StageStats], pages: int, cores: int, sample_cores: int, global_stages: set[str],
+             pages_per_file: float | None = None) -> Estimate:
+    """Project ``stats`` (a sample run) onto ``pages`` pages run on ``cores`` cores. ``global_stages``
+    names the stages that ran as whole-corpus steps, whose seconds are the step's wall time on all
+    ``sample_cores`` cores; the others' seconds are task seconds summed over tasks."""
+    if pages <= 0:
+        raise ValueError(f"pages must be positive, not {pages}")
+    if cores <= 0 or sample_cores <= 0:
+        raise ValueError("cores and sample cores must be positive")
+    base = sample_pages(stats)
+    scale = pages / base
+    rows = []
+    for s in stats:
+        whole = s.stage in global_stages
+        core_seconds = s.seconds * (sample_cores if whole else 1)
+        rows.append(StageEstimate(s.stage, whole, round(s.docs_in * scale), round(s.docs_kept * scale),
+                                  core_seconds * scale / 3600, 1000 * core_seconds / base))
+    core_hours = sum(r.core_hours for r in rows)
+    wall = core_hours / cores
+    if pages_per_file:  # one file is one task: the first step lasts at least as long as one file's task
+        per_page = sum(r.core_ms_per_page for r in rows if not r.whole_corpus) / 1000
+        wall = max(wall, per_page * pages_per_file / 3600)
+    extract = next((s for s in stats if s.stage == "extract"), None)
+    routed = extract.counters.get(ROUTED_COUNTER, 0) / extract.docs_in if extract and extract.docs_in else None
+    last = stats[-1]
+    shuffle = sum(SHUFFLE_BYTES_PER_DOC.get(r.stage, 0) * r.docs_in for r in rows)
+    return Estimate(pages, base, cores, sample_cores, rows, core_hours, wall, routed, round(last.bytes_kept * scale), shuffle,
+                    list(ASSUMPTIONS))
+
+
+def format_estimate(est: Estimate) -> str:
+    from dataprep.core.units import human
+
+    lines = [f"projected from a sample of {est.sample_pages:,} pages (x{est.pages / est.sample_pages:,.1f}) to {est.pages:,} pages",
+             f"{'stage':<22}{'docs in':>16}{'kept':>16}{'core-h':>12}{'core ms/page':>14}"]
+    for r in est.stages:
+        mark = " *" if r.whole_corpus else ""
+        lines.append(f"{r.stage + mark:<22}{r.docs_in:>16,}{r.docs_kept:>16,}{r.core_hours:>12,.1f}{r.core_ms_per_page:>14.3f}")
+    lines.append(f"{'total':<22}{'':>32}{est.core_hours:>12,.1f}")
+    lines.append("  * a whole-corpus step: its wall time on all the sample's cores")
+    days = est.wall_hours / 24
+    lines.append(f"wall time on {est.cores:,} cores: {est.wall_hours:,.1f} h" + (f" ({days:,.1f} days)" if days >= 2 else ""))
+    lines.append(f"output: about {human(est.output_bytes, 'B')} kept (text, and HTML where the corpus keeps it); "
+                 f"dedup shuffle: about {human(est.shuffle_bytes, 'B')}")
+    if est.routed_fraction is not None:
+        lines.append(f"pages routed to the fallback extractor in the sample: {est.routed_fraction:.1%}")
+    lines.append("assumptions:")
+    lines.extend(f"  - {a}" for a in est.assumptions)
+    return "\n".join(lines)
+
+
+def pages_from_files(files: int, pages_per_file: float) -> int:
+    if files <= 0 or pages_per_file <= 0:
+        raise ValueError("the listing holds no files, or the sample holds no pages per file")
+    return math.ceil(files * pages_per_file)
