@@ -11,8 +11,8 @@ expansion, task planning and the config fingerprint; the pickled task function e
 every task would cost); merging one stats file per task into stats.json and printing the funnel (the stats files are a real
 task's, copied once per task); and the time to the first finished task of the real first step (a run on
 Spark ``local[2]`` with one task per file, as for a listing on an object store, cancelled once a task
-has finished). Sizes listed in ``--full`` also run the whole first step to the end: driver CPU, JVM and
-Python workers' CPU and peak memory.
+has finished). Sizes listed in ``--full`` also run the whole first step to the end (driver CPU, JVM and
+Python workers' CPU and peak memory) and write its report (``dataprep report``).
 """
 
 from __future__ import annotations
@@ -149,6 +149,10 @@ def child(listing: str, work: str, full: bool) -> dict:
             raise
         figures["cancelled"] = type(exc).__name__
     first["stop"] = True
+    if full:  # the report over a run with one Parquet file per input file in its first step
+        from dataprep.commands.report import build_report
+
+        _phase(figures, "report", lambda: build_report(os.path.join(work, "out")))
     figures["first_task_seconds"] = first.get("seconds")
     figures["driver_python_cpu_s"] = round(time.process_time() - cpu0, 2)
     figures["tree"] = monitor.stop()
@@ -204,7 +208,8 @@ def main() -> None:
         print(f"  stats merge {r.get('stats_merge', {}).get('cpu_s')}s (heap {r.get('stats_merge', {}).get('heap_peak_mb')} MB), "
               f"save + table {r.get('stats_save_and_table', {}).get('cpu_s')}s; driver Python CPU {r['driver_python_cpu_s']}s, "
               f"peak RSS {r['driver_python_peak_rss_mb']} MB; JVM peak {r['tree']['peak_rss_mb_jvm']} MB"
-              + (f"; whole first step {r['run_seconds']}s wall, tree CPU {r['tree']['cpu_seconds']}s" if "run_seconds" in r else ""), flush=True)
+              + (f"; whole first step {r['run_seconds']}s wall, tree CPU {r['tree']['cpu_seconds']}s, report {r['report']['cpu_s']}s CPU"
+                 if "run_seconds" in r else ""), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 
