@@ -48,7 +48,8 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert large["shuffle_bytes"] > 0 and large["output_bytes"] > 0
     # more cores: the same core-hours in less wall time
     assert wide["core_hours"] == pytest.approx(large["core_hours"]) and wide["wall_hours"] < large["wall_hours"]
-    assert large["assumptions"] and large["routed_fraction"] is not None
+    assert large["assumptions"] and large["routed_fraction"] is not None and large["basis"] == "cpu"
+    assert all(s["cpu_seconds"] > 0 for s in saved["stages"] if s["stage"] in ("read", "extract", "langid"))
 
     listing = tmp_path / "warc.paths.gz"
     with gzip.open(listing, "wt") as fh:

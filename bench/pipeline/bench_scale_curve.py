@@ -11,7 +11,7 @@ under another URL and shell, so both dedups have work. Page i is the same at eve
 input is a prefix of a larger one.
 
 Per size: process-tree CPU seconds per Spark step (driver Python, JVM and Python workers), the stages'
-own seconds per document from stats.json, peak RSS of the driver, the JVM and the largest Python worker,
+own task and CPU seconds per document from stats.json, peak RSS of the driver, the JVM and the largest Python worker,
 and the bytes each step shuffled (Spark's status API). Then ``dataprep estimate`` from each size's
 stats.json against the run ten times larger, where there is one. Run it with ``nice``: it is long.
 """
@@ -192,9 +192,10 @@ def compare_estimate(work: Path, small: int, large: int) -> dict:
     first = next(s for s in stats[large] if s.stage != "read")
     est = estimate(stats[small], first.docs_in, 2, docs[small]["cores"], _global_stages(stats[small]))
     rows = {}
-    print(f"\n  estimate from {small} documents against the run on {large} (task seconds; * a whole-corpus step, x{docs[small]['cores']} cores)")
+    print(f"\n  estimate from {small} documents against the run on {large} ({est.basis} seconds per stage; * a whole-corpus step: wall x {docs[small]['cores']} cores)")
     for row in est.stages:
-        real = measured[row.stage].seconds * (docs[large]["cores"] if row.whole_corpus else 1)
+        m = measured[row.stage]
+        real = m.seconds * docs[large]["cores"] if row.whole_corpus else (m.cpu_seconds if est.basis == "cpu" else m.seconds)
         projected = row.core_hours * 3600
         rows[row.stage] = {"projected_s": round(projected, 1), "measured_s": round(real, 1), "error": round(projected / real - 1, 3) if real else None}
         print(f"    {row.stage + (' *' if row.whole_corpus else ''):<22}{projected:>10.1f}s projected {real:>10.1f}s measured {rows[row.stage]['error']:>+8.1%}")
@@ -246,7 +247,8 @@ def main() -> None:
             cpu = s["cpu_jvm"] + s["cpu_python"]
             print(f"    {name:<34}{s['seconds']:>8.1f}s wall {cpu:>8.1f}s CPU {1000 * cpu / docs:>7.3f} ms/doc  shuffle {s['shuffle_bytes'] / 2**20:>8.1f} MB", flush=True)
         for s in r["stages"]:
-            print(f"    stage {s['stage']:<24}{s['docs_in']:>8} in {s['docs_kept']:>8} kept {1000 * s['seconds'] / max(s['docs_in'], 1):>7.3f} ms/doc in", flush=True)
+            print(f"    stage {s['stage']:<24}{s['docs_in']:>8} in {s['docs_kept']:>8} kept {1000 * s['seconds'] / max(s['docs_in'], 1):>7.3f} ms/doc in"
+                  f" {1000 * s.get('cpu_seconds', 0) / docs:>7.3f} CPU ms per page", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
     done = [n for n in args.docs if (work / f"out-{n}" / "stats.json").exists()]

@@ -1,7 +1,7 @@
 """What a whole crawl will cost, projected from a sample run's ``stats.json``: core-hours per stage,
 wall time on N cores, documents kept, output and shuffle sizes.
 
-The sample is the cost model: its stages' task seconds per page already hold the crawl's routing rate
+The sample is the cost model: its stages' CPU seconds per page already hold the crawl's routing rate
 (pages sent to the fallback extractor), its drop rates and its page sizes, so the projection is the
 sample times the number of pages, stage by stage. ``ASSUMPTIONS`` lists what that takes for granted;
 the estimate prints it beside its figures.
@@ -22,7 +22,8 @@ SHUFFLE_BYTES_PER_DOC = {"exact_dedup": 60, "minhash_dedup": 420}
 ROUTED_COUNTER = "routed_to_trafilatura"
 
 ASSUMPTIONS = [
-    "every stage's cost is linear in pages: task seconds per page as in the sample (a task's seconds are the core it holds)",
+    "every stage's cost is linear in pages: per-document stages cost the CPU seconds per page they spent in the "
+    "sample's tasks (task wall seconds where the sample's stats.json predates CPU seconds)",
     "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
     "has pages as large as the sample did",
     "whole-corpus steps (dedup, tokenize) occupy every core of the sample for their wall time; their cost grows "
@@ -50,6 +51,7 @@ class Estimate:
     sample_pages: int
     cores: int
     sample_cores: int
+    basis: str  # "cpu": per-document stages' CPU seconds; "wall": their task seconds (older stats.json)
     stages: list[StageEstimate]
     core_hours: float
     wall_hours: float
@@ -85,10 +87,11 @@ def estimate(stats: list[StageStats], pages: int, cores: int, sample_cores: int,
         raise ValueError("cores and sample cores must be positive")
     base = sample_pages(stats)
     scale = pages / base
+    cpu = any(s.cpu_seconds for s in stats if s.stage not in global_stages)
     rows = []
     for s in stats:
         whole = s.stage in global_stages
-        core_seconds = s.seconds * (sample_cores if whole else 1)
+        core_seconds = s.seconds * sample_cores if whole else (s.cpu_seconds if cpu else s.seconds)
         rows.append(StageEstimate(s.stage, whole, round(s.docs_in * scale), round(s.docs_kept * scale),
                                   core_seconds * scale / 3600, 1000 * core_seconds / base))
     core_hours = sum(r.core_hours for r in rows)
@@ -100,7 +103,7 @@ def estimate(stats: list[StageStats], pages: int, cores: int, sample_cores: int,
     routed = extract.counters.get(ROUTED_COUNTER, 0) / extract.docs_in if extract and extract.docs_in else None
     last = stats[-1]
     shuffle = sum(SHUFFLE_BYTES_PER_DOC.get(r.stage, 0) * r.docs_in for r in rows)
-    return Estimate(pages, base, cores, sample_cores, rows, core_hours, wall, routed, round(last.bytes_kept * scale), shuffle,
+    return Estimate(pages, base, cores, sample_cores, "cpu" if cpu else "wall", rows, core_hours, wall, routed, round(last.bytes_kept * scale), shuffle,
                     list(ASSUMPTIONS))
 
 
@@ -113,7 +116,8 @@ def format_estimate(est: Estimate) -> str:
         mark = " *" if r.whole_corpus else ""
         lines.append(f"{r.stage + mark:<22}{r.docs_in:>16,}{r.docs_kept:>16,}{r.core_hours:>12,.1f}{r.core_ms_per_page:>14.3f}")
     lines.append(f"{'total':<22}{'':>32}{est.core_hours:>12,.1f}")
-    lines.append("  * a whole-corpus step: its wall time on all the sample's cores")
+    lines.append("  * a whole-corpus step: its wall time on all the sample's cores"
+                 + ("" if est.basis == "cpu" else "; other stages: task wall seconds (the sample's stats.json has no CPU seconds)"))
     days = est.wall_hours / 24
     lines.append(f"wall time on {est.cores:,} cores: {est.wall_hours:,.1f} h" + (f" ({days:,.1f} days)" if days >= 2 else ""))
     lines.append(f"output: about {human(est.output_bytes, 'B')} kept (text, and HTML where the corpus keeps it); "
