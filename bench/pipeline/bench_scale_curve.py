@@ -133,12 +133,18 @@ class PeakSampler:
         self._thread.join()
 
 
-def shuffle_bytes(spark) -> int:
-    """Bytes written to shuffles by every stage of this session so far (Spark's status API)."""
+def shuffle_bytes(spark) -> int | None:
+    """Bytes written to shuffles by every stage of this session so far (Spark's status API); None when
+    the API does not answer (a very busy machine)."""
     sc = spark.sparkContext
     url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages?status=complete"
-    with urllib.request.urlopen(url, timeout=30) as fh:
-        return sum(stage.get("shuffleWriteBytes", 0) for stage in json.load(fh))
+    for _ in range(3):
+        try:
+            with urllib.request.urlopen(url, timeout=120) as fh:
+                return sum(stage.get("shuffleWriteBytes", 0) for stage in json.load(fh))
+        except OSError:
+            time.sleep(5)
+    return None
 
 
 def child(files: list[str], out: str, cores: int, tokenizer: str) -> dict:
@@ -155,9 +161,9 @@ def child(files: list[str], out: str, cores: int, tokenizer: str) -> dict:
         def _lap(self, name, fn, *args):
             cpu0, t0, shuffled0 = monitor.cpu_by_kind(), time.perf_counter(), shuffle_bytes(spark)
             result = fn(*args)
-            cpu1 = monitor.cpu_by_kind()
+            cpu1, shuffled1 = monitor.cpu_by_kind(), shuffle_bytes(spark)
             steps[name] = {"seconds": round(time.perf_counter() - t0, 1), **{f"cpu_{k}": round(cpu1[k] - cpu0[k], 1) for k in cpu1},
-                           "shuffle_bytes": shuffle_bytes(spark) - shuffled0}
+                           "shuffle_bytes": None if shuffled0 is None or shuffled1 is None else shuffled1 - shuffled0}
             return result
 
         def _run_step(self, step, *args):
@@ -245,7 +251,7 @@ def main() -> None:
         print(f"  {r['seconds']}s wall, {r['cpu_seconds']}s CPU ({1000 * r['cpu_seconds'] / docs:.2f} ms/doc); peak RSS MB {r['peak_rss_mb']}", flush=True)
         for name, s in r["steps"].items():
             cpu = s["cpu_jvm"] + s["cpu_python"]
-            print(f"    {name:<34}{s['seconds']:>8.1f}s wall {cpu:>8.1f}s CPU {1000 * cpu / docs:>7.3f} ms/doc  shuffle {s['shuffle_bytes'] / 2**20:>8.1f} MB", flush=True)
+            print(f"    {name:<34}{s['seconds']:>8.1f}s wall {cpu:>8.1f}s CPU {1000 * cpu / docs:>7.3f} ms/doc  shuffle {(s['shuffle_bytes'] or 0) / 2**20:>8.1f} MB", flush=True)
         for s in r["stages"]:
             print(f"    stage {s['stage']:<24}{s['docs_in']:>8} in {s['docs_kept']:>8} kept {1000 * s['seconds'] / max(s['docs_in'], 1):>7.3f} ms/doc in"
                   f" {1000 * s.get('cpu_seconds', 0) / docs:>7.3f} CPU ms per page", flush=True)
