@@ -62,18 +62,25 @@ def _edit(rng: random.Random, article: list[list[str]], pool: list[str]) -> list
     return edited
 
 
+def _kind(i: int, near_dup: float, exact_dup: float) -> tuple[str, int]:
+    """Whether page ``i`` is an original, a near or an exact copy, and of which original page."""
+    rng = random.Random(f"page {i}")
+    roll = rng.random()
+    if i < 100 or roll >= near_dup + exact_dup:
+        return "original", i
+    source = rng.randrange(i)
+    while _kind(source, near_dup, exact_dup)[0] != "original":  # copies copy an original's text
+        source = rng.randrange(i)
+    return ("near" if roll < near_dup else "exact"), source
+
+
 def page(i: int, pool: list[str], near_dup: float, exact_dup: float) -> tuple[str, bytes]:
     """Page ``i``'s URL and HTML; the same for every size of the input."""
-    rng = random.Random(SEED * 1_000_003 + i)
-    roll = rng.random()
-    origin = i
-    if i >= 100 and roll < near_dup + exact_dup:
-        source = rng.randrange(i)
-        article = _article(random.Random(SEED * 1_000_003 + source), pool)  # the earlier page's original text
-        article = _edit(rng, article, pool) if roll < near_dup else article
-        origin = i if roll < near_dup else source  # an exact copy: the same page under a second URL
-    else:
-        article = _article(rng, pool)
+    kind, source = _kind(i, near_dup, exact_dup)
+    article = _article(random.Random(f"article {source}"), pool)
+    if kind == "near":
+        article = _edit(random.Random(f"edit {i}"), article, pool)
+    origin = source if kind == "exact" else i  # an exact copy: the same page under a second URL
     site = random.Random(f"site {origin}").randrange(5000)
     title = " ".join(article[0][0].split()[:8])
     body = "".join(f"<p>{' '.join(p)}</p>\n" for p in article).replace("&", "&amp;")
@@ -86,7 +93,7 @@ def page(i: int, pool: list[str], near_dup: float, exact_dup: float) -> tuple[st
 def write_input(work: Path, docs: int, per_file: int, near_dup: float, exact_dup: float) -> list[str]:
     from bench.common.make_bench_warc import warc_response
 
-    folder = work / f"warc-{per_file}-{near_dup}-{exact_dup}"
+    folder = work / f"warc-v2-{per_file}-{near_dup}-{exact_dup}"
     folder.mkdir(parents=True, exist_ok=True)
     pool = sentence_pool()
     paths = []
