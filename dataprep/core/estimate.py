@@ -18,7 +18,7 @@ from dataprep.readers import READ_STAGE
 # Bytes one document puts through each dedup stage's shuffle: exact dedup shuffles one hash and one
 # id per document; MinHash one (band, hash, id) row per band. Measured by bench/pipeline/bench_scale_curve.py
 # with the default 14 bands (docs/scale.md); other stages do not shuffle.
-SHUFFLE_BYTES_PER_DOC = {"exact_dedup": 60, "minhash_dedup": 420}
+SHUFFLE_BYTES_PER_DOC = {"exact_dedup": 60, "minhash_dedup": 480}
 ROUTED_COUNTER = "routed_to_trafilatura"
 
 ASSUMPTIONS = [
