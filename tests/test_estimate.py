@@ -15,14 +15,19 @@ from pipelines.pipeline_run import run_pipeline
 STAGES = [{"stage": "extract"}, {"stage": "langid", "languages": ["en"]}, {"stage": "exact_dedup"}]
 
 
+def _files(shared_data):
+    return [shared_data / "warc" / "wget" / "dolma-sample-0000.warc.gz", shared_data / "warc" / "cc-main-2024-22-whirlwind" / "whirlwind.warc.gz"]
+
+
+def _run(spark, files, out):
+    run_pipeline(load_config({"input": {"paths": [str(f) for f in files]}, "output": {"dir": str(out)}, "stages": STAGES}), spark=spark)
+    return out
+
+
 @pytest.fixture(scope="module")
 def sample_run(spark, shared_data, tmp_path_factory):
     """A real run on two crawled WARC files: the sample an estimate starts from."""
-    root = tmp_path_factory.mktemp("estimate")
-    files = [shared_data / "warc" / "wget" / "dolma-sample-0000.warc.gz", shared_data / "warc" / "cc-main-2024-22-whirlwind" / "whirlwind.warc.gz"]
-    config = load_config({"input": {"paths": [str(f) for f in files]}, "output": {"dir": str(root / "out")}, "stages": STAGES})
-    run_pipeline(config, spark=spark)
-    return root / "out"
+    return _run(spark, _files(shared_data), tmp_path_factory.mktemp("estimate") / "out")
 
 
 def _estimate(capsys, *args) -> dict:
@@ -59,6 +64,17 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert dataprep_main(["estimate", str(sample_run), "--pages", "3000000000", "--cores", "500"]) == 0
     text = capsys.readouterr().out
     assert "wall time on 500 cores" in text and "assumptions:" in text and "exact_dedup *" in text
+
+
+def test_two_samples_separate_fixed_costs(spark, shared_data, sample_run, capsys, tmp_path):
+    smaller = _run(spark, _files(shared_data)[:1], tmp_path / "smaller")
+    capsys.readouterr()  # the run's own output
+    one = _estimate(capsys, sample_run, "--pages", 1_000_000)
+    two = _estimate(capsys, smaller, sample_run, "--pages", 1_000_000)
+    assert two["sample_pages"] == one["sample_pages"]  # the larger sample gives the funnel
+    assert [s["docs_kept"] for s in two["stages"]] == [s["docs_kept"] for s in one["stages"]]
+    assert 0 < two["core_hours"] and all(s["core_hours"] >= 0 and s["core_ms_per_page"] > 0 for s in two["stages"])
+    assert any("one sample" in a for a in one["assumptions"]) and not any("one sample" in a for a in two["assumptions"])
 
 
 def test_bad_samples_are_named(spark, sample_run, capsys, tmp_path):

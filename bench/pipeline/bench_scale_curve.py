@@ -13,7 +13,8 @@ input is a prefix of a larger one.
 Per size: process-tree CPU seconds per Spark step (driver Python, JVM and Python workers), the stages'
 own task and CPU seconds per document from stats.json, peak RSS of the driver, the JVM and the largest Python worker,
 and the bytes each step shuffled (Spark's status API). Then ``dataprep estimate`` from each size's
-stats.json against the run ten times larger, where there is one. Run it with ``nice``: it is long.
+stats.json (and from it with the size half as large, fitting fixed costs) against the run ten times
+larger, where there is one. Run it with ``nice``: it is long.
 """
 
 from __future__ import annotations
@@ -192,27 +193,27 @@ def child(files: list[str], out: str, cores: int, tokenizer: str) -> dict:
             "stages": [s.to_dict() for s in result.stats], "stats": str(Path(out) / "stats.json")}
 
 
-def compare_estimate(work: Path, small: int, large: int) -> dict:
-    """``dataprep estimate`` from the smaller run's stats.json against the larger run's measured stats:
-    the error of the projected seconds per stage."""
+def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
+    """``dataprep estimate`` from the sample runs' stats.json (one, or several sizes fitting fixed costs)
+    against the larger run's measured stats: the error of the projected core-seconds per stage."""
     from dataprep.commands.estimate import _global_stages
-    from dataprep.core.estimate import estimate
+    from dataprep.core.estimate import Sample, estimate
     from dataprep.core.stats import StageStats
 
-    docs = {n: json.loads((work / f"out-{n}" / "stats.json").read_text()) for n in (small, large)}
+    docs = {n: json.loads((work / f"out-{n}" / "stats.json").read_text()) for n in (*samples, large)}
     stats = {n: [StageStats.from_dict(d) for d in doc["stages"]] for n, doc in docs.items()}
-    measured = {s.stage: s for s in stats[large]}
-    first = next(s for s in stats[large] if s.stage != "read")
-    est = estimate(stats[small], first.docs_in, 2, docs[small]["cores"], _global_stages(stats[small]))
+    measured = Sample(stats[large], docs[large]["cores"])
+    whole = _global_stages(stats[large])
+    est = estimate([Sample(stats[n], docs[n]["cores"]) for n in samples], measured.pages, 2, whole)
+    real = measured.core_seconds(whole, est.basis == "cpu")
     rows = {}
-    print(f"\n  estimate from {small} documents against the run on {large} ({est.basis} seconds per stage; * a whole-corpus step: wall x {docs[small]['cores']} cores)")
+    print(f"\n  estimate from {' + '.join(map(str, samples))} documents against the run on {large} "
+          f"({est.basis} seconds per stage; * a whole-corpus step: wall x {measured.cores} cores)")
     for row in est.stages:
-        m = measured[row.stage]
-        real = m.seconds * docs[large]["cores"] if row.whole_corpus else (m.cpu_seconds if est.basis == "cpu" else m.seconds)
-        projected = row.core_hours * 3600
-        rows[row.stage] = {"projected_s": round(projected, 1), "measured_s": round(real, 1), "error": round(projected / real - 1, 3) if real else None}
-        print(f"    {row.stage + (' *' if row.whole_corpus else ''):<22}{projected:>10.1f}s projected {real:>10.1f}s measured {rows[row.stage]['error']:>+8.1%}")
-    total = sum(r["measured_s"] for r in rows.values())
+        projected, got = row.core_hours * 3600, real[row.stage]
+        rows[row.stage] = {"projected_s": round(projected, 1), "measured_s": round(got, 1), "error": round(projected / got - 1, 3) if got else None}
+        print(f"    {row.stage + (' *' if row.whole_corpus else ''):<22}{projected:>10.1f}s projected {got:>10.1f}s measured {projected / got - 1:>+8.1%}")
+    total = sum(real.values())
     rows["total"] = {"projected_s": round(est.core_hours * 3600, 1), "measured_s": round(total, 1), "error": round(est.core_hours * 3600 / total - 1, 3)}
     print(f"    {'total':<22}{rows['total']['projected_s']:>10.1f}s projected {total:>10.1f}s measured {rows['total']['error']:>+8.1%}")
     return rows
@@ -227,8 +228,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "ccpretrain-bench", "scale-curve"))
     parser.add_argument("--json", help="write the figures here")
-    parser.add_argument("--compare", type=int, nargs=2, metavar=("SMALL", "LARGE"),
-                        help="only compare the estimate from finished runs' stats.json under --work")
+    parser.add_argument("--compare", type=int, nargs="+", metavar="DOCS",
+                        help="only compare: the estimate from the finished runs of these sizes but the last, against the last")
     parser.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", help=argparse.SUPPRESS)
@@ -237,7 +238,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.out, args.cores, args.tokenizer)))
         return
     if args.compare:
-        compare_estimate(Path(args.work), *args.compare)
+        compare_estimate(Path(args.work), args.compare[:-1], args.compare[-1])
         return
     from bench.pipeline.bench_throughput import make_tokenizer
 
@@ -267,7 +268,9 @@ def main() -> None:
     done = [n for n in args.docs if (work / f"out-{n}" / "stats.json").exists()]
     for small in done:
         if 10 * small in done:
-            results[f"estimate {small} -> {10 * small}"] = compare_estimate(work, small, 10 * small)
+            results[f"estimate {small} -> {10 * small}"] = compare_estimate(work, [small], 10 * small)
+            if small // 2 in done:  # two sample sizes: fixed costs apart from costs per page
+                results[f"estimate {small // 2} + {small} -> {10 * small}"] = compare_estimate(work, [small // 2, small], 10 * small)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

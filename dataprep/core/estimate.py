@@ -22,8 +22,8 @@ SHUFFLE_BYTES_PER_DOC = {"exact_dedup": 60, "minhash_dedup": 480}
 ROUTED_COUNTER = "routed_to_trafilatura"
 
 ASSUMPTIONS = [
-    "every stage's cost is linear in pages: per-document stages cost the CPU seconds per page they spent in the "
-    "sample's tasks (task wall seconds where the sample's stats.json predates CPU seconds)",
+    "every stage's cost grows linearly with pages: per-document stages cost the CPU seconds per page they spent "
+    "in the sample's tasks (task wall seconds where a stats.json predates CPU seconds)",
     "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
     "has pages as large as the sample did",
     "whole-corpus steps (dedup, tokenize) occupy every core of the sample for their wall time; their cost grows "
@@ -32,7 +32,10 @@ ASSUMPTIONS = [
     "duplicates grow with the crawl: a sample finds fewer cross-document duplicates than the whole crawl, so "
     "kept documents and output size are upper bounds",
     "wall time = core-hours / cores, but never less than one input file's task (a file is not split)",
+    "core-hours count the stages' own work; Spark's (Parquet writes, moving batches to Python workers) comes on top",
 ]
+ONE_SAMPLE = ("one sample: fixed costs (loading models, starting Spark jobs) are counted as if they grew with pages, "
+              "which overestimates small samples' whole-corpus steps; give two samples of different sizes to separate them")
 
 
 @dataclass
@@ -76,24 +79,53 @@ def sample_pages(stats: list[StageStats]) -> int:
     return pages
 
 
-def estimate(stats: list[StageStats], pages: int, cores: int, sample_cores: int, global_stages: set[str],
-             pages_per_file: float | None = None) -> Estimate:
-    """Project ``stats`` (a sample run) onto ``pages`` pages run on ``cores`` cores. ``global_stages``
-    names the stages that ran as whole-corpus steps, whose seconds are the step's wall time on all
-    ``sample_cores`` cores; the others' seconds are task seconds summed over tasks."""
+@dataclass
+class Sample:
+    """One sample run: its merged stats and the cores it ran on."""
+
+    stats: list[StageStats]
+    cores: int
+
+    @property
+    def pages(self) -> int:
+        return sample_pages(self.stats)
+
+    def core_seconds(self, global_stages: set[str], cpu: bool) -> dict[str, float]:
+        """Per stage, the core-seconds it took: CPU (or task) seconds of a per-document stage; wall time
+        times the sample's cores for a whole-corpus step."""
+        return {s.stage: s.seconds * self.cores if s.stage in global_stages else (s.cpu_seconds if cpu else s.seconds) for s in self.stats}
+
+
+def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(fixed core-seconds, core-seconds per page) through the smallest and the largest sample; one
+    sample (or a cost that does not grow) gives a line through the origin."""
+    (p1, c1), (p2, c2) = min(points), max(points)
+    if p2 > p1 and c2 > c1:
+        slope = (c2 - c1) / (p2 - p1)
+        return max(0.0, c2 - slope * p2), slope
+    return 0.0, c2 / p2
+
+
+def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[str], pages_per_file: float | None = None) -> Estimate:
+    """Project sample runs onto ``pages`` pages run on ``cores`` cores. One sample: every stage's cost
+    per page as in the sample. Several samples of different sizes: per stage a fixed cost (loading
+    models, starting Spark jobs) plus a cost per page, fitted through the smallest and largest; the
+    largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the stages that
+    ran as whole-corpus steps."""
     if pages <= 0:
         raise ValueError(f"pages must be positive, not {pages}")
-    if cores <= 0 or sample_cores <= 0:
+    if cores <= 0 or any(s.cores <= 0 for s in samples):
         raise ValueError("cores and sample cores must be positive")
-    base = sample_pages(stats)
+    main = max(samples, key=lambda s: s.pages)
+    stats, base = main.stats, main.pages
     scale = pages / base
-    cpu = any(s.cpu_seconds for s in stats if s.stage not in global_stages)
+    cpu = all(any(s.cpu_seconds for s in sample.stats if s.stage not in global_stages) for sample in samples)
+    costs = [(sample.pages, sample.core_seconds(global_stages, cpu)) for sample in samples]
     rows = []
     for s in stats:
-        whole = s.stage in global_stages
-        core_seconds = s.seconds * sample_cores if whole else (s.cpu_seconds if cpu else s.seconds)
-        rows.append(StageEstimate(s.stage, whole, round(s.docs_in * scale), round(s.docs_kept * scale),
-                                  core_seconds * scale / 3600, 1000 * core_seconds / base))
+        fixed, per_page = _fit([(p, c.get(s.stage, 0.0)) for p, c in costs])
+        rows.append(StageEstimate(s.stage, s.stage in global_stages, round(s.docs_in * scale), round(s.docs_kept * scale),
+                                  (fixed + per_page * pages) / 3600, 1000 * per_page))
     core_hours = sum(r.core_hours for r in rows)
     wall = core_hours / cores
     if pages_per_file:  # one file is one task: the first step lasts at least as long as one file's task
@@ -101,10 +133,10 @@ def estimate(stats: list[StageStats], pages: int, cores: int, sample_cores: int,
         wall = max(wall, per_page * pages_per_file / 3600)
     extract = next((s for s in stats if s.stage == "extract"), None)
     routed = extract.counters.get(ROUTED_COUNTER, 0) / extract.docs_in if extract and extract.docs_in else None
-    last = stats[-1]
     shuffle = sum(SHUFFLE_BYTES_PER_DOC.get(r.stage, 0) * r.docs_in for r in rows)
-    return Estimate(pages, base, cores, sample_cores, "cpu" if cpu else "wall", rows, core_hours, wall, routed, round(last.bytes_kept * scale), shuffle,
-                    list(ASSUMPTIONS))
+    assumptions = list(ASSUMPTIONS) + ([] if len({s.pages for s in samples}) > 1 else [ONE_SAMPLE])
+    return Estimate(pages, base, cores, main.cores, "cpu" if cpu else "wall", rows, core_hours, wall, routed,
+                    round(stats[-1].bytes_kept * scale), shuffle, assumptions)
 
 
 def format_estimate(est: Estimate) -> str:
