@@ -222,7 +222,7 @@ def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, nargs="+", default=[10000, 100000])
-    parser.add_argument("--per-file", type=int, default=1000, help="pages per WARC file (= first-step task)")
+    parser.add_argument("--per-file", type=int, default=1000, help="pages per WARC file (small local files share first-step tasks: pipelines.steps.file_tasks)")
     parser.add_argument("--near-dup", type=float, default=0.2, help="share of pages that are edited copies of an earlier one")
     parser.add_argument("--exact-dup", type=float, default=0.05, help="share of pages whose article repeats an earlier one's")
     parser.add_argument("--cores", type=int, default=2)
