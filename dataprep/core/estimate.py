@@ -27,8 +27,8 @@ ASSUMPTIONS = [
     "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
     "has pages as large as the sample did",
     "whole-corpus steps (dedup, tokenize) occupy every core of the sample for their wall time; their cost grows "
-    "linearly with documents (the dedup shuffle carries a fixed number of rows per document; MinHash's "
-    "connected components add a few rounds as the graph grows, not measured here)",
+    "linearly with documents",
+    "the dedup shuffle is a floor: MinHash's bytes per document grew with the corpus (more near-copies per original)",
     "duplicates grow with the crawl: a sample finds fewer cross-document duplicates than the whole crawl, so "
     "kept documents and output size are upper bounds",
     "wall time = core-hours / cores, but never less than one input file's task (a file is not split)",
