@@ -47,6 +47,7 @@ COMMANDS = {
     "index-shards": ("dataprep.tokenize.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
     "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
     "report": ("dataprep.commands.report", "write an HTML + Markdown report of a pipeline output"),
+    "estimate": ("dataprep.commands.estimate", "project a crawl's core-hours, wall time and sizes from a sample run"),
 }
 
 

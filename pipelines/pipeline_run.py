@@ -33,7 +33,7 @@ from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors
 from pipelines.progress import Progress
 from pipelines.fail_fast import ErrorWatch
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
-from pipelines.tasks import DATA_DIR, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
+from pipelines.tasks import DATA_DIR, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
@@ -129,7 +129,9 @@ class PipelineRun:
         corpus_dir = join_path(self.out, "corpus")
         self._write_corpus(previous_dir, corpus_dir, fingerprint, redo)
         all_stats = merge_all(all_stats)
-        save_json(all_stats, join_path(self.out, "stats.json"), {"input_files": len(files), "corpus": corpus_dir, "steps": steps_done})
+        save_json(all_stats, join_path(self.out, "stats.json"),
+                  {"input_files": len(files), "cores": self.spark.sparkContext.defaultParallelism,
+                   "corpus": corpus_dir, "steps": steps_done})
         print(format_table(all_stats), flush=True)
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
@@ -223,14 +225,13 @@ class PipelineRun:
             self._run_tasks(step, step_dir, input_dir, todo, input_schema, schema, fingerprint)
         elif not done:
             write_empty(step_dir, schema, self.config.output.compression)
-        markers = read_markers(self.spark, step_dir)
-        if len(markers) != len(done) + len(todo):
-            raise RuntimeError(f"step {step.name}: {len(markers)} task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
-        if markers:  # temporary files of tasks killed mid-write
-            remove_others(step_dir, [marker["key"] for marker in markers])
         names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in step.stages]
-        stats = merge_all([StageStats(name) for name in names] + [StageStats.from_dict(d) for marker in markers for d in marker["stats"]])
-        return stats, {"tasks": len(markers), "tasks_reused": len(done)}
+        stats, keys = merged_stats(self.spark, step_dir, names)
+        if len(keys) != len(done) + len(todo):
+            raise RuntimeError(f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
+        if keys:  # temporary files of tasks killed mid-write
+            remove_others(step_dir, keys)
+        return stats, {"tasks": len(keys), "tasks_reused": len(done)}
 
     def _run_tasks(self, step: Step, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema, fingerprint: str) -> None:
         """Run ``todo`` as Spark tasks, one row each of a ``spark.range`` (made in the JVM: a DataFrame
@@ -245,7 +246,7 @@ class PipelineRun:
         with Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress, \
                 ErrorWatch(self.spark, self.config.error_budget, group) as watch:
             fn = make_partition_fn(step, self.config.input, input_dir, input_schema, schema, self.config.output.write_dropped, step_dir,
-                                   fingerprint, todo, self.config.output.compression, progress.docs, watch.stats)
+                                   fingerprint, context.broadcast(todo), self.config.output.compression, progress.docs, watch.stats)
             context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
             try:
                 for start, end in waves:

@@ -104,11 +104,13 @@ def use_shipped_assets() -> None:
 
 
 def make_partition_fn(step: Step, input_cfg: InputConfig, input_dir: str | None, input_schema: pa.Schema, schema: pa.Schema, keep_dropped_text: bool,
-                      step_dir: str, fingerprint: str, tasks: list[list[str]], compression: str, progress=None, errors=None):
+                      step_dir: str, fingerprint: str, tasks, compression: str, progress=None, errors=None):
     """The function each Spark task runs: its rows are indexes into ``tasks``; for each, read the
     task's inputs (first step: input files; later steps: the kept rows of the previous step's
     Parquet parts, named within ``input_dir``), apply the fused stages, and write the task's rows
-    and completion marker (``pipelines.tasks``). ``progress`` (an accumulator) counts documents;
+    and completion marker (``pipelines.tasks``). ``tasks`` is a broadcast list of input lists: it
+    reaches each executor once, not inside every task's function (a listing can be huge).
+    ``progress`` (an accumulator) counts documents;
     ``errors`` (one too) gets the task's stats for the error budget while the step runs."""
     stages = list(step.stages)
 
@@ -147,7 +149,7 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, input_dir: str | None,
         use_shipped_assets()
         for rb in record_batches:
             for task in rb.column(0).to_pylist():
-                run_task(tasks[task])
+                run_task(tasks.value[task])
         yield from ()
 
     return partition_fn

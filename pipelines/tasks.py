@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from dataprep.core import storage
 from dataprep.core.runner import conform
 from dataprep.core.stage import DROP_REASON
+from dataprep.core.stats import StageStats, merge_all
 
 DATA_DIR = "data"
 STATS_DIR = "_stats"
@@ -58,35 +59,55 @@ def parquet_parts(folder: str) -> list[str]:
     return [storage.join_path(folder, n) for n in _names(folder) if n.endswith(".parquet") and not n.startswith((".", "_"))]
 
 
-def read_markers(spark, step_dir: str) -> list[dict]:
-    """Every completion marker of the step: read here when they are on this machine's disk, by Spark
-    on object stores (there may be tens of thousands, and Spark reads them in parallel)."""
+def read_markers(spark, step_dir: str) -> Iterator[dict]:
+    """Every completion marker of the step, one at a time (the driver never holds them all): read
+    here when they are on this machine's disk, by Spark on object stores (there may be tens of
+    thousands, and Spark reads them in parallel)."""
     folder = storage.join_path(step_dir, STATS_DIR)
     names = [n for n in _names(folder) if n.endswith(".json") and not n.startswith((".", "_"))]
     if not names:
-        return []
+        return
     if storage.is_url(folder):
-        texts = [row.value for row in spark.read.text(folder).collect()]
-    else:
-        texts = [storage.read_text(os.path.join(folder, n)) for n in names]
-    markers = []
+        texts = (row.value for row in spark.read.text(folder).toLocalIterator())
+    else:  # plain open(): fsspec's per-call cost adds up over one file per task
+        local = folder.removeprefix("file://")
+        texts = (_read_local(os.path.join(local, n)) for n in names)
     for text in texts:
         try:
             marker = json.loads(text)
         except ValueError:
             continue  # not ours (markers are written whole): never reused, removed with the rest
         if isinstance(marker, dict) and isinstance(marker.get("inputs"), list):
-            markers.append(marker)
-    return markers
+            yield marker
 
 
-def reusable(markers: list[dict], fingerprint: str, inputs: list[str], step_dir: str) -> dict[str, dict]:
+def _read_local(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def merged_stats(spark, step_dir: str, stages: list[str]) -> tuple[list[StageStats], list[str]]:
+    """The step's stats, summed over its task markers as they are read (the driver holds one task's
+    stats at a time, however many ran), in ``stages`` order; and the keys of the markers read."""
+    keys: list[str] = []
+
+    def task_stats():
+        yield from (StageStats(name) for name in stages)
+        for marker in read_markers(spark, step_dir):
+            keys.append(marker.get("key", ""))
+            yield from (StageStats.from_dict(d) for d in marker["stats"])
+
+    return merge_all(task_stats()), keys
+
+
+def reusable(markers: Iterable[dict], fingerprint: str, inputs: list[str], step_dir: str) -> dict[str, dict]:
     """key -> marker of the finished tasks a rerun may keep: made by this config, from inputs the step
     still has, each input in one task only, and with their rows present."""
     wanted, present = set(inputs), set(_names(storage.join_path(step_dir, DATA_DIR)))
     done: dict[str, dict] = {}
     covered: set[str] = set()
-    for marker in sorted(markers, key=lambda m: m["inputs"]):
+    slim = ({k: v for k, v in m.items() if k != "stats"} for m in markers)  # the stats are summed later
+    for marker in sorted(slim, key=lambda m: m["inputs"]):
         key = task_key(marker["inputs"])
         files = set(marker["inputs"])
         if (marker.get("fingerprint") == fingerprint and files <= wanted and not files & covered

@@ -281,6 +281,46 @@ NOT_RUN = {
     "python -m bench.pipeline.bench_throughput [--quick] [--allow-busy]": "a benchmark of tens of minutes, run by hand",
     "python -m bench.dedup.bench_dedup_text --sizes 10000 100000 300000": "a benchmark of tens of minutes, run by hand",
     "python -m bench.extraction.profile_extract": "a benchmark run by hand (docs/benchmarks.md); it reads ../shared/data",
+    'dataprep train-classifier --positives wiki.jsonl --negatives out/crawl/corpus --output ref.bin':
+        "needs the user's reference text and crawl output; tests/test_classifier_reference.py trains from a reference",
+    "dataprep run dclm --input 'crawl/*.warc.gz' --set stages.8.model_path=ref.bin":
+        "needs the user's crawl and the classifier above; the preset loads in tests/test_pipeline.py",
+    'dataprep run fineweb --input sample/*.warc.gz --output out/sample':
+        "needs a sample of the user's crawl; the same run as the fineweb command above",
+    "dataprep estimate out/sample --listing 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' --cores 500":
+        "reads Common Crawl's listing over the network; tests/test_estimate.py runs estimate on a local listing",
+    'nice -n 10 python -m bench.pipeline.bench_driver_scale --sizes 1000 10000 90000 --full 1000 --json /tmp/driver.json':
+        'a benchmark run by hand (docs/scale.md)',
+    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 10000 100000 --json /tmp/curve.json':
+        'a benchmark run by hand (docs/scale.md)',
+    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 2000 20000 --json /tmp/curve-20k.json':
+        'a benchmark run by hand (docs/scale.md)',
+    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000 --per-file 500 --json /tmp/curve-1k.json':
+        'a benchmark run by hand (docs/scale.md)',
+    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 2000 20000':
+        'a benchmark run by hand (docs/scale.md)',
+    'python -m bench.pipeline.bench_scale_curve --compare 2000 20000':
+        'a benchmark run by hand (docs/scale.md)',
+    'python -m bench.pipeline.bench_scale_curve --compare 1000 2000 20000':
+        'a benchmark run by hand (docs/scale.md)',
+    'python -m bench.pipeline.bench_scale_curve --compare 1000 10000':
+        'a benchmark run by hand (docs/scale.md)',
+    'python -m bench.pipeline.bench_scale_curve --compare 10000 100000':
+        'a benchmark run by hand (docs/scale.md)',
+    'python -m bench.pipeline.bench_scale_curve --compare 1000 10000 100000':
+        'a benchmark run by hand (docs/scale.md)',
+    'dataprep estimate /tmp/ccpretrain-bench/scale-curve/out-1000 /tmp/ccpretrain-bench/scale-curve/out-2000 --pages 20000 --cores 2':
+        "reads the scale-curve bench's runs (docs/scale.md); tests/test_estimate.py runs two-sample estimates",
+    'pretrain train CONFIG --inject spike:step=40,rank=1 --set spikes.policy=rollback':
+        "a drill on the user's CONFIG; tests/test_train_spikes.py and tests/test_train_health.py run the same",
+    'export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1':
+        'sets a variable for the torchrun drills below',
+    'torchrun --nproc_per_node=2 --max-restarts 1 -m pretrain.train CONFIG --resume auto --inject kill:step=50,rank=1':
+        "a drill on the user's CONFIG; tests/test_train_spikes.py and tests/test_train_health.py run the same",
+    'torchrun --nproc_per_node=2 --max-restarts 1 -m pretrain.train CONFIG --resume auto --set health.hang_timeout=30 --inject hang:step=50,rank=1':
+        "a drill on the user's CONFIG; tests/test_train_spikes.py and tests/test_train_health.py run the same",
+    'torchrun --nproc_per_node=2 -m pretrain.train CONFIG --set health.straggler_every_steps=10 --inject slow:rank=1,ms=500':
+        "a drill on the user's CONFIG; tests/test_train_spikes.py and tests/test_train_health.py run the same",
 }
 
 # In the order they run: (README command, what runs: the command with its placeholders filled), and

@@ -39,7 +39,7 @@ def _documents(result) -> list[tuple]:
 
 def _stats(out: Path) -> list[dict]:
     """stats.json without timings (which differ from run to run)."""
-    return [{k: v for k, v in s.items() if k != "seconds"} for s in json.loads((out / "stats.json").read_text())["stages"]]
+    return [{k: v for k, v in s.items() if k not in ("seconds", "cpu_seconds")} for s in json.loads((out / "stats.json").read_text())["stages"]]
 
 
 def _step_info(out: Path, step: str) -> dict:

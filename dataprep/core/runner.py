@@ -63,7 +63,7 @@ def run_fused(
                 break
             with Timer() as t:
                 result = stage.apply(batch)
-            stage_stats.record(batch, result, t.seconds)
+            stage_stats.record(batch, result, t.seconds, cpu_seconds=t.cpu_seconds)
             stage_stats.record_counters(stage)
             if result.dropped.num_rows:
                 yield conform(blank_text(result.dropped, keep_dropped_text), schema)
@@ -83,7 +83,7 @@ def run_stages(stages: list[Stage], table: pa.Table, keep_dropped_text: bool = T
             with Timer() as t:
                 result = stage.run_local(kept)
             s = StageStats(stage.name)
-            s.record(kept, result, t.seconds)
+            s.record(kept, result, t.seconds, cpu_seconds=t.cpu_seconds)
             s.record_counters(stage)
             all_stats.append(s)
             dropped.append(result.dropped)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -33,6 +34,7 @@ class StageStats:
     dropped: Counter = field(default_factory=Counter)  # reason -> documents
     dropped_bytes: Counter = field(default_factory=Counter)  # reason -> text bytes
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # CPU of the stage's own code in the tasks (0 for whole-corpus steps, run by Spark)
     counters: Counter = field(default_factory=Counter)  # the stage's own events (Stage.count)
     errors_seen: ErrorLog = field(default_factory=ErrorLog)  # messages and first tracebacks of error: drops
     notes: dict = field(default_factory=dict)  # values the stage applied (Stage.note), e.g. a cut-off
@@ -50,7 +52,8 @@ class StageStats:
     def errors(self) -> int:
         return sum(n for reason, n in self.dropped.items() if reason.startswith("error:"))
 
-    def record(self, batch_in: pa.Table | None, result: StageResult, seconds: float = 0.0, bytes_in: int | None = None) -> None:
+    def record(self, batch_in: pa.Table | None, result: StageResult, seconds: float = 0.0, bytes_in: int | None = None,
+               cpu_seconds: float = 0.0) -> None:
         """Count one batch: what went in (None for readers, whose input is a file: ``bytes_in`` then
         gives the bytes read) and what came out. Bytes are text plus raw HTML payload."""
         kept_bytes = payload_bytes(result.kept)
@@ -71,6 +74,7 @@ class StageStats:
         self.docs_kept += result.kept.num_rows
         self.bytes_kept += kept_bytes
         self.seconds += seconds
+        self.cpu_seconds += cpu_seconds
 
     def record_counters(self, stage) -> None:
         """Add the events and errors ``stage`` counted since the last call."""
@@ -86,6 +90,7 @@ class StageStats:
         self.dropped.update(other.dropped)
         self.dropped_bytes.update(other.dropped_bytes)
         self.seconds += other.seconds
+        self.cpu_seconds += other.cpu_seconds
         self.counters.update(other.counters)
         self.errors_seen.merge(other.errors_seen)
         self.notes.update(other.notes)
@@ -103,6 +108,7 @@ class StageStats:
             "dropped": dict(sorted(self.dropped.items(), key=lambda kv: -kv[1])),
             "dropped_bytes": dict(self.dropped_bytes),
             "seconds": round(self.seconds, 3),
+            "cpu_seconds": round(self.cpu_seconds, 3),
             "counters": dict(sorted(self.counters.items())),
             **self.errors_seen.to_dict(),
             **({"notes": self.notes} if self.notes else {}),
@@ -119,14 +125,16 @@ class StageStats:
             dropped=Counter(d.get("dropped", {})),
             dropped_bytes=Counter(d.get("dropped_bytes", {})),
             seconds=d.get("seconds", 0.0),
+            cpu_seconds=d.get("cpu_seconds", 0.0),
             counters=Counter(d.get("counters", {})),
             errors_seen=ErrorLog.from_dict(d),
             notes=dict(d.get("notes", {})),
         )
 
 
-def merge_all(stats: list[StageStats]) -> list[StageStats]:
-    """Merge a flat list of per-batch stats into one per stage, keeping first-seen stage order."""
+def merge_all(stats: Iterable[StageStats]) -> list[StageStats]:
+    """Merge per-batch stats (a list, or a generator read as it goes) into one per stage, keeping
+    first-seen stage order."""
     merged: dict[str, StageStats] = {}
     for s in stats:
         if s.stage not in merged:

@@ -42,7 +42,7 @@ class Batches:
         self.bytes_read = 0  # payload bytes of the records in this batch, kept or dropped
         self.errors = ErrorLog()
         self.counters: Counter = Counter()
-        self._t0 = time.perf_counter()
+        self._t0, self._cpu0 = time.perf_counter(), time.process_time()
 
     @property
     def rows(self) -> int:
@@ -72,13 +72,14 @@ class Batches:
         dropped = mark_dropped(pa.Table.from_pylist(self.dropped, schema=READ_SCHEMA), READ_STAGE, self.reasons)
         result = StageResult(kept, dropped)
         if self.stats is not None:
-            self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read)
+            self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read,
+                              cpu_seconds=time.process_time() - self._cpu0)
             self.stats.errors_seen.merge(self.errors)
         self.kept, self.dropped, self.reasons, self.bytes_read, self.kept_bytes, self.errors = [], [], [], 0, 0, ErrorLog()
         return result
 
     def restart_clock(self) -> None:
-        self._t0 = time.perf_counter()
+        self._t0, self._cpu0 = time.perf_counter(), time.process_time()
 
     def record_counters(self) -> None:
         if self.stats is not None:

@@ -1,0 +1,70 @@
+"""``dataprep estimate SAMPLE_OUTPUT``: the core-hours, wall time and sizes of a whole crawl, projected
+from a sample run (``dataprep run`` on a few files of the listing) by ``dataprep.core.estimate``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from dataprep.core.estimate import estimate, format_estimate, pages_from_files
+from dataprep.core.stats import StageStats
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sample", nargs="+", help="the output folder (or its stats.json) of a `dataprep run` on a sample of the crawl; "
+                        "two samples of different sizes separate fixed costs from costs per page")
+    size = parser.add_mutually_exclusive_group(required=True)
+    size.add_argument("--pages", type=int, help="pages in the whole crawl")
+    size.add_argument("--listing", metavar="PATHS", help="the crawl's file listing (warc.paths.gz, a glob, a folder): its files times pages per file")
+    parser.add_argument("--pages-per-file", type=float, help="pages per input file (default: the sample's)")
+    parser.add_argument("--cores", type=int, default=1, help="cores the crawl will run on, for the wall time (default 1)")
+    parser.add_argument("--sample-cores", type=int, help="cores the samples ran on (default: what their stats.json recorded)")
+    parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
+
+
+def _global_stages(stats: list[StageStats]) -> set[str]:
+    from dataprep.core.registry import MissingDependency, stage_class
+    from dataprep.core.stage import GlobalStage
+
+    names = set()
+    for s in stats:
+        try:
+            if issubclass(stage_class(s.stage), GlobalStage):
+                names.add(s.stage)
+        except (KeyError, MissingDependency):
+            continue  # the reader, or a stage this install cannot load: counted as per-document
+    return names
+
+
+def _load(path: str, sample_cores: int | None):
+    from dataprep.core.estimate import Sample
+    from dataprep.report.outputs import load_stats
+
+    folder = os.path.dirname(path) if path.endswith(".json") else path
+    doc = load_stats(folder)
+    stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
+    if not stats:
+        raise ValueError(f"{folder}/stats.json holds no stages: the sample run did not finish")
+    cores = sample_cores or doc.get("cores")
+    if not cores:
+        raise ValueError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
+    return Sample(stats, int(cores)), doc.get("input_files")
+
+
+def main(args: argparse.Namespace) -> int:
+    loaded = [_load(path, args.sample_cores) for path in args.sample]
+    samples = [sample for sample, _ in loaded]
+    largest, files = max(loaded, key=lambda item: item[0].pages)
+    per_file = args.pages_per_file or (largest.pages / files if files else None)
+    if args.listing:
+        from dataprep.core.storage import expand_inputs
+
+        if not per_file:
+            raise ValueError("the sample's stats.json does not say how many files it read: give --pages-per-file")
+        pages = pages_from_files(len(expand_inputs([args.listing])), per_file)
+    else:
+        pages = args.pages
+    result = estimate(samples, pages, args.cores, _global_stages(largest.stats), per_file)
+    print(json.dumps(result.to_dict()) if args.json else format_estimate(result))
+    return 0

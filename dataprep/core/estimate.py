@@ -1,0 +1,167 @@
+"""What a whole crawl will cost, projected from a sample run's ``stats.json``: core-hours per stage,
+wall time on N cores, documents kept, output and shuffle sizes.
+
+The sample is the cost model: its stages' CPU seconds per page already hold the crawl's routing rate
+(pages sent to the fallback extractor), its drop rates and its page sizes, so the projection is the
+sample times the number of pages, stage by stage. ``ASSUMPTIONS`` lists what that takes for granted;
+the estimate prints it beside its figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from dataprep.core.stats import StageStats
+from dataprep.readers import READ_STAGE
+
+# Bytes one document puts through each dedup stage's shuffle: exact dedup shuffles one hash and one
+# id per document; MinHash one (band, hash, id) row per band. Measured by bench/pipeline/bench_scale_curve.py
+# with the default 14 bands (docs/scale.md); other stages do not shuffle.
+SHUFFLE_BYTES_PER_DOC = {"exact_dedup": 60, "minhash_dedup": 480}
+ROUTED_COUNTER = "routed_to_trafilatura"
+
+ASSUMPTIONS = [
+    "every stage's cost grows linearly with pages: per-document stages cost the CPU seconds per page they spent "
+    "in the sample's tasks (task wall seconds where a stats.json predates CPU seconds)",
+    "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
+    "has pages as large as the sample did",
+    "whole-corpus steps (dedup, tokenize) occupy every core of the sample for their wall time; their cost grows "
+    "linearly with documents",
+    "the dedup shuffle is a floor: MinHash's bytes per document grew with the corpus (more near-copies per original)",
+    "duplicates grow with the crawl: a sample finds fewer cross-document duplicates than the whole crawl, so "
+    "kept documents and output size are upper bounds",
+    "wall time = core-hours / cores, but never less than one input file's task (a file is not split)",
+    "core-hours count the stages' own work; Spark's (Parquet writes, moving batches to Python workers) comes on top",
+]
+ONE_SAMPLE = ("one sample: fixed costs (loading models, starting Spark jobs) are counted as if they grew with pages, "
+              "which overestimates small samples' whole-corpus steps; give two samples of different sizes to separate them")
+
+
+@dataclass
+class StageEstimate:
+    stage: str
+    whole_corpus: bool  # a global step (dedup, tokenize) rather than a per-document stage
+    docs_in: int
+    docs_kept: int
+    core_hours: float
+    core_ms_per_page: float  # in the sample
+
+
+@dataclass
+class Estimate:
+    pages: int
+    sample_pages: int
+    cores: int
+    sample_cores: int
+    basis: str  # "cpu": per-document stages' CPU seconds; "wall": their task seconds (older stats.json)
+    stages: list[StageEstimate]
+    core_hours: float
+    wall_hours: float
+    routed_fraction: float | None
+    output_bytes: int
+    shuffle_bytes: int
+    assumptions: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sample_pages(stats: list[StageStats]) -> int:
+    """Pages the sample's reader handed to the stages (records that are not pages are not counted)."""
+    read = next((s for s in stats if s.stage == READ_STAGE), None)
+    if read is None:
+        raise ValueError(f"the stats have no {READ_STAGE!r} stage: give the stats.json of a `dataprep run`")
+    first = next((s for s in stats if s.stage != READ_STAGE), None)
+    pages = first.docs_in if first is not None else read.docs_kept
+    if pages <= 0:
+        raise ValueError("the sample run read no documents: run the config on a sample that holds pages first")
+    return pages
+
+
+@dataclass
+class Sample:
+    """One sample run: its merged stats and the cores it ran on."""
+
+    stats: list[StageStats]
+    cores: int
+
+    @property
+    def pages(self) -> int:
+        return sample_pages(self.stats)
+
+    def core_seconds(self, global_stages: set[str], cpu: bool) -> dict[str, float]:
+        """Per stage, the core-seconds it took: CPU (or task) seconds of a per-document stage; wall time
+        times the sample's cores for a whole-corpus step."""
+        return {s.stage: s.seconds * self.cores if s.stage in global_stages else (s.cpu_seconds if cpu else s.seconds) for s in self.stats}
+
+
+def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(fixed core-seconds, core-seconds per page) through the smallest and the largest sample; one
+    sample (or a cost that does not grow) gives a line through the origin."""
+    (p1, c1), (p2, c2) = min(points), max(points)
+    if p2 > p1 and c2 > c1:
+        slope = (c2 - c1) / (p2 - p1)
+        return max(0.0, c2 - slope * p2), slope
+    return 0.0, c2 / p2
+
+
+def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[str], pages_per_file: float | None = None) -> Estimate:
+    """Project sample runs onto ``pages`` pages run on ``cores`` cores. One sample: every stage's cost
+    per page as in the sample. Several samples of different sizes: per stage a fixed cost (loading
+    models, starting Spark jobs) plus a cost per page, fitted through the smallest and largest; the
+    largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the stages that
+    ran as whole-corpus steps."""
+    if pages <= 0:
+        raise ValueError(f"pages must be positive, not {pages}")
+    if cores <= 0 or any(s.cores <= 0 for s in samples):
+        raise ValueError("cores and sample cores must be positive")
+    main = max(samples, key=lambda s: s.pages)
+    stats, base = main.stats, main.pages
+    scale = pages / base
+    cpu = all(any(s.cpu_seconds for s in sample.stats if s.stage not in global_stages) for sample in samples)
+    costs = [(sample.pages, sample.core_seconds(global_stages, cpu)) for sample in samples]
+    rows = []
+    for s in stats:
+        fixed, per_page = _fit([(p, c.get(s.stage, 0.0)) for p, c in costs])
+        rows.append(StageEstimate(s.stage, s.stage in global_stages, round(s.docs_in * scale), round(s.docs_kept * scale),
+                                  (fixed + per_page * pages) / 3600, 1000 * per_page))
+    core_hours = sum(r.core_hours for r in rows)
+    wall = core_hours / cores
+    if pages_per_file:  # one file is one task: the first step lasts at least as long as one file's task
+        per_page = sum(r.core_ms_per_page for r in rows if not r.whole_corpus) / 1000
+        wall = max(wall, per_page * pages_per_file / 3600)
+    extract = next((s for s in stats if s.stage == "extract"), None)
+    routed = extract.counters.get(ROUTED_COUNTER, 0) / extract.docs_in if extract and extract.docs_in else None
+    shuffle = sum(SHUFFLE_BYTES_PER_DOC.get(r.stage, 0) * r.docs_in for r in rows)
+    assumptions = list(ASSUMPTIONS) + ([] if len({s.pages for s in samples}) > 1 else [ONE_SAMPLE])
+    return Estimate(pages, base, cores, main.cores, "cpu" if cpu else "wall", rows, core_hours, wall, routed,
+                    round(stats[-1].bytes_kept * scale), shuffle, assumptions)
+
+
+def format_estimate(est: Estimate) -> str:
+    from dataprep.core.units import human
+
+    lines = [f"projected from a sample of {est.sample_pages:,} pages (x{est.pages / est.sample_pages:,.1f}) to {est.pages:,} pages",
+             f"{'stage':<22}{'docs in':>16}{'kept':>16}{'core-h':>12}{'core ms/page':>14}"]
+    for r in est.stages:
+        mark = " *" if r.whole_corpus else ""
+        lines.append(f"{r.stage + mark:<22}{r.docs_in:>16,}{r.docs_kept:>16,}{r.core_hours:>12,.1f}{r.core_ms_per_page:>14.3f}")
+    lines.append(f"{'total':<22}{'':>32}{est.core_hours:>12,.1f}")
+    lines.append("  * a whole-corpus step: its wall time on all the sample's cores"
+                 + ("" if est.basis == "cpu" else "; other stages: task wall seconds (the sample's stats.json has no CPU seconds)"))
+    days = est.wall_hours / 24
+    lines.append(f"wall time on {est.cores:,} cores: {est.wall_hours:,.1f} h" + (f" ({days:,.1f} days)" if days >= 2 else ""))
+    lines.append(f"output: about {human(est.output_bytes, 'B')} kept (text, and HTML where the corpus keeps it); "
+                 f"dedup shuffle: about {human(est.shuffle_bytes, 'B')}")
+    if est.routed_fraction is not None:
+        lines.append(f"pages routed to the fallback extractor in the sample: {est.routed_fraction:.1%}")
+    lines.append("assumptions:")
+    lines.extend(f"  - {a}" for a in est.assumptions)
+    return "\n".join(lines)
+
+
+def pages_from_files(files: int, pages_per_file: float) -> int:
+    if files <= 0 or pages_per_file <= 0:
+        raise ValueError("the listing holds no files, or the sample holds no pages per file")
+    return math.ceil(files * pages_per_file)

@@ -1,0 +1,118 @@
+"""``dataprep estimate``: a crawl's cost projected from a real sample run's stats.json, and the driver
+pieces that must stay flat as the listing grows."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from dataprep.cli import main as dataprep_main
+from dataprep.core.config import load_config
+from pipelines.pipeline_run import run_pipeline
+
+STAGES = [{"stage": "extract"}, {"stage": "langid", "languages": ["en"]}, {"stage": "exact_dedup"}]
+
+
+def _files(shared_data):
+    return [shared_data / "warc" / "wget" / "dolma-sample-0000.warc.gz", shared_data / "warc" / "cc-main-2024-22-whirlwind" / "whirlwind.warc.gz"]
+
+
+def _run(spark, files, out):
+    run_pipeline(load_config({"input": {"paths": [str(f) for f in files]}, "output": {"dir": str(out)}, "stages": STAGES}), spark=spark)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample_run(spark, shared_data, tmp_path_factory):
+    """A real run on two crawled WARC files: the sample an estimate starts from."""
+    return _run(spark, _files(shared_data), tmp_path_factory.mktemp("estimate") / "out")
+
+
+def _estimate(capsys, *args) -> dict:
+    assert dataprep_main(["estimate", *map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
+    saved = json.loads((sample_run / "stats.json").read_text())
+    assert saved["cores"] == 2 and saved["input_files"] == 2
+    small = _estimate(capsys, sample_run, "--pages", 100_000, "--cores", 10)
+    large = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 10)
+    wide = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 100)
+    stages = {s["stage"]: s for s in large["stages"]}
+    assert list(stages) == ["read", "extract", "langid", "exact_dedup"]
+    assert stages["exact_dedup"]["whole_corpus"] and not stages["extract"]["whole_corpus"]
+    extract = next(s for s in saved["stages"] if s["stage"] == "extract")
+    assert large["sample_cores"] == 2 and large["sample_pages"] == extract["docs_in"] > 0
+    # linear in pages, and the funnel narrows stage by stage
+    assert large["core_hours"] == pytest.approx(10 * small["core_hours"], rel=1e-6) and large["core_hours"] > 0
+    kept = [s["docs_kept"] for s in large["stages"]]
+    assert kept == sorted(kept, reverse=True) and all(s["docs_kept"] <= s["docs_in"] for s in large["stages"])
+    assert large["shuffle_bytes"] > 0 and large["output_bytes"] > 0
+    # more cores: the same core-hours in less wall time
+    assert wide["core_hours"] == pytest.approx(large["core_hours"]) and wide["wall_hours"] < large["wall_hours"]
+    assert large["assumptions"] and large["routed_fraction"] is not None and large["basis"] == "cpu"
+    assert all(s["cpu_seconds"] > 0 for s in saved["stages"] if s["stage"] in ("read", "extract", "langid"))
+
+    listing = tmp_path / "warc.paths.gz"
+    with gzip.open(listing, "wt") as fh:
+        fh.write("".join(f"crawl-data/CC-MAIN-2024-22/segments/1/warc/f-{i}.warc.gz\n" for i in range(30)))
+    by_listing = _estimate(capsys, sample_run, "--listing", listing)
+    assert by_listing["pages"] == 15 * large["sample_pages"]  # 30 files x the sample's pages per file (2 files)
+    assert dataprep_main(["estimate", str(sample_run), "--pages", "3000000000", "--cores", "500"]) == 0
+    text = capsys.readouterr().out
+    assert "wall time on 500 cores" in text and "assumptions:" in text and "exact_dedup *" in text
+
+
+def test_two_samples_separate_fixed_costs(spark, shared_data, sample_run, capsys, tmp_path):
+    smaller = _run(spark, _files(shared_data)[:1], tmp_path / "smaller")
+    capsys.readouterr()  # the run's own output
+    one = _estimate(capsys, sample_run, "--pages", 1_000_000)
+    two = _estimate(capsys, smaller, sample_run, "--pages", 1_000_000)
+    assert two["sample_pages"] == one["sample_pages"]  # the larger sample gives the funnel
+    assert [s["docs_kept"] for s in two["stages"]] == [s["docs_kept"] for s in one["stages"]]
+    assert 0 < two["core_hours"] and all(s["core_hours"] >= 0 and s["core_ms_per_page"] > 0 for s in two["stages"])
+    assert any("one sample" in a for a in one["assumptions"]) and not any("one sample" in a for a in two["assumptions"])
+
+
+def test_bad_samples_are_named(spark, sample_run, capsys, tmp_path):
+    assert dataprep_main(["estimate", str(tmp_path / "nothing"), "--pages", "10"]) == 2
+    assert "not the output of a finished `dataprep run`" in capsys.readouterr().err
+    assert dataprep_main(["estimate", str(sample_run), "--pages", "0"]) == 2
+    assert "pages must be positive" in capsys.readouterr().err
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    config = load_config({"input": {"paths": [str(empty)]}, "output": {"dir": str(tmp_path / "out")}, "stages": STAGES[:1]})
+    run_pipeline(config, spark=spark)
+    assert dataprep_main(["estimate", str(tmp_path / "out" / "stats.json"), "--pages", "10"]) == 2
+    assert "read no documents" in capsys.readouterr().err
+
+    older = tmp_path / "older"
+    older.mkdir()
+    doc = json.loads((sample_run / "stats.json").read_text())
+    del doc["cores"]  # a stats.json written before runs recorded their cores
+    (older / "stats.json").write_text(json.dumps(doc))
+    assert dataprep_main(["estimate", str(older), "--pages", "10"]) == 2
+    assert "--sample-cores" in capsys.readouterr().err
+    assert _estimate(capsys, older, "--pages", 10, "--sample-cores", 4)["sample_cores"] == 4
+
+
+def test_first_step_task_function_does_not_grow_with_the_listing(spark, tmp_path):
+    """Every first-step task deserialises its function: the task list travels as a broadcast instead."""
+    from pyspark import cloudpickle
+
+    from dataprep.readers import READ_SCHEMA
+    from pipelines.steps import make_partition_fn, plan_steps
+
+    config = load_config({"input": {"paths": ["x"]}, "stages": STAGES[:1]})
+    step = plan_steps(config.stages)[0]
+
+    def pickled(files: int) -> int:
+        groups = spark.sparkContext.broadcast([[f"s3://commoncrawl/crawl-data/CC-MAIN-2024-22/segments/{i}/warc/f.warc.gz"] for i in range(files)])
+        fn = make_partition_fn(step, config.input, None, READ_SCHEMA, None, False, str(tmp_path), "fingerprint", groups, "zstd")
+        return len(cloudpickle.dumps(fn))
+
+    assert abs(pickled(90_000) - pickled(10)) < 64
