@@ -57,3 +57,21 @@ class Progress:
             self.docs.add(docs)
         total = self.total or (self._last[1] if self._last else 1)
         print(self.line(total, total), flush=True)
+
+
+def executor_seconds(spark, group: str) -> tuple[float, float]:
+    """Seconds the Spark tasks of a job group ran, and the JVM CPU seconds within them, summed over its
+    stages (Spark's task metrics, kept by the driver with or without the web UI). A task's run time holds
+    the Python workers it waited for; its CPU time is the JVM's alone."""
+    tracker = spark.sparkContext.statusTracker()
+    store = spark.sparkContext._jsc.sc().statusStore()
+    stages = {stage for job in tracker.getJobIdsForGroup(group) if tracker.getJobInfo(job) for stage in tracker.getJobInfo(job).stageIds}
+    run_ms = cpu_ns = 0
+    for stage in stages:
+        try:
+            data = store.lastStageAttempt(stage)
+        except Exception:  # noqa: BLE001 - a stage the store no longer retains is not counted
+            continue
+        run_ms += data.executorRunTime()
+        cpu_ns += data.executorCpuTime()
+    return run_ms / 1000, cpu_ns / 1e9
