@@ -24,6 +24,10 @@ RECORDS_SKIPPED = "records_skipped:"
 STATS_MARK = "__stats__"  # drop_stage/drop_reason of the stats rows older versions wrote into step data
 
 
+# The stats.json fields that differ from run to run of the same input (timings, and how tasks split it)
+TIMING_FIELDS = ("seconds", "cpu_seconds", "first_batch_cpu_seconds", "first_batch_docs", "executor_seconds", "executor_cpu_seconds")
+
+
 @dataclass
 class StageStats:
     stage: str
