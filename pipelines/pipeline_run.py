@@ -31,7 +31,7 @@ from dataprep.readers import READ_SCHEMA, READ_STAGE
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
-from pipelines.progress import Progress, executor_seconds
+from pipelines.progress import Progress, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
 from pipelines.tasks import DATA_DIR, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
@@ -278,7 +278,8 @@ class PipelineRun:
         context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
         try:
             t0 = time.perf_counter()
-            df = run_fn(self._kept(previous_dir), stage, ctx)
+            with python_cpu(self.spark) as worker_cpu:  # the Python workers' CPU, beside the JVM's in the task metrics
+                df = run_fn(self._kept(previous_dir), stage, ctx)
             dropped = F.col(DROP_REASON).isNotNull()
             size = F.coalesce(F.octet_length("text"), F.lit(0))
             df = df.withColumn("_bytes", size)
@@ -297,7 +298,8 @@ class PipelineRun:
             .collect()
         )
         stats = StageStats(stage.name, seconds=seconds)
-        stats.executor_seconds, stats.executor_cpu_seconds = executor_seconds(self.spark, group)
+        stats.executor_seconds, jvm_cpu = executor_seconds(self.spark, group)
+        stats.executor_cpu_seconds = jvm_cpu + worker_cpu.value
         stats.record_counters(stage)  # counts the runner recorded on the driver
         for row in counts:
             stats.docs_in += row.docs

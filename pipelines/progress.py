@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 from dataprep.core.units import duration, human
 
@@ -75,3 +76,34 @@ def executor_seconds(spark, group: str) -> tuple[float, float]:
         run_ms += data.executorRunTime()
         cpu_ns += data.executorCpuTime()
     return run_ms / 1000, cpu_ns / 1e9
+
+
+_step_python_cpu = None  # driver side: the accumulator of the whole-corpus step being planned, if any
+
+
+@contextmanager
+def python_cpu(spark):
+    """While a whole-corpus step plans its DataFrames, ``timed`` functions add their Python workers' CPU
+    seconds to the accumulator this yields (Spark's task metrics hold the JVM's CPU only)."""
+    global _step_python_cpu
+    _step_python_cpu = spark.sparkContext.accumulator(0.0)
+    try:
+        yield _step_python_cpu
+    finally:
+        _step_python_cpu = None
+
+
+def timed(fn):
+    """``fn`` (a ``mapInArrow`` function) counting its CPU into the step's accumulator, if one is active."""
+    total = _step_python_cpu
+    if total is None:
+        return fn
+
+    def counted(batches):
+        cpu0 = time.process_time()
+        try:
+            yield from fn(batches)
+        finally:
+            total.add(time.process_time() - cpu0)
+
+    return counted

@@ -86,7 +86,7 @@ def test_two_samples_separate_fixed_costs(spark, shared_data, sample_run, capsys
 
 def test_fixed_cost_per_worker_is_paid_once_per_core():
     """A stage whose first batch per task loads a model: that cost is paid once per core of the crawl,
-    the rest per document; a whole-corpus step costs its Spark tasks' seconds, not its wall time."""
+    the rest per document; a whole-corpus step costs its Spark tasks' CPU seconds, not its wall time."""
     from dataprep.core.estimate import Sample, estimate, worker_fixed_cost
     from dataprep.core.stats import StageStats
 
@@ -94,7 +94,7 @@ def test_fixed_cost_per_worker_is_paid_once_per_core():
     read = StageStats("read", docs_in=2000, docs_kept=2000, cpu_seconds=0.2)
     loads = StageStats("url_filter", docs_in=2000, docs_kept=2000, cpu_seconds=2 * 5 + 2.0,
                        first_batch_cpu_seconds=2 * 5 + 1.0, first_batch_docs=1000)
-    dedup = StageStats("exact_dedup", docs_in=2000, docs_kept=1900, seconds=50.0, executor_seconds=4.0)
+    dedup = StageStats("exact_dedup", docs_in=2000, docs_kept=1900, seconds=50.0, executor_seconds=6.0, executor_cpu_seconds=4.0)
     assert worker_fixed_cost(loads) == pytest.approx((10.0, 0.001))
     assert worker_fixed_cost(StageStats("x", docs_in=2000, cpu_seconds=2.0, first_batch_cpu_seconds=1.0, first_batch_docs=1000)) == (0.0, 0.001)
     assert worker_fixed_cost(read) is None  # no first-batch figures: linear

@@ -208,7 +208,7 @@ def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
     real = measured.core_seconds(whole, est.basis == "cpu")
     rows = {}
     print(f"\n  estimate from {' + '.join(map(str, samples))} documents against the run on {large} "
-          f"({est.basis} seconds per stage; * a whole-corpus step: its Spark tasks' seconds)")
+          f"({est.basis} seconds per stage; * a whole-corpus step: its Spark tasks' CPU seconds)")
     for row in est.stages:
         projected, got = row.core_hours * 3600, real[row.stage]
         rows[row.stage] = {"projected_s": round(projected, 1), "measured_s": round(got, 1), "error": round(projected / got - 1, 3) if got else None}

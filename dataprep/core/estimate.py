@@ -26,8 +26,9 @@ ASSUMPTIONS = [
     "batch beyond the stage's cost per document, over the sample's workers) plus CPU seconds per document (task wall "
     "seconds where a stats.json predates CPU seconds); the fixed part is paid once per core of the crawl "
     "(each core's Python worker is reused for its tasks)",
-    "whole-corpus steps (dedup, tokenize) cost the seconds their Spark tasks ran (the JVM and the Python workers "
-    "it waited for; wall time times the sample's cores where a stats.json predates them), growing linearly with documents",
+    "whole-corpus steps (dedup, tokenize) cost the CPU seconds of their Spark tasks (the JVM's task metrics and "
+    "the Python workers'; wall time times the sample's cores where a stats.json predates them), growing linearly "
+    "with documents",
     "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
     "has pages as large as the sample did",
     "the dedup shuffle is a floor: MinHash's bytes per document grew with the corpus (more near-copies per original)",
@@ -101,13 +102,13 @@ class Sample:
 
     def core_seconds(self, global_stages: set[str], cpu: bool) -> dict[str, float]:
         """Per stage, the core-seconds it took: CPU (or task) seconds of a per-document stage; a
-        whole-corpus step's task seconds (its wall time times the sample's cores in older stats)."""
+        whole-corpus step's executor CPU seconds (its wall time times the sample's cores in older stats)."""
         return {s.stage: _global_seconds(s, self.cores) if s.stage in global_stages else (s.cpu_seconds if cpu else s.seconds)
                 for s in self.stats}
 
 
 def _global_seconds(s: StageStats, cores: int) -> float:
-    return s.executor_seconds or s.seconds * cores
+    return s.executor_cpu_seconds or s.seconds * cores
 
 
 def worker_fixed_cost(s: StageStats) -> tuple[float, float] | None:
@@ -133,11 +134,12 @@ def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[str], pages_per_file: float | None = None) -> Estimate:
-    """Project sample runs onto ``pages`` pages run on ``cores`` cores. One sample: every stage's cost
-    per page as in the sample. Several samples of different sizes: per stage a fixed cost (loading
-    models, starting Spark jobs) plus a cost per page, fitted through the smallest and largest; the
-    largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the stages that
-    ran as whole-corpus steps."""
+    """Project sample runs onto ``pages`` pages run on ``cores`` cores. A per-document stage: its
+    workers' fixed cost (``worker_fixed_cost``) once per core, plus its cost per page. Other stages, and
+    stats without first-batch figures: one sample gives the cost per page; several samples of different
+    sizes a fixed cost (starting Spark jobs) plus a cost per page, fitted through the smallest and
+    largest. The largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the
+    stages that ran as whole-corpus steps."""
     if pages <= 0:
         raise ValueError(f"pages must be positive, not {pages}")
     if cores <= 0 or any(s.cores <= 0 for s in samples):
@@ -178,7 +180,7 @@ def format_estimate(est: Estimate) -> str:
         mark = " *" if r.whole_corpus else ""
         lines.append(f"{r.stage + mark:<22}{r.docs_in:>16,}{r.docs_kept:>16,}{r.core_hours:>12,.1f}{r.core_ms_per_page:>14.3f}")
     lines.append(f"{'total':<22}{'':>32}{est.core_hours:>12,.1f}")
-    lines.append("  * a whole-corpus step: the seconds its Spark tasks ran"
+    lines.append("  * a whole-corpus step: the CPU seconds of its Spark tasks"
                  + ("" if est.basis == "cpu" else "; other stages: task wall seconds (the sample's stats.json has no CPU seconds)"))
     days = est.wall_hours / 24
     lines.append(f"wall time on {est.cores:,} cores: {est.wall_hours:,.1f} h" + (f" ({days:,.1f} days)" if days >= 2 else ""))

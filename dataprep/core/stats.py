@@ -43,8 +43,8 @@ class StageStats:
     # happens there, so the estimate can tell a worker's fixed cost from the cost per document
     first_batch_cpu_seconds: float = 0.0
     first_batch_docs: int = 0
-    # Whole-corpus steps: the seconds their Spark tasks ran (JVM and the Python workers it waited for) and
-    # the JVM's CPU within them, summed over the step's jobs (Spark's task metrics)
+    # Whole-corpus steps: the seconds their Spark tasks ran (Spark's task metrics, summed over the step's
+    # jobs) and the CPU seconds of their JVM threads and Python workers
     executor_seconds: float = 0.0
     executor_cpu_seconds: float = 0.0
     counters: Counter = field(default_factory=Counter)  # the stage's own events (Stage.count)
