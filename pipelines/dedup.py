@@ -32,6 +32,7 @@ from dataprep.dedup.urls import UrlDedup
 from dataprep.dedup.weights import WEIGHT
 from dataprep.core.storage import join_path
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
+from pipelines.progress import timed
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
 MAX_ROUNDS = 100
@@ -116,7 +117,7 @@ def run_exact(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
             digests = stage.text_hashes(rb.column("text").to_pylist())
             yield pa.RecordBatch.from_arrays([rb.column("id"), pa.array(digests, pa.binary())], names=["id", "hash"])
 
-    hashes = df.select("id", "text").mapInArrow(hash_batches, "id string, hash binary")
+    hashes = df.select("id", "text").mapInArrow(timed(hash_batches), "id string, hash binary")
     earlier = _earlier(df, stage, ["hash"])
     if earlier is not None:
         hashes = hashes.unionByName(earlier)
@@ -150,7 +151,7 @@ def run_url(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
             yield stage.key_batch(*(rb.column(c).to_pylist() for c in ("id", "url", "date", "length")))
 
     lengths = df.select("id", "url", "date", F.coalesce(F.length("text"), F.lit(0)).cast("long").alias("length"))
-    keys = lengths.mapInArrow(key_batches, "id string, url_key string, fetched string, length long")
+    keys = lengths.mapInArrow(timed(key_batches), "id string, url_key string, fetched string, length long")
     same_url = Window.partitionBy("url_key")
     first, second = stage.preference
     best_first = same_url.orderBy(F.desc(first), F.desc(second), F.asc("id"))
@@ -171,7 +172,7 @@ def signatures(df: DataFrame, stage: MinHashDedup) -> DataFrame:
         for rb in batches:
             yield stage.signature_batch(rb.column("id").to_pylist(), rb.column("text").to_pylist())
 
-    return df.select("id", "text").mapInArrow(sign, "id string, sig array<int>, keys array<bigint>")
+    return df.select("id", "text").mapInArrow(timed(sign), "id string, sig array<int>, keys array<bigint>")
 
 
 def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:
@@ -204,8 +205,8 @@ def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:
             ids = pa.chunked_array([rb.column("ids").flatten() for rb in batches], pa.string())
             yield from minhash.bucket_edges(keys, ids).to_batches()
 
-    routed = sigs.select("id", "keys").mapInArrow(route, "part int, keys array<bigint>, ids array<string>")
-    return routed.repartition(tasks, "part").mapInArrow(group, "src string, dst string").distinct()
+    routed = sigs.select("id", "keys").mapInArrow(timed(route), "part int, keys array<bigint>, ids array<string>")
+    return routed.repartition(tasks, "part").mapInArrow(timed(group), "src string, dst string").distinct()
 
 
 def _nodes(edges: DataFrame) -> DataFrame:
@@ -247,7 +248,7 @@ def exactly_verified_edges(edges: DataFrame, docs: DataFrame, stage: MinHashDedu
             yield stage.shingle_set_batch(rb.column("id").to_pylist(), rb.column("text").to_pylist())
 
     texts = docs.select("id", "text").join(_nodes(edges), "id", "left_semi")
-    sets = _materialize(texts.mapInArrow(shingle_sets, "id string, shingles array<int>"))  # joined twice
+    sets = _materialize(texts.mapInArrow(timed(shingle_sets), "id string, shingles array<int>"))  # joined twice
     pairs = _with_ends(edges, sets, "shingles")
     common = F.size(F.array_intersect("a", "b"))
     similarity = common / (F.size("a") + F.size("b") - common)  # the same division as minhash.jaccard
@@ -278,7 +279,7 @@ def _single_task_components(edges: DataFrame) -> DataFrame:
         ids, found = component_roots(src, dst)
         yield pa.RecordBatch.from_arrays([ids, found], names=["id", "root"])
 
-    return edges.repartition(1).mapInArrow(roots, "id string, root string")
+    return edges.repartition(1).mapInArrow(timed(roots), "id string, root string")
 
 
 def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:

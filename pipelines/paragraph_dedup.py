@@ -23,6 +23,7 @@ from pyspark.sql.window import Window
 from dataprep.dedup.paragraphs import ParagraphDedup
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from pipelines.dedup import _materialize
+from pipelines.progress import timed
 
 _CUTS = "_cuts"
 # A broadcast passes through the driver (~100 bytes a cut with its document id): capped by a constant.
@@ -36,7 +37,7 @@ def cuts(df: DataFrame, stage: ParagraphDedup) -> DataFrame:
         for rb in batches:
             yield stage.key_batch(rb.column("id").to_pylist(), rb.column("text").to_pylist())
 
-    rows = df.select("id", "text").mapInArrow(keys, "id string, key bigint")
+    rows = df.select("id", "text").mapInArrow(timed(keys), "id string, key bigint")
     by_key = Window.partitionBy("key")
     rows = rows.select("id", "key", F.count("*").over(by_key).alias("docs"), F.min("id").over(by_key).alias("first"))
     rows = rows.where(F.col("docs") > stage.max_documents)
@@ -63,4 +64,4 @@ def run_paragraph_dedup(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataF
             dropped = [None if r is None else stage.name for r in reasons]
             yield pa.RecordBatch.from_arrays(arrays + [pa.array(dropped, pa.string()), pa.array(reasons, pa.string())], names=[*columns, DROP_STAGE, DROP_REASON])
 
-    return df.join(per_doc, "id", "left").select(*columns, _CUTS).mapInArrow(rewrite, schema)
+    return df.join(per_doc, "id", "left").select(*columns, _CUTS).mapInArrow(timed(rewrite), schema)

@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 
 from dataprep.core.config import PipelineConfig
@@ -30,7 +31,7 @@ from dataprep.readers import READ_SCHEMA, READ_STAGE
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
-from pipelines.progress import Progress
+from pipelines.progress import Progress, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
 from pipelines.tasks import DATA_DIR, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
@@ -272,17 +273,24 @@ class PipelineRun:
         stage = step.stages[0]
         run_fn = global_runner(stage)
         ctx = StepContext(spark=self.spark, step_dir=step_dir, config=self.config)
-        t0 = time.perf_counter()
-        df = run_fn(self._kept(previous_dir), stage, ctx)
-        dropped = F.col(DROP_REASON).isNotNull()
-        size = F.coalesce(F.octet_length("text"), F.lit(0))
-        df = df.withColumn("_bytes", size)
-        if not self.config.output.write_dropped:
-            df = df.withColumn("text", F.when(dropped, F.lit(None).cast("string")).otherwise(F.col("text")))
-        with Progress(self.spark, step.name, unit="tasks") as progress:
-            self._write(df, join_path(step_dir, "data"))
-        self.spark.catalog.clearCache()  # runners may cache their result to avoid recomputing it for the write
-        seconds = time.perf_counter() - t0
+        context = self.spark.sparkContext
+        group = f"dataprep-{step.name}-{uuid.uuid4().hex}"
+        context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
+        try:
+            t0 = time.perf_counter()
+            with python_cpu(self.spark) as worker_cpu:  # the Python workers' CPU, beside the JVM's in the task metrics
+                df = run_fn(self._kept(previous_dir), stage, ctx)
+            dropped = F.col(DROP_REASON).isNotNull()
+            size = F.coalesce(F.octet_length("text"), F.lit(0))
+            df = df.withColumn("_bytes", size)
+            if not self.config.output.write_dropped:
+                df = df.withColumn("text", F.when(dropped, F.lit(None).cast("string")).otherwise(F.col("text")))
+            with Progress(self.spark, step.name, unit="tasks") as progress:
+                self._write(df, join_path(step_dir, "data"))
+            self.spark.catalog.clearCache()  # runners may cache their result to avoid recomputing it for the write
+            seconds = time.perf_counter() - t0
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)
         counts = (
             self.spark.read.parquet(join_path(step_dir, "data"))
             .groupBy(DROP_REASON)
@@ -290,6 +298,8 @@ class PipelineRun:
             .collect()
         )
         stats = StageStats(stage.name, seconds=seconds)
+        stats.executor_seconds, jvm_cpu = executor_seconds(self.spark, group)
+        stats.executor_cpu_seconds = jvm_cpu + worker_cpu.value
         stats.record_counters(stage)  # counts the runner recorded on the driver
         for row in counts:
             stats.docs_in += row.docs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 from dataprep.core.units import duration, human
 
@@ -57,3 +58,52 @@ class Progress:
             self.docs.add(docs)
         total = self.total or (self._last[1] if self._last else 1)
         print(self.line(total, total), flush=True)
+
+
+def executor_seconds(spark, group: str) -> tuple[float, float]:
+    """Seconds the Spark tasks of a job group ran, and the JVM CPU seconds within them, summed over its
+    stages (Spark's task metrics, kept by the driver with or without the web UI). A task's run time holds
+    the Python workers it waited for; its CPU time is the JVM's alone."""
+    tracker = spark.sparkContext.statusTracker()
+    store = spark.sparkContext._jsc.sc().statusStore()
+    stages = {stage for job in tracker.getJobIdsForGroup(group) if tracker.getJobInfo(job) for stage in tracker.getJobInfo(job).stageIds}
+    run_ms = cpu_ns = 0
+    for stage in stages:
+        try:
+            data = store.lastStageAttempt(stage)
+        except Exception:  # noqa: BLE001 - a stage the store no longer retains is not counted
+            continue
+        run_ms += data.executorRunTime()
+        cpu_ns += data.executorCpuTime()
+    return run_ms / 1000, cpu_ns / 1e9
+
+
+_step_python_cpu = None  # driver side: the accumulator of the whole-corpus step being planned, if any
+
+
+@contextmanager
+def python_cpu(spark):
+    """While a whole-corpus step plans its DataFrames, ``timed`` functions add their Python workers' CPU
+    seconds to the accumulator this yields (Spark's task metrics hold the JVM's CPU only)."""
+    global _step_python_cpu
+    _step_python_cpu = spark.sparkContext.accumulator(0.0)
+    try:
+        yield _step_python_cpu
+    finally:
+        _step_python_cpu = None
+
+
+def timed(fn):
+    """``fn`` (a ``mapInArrow`` function) counting its CPU into the step's accumulator, if one is active."""
+    total = _step_python_cpu
+    if total is None:
+        return fn
+
+    def counted(batches):
+        cpu0 = time.process_time()
+        try:
+            yield from fn(batches)
+        finally:
+            total.add(time.process_time() - cpu0)
+
+    return counted

@@ -18,6 +18,7 @@ from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
 from dataprep.tokenize.stage import NUM_TOKENS, SHARD_PREFIX, Tokenize
+from pipelines.progress import timed
 
 SHARD_INFO = "_shard"  # internal column: JSON metadata on the one row per shard, null on documents
 SHARDS_DIR = "shards"
@@ -40,7 +41,7 @@ def run_tokenize(df, stage: Tokenize, ctx):
     extra = [(NUM_TOKENS, LongType()), (DROP_STAGE, StringType()), (DROP_REASON, StringType()), (SHARD_INFO, StringType())]
     schema = StructType(df.schema.fields + [StructField(name, t, True) for name, t in extra])
     encode = _partition_encoder(stage, tokenizer, out_dir, schema)
-    result = df.mapInArrow(encode, schema).persist(StorageLevel.MEMORY_AND_DISK)
+    result = df.mapInArrow(timed(encode), schema).persist(StorageLevel.MEMORY_AND_DISK)
     shards = [json.loads(row[0]) for row in result.where(F.col(SHARD_INFO).isNotNull()).select(SHARD_INFO).collect()]
     finish_dataset(out_dir, shards, tokenizer, stage.manifest_extra())
     return result.where(F.col(SHARD_INFO).isNull()).drop(SHARD_INFO)

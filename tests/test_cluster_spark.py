@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.core.config import load_config
+from dataprep.core.stats import TIMING_FIELDS
 from pipelines.cluster import StandaloneCluster
 from pipelines.pipeline_run import run_pipeline
 
@@ -79,7 +80,7 @@ def _corpus(path: Path) -> list[dict]:
 
 def _counts(stages: list[dict]) -> list[dict]:
     # error samples hold tracebacks, whose file paths differ where the code was unpacked
-    return [{k: v for k, v in s.items() if k not in ("seconds", "cpu_seconds", "error_samples")} for s in stages]
+    return [{k: v for k, v in s.items() if k not in (*TIMING_FIELDS, "error_samples")} for s in stages]
 
 
 @pytest.fixture(scope="module")

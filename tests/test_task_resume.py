@@ -15,7 +15,7 @@ import pytest
 
 from dataprep.classify.langid import default_model_path
 from dataprep.core.config import load_config
-from dataprep.core.stats import ErrorBudgetExceeded
+from dataprep.core.stats import TIMING_FIELDS, ErrorBudgetExceeded
 from pipelines.pipeline_run import DONE_MARKER, run_pipeline
 
 STAGES = [{"stage": "extract"}, {"stage": "exact_dedup"}, {"stage": "langid", "threshold": 0.3}]
@@ -39,7 +39,7 @@ def _documents(result) -> list[tuple]:
 
 def _stats(out: Path) -> list[dict]:
     """stats.json without timings (which differ from run to run)."""
-    return [{k: v for k, v in s.items() if k not in ("seconds", "cpu_seconds")} for s in json.loads((out / "stats.json").read_text())["stages"]]
+    return [{k: v for k, v in s.items() if k not in TIMING_FIELDS} for s in json.loads((out / "stats.json").read_text())["stages"]]
 
 
 def _step_info(out: Path, step: str) -> dict:

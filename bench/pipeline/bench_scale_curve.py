@@ -204,11 +204,11 @@ def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
     stats = {n: [StageStats.from_dict(d) for d in doc["stages"]] for n, doc in docs.items()}
     measured = Sample(stats[large], docs[large]["cores"])
     whole = _global_stages(stats[large])
-    est = estimate([Sample(stats[n], docs[n]["cores"]) for n in samples], measured.pages, 2, whole)
+    est = estimate([Sample(stats[n], docs[n]["cores"], docs[n]["steps"][0]["tasks"]) for n in samples], measured.pages, 2, whole)
     real = measured.core_seconds(whole, est.basis == "cpu")
     rows = {}
     print(f"\n  estimate from {' + '.join(map(str, samples))} documents against the run on {large} "
-          f"({est.basis} seconds per stage; * a whole-corpus step: wall x {measured.cores} cores)")
+          f"({est.basis} seconds per stage; * a whole-corpus step: its Spark tasks' CPU seconds)")
     for row in est.stages:
         projected, got = row.core_hours * 3600, real[row.stage]
         rows[row.stage] = {"projected_s": round(projected, 1), "measured_s": round(got, 1), "error": round(projected / got - 1, 3) if got else None}

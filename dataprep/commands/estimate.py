@@ -49,7 +49,8 @@ def _load(path: str, sample_cores: int | None):
     cores = sample_cores or doc.get("cores")
     if not cores:
         raise ValueError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
-    return Sample(stats, int(cores)), doc.get("input_files")
+    steps = doc.get("steps") or [{}]
+    return Sample(stats, int(cores), steps[0].get("tasks")), doc.get("input_files")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -22,20 +22,24 @@ SHUFFLE_BYTES_PER_DOC = {"exact_dedup": 60, "minhash_dedup": 480}
 ROUTED_COUNTER = "routed_to_trafilatura"
 
 ASSUMPTIONS = [
-    "every stage's cost grows linearly with pages: per-document stages cost the CPU seconds per page they spent "
-    "in the sample's tasks (task wall seconds where a stats.json predates CPU seconds)",
+    "per-document stages cost a fixed part per Python worker (loading lists and models: the CPU of each task's first "
+    "batch beyond the stage's cost per document, over the sample's workers) plus CPU seconds per document (task wall "
+    "seconds where a stats.json predates CPU seconds); the fixed part is paid once per core of the crawl "
+    "(each core's Python worker is reused for its tasks)",
+    "whole-corpus steps (dedup, tokenize) cost the CPU seconds of their Spark tasks (the JVM's task metrics and "
+    "the Python workers'; wall time times the sample's cores where a stats.json predates them), growing linearly "
+    "with documents",
     "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
     "has pages as large as the sample did",
-    "whole-corpus steps (dedup, tokenize) occupy every core of the sample for their wall time; their cost grows "
-    "linearly with documents",
     "the dedup shuffle is a floor: MinHash's bytes per document grew with the corpus (more near-copies per original)",
     "duplicates grow with the crawl: a sample finds fewer cross-document duplicates than the whole crawl, so "
     "kept documents and output size are upper bounds",
     "wall time = core-hours / cores, but never less than one input file's task (a file is not split)",
-    "core-hours count the stages' own work; Spark's (Parquet writes, moving batches to Python workers) comes on top",
+    "core-hours count the stages' own work; Spark's (Parquet writes, moving batches to Python workers, the driver "
+    "planning jobs) comes on top",
 ]
-ONE_SAMPLE = ("one sample: fixed costs (loading models, starting Spark jobs) are counted as if they grew with pages, "
-              "which overestimates small samples' whole-corpus steps; give two samples of different sizes to separate them")
+ONE_SAMPLE = ("one sample: the fixed costs of whole-corpus steps (each Spark task's start) count as if they grew with "
+              "documents, which overestimates from small samples; give two samples of different sizes to separate them")
 
 
 @dataclass
@@ -81,19 +85,42 @@ def sample_pages(stats: list[StageStats]) -> int:
 
 @dataclass
 class Sample:
-    """One sample run: its merged stats and the cores it ran on."""
+    """One sample run: its merged stats, the cores it ran on and its first step's tasks."""
 
     stats: list[StageStats]
     cores: int
+    tasks: int | None = None
+
+    @property
+    def workers(self) -> int:
+        """Python workers that loaded the stages' lists and models: one per core, fewer with fewer tasks."""
+        return min(self.cores, self.tasks or self.cores)
 
     @property
     def pages(self) -> int:
         return sample_pages(self.stats)
 
     def core_seconds(self, global_stages: set[str], cpu: bool) -> dict[str, float]:
-        """Per stage, the core-seconds it took: CPU (or task) seconds of a per-document stage; wall time
-        times the sample's cores for a whole-corpus step."""
-        return {s.stage: s.seconds * self.cores if s.stage in global_stages else (s.cpu_seconds if cpu else s.seconds) for s in self.stats}
+        """Per stage, the core-seconds it took: CPU (or task) seconds of a per-document stage; a
+        whole-corpus step's executor CPU seconds (its wall time times the sample's cores in older stats)."""
+        return {s.stage: _global_seconds(s, self.cores) if s.stage in global_stages else (s.cpu_seconds if cpu else s.seconds)
+                for s in self.stats}
+
+
+def _global_seconds(s: StageStats, cores: int) -> float:
+    return s.executor_cpu_seconds or s.seconds * cores
+
+
+def worker_fixed_cost(s: StageStats) -> tuple[float, float] | None:
+    """(fixed CPU seconds of the sample's workers, CPU seconds per document) of a per-document stage: the
+    cost per document from the batches after each task's first, the fixed cost what the first batches
+    took beyond it. None without first-batch figures or later batches to measure against."""
+    later_docs = s.docs_in - s.first_batch_docs
+    if not s.first_batch_docs or later_docs <= 0 or not s.cpu_seconds:
+        return None
+    per_doc = (s.cpu_seconds - s.first_batch_cpu_seconds) / later_docs
+    fixed = s.first_batch_cpu_seconds - per_doc * s.first_batch_docs
+    return (fixed, per_doc) if fixed > 0 else (0.0, s.cpu_seconds / s.docs_in)
 
 
 def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -107,11 +134,12 @@ def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[str], pages_per_file: float | None = None) -> Estimate:
-    """Project sample runs onto ``pages`` pages run on ``cores`` cores. One sample: every stage's cost
-    per page as in the sample. Several samples of different sizes: per stage a fixed cost (loading
-    models, starting Spark jobs) plus a cost per page, fitted through the smallest and largest; the
-    largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the stages that
-    ran as whole-corpus steps."""
+    """Project sample runs onto ``pages`` pages run on ``cores`` cores. A per-document stage: its
+    workers' fixed cost (``worker_fixed_cost``) once per core, plus its cost per page. Other stages, and
+    stats without first-batch figures: one sample gives the cost per page; several samples of different
+    sizes a fixed cost (starting Spark jobs) plus a cost per page, fitted through the smallest and
+    largest. The largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the
+    stages that ran as whole-corpus steps."""
     if pages <= 0:
         raise ValueError(f"pages must be positive, not {pages}")
     if cores <= 0 or any(s.cores <= 0 for s in samples):
@@ -123,7 +151,11 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
     costs = [(sample.pages, sample.core_seconds(global_stages, cpu)) for sample in samples]
     rows = []
     for s in stats:
-        fixed, per_page = _fit([(p, c.get(s.stage, 0.0)) for p, c in costs])
+        split = worker_fixed_cost(s) if cpu and s.stage not in global_stages else None
+        if split:  # a fixed cost per Python worker, paid once per core of the crawl
+            fixed, per_page = split[0] * cores / main.workers, split[1] * s.docs_in / base
+        else:
+            fixed, per_page = _fit([(p, c.get(s.stage, 0.0)) for p, c in costs])
         rows.append(StageEstimate(s.stage, s.stage in global_stages, round(s.docs_in * scale), round(s.docs_kept * scale),
                                   (fixed + per_page * pages) / 3600, 1000 * per_page))
     core_hours = sum(r.core_hours for r in rows)
@@ -148,7 +180,7 @@ def format_estimate(est: Estimate) -> str:
         mark = " *" if r.whole_corpus else ""
         lines.append(f"{r.stage + mark:<22}{r.docs_in:>16,}{r.docs_kept:>16,}{r.core_hours:>12,.1f}{r.core_ms_per_page:>14.3f}")
     lines.append(f"{'total':<22}{'':>32}{est.core_hours:>12,.1f}")
-    lines.append("  * a whole-corpus step: its wall time on all the sample's cores"
+    lines.append("  * a whole-corpus step: the CPU seconds of its Spark tasks"
                  + ("" if est.basis == "cpu" else "; other stages: task wall seconds (the sample's stats.json has no CPU seconds)"))
     days = est.wall_hours / 24
     lines.append(f"wall time on {est.cores:,} cores: {est.wall_hours:,.1f} h" + (f" ({days:,.1f} days)" if days >= 2 else ""))

@@ -57,13 +57,15 @@ def run_fused(
     keep_dropped_text: bool,
 ) -> Iterator[pa.Table]:
     """Push each batch through the stages in order; yield kept and dropped rows in ``schema``."""
+    timed = set()  # stages whose first batch (where lists and models load) was recorded
     for batch in batches:
         for stage, stage_stats in zip(stages, stats):
             if batch.num_rows == 0:
                 break
             with Timer() as t:
                 result = stage.apply(batch)
-            stage_stats.record(batch, result, t.seconds, cpu_seconds=t.cpu_seconds)
+            stage_stats.record(batch, result, t.seconds, cpu_seconds=t.cpu_seconds, first_batch=stage.name not in timed)
+            timed.add(stage.name)
             stage_stats.record_counters(stage)
             if result.dropped.num_rows:
                 yield conform(blank_text(result.dropped, keep_dropped_text), schema)

@@ -24,6 +24,10 @@ RECORDS_SKIPPED = "records_skipped:"
 STATS_MARK = "__stats__"  # drop_stage/drop_reason of the stats rows older versions wrote into step data
 
 
+# The stats.json fields that differ from run to run of the same input (timings, and how tasks split it)
+TIMING_FIELDS = ("seconds", "cpu_seconds", "first_batch_cpu_seconds", "first_batch_docs", "executor_seconds", "executor_cpu_seconds")
+
+
 @dataclass
 class StageStats:
     stage: str
@@ -35,6 +39,14 @@ class StageStats:
     dropped_bytes: Counter = field(default_factory=Counter)  # reason -> text bytes
     seconds: float = 0.0
     cpu_seconds: float = 0.0  # CPU of the stage's own code in the tasks (0 for whole-corpus steps, run by Spark)
+    # The part of cpu_seconds spent on each task's first batch, and its documents: loading lists and models
+    # happens there, so the estimate can tell a worker's fixed cost from the cost per document
+    first_batch_cpu_seconds: float = 0.0
+    first_batch_docs: int = 0
+    # Whole-corpus steps: the seconds their Spark tasks ran (Spark's task metrics, summed over the step's
+    # jobs) and the CPU seconds of their JVM threads and Python workers
+    executor_seconds: float = 0.0
+    executor_cpu_seconds: float = 0.0
     counters: Counter = field(default_factory=Counter)  # the stage's own events (Stage.count)
     errors_seen: ErrorLog = field(default_factory=ErrorLog)  # messages and first tracebacks of error: drops
     notes: dict = field(default_factory=dict)  # values the stage applied (Stage.note), e.g. a cut-off
@@ -53,7 +65,7 @@ class StageStats:
         return sum(n for reason, n in self.dropped.items() if reason.startswith("error:"))
 
     def record(self, batch_in: pa.Table | None, result: StageResult, seconds: float = 0.0, bytes_in: int | None = None,
-               cpu_seconds: float = 0.0) -> None:
+               cpu_seconds: float = 0.0, first_batch: bool = False) -> None:
         """Count one batch: what went in (None for readers, whose input is a file: ``bytes_in`` then
         gives the bytes read) and what came out. Bytes are text plus raw HTML payload."""
         kept_bytes = payload_bytes(result.kept)
@@ -75,6 +87,9 @@ class StageStats:
         self.bytes_kept += kept_bytes
         self.seconds += seconds
         self.cpu_seconds += cpu_seconds
+        if first_batch:
+            self.first_batch_cpu_seconds += cpu_seconds
+            self.first_batch_docs += batch_in.num_rows if batch_in is not None else result.kept.num_rows + len(reasons)
 
     def record_counters(self, stage) -> None:
         """Add the events and errors ``stage`` counted since the last call."""
@@ -91,6 +106,10 @@ class StageStats:
         self.dropped_bytes.update(other.dropped_bytes)
         self.seconds += other.seconds
         self.cpu_seconds += other.cpu_seconds
+        self.first_batch_cpu_seconds += other.first_batch_cpu_seconds
+        self.first_batch_docs += other.first_batch_docs
+        self.executor_seconds += other.executor_seconds
+        self.executor_cpu_seconds += other.executor_cpu_seconds
         self.counters.update(other.counters)
         self.errors_seen.merge(other.errors_seen)
         self.notes.update(other.notes)
@@ -109,6 +128,10 @@ class StageStats:
             "dropped_bytes": dict(self.dropped_bytes),
             "seconds": round(self.seconds, 3),
             "cpu_seconds": round(self.cpu_seconds, 3),
+            **({"first_batch_cpu_seconds": round(self.first_batch_cpu_seconds, 3), "first_batch_docs": self.first_batch_docs}
+               if self.first_batch_docs else {}),
+            **({"executor_seconds": round(self.executor_seconds, 3), "executor_cpu_seconds": round(self.executor_cpu_seconds, 3)}
+               if self.executor_seconds else {}),
             "counters": dict(sorted(self.counters.items())),
             **self.errors_seen.to_dict(),
             **({"notes": self.notes} if self.notes else {}),
@@ -126,6 +149,10 @@ class StageStats:
             dropped_bytes=Counter(d.get("dropped_bytes", {})),
             seconds=d.get("seconds", 0.0),
             cpu_seconds=d.get("cpu_seconds", 0.0),
+            first_batch_cpu_seconds=d.get("first_batch_cpu_seconds", 0.0),
+            first_batch_docs=d.get("first_batch_docs", 0),
+            executor_seconds=d.get("executor_seconds", 0.0),
+            executor_cpu_seconds=d.get("executor_cpu_seconds", 0.0),
             counters=Counter(d.get("counters", {})),
             errors_seen=ErrorLog.from_dict(d),
             notes=dict(d.get("notes", {})),
