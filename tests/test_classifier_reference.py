@@ -18,7 +18,7 @@ from dataprep.quality.classifier import QualityClassifier
 from dedup_corpus import real_documents
 from pipelines.sample_texts import sample_texts
 
-SMALL = ["--dim", "16", "--bucket", "20000", "--epoch", "30", "--lr", "0.1", "--min-count", "1"]  # DCLM's sizes need 100k+ examples
+SMALL = ["--dim", "16", "--bucket", "20000", "--epoch", "30", "--lr", "0.1", "--min-count", "1", "--threads", "1"]  # DCLM's sizes need 100k+ examples
 
 
 @pytest.fixture(scope="module")

@@ -172,6 +172,34 @@ def _unfinished_tasks(executor_log: str) -> set[tuple[str, str]]:
     return started - set(re.findall(r"Finished task (\d+)\.\d+ in stage (\d+)\.", executor_log))
 
 
+def test_driver_killed_mid_step_resumes_with_the_finished_tasks(cluster, job_input, local_run, tmp_path):
+    """The driver (spark-submit and its Python) is killed with SIGKILL once a task of the first step has
+    finished; the same command again reuses the finished tasks and gives the local run's output."""
+    expected, expected_stats = local_run
+    assert cluster.wait_for_workers(2)["aliveworkers"] == 2
+    out = tmp_path / "out"
+    job = _config(job_input, out, "cluster-driver-kill")
+    proc, log = _submit(cluster, job, tmp_path)
+    step = out / "steps" / "00_read-pii"
+    try:
+        deadline = time.time() + JOB_TIMEOUT
+        while proc.poll() is None and time.time() < deadline and not list((step / "_stats").glob("part-*.json")):
+            time.sleep(0.1)
+        assert proc.poll() is None and not (step / "_STEP_DONE.json").exists(), "the step ended before the kill"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finished = len(list((step / "_stats").glob("part-*.json")))
+    proc, log = _submit(cluster, job, tmp_path)
+    _finish(proc, log)
+
+    assert _corpus(out / "corpus") == expected
+    resumed = json.loads((out / "stats.json").read_text())
+    assert _counts(resumed["stages"]) == expected_stats
+    first = resumed["steps"][0]
+    assert first["step"] == "00_read-pii" and 0 < finished <= first["tasks_reused"] < first["tasks"]
+
+
 def test_worker_killed_mid_job_loses_and_duplicates_nothing(cluster, job_input, local_run, tmp_path):
     expected, expected_stats = local_run
     assert cluster.wait_for_workers(2)["aliveworkers"] == 2
@@ -202,34 +230,6 @@ def test_worker_killed_mid_job_loses_and_duplicates_nothing(cluster, job_input, 
     survivor = _executor_logs(cluster, 0, app["id"])
     for partition, stage in _unfinished_tasks(_executor_logs(cluster, 1, app["id"])):
         assert re.search(rf"Finished task {partition}\.\d+ in stage {stage}\.", survivor), "a lost task was not redone"
-
-
-def test_driver_killed_mid_step_resumes_with_the_finished_tasks(cluster, job_input, local_run, tmp_path):
-    """The driver (spark-submit and its Python) is killed with SIGKILL once a task of the first step has
-    finished; the same command again reuses the finished tasks and gives the local run's output."""
-    expected, expected_stats = local_run
-    assert cluster.wait_for_workers(2)["aliveworkers"] == 2
-    out = tmp_path / "out"
-    job = _config(job_input, out, "cluster-driver-kill")
-    proc, log = _submit(cluster, job, tmp_path)
-    step = out / "steps" / "00_read-pii"
-    try:
-        deadline = time.time() + JOB_TIMEOUT
-        while proc.poll() is None and time.time() < deadline and not list((step / "_stats").glob("part-*.json")):
-            time.sleep(0.1)
-        assert proc.poll() is None and not (step / "_STEP_DONE.json").exists(), "the step ended before the kill"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finished = len(list((step / "_stats").glob("part-*.json")))
-    proc, log = _submit(cluster, job, tmp_path)
-    _finish(proc, log)
-
-    assert _corpus(out / "corpus") == expected
-    resumed = json.loads((out / "stats.json").read_text())
-    assert _counts(resumed["stages"]) == expected_stats
-    first = resumed["steps"][0]
-    assert first["step"] == "00_read-pii" and 0 < finished <= first["tasks_reused"] < first["tasks"]
 
 
 def test_a_model_path_only_the_driver_has_is_shipped_to_the_executors(cluster, job_input, tmp_path):
