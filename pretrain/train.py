@@ -308,6 +308,7 @@ class Trainer:
                     export_checkpoint(self.last_checkpoint or checkpoint.list_checkpoints(self.ckpt_root)[-1], path)
                 dist.barrier()
         self.log.close()
+        barrier()  # no rank tears its process group down while a peer's last collective is still in flight
 
 
 def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
