@@ -90,7 +90,7 @@ def test_one_model_per_language(spark, sentences, tmp_path, capsys):
     negatives = _write_jsonl(tmp_path / "neg.jsonl", [salad(p) for p in _pages(sentences["en"][150:]) + _pages(sentences["de"][150:])], "body")
     out = tmp_path / "lang.bin"
     code = dataprep_main(["train-classifier", "--positives", positives, "--negatives", negatives, "--text-field", "body",
-                          "--languages", "en,de", "--output", str(out), *SMALL])
+                          "--languages", "en,de", "--output", str(out), *SMALL, "--lr", "0.05"])
     assert code == 0 and (tmp_path / "lang.en.bin").exists() and (tmp_path / "lang.de.bin").exists()
     assert capsys.readouterr().out.count('"output"') == 2
     # the stage scores each document with its language's model, the others with model_path's
