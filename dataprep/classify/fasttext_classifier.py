@@ -52,15 +52,18 @@ class FastTextClassifier:
             with open(train_file, "w", encoding="utf-8", errors="replace") as fh:
                 for text, label in zip(texts, labels):
                     fh.write(f"{LABEL_PREFIX}{_one_line(str(label)).replace(' ', '_')} {_one_line(text)}\n")
-            try:
-                model = fasttext.train_supervised(input=train_file, **params)
-            except RuntimeError as exc:
-                # fastText diverges on tiny, highly repetitive training sets; one single-threaded
-                # retry at a lower rate usually converges, otherwise say what to change.
+            model = None
+            # fastText diverges (NaN) on tiny, highly repetitive training sets, not always at the same
+            # rate; single-threaded retries at lower rates usually converge, otherwise say what to change.
+            for attempt, divisor in enumerate((1, 4, 16)):
                 try:
-                    model = fasttext.train_supervised(input=train_file, **{**params, "lr": params["lr"] / 4, "thread": 1})
-                except RuntimeError:
-                    raise ValueError(f"fastText training failed ({exc}); give more or more varied examples, or a lower lr") from None
+                    retry = {} if attempt == 0 else {"lr": params["lr"] / divisor, "thread": 1}
+                    model = fasttext.train_supervised(input=train_file, **{**params, **retry})
+                    break
+                except RuntimeError as exc:
+                    error = exc
+            if model is None:
+                raise ValueError(f"fastText training failed ({error}); give more or more varied examples, or a lower lr")
         with atomic_output(output_path) as tmp_model:
             model.save_model(tmp_model)
         return cls(model, output_path)
