@@ -20,7 +20,6 @@ larger, where there is one. Run it with ``nice``: it is long.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random

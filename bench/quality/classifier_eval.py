@@ -99,7 +99,7 @@ def markdown(rows: dict[str, dict], rules: str) -> str:
     def cell(kept, good, bad):
         return f"{kept:g} kept: {good:g} good, {bad:g} bad"
 
-    lines = [f"| selection | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
+    lines = ["| selection | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
     labels = [("rules", f"{rules} alone"), ("classifier_at_rules_share", "classifier alone, top share = the rules' share"),
               ("rules_then_top50", f"{rules}, then classifier top 50%"), ("rules_then_even50", f"{rules}, then an even 50% (expected)")]
     for key, label in labels:
