@@ -26,6 +26,7 @@ from pyspark.sql.window import Window
 
 from dataprep.dedup import exact, minhash, urls
 from dataprep.dedup.index import DATA, EARLIER, IndexedStage, begin_write, open_index, write_manifest
+from dataprep.dedup.marks import DUPLICATE
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
 from dataprep.dedup.urls import UrlDedup
@@ -45,8 +46,6 @@ BROADCAST_ROWS = 2_000_000
 # Band entries (key, id) grouped by one task at most: bounds a Python worker's memory (~200 B an
 # entry at its peak), whatever the corpus size.
 ENTRIES_PER_TASK = 250_000
-# Clusters may carry this boolean column: the document is a duplicate (else: its cluster is not its id).
-DUPLICATE = "_duplicate"
 
 
 def _materialize(df: DataFrame) -> DataFrame:
@@ -111,6 +110,11 @@ def _write_clusters(clusters: DataFrame, ctx, cluster: str, size: str) -> None:
 
 def run_exact(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
     """Group documents by the hash of their normalized text; keep the smallest id per group."""
+    return _mark(df, exact_clusters(df, stage, ctx), exact.CLUSTER, exact.CLUSTER_SIZE, stage.name, exact.REASON)
+
+
+def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
+    """The cluster rows (``dataprep.dedup.marks``) of the documents whose normalized text another shares."""
 
     def hash_batches(batches):
         for rb in batches:
@@ -135,7 +139,7 @@ def run_exact(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
     clusters = _materialize(_resolve_earlier(clusters, exact.CLUSTER))
     if stage.write_clusters:
         _write_clusters(clusters, ctx, exact.CLUSTER, exact.CLUSTER_SIZE)
-    return _mark(df, clusters, exact.CLUSTER, exact.CLUSTER_SIZE, stage.name, exact.REASON)
+    return clusters
 
 
 # ------------------------------------------------------------------------------------------------
@@ -145,6 +149,11 @@ def run_exact(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
 def run_url(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
     """Group documents by normalized URL; keep the preferred copy (``UrlDedup.preference``, then the
     smallest id) of each URL."""
+    return _mark(df, url_clusters(df, stage, ctx), urls.CLUSTER, urls.CLUSTER_SIZE, stage.name, urls.REASON)
+
+
+def url_clusters(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
+    """The cluster rows of the documents whose normalized URL another shares."""
 
     def key_batches(batches):
         for rb in batches:
@@ -158,7 +167,7 @@ def run_url(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
     clusters = keys.select(
         "id", F.first("id").over(best_first).alias(urls.CLUSTER), F.count("*").over(same_url).alias(urls.CLUSTER_SIZE)
     ).where(F.col(urls.CLUSTER_SIZE) > 1)
-    return _mark(df, _materialize(clusters), urls.CLUSTER, urls.CLUSTER_SIZE, stage.name, urls.REASON)
+    return _materialize(clusters)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,6 +314,13 @@ def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_T
 
 def run_minhash(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
     """MinHash LSH near-duplicate removal; adds dup_cluster / dup_cluster_size (see dataprep.dedup.minhash)."""
+    clusters = minhash_clusters(df, stage, ctx, single_task_max_edges)
+    out = _mark(df, clusters, minhash.CLUSTER, minhash.CLUSTER_SIZE, stage.name, minhash.REASON)
+    return out.withColumn(WEIGHT, _weight(F.col(minhash.CLUSTER_SIZE), stage.weight_ranges())) if stage.sample_weights else out
+
+
+def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
+    """The cluster rows of the documents with near-duplicates (connected components of verified edges)."""
     sigs = signatures(df, stage)
     earlier = _earlier(df, stage, ["sig", "keys"])
     if earlier is not None:
@@ -324,8 +340,7 @@ def run_minhash(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_ed
         sigs.unpersist()
     if stage.write_clusters:
         _write_clusters(clusters, ctx, minhash.CLUSTER, minhash.CLUSTER_SIZE)
-    out = _mark(df, clusters, minhash.CLUSTER, minhash.CLUSTER_SIZE, stage.name, minhash.REASON)
-    return out.withColumn(WEIGHT, _weight(F.col(minhash.CLUSTER_SIZE), stage.weight_ranges())) if stage.sample_weights else out
+    return clusters
 
 
 def _weight(size, ranges: list[tuple[int, int | None, float]]):

@@ -1,42 +1,89 @@
-"""Which Spark function runs each global stage: the map lives here, on the Spark side, so the stages
-in ``dataprep`` never name the code that runs them on Spark.
+"""Which Spark code runs each global (whole-corpus) stage: the map lives here, on the Spark side, so the
+stages in ``dataprep`` never name the code that runs them on Spark.
 
-Global runner contract: ``run(df, stage, ctx) -> DataFrame``. ``df`` holds the documents that are
-still kept; the result has the same rows and columns plus any attribute columns the stage adds, plus
-``drop_stage`` / ``drop_reason`` (string, null when the document is kept). Side outputs (token
-shards, audit files) go under ``ctx.step_dir`` (a ``pipelines.steps.StepContext``). Nothing may be
-collected on the driver in bulk.
+A global stage runs in two halves (``GlobalRunner``):
+
+- ``decide(df, stage, ctx) -> (rows, state)``: what needs every document, on Spark. ``df`` holds the
+  documents still kept. ``rows``: decision rows keyed by ``id`` for the documents the decision
+  concerns (a dedup's clusters, the paragraphs to cut), or None; ``state``: anything else the tasks
+  need, as JSON (score cut-offs). It may record counters on the stage and write side outputs under
+  ``ctx.step_dir`` (a ``pipelines.steps.StepContext``); nothing may be collected on the driver in bulk.
+- ``applier(stage, state, ctx)``: the per-task half (``dataprep.core.applier.Applier``), run on each part
+  of the previous step's output with the decision rows of that part's documents.
+- ``complete(stage, state, ctx, finished)``, optional: on the driver after every task, ``finished``
+  iterating what each task's ``Applier.finish`` returned (tokenize writes its manifest from them).
+
+The pipeline (``pipelines.pipeline_run``) saves the decision, then runs the tasks like a document step's,
+so a run that dies after deciding keeps the decision, and one that dies among the tasks keeps those
+that finished. The ``run_*`` functions of the runner modules do both halves on one DataFrame.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from dataprep.core.stage import GlobalStage
+from dataprep.dedup import exact, minhash, urls
 from dataprep.dedup.exact import ExactDedup
+from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.minhash import MinHashDedup
-from dataprep.dedup.paragraphs import ParagraphDedup
+from dataprep.dedup.paragraphs import CutParagraphs, ParagraphDedup
 from dataprep.dedup.urls import UrlDedup
-from dataprep.quality.top_fraction import TopFraction
-from dataprep.tokenize.stage import Tokenize
-from pipelines.dedup import run_exact, run_minhash, run_url
-from pipelines.paragraph_dedup import run_paragraph_dedup
-from pipelines.token_shards import run_tokenize
-from pipelines.top_fraction import run_top_fraction
+from dataprep.quality.top_fraction import CutBelow, TopFraction
+from dataprep.tokenize.manifest import begin_dataset, finish_dataset
+from dataprep.tokenize.stage import Tokenize, WriteShards
+from pipelines.dedup import exact_clusters, minhash_clusters, url_clusters
+from pipelines.paragraph_dedup import cuts_by_document
+from pipelines.token_shards import output_dir, trained_tokenizer
+from pipelines.top_fraction import top_fraction_cutoffs
+
+
+@dataclass(frozen=True)
+class GlobalRunner:
+    decide: Callable
+    applier: Callable
+    complete: Callable | None = None
+
+
+def _tokenize_decide(df, stage: Tokenize, ctx):
+    trained_tokenizer(df, stage)  # trained once when asked and missing; tasks load it
+    begin_dataset(output_dir(stage, ctx))  # no manifest while shards change
+    return None, {}
+
+
+def _tokenize_complete(stage: Tokenize, state: dict, ctx, finished) -> None:
+    shards = [shard for task in finished for shard in task.get("shards", [])]
+    finish_dataset(output_dir(stage, ctx), shards, stage.load_tokenizer(), stage.manifest_extra())
+
 
 # Stage class -> its Spark runner; a subclass runs on its parent's. Another package's global stage
 # adds its own entry.
-GLOBAL_RUNNERS: dict[type[GlobalStage], Callable] = {
-    ExactDedup: run_exact,
-    MinHashDedup: run_minhash,
-    UrlDedup: run_url,
-    ParagraphDedup: run_paragraph_dedup,
-    Tokenize: run_tokenize,
-    TopFraction: run_top_fraction,
+GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
+    ExactDedup: GlobalRunner(
+        lambda df, stage, ctx: (exact_clusters(df, stage, ctx), {}),
+        lambda stage, state, ctx: MarkDuplicates(stage.name, exact.REASON, exact.CLUSTER, exact.CLUSTER_SIZE)),
+    MinHashDedup: GlobalRunner(
+        lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}),
+        lambda stage, state, ctx: MarkDuplicates(stage.name, minhash.REASON, minhash.CLUSTER, minhash.CLUSTER_SIZE,
+                                                 stage.weight_ranges() if stage.sample_weights else None)),
+    UrlDedup: GlobalRunner(
+        lambda df, stage, ctx: (url_clusters(df, stage, ctx), {}),
+        lambda stage, state, ctx: MarkDuplicates(stage.name, urls.REASON, urls.CLUSTER, urls.CLUSTER_SIZE)),
+    ParagraphDedup: GlobalRunner(
+        lambda df, stage, ctx: (cuts_by_document(df, stage)[0], {}),
+        lambda stage, state, ctx: CutParagraphs(stage)),
+    Tokenize: GlobalRunner(
+        _tokenize_decide,
+        lambda stage, state, ctx: WriteShards(stage, stage.load_tokenizer(), output_dir(stage, ctx)),
+        _tokenize_complete),
+    TopFraction: GlobalRunner(
+        lambda df, stage, ctx: (None, {"cutoffs": top_fraction_cutoffs(df, stage)}),
+        lambda stage, state, ctx: CutBelow(stage, state["cutoffs"])),
 }
 
 
-def global_runner(stage: GlobalStage) -> Callable:
+def global_runner(stage: GlobalStage) -> GlobalRunner:
     """The Spark implementation of ``stage``: the entry of its class, or of the nearest class it derives from."""
     for cls in type(stage).__mro__:
         if cls in GLOBAL_RUNNERS:

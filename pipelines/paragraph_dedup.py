@@ -20,12 +20,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 from pyspark.sql.window import Window
 
-from dataprep.dedup.paragraphs import ParagraphDedup
+from dataprep.dedup.paragraphs import CUTS, ParagraphDedup
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from pipelines.dedup import _materialize
 from pipelines.progress import timed
 
-_CUTS = "_cuts"
 # A broadcast passes through the driver (~100 bytes a cut with its document id): capped by a constant.
 BROADCAST_CUTS = 200_000
 
@@ -46,22 +45,28 @@ def cuts(df: DataFrame, stage: ParagraphDedup) -> DataFrame:
     return rows.select("id", "key")
 
 
-def run_paragraph_dedup(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataFrame:
-    """Cut duplicated segments out of the documents; drop those left too short."""
-    df = df.drop(*[c for c in (DROP_STAGE, DROP_REASON) if c in df.columns])
+def cuts_by_document(df: DataFrame, stage: ParagraphDedup) -> tuple[DataFrame, int]:
+    """(id, keys to cut) for each document with cuts, and how many cuts there are in all; records the
+    stage's counters."""
     found = _materialize(cuts(df, stage))
     counts = found.agg(F.count("*"), F.countDistinct("id"), F.countDistinct("key")).first()
     stage.record({"segments_removed": counts[0], "documents_changed": counts[1], "duplicated_segments": counts[2]})
-    per_doc = _materialize(found.groupBy("id").agg(F.collect_list("key").alias(_CUTS)))
-    per_doc = F.broadcast(per_doc) if counts[0] <= BROADCAST_CUTS else per_doc.hint("merge")
+    return _materialize(found.groupBy("id").agg(F.collect_list("key").alias(CUTS))), counts[0]
+
+
+def run_paragraph_dedup(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataFrame:
+    """Cut duplicated segments out of the documents; drop those left too short."""
+    df = df.drop(*[c for c in (DROP_STAGE, DROP_REASON) if c in df.columns])
+    per_doc, removed = cuts_by_document(df, stage)
+    per_doc = F.broadcast(per_doc) if removed <= BROADCAST_CUTS else per_doc.hint("merge")
     columns = df.columns
     schema = StructType(df.schema.fields + [StructField(DROP_STAGE, StringType()), StructField(DROP_REASON, StringType())])
 
     def rewrite(batches):
         for rb in batches:
-            texts, reasons = stage.remove(rb.column("text").to_pylist(), rb.column(_CUTS).to_pylist())
+            texts, reasons = stage.remove(rb.column("text").to_pylist(), rb.column(CUTS).to_pylist())
             arrays = [pa.array(texts, rb.schema.field("text").type) if c == "text" else rb.column(c) for c in columns]
             dropped = [None if r is None else stage.name for r in reasons]
             yield pa.RecordBatch.from_arrays(arrays + [pa.array(dropped, pa.string()), pa.array(reasons, pa.string())], names=[*columns, DROP_STAGE, DROP_REASON])
 
-    return df.join(per_doc, "id", "left").select(*columns, _CUTS).mapInArrow(timed(rewrite), schema)
+    return df.join(per_doc, "id", "left").select(*columns, CUTS).mapInArrow(timed(rewrite), schema)

@@ -2,10 +2,12 @@
 
 Each step writes Parquet under ``OUTPUT/steps/NN_name/`` and then a ``_STEP_DONE.json`` marker holding
 its stats and a fingerprint of the config that produced it. A rerun skips every step whose marker
-matches; in the first one that does not (a crash leaves no marker), a fused step keeps the tasks a
-previous run finished with the same fingerprint and runs the rest (``pipelines.tasks``), a global
-step runs again whole. So a killed job resumes without losing or duplicating documents, and
-``stats.json`` says per step how many tasks were reused. The cleaned corpus lands in ``OUTPUT/corpus/``.
+matches; in the first one that does not (a crash leaves no marker), a step keeps the tasks a
+previous run finished with the same fingerprint and runs the rest (``pipelines.tasks``). A global
+step first decides over the whole corpus (``pipelines.global_runners``) and saves that decision, then
+applies it in tasks like any other step's; a rerun keeps a saved decision too. So a killed job resumes
+without losing or duplicating documents, and ``stats.json`` says per step how many tasks were reused.
+The cleaned corpus lands in ``OUTPUT/corpus/``.
 
 A step whose stage errors exceed the config's ``error_budget`` fails: no marker, its first tracebacks
 printed and saved to ``steps/NN_name/_ERRORS.json``; rerunning after the fix resumes at that step,
@@ -25,6 +27,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
 from dataprep.core.storage import atomic_write_text, exists, expand_inputs, join_path, read_text
 from dataprep.readers import READ_SCHEMA, READ_STAGE
@@ -34,10 +37,12 @@ from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors
 from pipelines.progress import Progress, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
-from pipelines.tasks import DATA_DIR, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
+from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
+DECIDED_MARKER = "_DECIDED.json"  # a global step's decision over the whole corpus, made
+DECISIONS_DIR = "_decisions"  # its decision rows, split by part of the previous step
 ERRORS_FILE = "_ERRORS.json"
 
 
@@ -48,7 +53,7 @@ class RunResult:
     stats: list[StageStats]
     files: int
     skipped_steps: int
-    steps: list[dict]  # per step: skipped, tasks, tasks_reused (None for global steps, which rerun whole)
+    steps: list[dict]  # per step: skipped, tasks, tasks_reused
 
 
 def _fingerprint(obj) -> str:
@@ -111,7 +116,7 @@ class PipelineRun:
                 tasks = marker.get("tasks")
                 steps_done.append({"step": step.name, "skipped": True, "tasks": tasks, "tasks_reused": tasks})
             else:
-                redo = True  # global steps after a redone step are redone; fused ones keep their finished tasks
+                redo = True  # later steps run too, keeping the tasks (and decisions) a previous run finished
                 print(f"step {step.name}: running", flush=True)
                 t0 = time.perf_counter()
                 stats, tasks = self._run_step(step, step_dir, files, previous_dir, fingerprint)
@@ -194,17 +199,21 @@ class PipelineRun:
 
     def _run_step(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str) -> tuple[list[StageStats], dict]:
         if step.is_global:
-            return self._run_global(step, step_dir, previous_dir), {"tasks": None, "tasks_reused": 0}
+            return self._run_global(step, step_dir, previous_dir, fingerprint)
         return self._run_fused(step, step_dir, files, previous_dir, fingerprint)
 
     def _write(self, df, path: str) -> None:
         compression = self.config.output.compression
         df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
 
-    def _run_fused(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str) -> tuple[list[StageStats], dict]:
-        """Run the tasks of a fused step that a previous run did not finish (``pipelines.tasks``);
-        return the step's stats, summed over all its tasks, and its task counts."""
+    def _run_fused(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str,
+                   stages: list | None = None, decisions: str | None = None) -> tuple[list[StageStats], dict]:
+        """Run the tasks of a fused step (or of a global step's ``stages``: its applier) that a previous
+        run did not finish (``pipelines.tasks``); return the step's stats, summed over all its tasks,
+        and its task counts."""
         from pyspark.sql.pandas.types import to_arrow_schema
+
+        stages = step.stages if stages is None else stages
 
         if step.reads_input:
             input_dir, inputs, input_schema = None, files, READ_SCHEMA
@@ -212,7 +221,7 @@ class PipelineRun:
             input_dir = join_path(previous_dir, DATA_DIR)
             inputs = parquet_parts(input_dir)
             input_schema = to_arrow_schema(self._kept(previous_dir).schema)
-        schema = fused_schema(step.stages, input_schema)
+        schema = fused_schema(stages, input_schema)
         name = (lambda path: path) if step.reads_input else (lambda path: path.rsplit("/", 1)[-1])
         done = {} if self.force else reusable(read_markers(self.spark, step_dir), fingerprint, [name(p) for p in inputs], step_dir)
         remove_others(step_dir, done)
@@ -223,10 +232,10 @@ class PipelineRun:
         if done:
             print(f"step {step.name}: reusing {len(done)} finished tasks, running {len(todo)}", flush=True)
         if todo:
-            self._run_tasks(step, step_dir, input_dir, todo, input_schema, schema, fingerprint)
+            self._run_tasks(step, stages, step_dir, input_dir, todo, input_schema, schema, fingerprint, decisions)
         elif not done:
             write_empty(step_dir, schema, self.config.output.compression)
-        names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in step.stages]
+        names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in stages]
         stats, keys = merged_stats(self.spark, step_dir, names)
         if len(keys) != len(done) + len(todo):
             raise RuntimeError(f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
@@ -234,7 +243,8 @@ class PipelineRun:
             remove_others(step_dir, keys)
         return stats, {"tasks": len(keys), "tasks_reused": len(done)}
 
-    def _run_tasks(self, step: Step, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema, fingerprint: str) -> None:
+    def _run_tasks(self, step: Step, stages: list, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema,
+                   fingerprint: str, decisions: str | None) -> None:
         """Run ``todo`` as Spark tasks, one row each of a ``spark.range`` (made in the JVM: a DataFrame
         built from a Python RDD would start a second Python worker per task just to convert its rows).
         The first wave (a task per core) runs alone when there are more, so a stage failing on most
@@ -246,8 +256,8 @@ class PipelineRun:
         waves = [(0, slots), (slots, len(todo))] if len(todo) > slots else [(0, len(todo))]
         with Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress, \
                 ErrorWatch(self.spark, self.config.error_budget, group) as watch:
-            fn = make_partition_fn(step, self.config.input, input_dir, input_schema, schema, self.config.output.write_dropped, step_dir,
-                                   fingerprint, context.broadcast(todo), self.config.output.compression, progress.docs, watch.stats)
+            fn = make_partition_fn(step, stages, self.config.input, input_dir, input_schema, schema, self.config.output.write_dropped, step_dir,
+                                   fingerprint, context.broadcast(todo), self.config.output.compression, progress.docs, watch.stats, decisions)
             context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
             try:
                 for start, end in waves:
@@ -265,53 +275,64 @@ class PipelineRun:
                 context.setLocalProperty("spark.jobGroup.id", None)
         progress.finish()
 
-    def _run_global(self, step: Step, step_dir: str, previous_dir: str) -> list[StageStats]:
-        from pyspark.sql import functions as F
-
+    def _run_global(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str) -> tuple[list[StageStats], dict]:
+        """A global step: its decision over the whole corpus (kept from a previous run that made it with
+        this config), then its applier run on each part of the previous step as tasks, which a rerun
+        keeps as it keeps a fused step's."""
         from pipelines.global_runners import global_runner
 
         stage = step.stages[0]
-        run_fn = global_runner(stage)
+        runner = global_runner(stage)
         ctx = StepContext(spark=self.spark, step_dir=step_dir, config=self.config)
+        decided = self._decide(step, step_dir, previous_dir, fingerprint, runner, ctx)
+        applied = AppliedStage(applier=runner.applier(stage, decided["state"], ctx))
+        decisions = join_path(step_dir, DECISIONS_DIR) if decided["rows"] else None
+        stats, tasks = self._run_fused(step, step_dir, [], previous_dir, f"{fingerprint}-{decided['run']}", [applied], decisions)
+        if runner.complete is not None:
+            runner.complete(stage, decided["state"], ctx, read_markers(self.spark, step_dir))
+        stats[0].merge(StageStats.from_dict(decided["stats"]))
+        return stats, tasks
+
+    def _decide(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str, runner, ctx) -> dict:
+        """The global step's decision: reused when a previous run saved one with this fingerprint over
+        the same parts of the previous step, else made now and saved (``_DECIDED.json``: its stats, its
+        state, and a run id that the tasks' markers carry, so tasks applying another decision are never
+        kept), its rows split by the part of the previous step holding each document."""
+        from pyspark.sql import functions as F
+
+        from pipelines.dedup import BROADCAST_ROWS
+
+        path = join_path(step_dir, DECIDED_MARKER)
+        parts_key = task_key([p.rsplit("/", 1)[-1] for p in parquet_parts(join_path(previous_dir, DATA_DIR))])
+        saved = None if self.force else _read_marker(path)
+        if saved and saved.get("fingerprint") == fingerprint and saved.get("parts") == parts_key:
+            print(f"step {step.name}: reusing the decision a previous run made", flush=True)
+            return saved
+        stage = step.stages[0]
         context = self.spark.sparkContext
         group = f"dataprep-{step.name}-{uuid.uuid4().hex}"
-        context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
+        context.setJobGroup(group, f"dataprep step {step.name}: decide", interruptOnCancel=True)
         try:
             t0 = time.perf_counter()
-            with python_cpu(self.spark) as worker_cpu:  # the Python workers' CPU, beside the JVM's in the task metrics
-                df = run_fn(self._kept(previous_dir), stage, ctx)
-            dropped = F.col(DROP_REASON).isNotNull()
-            size = F.coalesce(F.octet_length("text"), F.lit(0))
-            df = df.withColumn("_bytes", size)
-            if not self.config.output.write_dropped:
-                df = df.withColumn("text", F.when(dropped, F.lit(None).cast("string")).otherwise(F.col("text")))
-            with Progress(self.spark, step.name, unit="tasks") as progress:
-                self._write(df, join_path(step_dir, "data"))
-            self.spark.catalog.clearCache()  # runners may cache their result to avoid recomputing it for the write
-            seconds = time.perf_counter() - t0
+            kept = self._kept(previous_dir)
+            with python_cpu(self.spark) as worker_cpu, Progress(self.spark, f"{step.name} decide", unit="Spark tasks", counts_docs=False) as progress:
+                rows, state = runner.decide(kept, stage, ctx)
+                if rows is not None:  # few rows (the documents concerned) beside every document's part
+                    parts = kept.select("id", F.element_at(F.split(F.input_file_name(), "/"), -1).alias(PART))
+                    rows = parts.join(F.broadcast(rows) if rows.count() <= BROADCAST_ROWS else rows, "id")
+                    rows.write.mode("overwrite").partitionBy(PART).parquet(join_path(step_dir, DECISIONS_DIR))
+            self.spark.catalog.clearCache()  # runners may cache what they computed
+            stats = StageStats(stage.name, seconds=time.perf_counter() - t0)
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)
-        counts = (
-            self.spark.read.parquet(join_path(step_dir, "data"))
-            .groupBy(DROP_REASON)
-            .agg(F.count("*").alias("docs"), F.sum("_bytes").alias("bytes"))
-            .collect()
-        )
-        stats = StageStats(stage.name, seconds=seconds)
         stats.executor_seconds, jvm_cpu = executor_seconds(self.spark, group)
         stats.executor_cpu_seconds = jvm_cpu + worker_cpu.value
         stats.record_counters(stage)  # counts the runner recorded on the driver
-        for row in counts:
-            stats.docs_in += row.docs
-            stats.bytes_in += row.bytes or 0
-            if row[DROP_REASON] is None:
-                stats.docs_kept += row.docs
-                stats.bytes_kept += row.bytes or 0
-            else:
-                stats.dropped[row[DROP_REASON]] += row.docs
-                stats.dropped_bytes[row[DROP_REASON]] += row.bytes or 0
-        progress.finish(stats.docs_in)
-        return [stats]
+        progress.finish()
+        decided = {"fingerprint": fingerprint, "parts": parts_key, "run": uuid.uuid4().hex[:12], "state": state,
+                   "rows": rows is not None, "stats": stats.to_dict()}
+        atomic_write_text(path, json.dumps(decided, indent=1))
+        return decided
 
     def _write_corpus(self, last_dir: str, corpus_dir: str, fingerprint: str, redo: bool) -> None:
         marker = join_path(corpus_dir, DONE_MARKER)

@@ -14,10 +14,10 @@ class Progress:
     thread reading Spark's status tracker and a documents accumulator, which tasks add to as they
     finish); ``finish`` prints the last line, N/N."""
 
-    def __init__(self, spark, label: str, unit: str = "tasks", total: int | None = None, interval: float = 5.0):
+    def __init__(self, spark, label: str, unit: str = "tasks", total: int | None = None, interval: float = 5.0, counts_docs: bool = True):
         self.tracker = spark.sparkContext.statusTracker()
         self.docs = spark.sparkContext.accumulator(0)
-        self.label, self.interval, self.unit, self.total = label, interval, unit, total
+        self.label, self.interval, self.unit, self.total, self.counts_docs = label, interval, unit, total, counts_docs
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._last = None
@@ -26,7 +26,9 @@ class Progress:
     def line(self, done: int, total: int) -> str:
         elapsed = time.perf_counter() - self._t0
         docs = self.docs.value
-        text = f"  [{self.label}] {done}/{total} {self.unit}, {human(docs)} docs, {human(docs / max(elapsed, 1e-9))} docs/s"
+        text = f"  [{self.label}] {done}/{total} {self.unit}"
+        if self.counts_docs:
+            text += f", {human(docs)} docs, {human(docs / max(elapsed, 1e-9))} docs/s"
         if 0 < done < total:
             text += f", ETA {duration(elapsed / done * (total - done))}"
         return text + f" ({duration(elapsed)})"

@@ -21,9 +21,10 @@ from dataprep.core import storage
 from dataprep.core.config import InputConfig
 from dataprep.readers import READ_SCHEMA, READ_STAGE, iter_documents
 from dataprep.core.runner import blank_text, conform, run_fused
+from dataprep.core.applier import AppliedStage
 from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
-from pipelines.tasks import read_kept, task_key, write_task
+from pipelines.tasks import read_decisions, read_kept, task_key, write_task
 
 # Local input files smaller than this share a first-step task (Spark's own maxPartitionBytes default):
 # a task costs the executor a Parquet writer, a commit and a stats file however few pages it holds.
@@ -103,18 +104,25 @@ def use_shipped_assets() -> None:
         storage.ASSET_DIRS.append(root)
 
 
-def make_partition_fn(step: Step, input_cfg: InputConfig, input_dir: str | None, input_schema: pa.Schema, schema: pa.Schema, keep_dropped_text: bool,
-                      step_dir: str, fingerprint: str, tasks, compression: str, progress=None, errors=None):
+def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputConfig, input_dir: str | None, input_schema: pa.Schema,
+                      schema: pa.Schema, keep_dropped_text: bool, step_dir: str, fingerprint: str, tasks, compression: str,
+                      progress=None, errors=None, decisions: str | None = None):
     """The function each Spark task runs: its rows are indexes into ``tasks``; for each, read the
     task's inputs (first step: input files; later steps: the kept rows of the previous step's
-    Parquet parts, named within ``input_dir``), apply the fused stages, and write the task's rows
+    Parquet parts, named within ``input_dir``), apply ``stages``, and write the task's rows
     and completion marker (``pipelines.tasks``). ``tasks`` is a broadcast list of input lists: it
     reaches each executor once, not inside every task's function (a listing can be huge).
+    A global step's stage is an ``AppliedStage``: it starts with the decision rows of the task's
+    parts (from ``decisions``) and what it finishes with goes into the marker.
     ``progress`` (an accumulator) counts documents;
     ``errors`` (one too) gets the task's stats for the error budget while the step runs."""
-    stages = list(step.stages)
+    stages = list(stages)
+    appliers = [s.applier for s in stages if isinstance(s, AppliedStage)]
 
     def run_task(inputs: list[str]) -> None:
+        key = task_key(inputs)
+        for applier in appliers:
+            applier.begin(key, read_decisions(decisions, inputs) if decisions else None)
         stats = [StageStats(s.name) for s in stages]
         read_stats = StageStats(READ_STAGE)
         dropped_out: list[pa.Table] = []
@@ -137,9 +145,12 @@ def make_partition_fn(step: Step, input_cfg: InputConfig, input_dir: str | None,
             while dropped_out:
                 yield conform(blank_text(dropped_out.pop(), keep_dropped_text), schema)
 
+        def finished() -> dict:
+            extra = {k: v for applier in appliers for k, v in applier.finish().items()}
+            return {"stats": [s.to_dict() for s in all_stats], **extra}
+
         all_stats = ([read_stats] if step.reads_input else []) + stats
-        write_task(step_dir, task_key(inputs), inputs, fingerprint, rows(), schema, compression,
-                   lambda: [s.to_dict() for s in all_stats])
+        write_task(step_dir, key, inputs, fingerprint, rows(), schema, compression, finished)
         if progress is not None:
             progress.add(all_stats[0].docs_in if all_stats else 0)
         if errors is not None:

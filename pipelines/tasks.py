@@ -32,6 +32,7 @@ from dataprep.core.stats import StageStats, merge_all
 
 DATA_DIR = "data"
 STATS_DIR = "_stats"
+PART = "_part"  # a global step's decision rows: the previous step's part holding the document
 
 
 def task_key(inputs: list[str]) -> str:
@@ -129,15 +130,30 @@ def remove_others(step_dir: str, keep: Iterable[str]) -> None:
 
 
 def write_task(step_dir: str, key: str, inputs: list[str], fingerprint: str, tables: Iterator[pa.Table],
-               schema: pa.Schema, compression: str, stats) -> None:
-    """Write one task's rows, then its marker; ``stats`` (called once the rows are written) gives the
-    task's stats as dicts."""
+               schema: pa.Schema, compression: str, finished) -> None:
+    """Write one task's rows, then its marker; ``finished`` (called once the rows are written) gives
+    the task's stats as dicts and what else the marker keeps (``{"stats": [...], ...}``)."""
     with storage.atomic_output(data_path(step_dir, key), suffix=".parquet") as tmp:
         with pq.ParquetWriter(tmp, schema, compression=compression) as writer:
             for table in tables:
                 writer.write_table(table)
-    marker = {"key": key, "fingerprint": fingerprint, "inputs": inputs, "stats": stats()}
+    marker = {"key": key, "fingerprint": fingerprint, "inputs": inputs, **finished()}
     storage.atomic_write_text(marker_path(step_dir, key), json.dumps(marker, ensure_ascii=False))
+
+
+def read_decisions(folder: str, parts: list[str]) -> pa.Table | None:
+    """The decision rows of a global step for the documents of ``parts`` (the previous step's part
+    names): the pipeline writes them split by part (``PART=<name>/`` folders); None when none has any."""
+    fs, _, (root,) = fsspec.get_fs_token_paths(folder)
+    tables = []
+    for part in parts:
+        where = f"{root.rstrip('/')}/{PART}={part}"
+        if fs.exists(where):
+            for path in sorted(fs.ls(where, detail=False)):
+                if path.endswith(".parquet"):
+                    with fs.open(path, "rb") as fh:
+                        tables.append(pq.read_table(fh))
+    return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
 def write_empty(step_dir: str, schema: pa.Schema, compression: str) -> None:

@@ -16,8 +16,7 @@ import pyarrow as pa
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
-from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
-from dataprep.tokenize.stage import NUM_TOKENS, SHARD_PREFIX, Tokenize
+from dataprep.tokenize.stage import NUM_TOKENS, Tokenize, WriteShards
 from pipelines.progress import timed
 
 SHARD_INFO = "_shard"  # internal column: JSON metadata on the one row per shard, null on documents
@@ -34,7 +33,7 @@ def run_tokenize(df, stage: Tokenize, ctx):
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    tokenizer = _tokenizer(df, stage)
+    tokenizer = trained_tokenizer(df, stage)
     out_dir = output_dir(stage, ctx)
     begin_dataset(out_dir)
     df = df.drop(*[c for c in (NUM_TOKENS, DROP_STAGE, DROP_REASON, SHARD_INFO) if c in df.columns])
@@ -47,7 +46,7 @@ def run_tokenize(df, stage: Tokenize, ctx):
     return result.where(F.col(SHARD_INFO).isNull()).drop(SHARD_INFO)
 
 
-def _tokenizer(df, stage: Tokenize):
+def trained_tokenizer(df, stage: Tokenize):
     """The stage's tokenizer; trained first on a Spark-drawn sample of ``df`` when asked and missing."""
     from dataprep.tokenize.tokenizer import tokenizer_exists
 
@@ -59,25 +58,23 @@ def _tokenizer(df, stage: Tokenize):
 
 
 def _partition_encoder(stage: Tokenize, tokenizer, out_dir: str, schema):
-    """The mapInArrow function; it closes over the tokenizer (pickled as its model bytes)."""
-    dtype = dtype_for_vocab(tokenizer.vocab_size)
+    """The mapInArrow function: each partition is a task of ``WriteShards``; it closes over the
+    tokenizer (pickled as its model bytes)."""
     arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in schema.fields])
 
     def encode(batches):
         from pyspark import TaskContext
 
-        partition = TaskContext.get().partitionId()
-        with ShardWriter(f"{out_dir}/{SHARD_PREFIX}-{partition:05d}", dtype, stage.tokens_per_shard) as writer:
-            for batch in batches:
-                table, reasons, docs = stage.encode(pa.Table.from_batches([batch]), tokenizer)
-                for doc, n in zip(docs, stage.copies_of(table, reasons)):
-                    writer.add(doc, n)
-                dropped = [None if r is None else stage.name for r in reasons]
-                table = table.append_column(DROP_STAGE, pa.array(dropped, pa.string()))
-                table = table.append_column(DROP_REASON, pa.array(reasons, pa.string()))
-                table = table.append_column(SHARD_INFO, pa.nulls(table.num_rows, pa.string()))
-                yield from table.cast(arrow_schema).to_batches()
-            shards = writer.close()
+        writer = WriteShards(stage, tokenizer, out_dir)
+        writer.begin(f"{TaskContext.get().partitionId():05d}", None)
+        for batch in batches:
+            table, reasons = writer.process(pa.Table.from_batches([batch]))
+            dropped = [None if r is None else stage.name for r in reasons]
+            table = table.append_column(DROP_STAGE, pa.array(dropped, pa.string()))
+            table = table.append_column(DROP_REASON, pa.array(reasons, pa.string()))
+            table = table.append_column(SHARD_INFO, pa.nulls(table.num_rows, pa.string()))
+            yield from table.cast(arrow_schema).to_batches()
+        shards = writer.finish()["shards"]
         if shards:
             rows = {f.name: pa.nulls(len(shards), f.type) for f in arrow_schema}
             rows[SHARD_INFO] = pa.array([json.dumps(s) for s in shards], pa.string())

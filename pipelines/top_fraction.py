@@ -31,26 +31,37 @@ def _cutoffs(scored: DataFrame, stage: TopFraction) -> tuple[dict[str, float | N
 
 def run_top_fraction(df: DataFrame, stage: TopFraction, ctx=None) -> DataFrame:
     """Mark every document outside its group's top ``keep`` share."""
-    stage.check_columns(df.columns)
-    if not isinstance(df.schema[stage.score].dataType, NumericType):
-        raise ValueError(f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number")
-    if stage.by_language and stage.lang_column not in df.columns:
-        raise ValueError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
-    group = F.coalesce(F.col(stage.lang_column).cast("string"), F.lit("")) if stage.by_language else F.lit(ALL)
-    score = F.col(stage.score).cast("double")
-    if stage.cutoffs is not None:
-        cutoffs, errors = dict(stage.cutoffs), {}
-    else:
-        scored = df.select(group.alias("group"), score.alias("score")).where(F.col("score").isNotNull() & ~F.isnan("score"))
-        cutoffs, errors = _cutoffs(_materialize(scored), stage)
-    stage.record(cutoffs, errors)
+    cutoffs = top_fraction_cutoffs(df, stage)
+    group, score = _group(stage), F.col(stage.score).cast("double")
     known = [g for g, c in cutoffs.items() if c is not None]
     cut = F.create_map(*chain.from_iterable((F.lit(g), F.lit(cutoffs[g])) for g in known))[group] if known else F.lit(None)
     missing = score.isNull() | F.isnan(score)
     reason = F.when(missing, F.lit(NO_SCORE)).when(cut.isNotNull() & (score <= cut), F.lit(REASON))
     out = df.drop(*[c for c in (DROP_STAGE, DROP_REASON) if c in df.columns]).withColumn(DROP_REASON, reason)
-    if stage.cutoffs is not None:  # a group the given cut-offs do not name: fail rather than keep it all
-        strays = out.where(~missing & ~group.isin(list(cutoffs))).select(group.alias("g")).distinct().limit(5).collect()
-        if strays:
-            raise ValueError(f"top_fraction: no cut-off for group(s) {sorted(r.g for r in strays)} (cutoffs name {sorted(cutoffs)})")
     return out.withColumn(DROP_STAGE, F.when(F.col(DROP_REASON).isNotNull(), F.lit(stage.name)))
+
+
+def _group(stage: TopFraction):
+    return F.coalesce(F.col(stage.lang_column).cast("string"), F.lit("")) if stage.by_language else F.lit(ALL)
+
+
+def top_fraction_cutoffs(df: DataFrame, stage: TopFraction) -> dict[str, float | None]:
+    """Each group's cut-off (None: keep the whole group), noted on the stage; given cut-offs are checked
+    to name every group that has scores."""
+    stage.check_columns(df.columns)
+    if not isinstance(df.schema[stage.score].dataType, NumericType):
+        raise ValueError(f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number")
+    if stage.by_language and stage.lang_column not in df.columns:
+        raise ValueError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
+    score = F.col(stage.score).cast("double")
+    scored = df.select(_group(stage).alias("group"), score.alias("score")).where(F.col("score").isNotNull() & ~F.isnan("score"))
+    if stage.cutoffs is not None:
+        cutoffs, errors = dict(stage.cutoffs), {}
+        # a group the given cut-offs do not name: fail rather than keep it all
+        strays = scored.where(~F.col("group").isin(list(cutoffs))).select("group").distinct().limit(5).collect()
+        if strays:
+            raise ValueError(f"top_fraction: no cut-off for group(s) {sorted(r.group for r in strays)} (cutoffs name {sorted(cutoffs)})")
+    else:
+        cutoffs, errors = _cutoffs(_materialize(scored), stage)
+    stage.record(cutoffs, errors)
+    return cutoffs

@@ -142,7 +142,7 @@ def test_first_step_task_function_does_not_grow_with_the_listing(spark, tmp_path
 
     def pickled(files: int) -> int:
         groups = spark.sparkContext.broadcast([[f"s3://commoncrawl/crawl-data/CC-MAIN-2024-22/segments/{i}/warc/f.warc.gz"] for i in range(files)])
-        fn = make_partition_fn(step, config.input, None, READ_SCHEMA, None, False, str(tmp_path), "fingerprint", groups, "zstd")
+        fn = make_partition_fn(step, step.stages, config.input, None, READ_SCHEMA, None, False, str(tmp_path), "fingerprint", groups, "zstd")
         return len(cloudpickle.dumps(fn))
 
     assert abs(pickled(90_000) - pickled(10)) < 64

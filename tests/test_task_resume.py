@@ -126,3 +126,75 @@ def test_a_stage_failing_on_every_document_stops_the_step_early(spark, shared_da
     assert len(list((step / "data").glob("part-*.parquet"))) == done < total
     assert not list((step / "_stats").glob("part-*.json"))  # failed tasks are redone after the fix
     assert not (step / DONE_MARKER).exists()
+
+
+# -- global steps: a decision over the whole corpus, then tasks per part of the previous step --------
+
+EXACT, MINHASH, TOKENIZE = "01_exact_dedup", "02_minhash_dedup", "03_tokenize"
+
+
+def _global_config(out: Path, inputs: list[Path], tokenizer: Path):
+    stages = [{"stage": "exact_dedup"}, {"stage": "minhash_dedup", "sample_weights": {"1": 1, "2+": 2}},
+              {"stage": "tokenize", "tokenizer": str(tokenizer), "tokens_per_shard": 20_000, "repeat_by": "sample_weight",
+               "train": {"vocab_size": 800, "sample_documents": 500, "character_coverage": 0.99}}]
+    return _config(out, inputs, stages)
+
+
+def _duplicated_inputs(folder: Path) -> list[Path]:
+    """Four JSONL files of real documents, with exact and edited copies of some in other files."""
+    from dedup_corpus import real_documents
+
+    texts = real_documents()
+    docs = [{"id": f"doc-{i:03d}", "url": f"https://site/{i}", "text": t} for i, t in enumerate(texts)]
+    docs += [{"id": f"exact-{i:03d}", "url": f"https://copy/{i}", "text": texts[i]} for i in range(0, 40, 5)]
+    docs += [{"id": f"near-{i:03d}", "url": f"https://edit/{i}", "text": texts[i].replace(" the ", " a ", 3)} for i in range(2, 40, 7)]
+    folder.mkdir()
+    paths = [folder / f"part-{k}.jsonl" for k in range(4)]
+    for k, path in enumerate(paths):
+        path.write_text("".join(json.dumps(d) + "\n" for d in docs[k::4]), encoding="utf-8")
+    return paths
+
+
+def _shards(out: Path) -> list[tuple]:
+    manifest = json.loads((out / "steps" / TOKENIZE / "shards" / "manifest.json").read_text())
+    return sorted((s["name"], s["documents"], s["tokens"], s["bin_sha256"]) for s in manifest["shards"])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_global(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("clean-global")
+    inputs = _duplicated_inputs(root / "inputs")
+    result = run_pipeline(_global_config(root / "out", inputs, root / "tokenizer"), spark=spark)
+    stats = {s["stage"]: s for s in _stats(root / "out")}
+    assert stats["exact_dedup"]["dropped"] == {"exact_duplicate": 8} and stats["minhash_dedup"]["dropped"]
+    return root, inputs, _documents(result), _stats(root / "out"), _shards(root / "out")
+
+
+@pytest.mark.parametrize("step", [EXACT, MINHASH, TOKENIZE])
+def test_a_global_step_keeps_its_decision_and_finished_tasks(spark, tmp_path, uninterrupted_global, step, capsys):
+    from dataprep.tokenize.verify import verify_dataset
+
+    root, inputs, clean_docs, clean_stats, clean_shards = uninterrupted_global
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    decided = json.loads((out / "steps" / step / "_DECIDED.json").read_text())
+    finished = _crash(out, step, keep_rows_of_one=True)
+    capsys.readouterr()
+    result = run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
+    assert f"step {step}: reusing the decision a previous run made" in capsys.readouterr().out
+    assert json.loads((out / "steps" / step / "_DECIDED.json").read_text())["run"] == decided["run"]
+    info = _step_info(out, step)
+    assert info["tasks_reused"] == finished and 0 < finished < info["tasks"]
+    assert _documents(result) == clean_docs and _stats(out) == clean_stats
+    assert _shards(out) == clean_shards and verify_dataset(str(out / "steps" / TOKENIZE / "shards")) == []
+
+
+def test_a_global_step_that_died_deciding_decides_again(spark, tmp_path, uninterrupted_global):
+    root, inputs, clean_docs, clean_stats, clean_shards = uninterrupted_global
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    _crash(out, MINHASH)
+    (out / "steps" / MINHASH / "_DECIDED.json").unlink()  # its finished tasks applied a decision no longer saved
+    result = run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
+    assert _step_info(out, MINHASH)["tasks_reused"] == 0
+    assert _documents(result) == clean_docs and _stats(out) == clean_stats and _shards(out) == clean_shards

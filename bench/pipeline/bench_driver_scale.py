@@ -120,7 +120,7 @@ def child(listing: str, work: str, full: bool) -> dict:
     run = PipelineRun(config, spark=spark, force=True)
     step = run.steps[0]
     # what every task deserialises: the task function with the task list, as the first step ships it
-    fn = steps.make_partition_fn(step, config.input, None, READ_SCHEMA, None, False, work, "fingerprint",
+    fn = steps.make_partition_fn(step, step.stages, config.input, None, READ_SCHEMA, None, False, work, "fingerprint",
                                  spark.sparkContext.broadcast(groups), "zstd")
     blob = cloudpickle.dumps(fn)
     t0 = time.process_time()

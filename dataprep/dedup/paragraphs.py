@@ -23,13 +23,16 @@ from collections import defaultdict
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 from pydantic import Field
 
+from dataprep.core.applier import Applier
 from dataprep.dedup.normalize import Normalization, normalize_many
 from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 
 REASON = "duplicate_paragraphs"
+CUTS = "_cuts"  # decision rows: the keys to cut from a document
 # Separators kept between segments (a capturing group, so re.split returns them too).
 _SEPARATORS = {
     "line": re.compile(r"(\r?\n)"),
@@ -142,3 +145,23 @@ class ParagraphDedup(GlobalStage):
         new_texts, reasons = self.remove(texts, removals)
         table = with_column(table, "text", pa.array(new_texts, table.schema.field("text").type))
         return split_by_reason(table, reasons, self.name)
+
+
+class CutParagraphs(Applier):
+    """Cuts from one task's texts the segments the corpus-wide count found repeated (decision rows:
+    ``id`` and CUTS, for the documents with cuts only)."""
+
+    def __init__(self, stage: ParagraphDedup):
+        super().__init__(stage.name)
+        self.rules = stage
+        self.cuts: pa.Table | None = None
+
+    def begin(self, key: str, decisions: pa.Table | None) -> None:
+        self.cuts = decisions
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+        if self.cuts is None or self.cuts.num_rows == 0:
+            return batch, [None] * batch.num_rows
+        removals = self.cuts.column(CUTS).take(pc.index_in(batch.column("id"), value_set=self.cuts.column("id"))).to_pylist()
+        texts, reasons = self.rules.remove(batch.column("text").to_pylist(), removals)
+        return with_column(batch, "text", texts, batch.schema.field("text").type), reasons

@@ -19,6 +19,7 @@ import math
 import pyarrow as pa
 from pydantic import Field, model_validator
 
+from dataprep.core.applier import Applier
 from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason
 
 REASON = "below_top_fraction"
@@ -110,3 +111,14 @@ class TopFraction(GlobalStage):
             cutoffs = {g: self.cutoff_of(s) for g, s in by_group.items()}
         self.record(cutoffs, {})
         return split_by_reason(table, self.reasons(scores, groups, cutoffs), self.name)
+
+
+class CutBelow(Applier):
+    """Drops each document of a task at or below its group's cut-off (found over the whole corpus)."""
+
+    def __init__(self, stage: TopFraction, cutoffs: dict[str, float | None]):
+        super().__init__(stage.name)
+        self.rules, self.cutoffs = stage, cutoffs
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+        return batch, self.rules.reasons(batch.column(self.rules.score).to_pylist(), self.rules.groups(batch), self.cutoffs)

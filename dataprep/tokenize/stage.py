@@ -26,6 +26,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import BaseModel, ConfigDict, Field
 
+from dataprep.core.applier import Applier
 from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
@@ -143,16 +144,42 @@ class Tokenize(GlobalStage):
             sample = [texts[i] for i in np.sort(rng.choice(len(texts), n, replace=False))]
         tokenizer = self.load_tokenizer(sample)
         begin_dataset(self.output_dir)
-        out, reasons, docs = self.encode(table, tokenizer)
-        with ShardWriter(f"{self.output_dir}/{SHARD_PREFIX}-00000", dtype_for_vocab(tokenizer.vocab_size), self.tokens_per_shard) as writer:
-            for doc, n in zip(docs, self.copies_of(out, reasons)):
-                writer.add(doc, n)
-            shards = writer.close()
-        finish_dataset(self.output_dir, shards, tokenizer, self.manifest_extra())
+        writer = WriteShards(self, tokenizer, self.output_dir)
+        writer.begin("00000", None)
+        out, reasons = writer.process(table)
+        finish_dataset(self.output_dir, writer.finish()["shards"], tokenizer, self.manifest_extra())
         return split_by_reason(out, reasons, self.name)
 
     def manifest_extra(self) -> dict:
         return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard, "repeat_by": self.repeat_by}
+
+
+class WriteShards(Applier):
+    """Encodes one task's documents into its own shards, ``shard-<task>-<n>`` in ``output_dir``: the
+    names depend on the task alone, so a retried or rerun task overwrites its files (each written
+    atomically) instead of adding to them. ``finish`` returns the shards' manifest entries."""
+
+    def __init__(self, stage: Tokenize, tokenizer: Tokenizer, output_dir: str):
+        super().__init__(stage.name)
+        self.rules, self.tokenizer, self.output_dir = stage, tokenizer, output_dir
+        self.writer: ShardWriter | None = None
+
+    def output_fields(self, input_schema: pa.Schema) -> list[pa.Field]:
+        return [pa.field(NUM_TOKENS, pa.int64())]
+
+    def begin(self, key: str, decisions: pa.Table | None) -> None:
+        dtype = dtype_for_vocab(self.tokenizer.vocab_size)
+        self.writer = ShardWriter(f"{self.output_dir}/{SHARD_PREFIX}-{key}", dtype, self.rules.tokens_per_shard)
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+        table, reasons, docs = self.rules.encode(batch, self.tokenizer)
+        for doc, n in zip(docs, self.rules.copies_of(table, reasons)):
+            self.writer.add(doc, n)
+        return table, reasons
+
+    def finish(self) -> dict:
+        shards, self.writer = self.writer.close(), None
+        return {"shards": shards}
 
 
 def copies(weight: float | None, doc_id: str | None) -> int:
