@@ -151,8 +151,8 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
     workers' fixed cost (``worker_fixed_cost``) once per core, plus its cost per page. A whole-corpus
     step: its Spark tasks' own cost once (``task_fixed_cost``), plus its cost per page. Stats without
     these figures: one sample gives the cost per page; several samples of different sizes a fixed cost
-    plus a cost per page, fitted through the smallest and largest. The largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the
-    stages that ran as whole-corpus steps."""
+    plus a cost per page, fitted through the smallest and largest. The largest sample gives the funnel,
+    sizes and routing rate. ``global_stages`` names the stages that ran as whole-corpus steps."""
     if pages <= 0:
         raise ValueError(f"pages must be positive, not {pages}")
     if cores <= 0 or any(s.cores <= 0 for s in samples):
