@@ -34,7 +34,7 @@ from dataprep.readers import READ_SCHEMA, READ_STAGE
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
-from pipelines.progress import Progress, executor_seconds, python_cpu
+from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
 from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
@@ -327,6 +327,7 @@ class PipelineRun:
             context.setLocalProperty("spark.jobGroup.id", None)
         stats.executor_seconds, jvm_cpu = executor_seconds(self.spark, group)
         stats.executor_cpu_seconds = jvm_cpu + worker_cpu.value
+        stats.executor_fixed_cpu_seconds = executor_fixed_cpu_seconds(self.spark, group) + worker_cpu.fixed
         stats.record_counters(stage)  # counts the runner recorded on the driver
         progress.finish()
         decided = {"fingerprint": fingerprint, "parts": parts_key, "run": uuid.uuid4().hex[:12], "state": state,

@@ -62,50 +62,119 @@ class Progress:
         print(self.line(total, total), flush=True)
 
 
+def _group_stages(spark, group: str) -> list:
+    """Spark's status-store record of each stage the jobs of ``group`` ran (stages it no longer retains,
+    or skipped ones, left out)."""
+    tracker = spark.sparkContext.statusTracker()
+    store = spark.sparkContext._jsc.sc().statusStore()
+    ids = {stage for job in tracker.getJobIdsForGroup(group) if tracker.getJobInfo(job) for stage in tracker.getJobInfo(job).stageIds}
+    stages = []
+    for stage in sorted(ids):
+        try:
+            stages.append(store.lastStageAttempt(stage))
+        except Exception:  # noqa: BLE001 - a stage the store no longer retains is not counted
+            continue
+    return stages
+
+
 def executor_seconds(spark, group: str) -> tuple[float, float]:
     """Seconds the Spark tasks of a job group ran, and the JVM CPU seconds within them, summed over its
     stages (Spark's task metrics, kept by the driver with or without the web UI). A task's run time holds
     the Python workers it waited for; its CPU time is the JVM's alone."""
-    tracker = spark.sparkContext.statusTracker()
+    stages = _group_stages(spark, group)
+    return sum(s.executorRunTime() for s in stages) / 1000, sum(s.executorCpuTime() for s in stages) / 1e9
+
+
+def executor_fixed_cpu_seconds(spark, group: str) -> float:
+    """The JVM CPU seconds of a job group's tasks that do not grow with its documents: per stage, its
+    costliest task (the one that started the stage: loading and compiling its code, which the stage's
+    other tasks then reuse, on top of a task's own start). One status-store call per stage, none per task."""
     store = spark.sparkContext._jsc.sc().statusStore()
-    stages = {stage for job in tracker.getJobIdsForGroup(group) if tracker.getJobInfo(job) for stage in tracker.getJobInfo(job).stageIds}
-    run_ms = cpu_ns = 0
-    for stage in stages:
-        try:
-            data = store.lastStageAttempt(stage)
-        except Exception:  # noqa: BLE001 - a stage the store no longer retains is not counted
-            continue
-        run_ms += data.executorRunTime()
-        cpu_ns += data.executorCpuTime()
-    return run_ms / 1000, cpu_ns / 1e9
+    gateway = spark.sparkContext._gateway
+    costliest = gateway.new_array(gateway.jvm.double, 1)
+    costliest[0] = 1.0  # the quantile of task CPU times: their maximum
+    fixed_ns = 0.0
+    for data in _group_stages(spark, group):
+        summary = store.taskSummary(data.stageId(), data.attemptId(), costliest)
+        if summary.isDefined():
+            fixed_ns += summary.get().executorCpuTime().apply(0)
+    return fixed_ns / 1e9
 
 
-_step_python_cpu = None  # driver side: the accumulator of the whole-corpus step being planned, if any
+# Rows of each call's first batch that ``timed`` hands on as a batch of their own: the CPU until the function
+# asks for the rest, beyond their share of the cost per row, is what a call costs before its documents
+HEAD_ROWS = 64
+
+
+class StepCpu:
+    """The Python workers' CPU of a whole-corpus step: ``value`` in all, ``fixed`` the part that does
+    not grow with documents (per ``mapInArrow`` call, what it cost beyond its rows)."""
+
+    def __init__(self, spark):
+        self.total = spark.sparkContext.accumulator(0.0)
+        self.fixed_total = spark.sparkContext.accumulator(0.0)
+
+    @property
+    def value(self) -> float:
+        return self.total.value
+
+    @property
+    def fixed(self) -> float:
+        return self.fixed_total.value
+
+
+_step_python_cpu: StepCpu | None = None  # driver side: the whole-corpus step being planned, if any
 
 
 @contextmanager
 def python_cpu(spark):
     """While a whole-corpus step plans its DataFrames, ``timed`` functions add their Python workers' CPU
-    seconds to the accumulator this yields (Spark's task metrics hold the JVM's CPU only)."""
+    seconds to the ``StepCpu`` this yields (Spark's task metrics hold the JVM's CPU only)."""
     global _step_python_cpu
-    _step_python_cpu = spark.sparkContext.accumulator(0.0)
+    _step_python_cpu = StepCpu(spark)
     try:
         yield _step_python_cpu
     finally:
         _step_python_cpu = None
 
 
+def _call_fixed_cost(cpu: float, rows: int, head_cpu: float, head_rows: int) -> float:
+    """What a call's head took beyond its rows' share of the cost per row of the rest (none without a head)."""
+    if not head_rows or rows <= head_rows:
+        return 0.0
+    per_row = (cpu - head_cpu) / (rows - head_rows)
+    return min(head_cpu, max(0.0, head_cpu - per_row * head_rows))
+
+
 def timed(fn):
-    """``fn`` (a ``mapInArrow`` function) counting its CPU into the step's accumulator, if one is active."""
-    total = _step_python_cpu
-    if total is None:
+    """``fn`` (a ``mapInArrow`` function) counting its CPU into the step's accumulators, if any are active:
+    all of it, and what each call cost before its documents (its first ``HEAD_ROWS`` rows are handed on
+    as a batch of their own, timed apart)."""
+    step = _step_python_cpu
+    if step is None:
         return fn
+    total, fixed = step.total, step.fixed_total
 
     def counted(batches):
         cpu0 = time.process_time()
+        seen = {"rows": 0, "head_rows": 0, "head_cpu": 0.0}
+
+        def split_head():
+            for i, rb in enumerate(batches):
+                seen["rows"] += rb.num_rows
+                head = min(HEAD_ROWS, rb.num_rows // 2) if i == 0 else 0
+                if head:
+                    yield rb.slice(0, head)
+                    seen["head_rows"], seen["head_cpu"] = head, time.process_time() - cpu0  # fn asks for more
+                    yield rb.slice(head)
+                else:
+                    yield rb
+
         try:
-            yield from fn(batches)
+            yield from fn(split_head())
         finally:
-            total.add(time.process_time() - cpu0)
+            cpu = time.process_time() - cpu0
+            total.add(cpu)
+            fixed.add(_call_fixed_cost(cpu, seen["rows"], seen["head_cpu"], seen["head_rows"]))
 
     return counted

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 
 import pytest
 
@@ -62,6 +63,11 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert 0 < langid["first_batch_docs"] <= langid["docs_in"] and 0 < langid["first_batch_cpu_seconds"] <= langid["cpu_seconds"]
     dedup = next(s for s in saved["stages"] if s["stage"] == "exact_dedup")
     assert dedup["executor_seconds"] > 0 and dedup["executor_cpu_seconds"] > 0
+    # and the part of it that is each Spark task's own cost, which does not grow with documents
+    assert 0 < dedup["executor_fixed_cpu_seconds"] < dedup["executor_cpu_seconds"]
+    projected = stages["exact_dedup"]["core_hours"] * 3600
+    assert projected == pytest.approx(dedup["executor_fixed_cpu_seconds"] + (dedup["executor_cpu_seconds"] - dedup["executor_fixed_cpu_seconds"])
+                                      * 1_000_000 / large["sample_pages"], rel=1e-6)
 
     listing = tmp_path / "warc.paths.gz"
     with gzip.open(listing, "wt") as fh:
@@ -81,7 +87,8 @@ def test_two_samples_separate_fixed_costs(spark, shared_data, sample_run, capsys
     assert two["sample_pages"] == one["sample_pages"]  # the larger sample gives the funnel
     assert [s["docs_kept"] for s in two["stages"]] == [s["docs_kept"] for s in one["stages"]]
     assert 0 < two["core_hours"] and all(s["core_hours"] >= 0 and s["core_ms_per_page"] > 0 for s in two["stages"])
-    assert any("one sample" in a for a in one["assumptions"]) and not any("one sample" in a for a in two["assumptions"])
+    # both runs recorded their whole-corpus steps' fixed costs: one sample is enough to separate them
+    assert not any("one sample" in a for a in one["assumptions"] + two["assumptions"])
 
 
 def test_fixed_cost_per_worker_is_paid_once_per_core():
@@ -105,6 +112,70 @@ def test_fixed_cost_per_worker_is_paid_once_per_core():
     assert any("once per core" in a for a in est.assumptions)
     one_task = estimate([Sample([read, loads, dedup], cores=2, tasks=1)], 200_000, 8, {"exact_dedup"})  # one worker loaded it all
     assert one_task.stages[1].core_hours * 3600 == pytest.approx(8 * 10 + 200.0)
+
+
+def test_fixed_cost_per_spark_task_is_paid_once():
+    """A whole-corpus step's Spark tasks' own cost does not grow with pages; the rest of its executor CPU
+    does. Stats written before the fixed cost was recorded project as before: linearly from one sample."""
+    from dataprep.core.estimate import ONE_SAMPLE, Sample, estimate, task_fixed_cost
+    from dataprep.core.stats import StageStats
+
+    read = StageStats("read", docs_in=2000, docs_kept=2000, cpu_seconds=0.2)
+    dedup = StageStats("exact_dedup", docs_in=2000, docs_kept=1900, executor_seconds=6.0, executor_cpu_seconds=4.0,
+                       executor_fixed_cpu_seconds=3.0)
+    assert task_fixed_cost(dedup, 2000) == pytest.approx((3.0, 0.0005))
+    est = estimate([Sample([read, dedup], cores=2)], 200_000, 8, {"exact_dedup"})
+    assert est.stages[1].core_hours * 3600 == pytest.approx(3.0 + 100.0) and est.stages[1].core_ms_per_page == pytest.approx(0.5)
+    assert ONE_SAMPLE not in est.assumptions and any("paid once whatever the size" in a for a in est.assumptions)
+
+    # the field survives stats.json and merging (per-task stats files of a step add up)
+    saved = StageStats.from_dict(dedup.to_dict())
+    assert saved.executor_fixed_cpu_seconds == 3.0
+    assert StageStats("exact_dedup").merge(saved).merge(saved).executor_fixed_cpu_seconds == 6.0
+    assert "executor_fixed_cpu_seconds" not in StageStats("exact_dedup", executor_seconds=1.0).to_dict()
+
+    older = StageStats.from_dict({k: v for k, v in dedup.to_dict().items() if k != "executor_fixed_cpu_seconds"})
+    assert task_fixed_cost(older, 2000) is None
+    old = estimate([Sample([read, older], cores=2)], 200_000, 8, {"exact_dedup"})
+    assert old.stages[1].core_hours * 3600 == pytest.approx(400.0) and ONE_SAMPLE in old.assumptions
+    # two older samples of different sizes: the fit through them, as before
+    smaller = StageStats("exact_dedup", docs_in=1000, docs_kept=950, executor_seconds=5.0, executor_cpu_seconds=3.5)
+    small_read = StageStats("read", docs_in=1000, docs_kept=1000, cpu_seconds=0.1)
+    fitted = estimate([Sample([small_read, smaller], cores=2), Sample([read, older], cores=2)], 200_000, 8, {"exact_dedup"})
+    assert fitted.stages[1].core_hours * 3600 == pytest.approx(3.0 + 0.0005 * 200_000) and ONE_SAMPLE not in fitted.assumptions
+
+
+def test_python_workers_fixed_cost_per_call(spark):
+    """``timed`` hands every row on, and counts what a call costs before its documents (a model it loads)
+    as fixed, but not a cost that grows with rows."""
+    from pipelines.progress import _call_fixed_cost, python_cpu, timed
+
+    def _burn(seconds: float) -> None:  # defined here: Spark's workers cannot import the test module
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    def loads_then_passes(batches):
+        _burn(0.3)  # loading a model, once per call
+        yield from batches
+
+    def per_row(batches):
+        for rb in batches:
+            _burn(0.0002 * rb.num_rows)
+            yield rb
+
+    for fn in (loads_then_passes, per_row):
+        with python_cpu(spark) as cpu:
+            df = spark.range(0, 4000, numPartitions=2).mapInArrow(timed(fn), "id long")
+        assert sorted(row.id for row in df.collect()) == list(range(4000))
+        assert 0 <= cpu.fixed <= cpu.value
+        if fn is loads_then_passes:
+            assert cpu.fixed >= 0.5  # two calls, 0.3 s each
+        else:
+            assert cpu.value >= 0.7 and cpu.fixed < 0.1 * cpu.value
+    assert _call_fixed_cost(1.0, 1000, 0.5, 64) == pytest.approx(0.5 - 64 * 0.5 / 936)
+    assert _call_fixed_cost(1.0, 64, 0.5, 64) == 0.0 and _call_fixed_cost(1.0, 1000, 0.0, 0) == 0.0
+    assert _call_fixed_cost(1.0, 1000, 0.01, 64) == 0.0  # a head cheaper than its rows' share: nothing fixed
 
 
 def test_bad_samples_are_named(spark, sample_run, capsys, tmp_path):

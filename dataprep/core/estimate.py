@@ -27,8 +27,10 @@ ASSUMPTIONS = [
     "seconds where a stats.json predates CPU seconds); the fixed part is paid once per core of the crawl "
     "(each core's Python worker is reused for its tasks)",
     "whole-corpus steps (dedup, tokenize) cost the CPU seconds of their Spark tasks (the JVM's task metrics and "
-    "the Python workers'; wall time times the sample's cores where a stats.json predates them), growing linearly "
-    "with documents",
+    "the Python workers'; wall time times the sample's cores where a stats.json predates them): a fixed part, paid "
+    "once whatever the size (per Spark stage its costliest task, which started the stage; per Python function call "
+    "what it cost before its documents), plus the rest, growing linearly with documents (more data, more tasks); "
+    "a sample whose few tasks each hold many documents counts some of them as fixed, and reads low",
     "the sample is representative: the crawl routes as many pages to the fallback extractor, drops as many and "
     "has pages as large as the sample did",
     "the dedup shuffle is a floor: MinHash's bytes per document grew with the corpus (more near-copies per original)",
@@ -38,8 +40,9 @@ ASSUMPTIONS = [
     "core-hours count the stages' own work; Spark's (Parquet writes, moving batches to Python workers, the driver "
     "planning jobs) comes on top",
 ]
-ONE_SAMPLE = ("one sample: the fixed costs of whole-corpus steps (each Spark task's start) count as if they grew with "
-              "documents, which overestimates from small samples; give two samples of different sizes to separate them")
+ONE_SAMPLE = ("one sample whose stats.json predates the fixed cost of whole-corpus steps (their Spark tasks' own cost): "
+              "it counts as if it grew with documents, which overestimates from small samples; rerun the sample, or give "
+              "two samples of different sizes to separate them")
 
 
 @dataclass
@@ -123,6 +126,16 @@ def worker_fixed_cost(s: StageStats) -> tuple[float, float] | None:
     return (fixed, per_doc) if fixed > 0 else (0.0, s.cpu_seconds / s.docs_in)
 
 
+def task_fixed_cost(s: StageStats, pages: int) -> tuple[float, float] | None:
+    """(fixed core-seconds, core-seconds per page) of a whole-corpus step: the cost of its Spark tasks that
+    does not grow with documents apart, the rest of its executor CPU per page. None where the stats.json
+    predates the fixed cost."""
+    if not s.executor_fixed_cpu_seconds or not s.executor_cpu_seconds:
+        return None
+    fixed = min(s.executor_fixed_cpu_seconds, s.executor_cpu_seconds)
+    return fixed, (s.executor_cpu_seconds - fixed) / pages
+
+
 def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     """(fixed core-seconds, core-seconds per page) through the smallest and the largest sample; one
     sample (or a cost that does not grow) gives a line through the origin."""
@@ -135,11 +148,11 @@ def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[str], pages_per_file: float | None = None) -> Estimate:
     """Project sample runs onto ``pages`` pages run on ``cores`` cores. A per-document stage: its
-    workers' fixed cost (``worker_fixed_cost``) once per core, plus its cost per page. Other stages, and
-    stats without first-batch figures: one sample gives the cost per page; several samples of different
-    sizes a fixed cost (starting Spark jobs) plus a cost per page, fitted through the smallest and
-    largest. The largest sample gives the funnel, sizes and routing rate. ``global_stages`` names the
-    stages that ran as whole-corpus steps."""
+    workers' fixed cost (``worker_fixed_cost``) once per core, plus its cost per page. A whole-corpus
+    step: its Spark tasks' own cost once (``task_fixed_cost``), plus its cost per page. Stats without
+    these figures: one sample gives the cost per page; several samples of different sizes a fixed cost
+    plus a cost per page, fitted through the smallest and largest. The largest sample gives the funnel,
+    sizes and routing rate. ``global_stages`` names the stages that ran as whole-corpus steps."""
     if pages <= 0:
         raise ValueError(f"pages must be positive, not {pages}")
     if cores <= 0 or any(s.cores <= 0 for s in samples):
@@ -151,9 +164,12 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
     costs = [(sample.pages, sample.core_seconds(global_stages, cpu)) for sample in samples]
     rows = []
     for s in stats:
-        split = worker_fixed_cost(s) if cpu and s.stage not in global_stages else None
-        if split:  # a fixed cost per Python worker, paid once per core of the crawl
+        whole = s.stage in global_stages
+        split = task_fixed_cost(s, base) if whole else worker_fixed_cost(s) if cpu else None
+        if split and not whole:  # a fixed cost per Python worker, paid once per core of the crawl
             fixed, per_page = split[0] * cores / main.workers, split[1] * s.docs_in / base
+        elif split:  # the Spark tasks' own cost, paid once whatever the size
+            fixed, per_page = split
         else:
             fixed, per_page = _fit([(p, c.get(s.stage, 0.0)) for p, c in costs])
         rows.append(StageEstimate(s.stage, s.stage in global_stages, round(s.docs_in * scale), round(s.docs_kept * scale),
@@ -166,7 +182,8 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
     extract = next((s for s in stats if s.stage == "extract"), None)
     routed = extract.counters.get(ROUTED_COUNTER, 0) / extract.docs_in if extract and extract.docs_in else None
     shuffle = sum(SHUFFLE_BYTES_PER_DOC.get(r.stage, 0) * r.docs_in for r in rows)
-    assumptions = list(ASSUMPTIONS) + ([] if len({s.pages for s in samples}) > 1 else [ONE_SAMPLE])
+    unsplit = any(s.stage in global_stages and not s.executor_fixed_cpu_seconds for s in stats)
+    assumptions = list(ASSUMPTIONS) + ([ONE_SAMPLE] if unsplit and len({s.pages for s in samples}) == 1 else [])
     return Estimate(pages, base, cores, main.cores, "cpu" if cpu else "wall", rows, core_hours, wall, routed,
                     round(stats[-1].bytes_kept * scale), shuffle, assumptions)
 

@@ -25,7 +25,8 @@ STATS_MARK = "__stats__"  # drop_stage/drop_reason of the stats rows older versi
 
 
 # The stats.json fields that differ from run to run of the same input (timings, and how tasks split it)
-TIMING_FIELDS = ("seconds", "cpu_seconds", "first_batch_cpu_seconds", "first_batch_docs", "executor_seconds", "executor_cpu_seconds")
+TIMING_FIELDS = ("seconds", "cpu_seconds", "first_batch_cpu_seconds", "first_batch_docs", "executor_seconds", "executor_cpu_seconds",
+                 "executor_fixed_cpu_seconds")
 
 
 @dataclass
@@ -47,6 +48,9 @@ class StageStats:
     # jobs) and the CPU seconds of their JVM threads and Python workers
     executor_seconds: float = 0.0
     executor_cpu_seconds: float = 0.0
+    # The part of executor_cpu_seconds that does not grow with documents (per Spark stage its costliest task,
+    # which started the stage; per Python call what it cost before its rows); the estimate keeps it apart
+    executor_fixed_cpu_seconds: float = 0.0
     counters: Counter = field(default_factory=Counter)  # the stage's own events (Stage.count)
     errors_seen: ErrorLog = field(default_factory=ErrorLog)  # messages and first tracebacks of error: drops
     notes: dict = field(default_factory=dict)  # values the stage applied (Stage.note), e.g. a cut-off
@@ -110,6 +114,7 @@ class StageStats:
         self.first_batch_docs += other.first_batch_docs
         self.executor_seconds += other.executor_seconds
         self.executor_cpu_seconds += other.executor_cpu_seconds
+        self.executor_fixed_cpu_seconds += other.executor_fixed_cpu_seconds
         self.counters.update(other.counters)
         self.errors_seen.merge(other.errors_seen)
         self.notes.update(other.notes)
@@ -132,6 +137,7 @@ class StageStats:
                if self.first_batch_docs else {}),
             **({"executor_seconds": round(self.executor_seconds, 3), "executor_cpu_seconds": round(self.executor_cpu_seconds, 3)}
                if self.executor_seconds else {}),
+            **({"executor_fixed_cpu_seconds": round(self.executor_fixed_cpu_seconds, 3)} if self.executor_fixed_cpu_seconds else {}),
             "counters": dict(sorted(self.counters.items())),
             **self.errors_seen.to_dict(),
             **({"notes": self.notes} if self.notes else {}),
@@ -153,6 +159,7 @@ class StageStats:
             first_batch_docs=d.get("first_batch_docs", 0),
             executor_seconds=d.get("executor_seconds", 0.0),
             executor_cpu_seconds=d.get("executor_cpu_seconds", 0.0),
+            executor_fixed_cpu_seconds=d.get("executor_fixed_cpu_seconds", 0.0),
             counters=Counter(d.get("counters", {})),
             errors_seen=ErrorLog.from_dict(d),
             notes=dict(d.get("notes", {})),
