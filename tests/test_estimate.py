@@ -66,8 +66,8 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     # and the part of it that is each Spark task's own cost, which does not grow with documents
     assert 0 < dedup["executor_fixed_cpu_seconds"] < dedup["executor_cpu_seconds"]
     projected = stages["exact_dedup"]["core_hours"] * 3600
-    assert projected == pytest.approx(dedup["executor_fixed_cpu_seconds"] + (dedup["executor_cpu_seconds"] - dedup["executor_fixed_cpu_seconds"])
-                                      * 1_000_000 / large["sample_pages"], rel=1e-6)
+    per_page = (dedup["executor_cpu_seconds"] - dedup["executor_fixed_cpu_seconds"] + dedup["cpu_seconds"]) / large["sample_pages"]
+    assert projected == pytest.approx(dedup["executor_fixed_cpu_seconds"] + per_page * 1_000_000, rel=1e-6)
 
     listing = tmp_path / "warc.paths.gz"
     with gzip.open(listing, "wt") as fh:

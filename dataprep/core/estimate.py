@@ -111,7 +111,9 @@ class Sample:
 
 
 def _global_seconds(s: StageStats, cores: int) -> float:
-    return s.executor_cpu_seconds or s.seconds * cores
+    """A whole-corpus step's core-seconds: its decision's executor CPU plus its tasks' CPU applying it
+    (older stats: the step's executor CPU alone, or its wall time times the cores)."""
+    return s.executor_cpu_seconds + s.cpu_seconds if s.executor_cpu_seconds else s.seconds * cores
 
 
 def worker_fixed_cost(s: StageStats) -> tuple[float, float] | None:
@@ -127,13 +129,13 @@ def worker_fixed_cost(s: StageStats) -> tuple[float, float] | None:
 
 
 def task_fixed_cost(s: StageStats, pages: int) -> tuple[float, float] | None:
-    """(fixed core-seconds, core-seconds per page) of a whole-corpus step: the cost of its Spark tasks that
-    does not grow with documents apart, the rest of its executor CPU per page. None where the stats.json
-    predates the fixed cost."""
+    """(fixed core-seconds, core-seconds per page) of a whole-corpus step: the cost of its decision's Spark
+    tasks that does not grow with documents apart, the rest of its executor CPU and its tasks' CPU applying
+    the decision per page. None where the stats.json predates the fixed cost."""
     if not s.executor_fixed_cpu_seconds or not s.executor_cpu_seconds:
         return None
     fixed = min(s.executor_fixed_cpu_seconds, s.executor_cpu_seconds)
-    return fixed, (s.executor_cpu_seconds - fixed) / pages
+    return fixed, (s.executor_cpu_seconds - fixed + s.cpu_seconds) / pages
 
 
 def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
