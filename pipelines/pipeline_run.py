@@ -320,7 +320,8 @@ class PipelineRun:
                 if rows is not None:  # few rows (the documents concerned) beside every document's part
                     parts = kept.select("id", F.element_at(F.split(F.input_file_name(), "/"), -1).alias(PART))
                     rows = parts.join(F.broadcast(rows) if rows.count() <= BROADCAST_ROWS else rows, "id")
-                    rows.write.mode("overwrite").partitionBy(PART).parquet(join_path(step_dir, DECISIONS_DIR))
+                    # grouped by part first: a writer task per part, not a file per part in every task
+                    rows.repartition(PART).write.mode("overwrite").partitionBy(PART).parquet(join_path(step_dir, DECISIONS_DIR))
             self.spark.catalog.clearCache()  # runners may cache what they computed
             stats = StageStats(stage.name, seconds=time.perf_counter() - t0)
         finally:
