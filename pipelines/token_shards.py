@@ -1,10 +1,13 @@
-"""Spark runner of the ``tokenize`` stage: each partition encodes its documents and writes its own shards.
+"""Spark side of the ``tokenize`` stage: where its shards go, its tokenizer (trained on a Spark-drawn
+sample when asked and missing), and ``run_tokenize``, the stage on one DataFrame.
 
-Shard names are ``shard-<partition>-<sequence>``: deterministic, so a retried or rerun task overwrites
-its files (written atomically) instead of adding duplicates. Tasks return one small row per shard
-with its metadata; the driver collects those (one row per shard, not per document), deletes files
-of earlier runs that this one did not write, and writes ``manifest.json`` last. Documents come back
-with ``num_tokens``; the computed result is persisted so the runner's write does not encode again.
+A pipeline runs tokenize as a global step (``pipelines.global_runners``): the tokenizer is its decision,
+and each task encodes its part into shards named after the task (``WriteShards``). ``run_tokenize`` (tests,
+benches) makes each partition a task instead: shards ``shard-<partition>-<sequence>``, deterministic, so a
+retried or rerun task overwrites its files (written atomically) instead of adding duplicates. Tasks
+return one small row per shard with its metadata; the driver collects those (one row per shard, not per
+document), deletes files of earlier runs that this one did not write, and writes ``manifest.json`` last.
+Documents come back with ``num_tokens``; the computed result is persisted so a write does not encode again.
 """
 
 from __future__ import annotations
