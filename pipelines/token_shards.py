@@ -43,7 +43,7 @@ def run_tokenize(df, stage: Tokenize, ctx):
     extra = [(NUM_TOKENS, LongType()), (DROP_STAGE, StringType()), (DROP_REASON, StringType()), (SHARD_INFO, StringType())]
     schema = StructType(df.schema.fields + [StructField(name, t, True) for name, t in extra])
     encode = _partition_encoder(stage, tokenizer, out_dir, schema)
-    result = df.mapInArrow(timed(encode), schema).persist(StorageLevel.MEMORY_AND_DISK)
+    result = df.mapInArrow(timed(encode), schema).persist(StorageLevel.DISK_ONLY)  # in memory, a big corpus outgrows the JVM heap
     shards = [json.loads(row[0]) for row in result.where(F.col(SHARD_INFO).isNotNull()).select(SHARD_INFO).collect()]
     finish_dataset(out_dir, shards, tokenizer, stage.manifest_extra())
     return result.where(F.col(SHARD_INFO).isNull()).drop(SHARD_INFO)
