@@ -30,9 +30,7 @@ from dataprep.dedup.marks import DUPLICATE
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
 from dataprep.dedup.urls import UrlDedup
-from dataprep.dedup.weights import WEIGHT
 from dataprep.core.storage import join_path
-from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from pipelines.progress import timed
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
@@ -54,23 +52,6 @@ def _materialize(df: DataFrame) -> DataFrame:
     if df.sparkSession.sparkContext.getCheckpointDir():
         return df.checkpoint(eager=True)
     return df.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
-
-
-def _mark(df: DataFrame, clusters: DataFrame, cluster: str, size: str, stage: str, reason: str) -> DataFrame:
-    """Left-join per-document cluster info onto the documents and mark every non-representative
-    (or, where ``clusters`` has a DUPLICATE column, the documents it marks)."""
-    df = df.drop(*[c for c in (cluster, size, DROP_STAGE, DROP_REASON) if c in df.columns])
-    if clusters.count() <= BROADCAST_ROWS:  # few duplicates: the documents are not shuffled
-        clusters = F.broadcast(clusters)
-    out = df.join(clusters, "id", "left")
-    if DUPLICATE in clusters.columns:
-        duplicate = F.coalesce(F.col(DUPLICATE), F.lit(False))
-    else:
-        duplicate = F.coalesce(F.col(cluster) != F.col("id"), F.lit(False))
-    out = out.withColumn(cluster, F.coalesce(F.col(cluster), F.col("id")))
-    out = out.withColumn(size, F.coalesce(F.col(size), F.lit(1).cast("long")))
-    out = out.withColumn(DROP_STAGE, F.when(duplicate, F.lit(stage)))
-    return out.withColumn(DROP_REASON, F.when(duplicate, F.lit(reason))).drop(DUPLICATE)
 
 
 def _earlier(df: DataFrame, stage: IndexedStage, columns: list[str]) -> DataFrame | None:
@@ -108,11 +89,6 @@ def _write_clusters(clusters: DataFrame, ctx, cluster: str, size: str) -> None:
 # Exact
 
 
-def run_exact(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
-    """Group documents by the hash of their normalized text; keep the smallest id per group."""
-    return _mark(df, exact_clusters(df, stage, ctx), exact.CLUSTER, exact.CLUSTER_SIZE, stage.name, exact.REASON)
-
-
 def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
     """The cluster rows (``dataprep.dedup.marks``) of the documents whose normalized text another shares."""
 
@@ -144,12 +120,6 @@ def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
 
 # ------------------------------------------------------------------------------------------------
 # URL
-
-
-def run_url(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
-    """Group documents by normalized URL; keep the preferred copy (``UrlDedup.preference``, then the
-    smallest id) of each URL."""
-    return _mark(df, url_clusters(df, stage, ctx), urls.CLUSTER, urls.CLUSTER_SIZE, stage.name, urls.REASON)
 
 
 def url_clusters(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
@@ -312,13 +282,6 @@ def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_T
     return edges.select(F.col("src").alias("id"), F.col("dst").alias("root")).union(roots)
 
 
-def run_minhash(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
-    """MinHash LSH near-duplicate removal; adds dup_cluster / dup_cluster_size (see dataprep.dedup.minhash)."""
-    clusters = minhash_clusters(df, stage, ctx, single_task_max_edges)
-    out = _mark(df, clusters, minhash.CLUSTER, minhash.CLUSTER_SIZE, stage.name, minhash.REASON)
-    return out.withColumn(WEIGHT, _weight(F.col(minhash.CLUSTER_SIZE), stage.weight_ranges())) if stage.sample_weights else out
-
-
 def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
     """The cluster rows of the documents with near-duplicates (connected components of verified edges)."""
     sigs = signatures(df, stage)
@@ -341,12 +304,3 @@ def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_m
     if stage.write_clusters:
         _write_clusters(clusters, ctx, minhash.CLUSTER, minhash.CLUSTER_SIZE)
     return clusters
-
-
-def _weight(size, ranges: list[tuple[int, int | None, float]]):
-    """``weights.weights_for`` as a column expression."""
-    weight = F.lit(1.0)
-    for low, high, w in reversed(ranges):
-        inside = (size >= low) if high is None else size.between(low, high)
-        weight = F.when(inside, F.lit(w)).otherwise(weight)
-    return weight

@@ -15,7 +15,7 @@ A global stage runs in two halves (``GlobalRunner``):
 
 The pipeline (``pipelines.pipeline_run``) saves the decision, then runs the tasks like a document step's,
 so a run that dies after deciding keeps the decision, and one that dies among the tasks keeps those
-that finished. The ``run_*`` functions of the runner modules do both halves on one DataFrame.
+that finished. ``run_global`` does both halves on one DataFrame, with the same appliers.
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from dataprep.core.stage import GlobalStage
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage, with_fields
 from dataprep.dedup import exact, minhash, urls
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.marks import MarkDuplicates
@@ -33,8 +38,9 @@ from dataprep.dedup.urls import UrlDedup
 from dataprep.quality.top_fraction import CutBelow, TopFraction
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.stage import Tokenize, WriteShards
-from pipelines.dedup import exact_clusters, minhash_clusters, url_clusters
+from pipelines.dedup import BROADCAST_ROWS, exact_clusters, minhash_clusters, url_clusters
 from pipelines.paragraph_dedup import cuts_by_document
+from pipelines.progress import timed
 from pipelines.token_shards import output_dir, trained_tokenizer
 from pipelines.top_fraction import top_fraction_cutoffs
 
@@ -89,3 +95,50 @@ def global_runner(stage: GlobalStage) -> GlobalRunner:
         if cls in GLOBAL_RUNNERS:
             return GLOBAL_RUNNERS[cls]
     raise TypeError(f"global stage {stage.name!r} has no Spark runner (add its class to pipelines.global_runners.GLOBAL_RUNNERS)")
+
+
+DECISION = "_decision"  # the decision row of each document, joined on for run_global
+
+
+def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
+    """Both halves of a whole-corpus stage on one DataFrame (tests, benches, notebooks): decide over
+    ``df``, then every Spark task applies the decision to its documents with the pipeline's applier.
+    Every document stays; those the stage drops get ``drop_stage`` / ``drop_reason``."""
+    if isinstance(stage, Tokenize):
+        raise TypeError("tokenize writes shards: use pipelines.token_shards.run_tokenize")
+    df = df.drop(*[c for c in (DROP_STAGE, DROP_REASON, DECISION) if c in df.columns])
+    runner = global_runner(stage)
+    rows, state = runner.decide(df, stage, ctx)
+    applier = runner.applier(stage, state, ctx)
+    input_schema = to_arrow_schema(df.schema)
+    output_schema = with_fields(input_schema, applier.output_fields(input_schema) + [
+        pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())])
+    has_rows = rows is not None  # the closure below must not hold the DataFrame
+    fields = [c for c in rows.columns if c != "id"] if has_rows else []
+    if has_rows:
+        decisions = rows.select("id", F.struct(*fields).alias(DECISION))
+        # few decision rows (the usual case): broadcast, the documents are not shuffled; many: a
+        # sort-merge join, so what passes through the driver never grows with the corpus
+        df = df.join(F.broadcast(decisions) if rows.count() <= BROADCAST_ROWS else decisions.hint("merge"), "id", "left")
+
+    def apply(batches):
+        from pyspark import TaskContext
+
+        key = f"partition-{TaskContext.get().partitionId()}"
+        if not has_rows:
+            applier.begin(key, None)
+        for rb in batches:
+            batch = pa.Table.from_batches([rb])
+            if has_rows:  # each batch brings the decision rows of its own documents
+                joined = batch.column(DECISION)
+                has = joined.is_valid()
+                columns = joined.filter(has).combine_chunks().flatten()
+                applier.begin(key, pa.Table.from_arrays([batch.column("id").filter(has), *columns], names=["id", *fields]))
+                batch = batch.drop_columns([DECISION])
+            out, reasons = applier.process(batch)
+            dropped = [None if r is None else applier.stage for r in reasons]
+            out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(DROP_REASON, pa.array(reasons, pa.string()))
+            yield from out.select(output_schema.names).cast(output_schema).to_batches()
+        applier.finish()
+
+    return df.mapInArrow(timed(apply), from_arrow_schema(output_schema))

@@ -2,19 +2,17 @@
 
 Only the (group, score) pairs are scanned for the cut-offs: one count per group, then Spark's
 ``approxQuantile`` per group (exact below the stage's ``exact_below``), so nothing but the cut-offs
-reaches the driver. The documents are then marked in one pass with the cut-offs as a small map.
+reaches the driver. Each task then drops its documents at or below their group's cut-off
+(``dataprep.quality.top_fraction.CutBelow``).
 """
 
 from __future__ import annotations
-
-from itertools import chain
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import NumericType
 
-from dataprep.core.stage import DROP_REASON, DROP_STAGE
-from dataprep.quality.top_fraction import ALL, NO_SCORE, REASON, TopFraction
+from dataprep.quality.top_fraction import ALL, TopFraction
 from pipelines.dedup import _materialize
 
 
@@ -27,18 +25,6 @@ def _cutoffs(scored: DataFrame, stage: TopFraction) -> tuple[dict[str, float | N
         rows = scored.where(F.col("group") == group)
         cutoffs[group] = rows.approxQuantile("score", [stage.quantile], errors[group])[0] if stage.keep < 1 else None
     return cutoffs, errors
-
-
-def run_top_fraction(df: DataFrame, stage: TopFraction, ctx=None) -> DataFrame:
-    """Mark every document outside its group's top ``keep`` share."""
-    cutoffs = top_fraction_cutoffs(df, stage)
-    group, score = _group(stage), F.col(stage.score).cast("double")
-    known = [g for g, c in cutoffs.items() if c is not None]
-    cut = F.create_map(*chain.from_iterable((F.lit(g), F.lit(cutoffs[g])) for g in known))[group] if known else F.lit(None)
-    missing = score.isNull() | F.isnan(score)
-    reason = F.when(missing, F.lit(NO_SCORE)).when(cut.isNotNull() & (score <= cut), F.lit(REASON))
-    out = df.drop(*[c for c in (DROP_STAGE, DROP_REASON) if c in df.columns]).withColumn(DROP_REASON, reason)
-    return out.withColumn(DROP_STAGE, F.when(F.col(DROP_REASON).isNotNull(), F.lit(stage.name)))
 
 
 def _group(stage: TopFraction):

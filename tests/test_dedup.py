@@ -230,13 +230,13 @@ def _spark_fates(df) -> tuple[set[str], dict[str, str], dict[str, int]]:
 
 
 def test_spark_minhash_matches_local_for_any_partitioning(spark, corpus, tmp_path):
-    from pipelines.dedup import run_minhash
+    from pipelines.global_runners import run_global
 
     table = doc_table(corpus)
     local_kept, local_dropped = _fates(MinHashDedup().run_local(table))
     df = spark.createDataFrame(table.to_pandas())
     ctx = SimpleNamespace(spark=spark, step_dir=str(tmp_path / "step"), config=None)
-    results = [_spark_fates(run_minhash(df.repartition(n), MinHashDedup(write_clusters=True), ctx)) for n in (1, 4)]
+    results = [_spark_fates(run_global(df.repartition(n), MinHashDedup(write_clusters=True), ctx)) for n in (1, 4)]
     assert results[0] == results[1]
     kept, dropped, sizes = results[0]
     assert (kept, dropped) == (local_kept, local_dropped)
@@ -266,11 +266,11 @@ def test_spark_verification_modes(spark):
 
 
 def test_spark_exact_matches_local(spark, corpus):
-    from pipelines.dedup import run_exact
+    from pipelines.global_runners import run_global
 
     table = doc_table(corpus)
     local = ExactDedup().run_local(table)
-    rows = run_exact(spark.createDataFrame(table.to_pandas()).repartition(3), ExactDedup()).collect()
+    rows = run_global(spark.createDataFrame(table.to_pandas()).repartition(3), ExactDedup()).collect()
     assert {r.id for r in rows if r.drop_reason is None} == set(local.kept.column("id").to_pylist())
     assert {r.id: r.exact_cluster for r in rows if r.drop_reason} == dict(
         zip(local.dropped.column("id").to_pylist(), local.dropped.column("exact_cluster").to_pylist())
@@ -294,13 +294,13 @@ def test_spark_connected_components_on_long_chains(spark):
 
 def test_duplicate_aware_sample_weights(spark, corpus):
     """FineWeb-2-style weights: the kept copy of a cluster of 2 weighs 2, a unique document 1; Spark agrees."""
-    from pipelines.dedup import run_minhash
+    from pipelines.global_runners import run_global
 
     stage = MinHashDedup(sample_weights={"2": 2.0, "3-10": 3.0, "11+": 0.5})
     local = stage.run_local(doc_table(corpus))
     weights = dict(zip(local.kept.column("id").to_pylist(), local.kept.column("sample_weight").to_pylist()))
     assert weights["nd-a"] == 2.0 and weights["word-3"] == 1.0
-    rows = run_minhash(spark.createDataFrame(doc_table(corpus).to_pandas()), stage).where("drop_reason is null").collect()
+    rows = run_global(spark.createDataFrame(doc_table(corpus).to_pandas()), stage).where("drop_reason is null").collect()
     assert {r.id: r.sample_weight for r in rows} == weights
     with pytest.raises(ValueError, match="overlap"):
         MinHashDedup(sample_weights={"2-5": 2.0, "4+": 1.0})

@@ -46,40 +46,40 @@ def _removed(df) -> dict[str, str]:
 
 
 def test_run_two_removes_only_its_copies_of_run_one(spark, runs, tmp_path):
-    from pipelines.dedup import run_minhash
+    from pipelines.global_runners import run_global
 
     run1, run2, run3, planted = runs
     first, second = str(tmp_path / "index-1"), str(tmp_path / "index-2")
-    assert _removed(run_minhash(spark.createDataFrame(doc_table(run1).to_pandas()), MinHashDedup(save_index=first))) == {}
+    assert _removed(run_global(spark.createDataFrame(doc_table(run1).to_pandas()), MinHashDedup(save_index=first))) == {}
     manifest = json.loads((tmp_path / "index-1" / "index.json").read_text())
     assert manifest["rows"] == len(run1) and manifest["config"]["bands"] == 14 and manifest["files"]
     df2 = spark.createDataFrame(doc_table(run2).to_pandas())
-    alone = _removed(run_minhash(df2, MinHashDedup()))
+    alone = _removed(run_global(df2, MinHashDedup()))
     assert alone == {"b-own-copy": "b-04"}  # per-snapshot dedup, the default: run 1 is not consulted
-    found = [_removed(run_minhash(df2.repartition(n), MinHashDedup(load_indexes=[first], save_index=second if n == 4 else None))) for n in (1, 4)]
+    found = [_removed(run_global(df2.repartition(n), MinHashDedup(load_indexes=[first], save_index=second if n == 4 else None))) for n in (1, 4)]
     assert found[0] == found[1] == planted
     json_before = (tmp_path / "index-1" / "index.json").read_text()
     df3 = spark.createDataFrame(doc_table(run3).to_pandas())
-    assert _removed(run_minhash(df3, MinHashDedup(load_indexes=[first, second]))) == {"c-1": "a-07", "c-2": "b-06"}
+    assert _removed(run_global(df3, MinHashDedup(load_indexes=[first, second]))) == {"c-1": "a-07", "c-2": "b-06"}
     assert (tmp_path / "index-1" / "index.json").read_text() == json_before and open_index(first, MinHashDedup().index_config())
 
 
 def test_exact_index(spark, runs, tmp_path):
-    from pipelines.dedup import run_exact
+    from pipelines.global_runners import run_global
 
     run1, run2, _, _ = runs
     index = str(tmp_path / "exact")
-    run_exact(spark.createDataFrame(doc_table(run1).to_pandas()), ExactDedup(save_index=index)).collect()
-    rows = run_exact(spark.createDataFrame(doc_table(run2).to_pandas()).repartition(3), ExactDedup(load_indexes=[index])).collect()
+    run_global(spark.createDataFrame(doc_table(run1).to_pandas()), ExactDedup(save_index=index)).collect()
+    rows = run_global(spark.createDataFrame(doc_table(run2).to_pandas()).repartition(3), ExactDedup(load_indexes=[index])).collect()
     assert {r.id: r.exact_cluster for r in rows if r.drop_reason} == {"b-exact": "a-12", "a-03": "a-03"}  # near copies stay
 
 
 def test_an_index_from_another_configuration_or_damaged_is_refused(spark, runs, tmp_path):
-    from pipelines.dedup import run_minhash
+    from pipelines.global_runners import run_global
 
     run1, _, _, _ = runs
     index = str(tmp_path / "index")
-    run_minhash(spark.createDataFrame(doc_table(run1).to_pandas()), MinHashDedup(save_index=index)).collect()
+    run_global(spark.createDataFrame(doc_table(run1).to_pandas()), MinHashDedup(save_index=index)).collect()
     with pytest.raises(DedupIndexError, match="bands: index 14, stage 20.*rows: index 8, stage 5"):
         open_index(index, MinHashDedup(bands=20, rows=5).index_config())
     with pytest.raises(DedupIndexError, match="another configuration.*stage: index 'minhash_dedup', stage 'exact_dedup'"):

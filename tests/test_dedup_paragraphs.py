@@ -100,11 +100,11 @@ def test_segments_rebuild_the_text():
 
 @pytest.mark.parametrize("broadcast", [True, False], ids=["broadcast", "shuffle-join"])
 def test_spark_matches_local_for_any_partitioning(spark, planted, monkeypatch, broadcast):
-    from pipelines import paragraph_dedup
-    from pipelines.paragraph_dedup import run_paragraph_dedup
+    from pipelines import global_runners
+    from pipelines.global_runners import run_global
 
     if not broadcast:  # more cuts than a broadcast may carry: the documents are joined by a shuffle
-        monkeypatch.setattr(paragraph_dedup, "BROADCAST_CUTS", 0)
+        monkeypatch.setattr(global_runners, "BROADCAST_ROWS", 0)
     docs, _ = planted
     table = doc_table(docs)
     local_stage = ParagraphDedup(keep="none", max_documents=5)
@@ -114,7 +114,7 @@ def test_spark_matches_local_for_any_partitioning(spark, planted, monkeypatch, b
     df = spark.createDataFrame(table.to_pandas())
     for partitions in (1, 4):
         stage = ParagraphDedup(keep="none", max_documents=5)
-        out = run_paragraph_dedup(df.repartition(partitions), stage)
+        out = run_global(df.repartition(partitions), stage)
         assert ("BroadcastHashJoin" if broadcast else "SortMergeJoin") in out._jdf.queryExecution().executedPlan().toString()
         rows = out.collect()
         assert {r.id: (None if r.drop_reason else r.text, r.drop_reason) for r in rows} == expected

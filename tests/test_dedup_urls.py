@@ -81,13 +81,13 @@ def test_one_document_per_url_the_configured_copy(crawl, keep):
 
 
 def test_spark_matches_local_for_any_partitioning(spark, crawl):
-    from pipelines.dedup import run_url
+    from pipelines.global_runners import run_global
 
     table, _, _ = crawl
     local = UrlDedup().run_local(table)
     expected = dict(zip(local.dropped.column("id").to_pylist(), local.dropped.column("url_cluster").to_pylist()))
     df = spark.createDataFrame(table.to_pandas())
     for partitions in (1, 4):
-        rows = run_url(df.repartition(partitions), UrlDedup()).collect()
+        rows = run_global(df.repartition(partitions), UrlDedup()).collect()
         assert {r.id for r in rows if r.drop_reason is None} == _kept(local)
         assert {r.id: r.url_cluster for r in rows if r.drop_reason} == expected

@@ -16,7 +16,7 @@ from dataprep.core.runner import run_stages
 from dataprep.quality.top_fraction import ALL, NO_SCORE, REASON, TopFraction
 from dedup_corpus import real_documents
 from pipelines.pipeline_run import run_pipeline
-from pipelines.top_fraction import run_top_fraction
+from pipelines.global_runners import run_global
 
 
 def _scored(n: int, seed: int = 0) -> pa.Table:
@@ -29,7 +29,7 @@ def _scored(n: int, seed: int = 0) -> pa.Table:
 
 def _spark_kept(spark, table: pa.Table, stage: TopFraction, partitions: int) -> tuple[set[str], dict]:
     df = spark.createDataFrame(table.to_pandas()).repartition(partitions)
-    out = run_top_fraction(df, stage)
+    out = run_global(df, stage)
     rows = out.select("id", "drop_reason").collect()
     return {r.id for r in rows if r.drop_reason is None}, {r.id: r.drop_reason for r in rows}
 
@@ -94,7 +94,7 @@ def test_cutoffs_reach_stats_and_a_rerun_with_them_keeps_the_same_documents(spar
     with pytest.raises(ValueError, match="not a number"):
         TopFraction(score="lang", keep=0.1).run_local(_scored(10))
     with pytest.raises(ValueError, match="not a number"):
-        run_top_fraction(spark.createDataFrame(_scored(10).to_pandas()), TopFraction(score="lang", keep=0.1))
+        run_global(spark.createDataFrame(_scored(10).to_pandas()), TopFraction(score="lang", keep=0.1))
 
 
 def test_dclm_preset_runs_rules_then_the_classifier_top_tenth(shared_data):

@@ -112,13 +112,13 @@ def removal_quality(out: Path) -> dict:
 
 
 def run_ours(corpus: Path, cores: int, verify: str, work: Path, memory: str = "") -> dict:
-    """In this process: Spark local[cores], run_minhash, write the full output like a pipeline step."""
+    """In this process: Spark local[cores], run_global, write the full output like a pipeline step."""
     from pyspark.sql import functions as F
 
     from bench.common.proctree import TreeMonitor
 
     from dataprep.dedup.minhash import MinHashDedup
-    from pipelines.dedup import run_minhash
+    from pipelines.global_runners import run_global
     from pipelines.spark import get_spark
 
     conf = {"spark.sql.shuffle.partitions": str(4 * cores), **({"spark.driver.memory": memory} if memory else {})}
@@ -127,7 +127,7 @@ def run_ours(corpus: Path, cores: int, verify: str, work: Path, memory: str = ""
     n = df.count()
     monitor = TreeMonitor().start()
     t0 = time.perf_counter()
-    out = run_minhash(df, MinHashDedup(verify=verify))
+    out = run_global(df, MinHashDedup(verify=verify))
     out.write.mode("overwrite").parquet(str(work / "out"))
     seconds = time.perf_counter() - t0
     report = {"docs": n, "seconds": round(seconds, 1), **monitor.stop()}

@@ -132,7 +132,7 @@ def run_spark(corpus: Path, mode: str, cores: int, memory: str, work: Path) -> d
 
     from bench.common.proctree import TreeMonitor
 
-    from pipelines.paragraph_dedup import run_paragraph_dedup
+    from pipelines.global_runners import run_global
     from pipelines.spark import LOCAL_CONF, get_spark
 
     work.mkdir(parents=True, exist_ok=True)
@@ -143,11 +143,11 @@ def run_spark(corpus: Path, mode: str, cores: int, memory: str, work: Path) -> d
     df = spark.read.parquet(str(corpus / "parquet"))
     n = df.count()
     stage = stage_for(mode)
-    run_paragraph_dedup(df.limit(2000), stage).count()  # warm-up: JVM code paths and Python workers
+    run_global(df.limit(2000), stage).count()  # warm-up: JVM code paths and Python workers
     stage.take_counters()
     monitor = TreeMonitor().start()
     t0 = time.perf_counter()
-    run_paragraph_dedup(df, stage).write.mode("overwrite").parquet(str(work / "out"))
+    run_global(df, stage).write.mode("overwrite").parquet(str(work / "out"))
     seconds = time.perf_counter() - t0
     report = {"docs": n, "seconds": round(seconds, 1), **monitor.stop()}
     report.pop("peak_python_process")

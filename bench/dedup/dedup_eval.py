@@ -153,10 +153,10 @@ def run(docs: dict[str, str], stage: MinHashDedup, engine: str, spark=None) -> d
         result = stage.run_local(table)
         out = pa.concat_tables([result.kept.select(["id", "dup_cluster"]), result.dropped.select(["id", "dup_cluster"])])
         return dict(zip(out.column("id").to_pylist(), out.column("dup_cluster").to_pylist()))
-    from pipelines.dedup import run_minhash
+    from pipelines.global_runners import run_global
 
     df = spark.createDataFrame(table.to_pandas()).repartition(4)
-    return {r.id: r.dup_cluster for r in run_minhash(df, stage).select("id", "dup_cluster").collect()}
+    return {r.id: r.dup_cluster for r in run_global(df, stage).select("id", "dup_cluster").collect()}
 
 
 SETTINGS = {  # label -> stage settings; "default" is what a config with just `stage: minhash_dedup` runs
