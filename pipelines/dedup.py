@@ -144,14 +144,24 @@ def url_clusters(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
 # MinHash
 
 
+# A document's MinHash signature and band keys: the rows the pipeline's prepare tasks save
+SIGNATURE_SCHEMA = pa.schema([("id", pa.string()), ("sig", pa.list_(pa.int32())), ("keys", pa.list_(pa.int64()))])
+
+
+def signature_rows(stage: MinHashDedup):
+    """Kept documents (a batch with id and text) -> their signature rows (SIGNATURE_SCHEMA)."""
+    return lambda batch: stage.signature_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())
+
+
 def signatures(df: DataFrame, stage: MinHashDedup) -> DataFrame:
     """(id, sig array<int>, keys array<bigint>) for every document that has shingles."""
+    sign = signature_rows(stage)
 
-    def sign(batches):
+    def sign_batches(batches):
         for rb in batches:
-            yield stage.signature_batch(rb.column("id").to_pylist(), rb.column("text").to_pylist())
+            yield sign(rb)
 
-    return df.select("id", "text").mapInArrow(timed(sign), "id string, sig array<int>, keys array<bigint>")
+    return df.select("id", "text").mapInArrow(timed(sign_batches), "id string, sig array<int>, keys array<bigint>")
 
 
 def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:
@@ -283,12 +293,15 @@ def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_T
 
 
 def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
-    """The cluster rows of the documents with near-duplicates (connected components of verified edges)."""
-    sigs = signatures(df, stage)
+    """The cluster rows of the documents with near-duplicates (connected components of verified edges);
+    the signatures are those the pipeline's tasks saved (``ctx.prepared``) when there are."""
+    prepared = getattr(ctx, "prepared", None)
+    sigs = prepared if prepared is not None else signatures(df, stage)
     earlier = _earlier(df, stage, ["sig", "keys"])
     if earlier is not None:
         sigs = sigs.unionByName(earlier)
-    sigs = sigs.persist(StorageLevel.DISK_ONLY)  # in memory it would grow with the corpus
+    if prepared is None:  # computed here: kept on disk (in memory it would grow with the corpus), read twice
+        sigs = sigs.persist(StorageLevel.DISK_ONLY)
     try:
         edges = candidate_edges(sigs, sigs.count(), stage.layout()[0])
         if stage.verify != "none":

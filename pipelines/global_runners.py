@@ -10,6 +10,10 @@ A global stage runs in two halves (``GlobalRunner``):
   ``ctx.step_dir`` (a ``pipelines.steps.StepContext``); nothing may be collected on the driver in bulk.
 - ``applier(stage, state, ctx)``: the per-task half (``dataprep.core.applier.Applier``), run on each part
   of the previous step's output with the decision rows of that part's documents.
+- ``prepare(stage) -> (fn, schema)``, optional: the per-document part of the decision (MinHash
+  signatures). The pipeline runs ``fn`` (a batch of kept documents -> rows in ``schema``) as tasks over
+  the previous step's parts and saves their rows with a marker each, so a run that dies while deciding
+  keeps the tasks that finished; ``decide`` then finds the rows in ``ctx.prepared`` (None: compute them).
 - ``complete(stage, state, ctx, finished)``, optional: on the driver after every task, ``finished``
   iterating what each task's ``Applier.finish`` returned (tokenize writes its manifest from them).
 
@@ -38,7 +42,7 @@ from dataprep.dedup.urls import UrlDedup
 from dataprep.quality.top_fraction import CutBelow, TopFraction
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.stage import Tokenize, WriteShards
-from pipelines.dedup import BROADCAST_ROWS, exact_clusters, minhash_clusters, url_clusters
+from pipelines.dedup import BROADCAST_ROWS, SIGNATURE_SCHEMA, exact_clusters, minhash_clusters, signature_rows, url_clusters
 from pipelines.paragraph_dedup import cuts_by_document
 from pipelines.progress import timed
 from pipelines.token_shards import output_dir, trained_tokenizer
@@ -50,6 +54,7 @@ class GlobalRunner:
     decide: Callable
     applier: Callable
     complete: Callable | None = None
+    prepare: Callable | None = None
 
 
 def _tokenize_decide(df, stage: Tokenize, ctx):
@@ -72,7 +77,8 @@ GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
     MinHashDedup: GlobalRunner(
         lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}),
         lambda stage, state, ctx: MarkDuplicates(stage.name, minhash.REASON, minhash.CLUSTER, minhash.CLUSTER_SIZE,
-                                                 stage.weight_ranges() if stage.sample_weights else None)),
+                                                 stage.weight_ranges() if stage.sample_weights else None),
+        prepare=lambda stage: (signature_rows(stage), SIGNATURE_SCHEMA)),
     UrlDedup: GlobalRunner(
         lambda df, stage, ctx: (url_clusters(df, stage, ctx), {}),
         lambda stage, state, ctx: MarkDuplicates(stage.name, urls.REASON, urls.CLUSTER, urls.CLUSTER_SIZE)),

@@ -29,20 +29,21 @@ from dataclasses import dataclass
 
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
-from dataprep.core.storage import atomic_write_text, exists, expand_inputs, join_path, read_text
+from dataprep.core.storage import atomic_write_text, exists, expand_inputs, join_path, read_text, remove_tree
 from dataprep.readers import READ_SCHEMA, READ_STAGE
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
-from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, plan_steps
+from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, make_prepare_fn, plan_steps
 from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
 DECIDED_MARKER = "_DECIDED.json"  # a global step's decision over the whole corpus, made
 DECISIONS_DIR = "_decisions"  # its decision rows, split by part of the previous step
+PREPARED_DIR = "_prepared"  # the per-document rows its decision starts from (MinHash signatures), per task
 ERRORS_FILE = "_ERRORS.json"
 
 
@@ -285,6 +286,7 @@ class PipelineRun:
         runner = global_runner(stage)
         ctx = StepContext(spark=self.spark, step_dir=step_dir, config=self.config)
         decided = self._decide(step, step_dir, previous_dir, fingerprint, runner, ctx)
+        remove_tree(join_path(step_dir, PREPARED_DIR))  # the decision holds what the tasks need of it
         applied = AppliedStage(applier=runner.applier(stage, decided["state"], ctx))
         decisions = join_path(step_dir, DECISIONS_DIR) if decided["rows"] else None
         stats, tasks = self._run_fused(step, step_dir, [], previous_dir, f"{fingerprint}-{decided['run']}", [applied], decisions)
@@ -310,10 +312,13 @@ class PipelineRun:
             return saved
         stage = step.stages[0]
         context = self.spark.sparkContext
+        t0 = time.perf_counter()
+        prepared_cpu = prepared_seconds = 0.0
+        if runner.prepare is not None:
+            ctx.prepared, prepared_cpu, prepared_seconds = self._prepare(step, step_dir, previous_dir, fingerprint, runner.prepare(stage))
         group = f"dataprep-{step.name}-{uuid.uuid4().hex}"
         context.setJobGroup(group, f"dataprep step {step.name}: decide", interruptOnCancel=True)
         try:
-            t0 = time.perf_counter()
             kept = self._kept(previous_dir)
             with python_cpu(self.spark) as worker_cpu, Progress(self.spark, f"{step.name} decide", unit="Spark tasks", counts_docs=False) as progress:
                 rows, state = runner.decide(kept, stage, ctx)
@@ -327,7 +332,8 @@ class PipelineRun:
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)
         stats.executor_seconds, jvm_cpu = executor_seconds(self.spark, group)
-        stats.executor_cpu_seconds = jvm_cpu + worker_cpu.value
+        stats.executor_seconds += prepared_seconds  # the prepare tasks', reused ones included
+        stats.executor_cpu_seconds = jvm_cpu + worker_cpu.value + prepared_cpu
         stats.executor_fixed_cpu_seconds = executor_fixed_cpu_seconds(self.spark, group) + worker_cpu.fixed
         stats.record_counters(stage)  # counts the runner recorded on the driver
         progress.finish()
@@ -335,6 +341,40 @@ class PipelineRun:
                    "rows": rows is not None, "stats": stats.to_dict()}
         atomic_write_text(path, json.dumps(decided, indent=1))
         return decided
+
+    def _prepare(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str, prepare) -> tuple:
+        """Run the per-document part of a decision (``GlobalRunner.prepare``) as tasks over the previous
+        step's parts, keeping those a previous run finished with this config (``pipelines.tasks``);
+        return the rows as a DataFrame, and the CPU and task seconds of all tasks."""
+        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+        fn, schema = prepare
+        prepared_dir = join_path(step_dir, PREPARED_DIR)
+        input_dir = join_path(previous_dir, DATA_DIR)
+        inputs = parquet_parts(input_dir)
+        names = [p.rsplit("/", 1)[-1] for p in inputs]
+        done = {} if self.force else reusable(read_markers(self.spark, prepared_dir), fingerprint, names, prepared_dir)
+        remove_others(prepared_dir, done)
+        covered = {name for marker in done.values() for name in marker["inputs"]}
+        context = self.spark.sparkContext
+        todo = [[p.rsplit("/", 1)[-1] for p in group] for group in file_tasks([p for p in inputs if p.rsplit("/", 1)[-1] not in covered], context.defaultParallelism)]
+        if done:
+            print(f"step {step.name}: reusing {len(done)} prepared tasks, running {len(todo)}", flush=True)
+        if todo:
+            context.setJobGroup(f"dataprep-{step.name}-prepare", f"dataprep step {step.name}: prepare", interruptOnCancel=True)
+            try:
+                with Progress(self.spark, f"{step.name} prepare", total=len(todo)) as progress:
+                    fn = make_prepare_fn(fn, input_dir, to_arrow_schema(self._kept(previous_dir).schema), schema, prepared_dir, fingerprint,
+                                         context.broadcast(todo), self.config.output.compression, self.config.input.batch_size, progress.docs)
+                    self.spark.range(0, len(todo), 1, len(todo)).mapInArrow(fn, "task long").write.format("noop").mode("overwrite").save()
+            finally:
+                context.setLocalProperty("spark.jobGroup.id", None)
+            progress.finish()
+        markers = [m for m in read_markers(self.spark, prepared_dir) if m.get("fingerprint") == fingerprint]
+        if len(markers) != len(done) + len(todo):
+            raise RuntimeError(f"step {step.name}: {len(markers)} prepared task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
+        rows = self.spark.read.schema(from_arrow_schema(schema)).parquet(join_path(prepared_dir, DATA_DIR))
+        return rows, sum(m["cpu_seconds"] for m in markers), sum(m["seconds"] for m in markers)
 
     def _write_corpus(self, last_dir: str, corpus_dir: str, fingerprint: str, redo: bool) -> None:
         marker = join_path(corpus_dir, DONE_MARKER)

@@ -12,6 +12,7 @@ stats, so a rerun after a crash keeps the finished tasks (``pipelines.tasks``).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ class StepContext:
     spark: Any  # pyspark.sql.SparkSession
     step_dir: str  # this step's output folder (local path or URL); side outputs go below it
     config: Any  # dataprep.core.config.PipelineConfig
+    prepared: Any = None  # a global step's per-document rows saved by its tasks (a DataFrame), if its runner prepares any
 
 
 @dataclass
@@ -155,6 +157,37 @@ def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputC
             progress.add(all_stats[0].docs_in if all_stats else 0)
         if errors is not None:
             errors.add(all_stats)
+
+    def partition_fn(record_batches):
+        use_shipped_assets()
+        for rb in record_batches:
+            for task in rb.column(0).to_pylist():
+                run_task(tasks.value[task])
+        yield from ()
+
+    return partition_fn
+
+
+def make_prepare_fn(prepare, input_dir: str, input_schema: pa.Schema, schema: pa.Schema, prepared_dir: str, fingerprint: str,
+                    tasks, compression: str, batch_size: int, progress=None):
+    """The function each Spark task of a global step's prepare phase runs: for each task (an index into
+    the broadcast ``tasks``), ``prepare`` (batch of kept documents -> rows) over the kept rows of its
+    parts of the previous step, written with a completion marker (``pipelines.tasks``) that records its
+    CPU seconds, so a rerun keeps the rows of every task that finished."""
+
+    def run_task(inputs: list[str]) -> None:
+        cpu0, t0, docs = time.process_time(), time.perf_counter(), [0]
+
+        def rows():
+            for path in inputs:
+                for table in read_kept(storage.join_path(input_dir, path), input_schema, batch_size):
+                    docs[0] += table.num_rows
+                    yield pa.Table.from_batches([prepare(table)]).cast(schema)
+
+        write_task(prepared_dir, task_key(inputs), inputs, fingerprint, rows(), schema, compression,
+                   lambda: {"stats": [], "docs": docs[0], "cpu_seconds": time.process_time() - cpu0, "seconds": time.perf_counter() - t0})
+        if progress is not None:
+            progress.add(docs[0])
 
     def partition_fn(record_batches):
         use_shipped_assets()

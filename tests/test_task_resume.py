@@ -198,3 +198,28 @@ def test_a_global_step_that_died_deciding_decides_again(spark, tmp_path, uninter
     result = run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
     assert _step_info(out, MINHASH)["tasks_reused"] == 0
     assert _documents(result) == clean_docs and _stats(out) == clean_stats and _shards(out) == clean_shards
+
+
+def test_a_global_step_that_died_deciding_keeps_its_prepared_tasks(spark, tmp_path, uninterrupted_global, capsys):
+    """MinHash's signatures are computed by tasks with markers before the decision: a run that dies
+    while deciding (here: its decision cannot be saved, a folder is in the way) keeps the finished ones."""
+    root, inputs, clean_docs, clean_stats, clean_shards = uninterrupted_global
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    _crash(out, MINHASH)
+    step_dir = out / "steps" / MINHASH
+    assert not (step_dir / "_prepared").exists()  # a finished decision leaves no signatures behind
+    (step_dir / "_DECIDED.json").unlink()
+    (step_dir / "_DECIDED.json").mkdir()
+    with pytest.raises(OSError):
+        run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
+    (step_dir / "_DECIDED.json").rmdir()
+    markers = sorted((step_dir / "_prepared" / "_stats").glob("part-*.json"))
+    assert len(markers) >= 2 and all(json.loads(m.read_text())["docs"] > 0 for m in markers)
+    for marker in markers[::2]:  # and it had died among the prepare tasks
+        marker.unlink()
+    capsys.readouterr()
+    result = run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
+    assert f"step {MINHASH}: reusing {len(markers[1::2])} prepared tasks, running {len(markers[::2])}" in capsys.readouterr().out
+    assert not (step_dir / "_prepared").exists()
+    assert _documents(result) == clean_docs and _stats(out) == clean_stats and _shards(out) == clean_shards

@@ -192,6 +192,13 @@ def exists(path: str) -> bool:
     return fs.exists(p)
 
 
+def remove_tree(path: str) -> None:
+    """Delete a folder and what it holds (local or on an object store), if it exists."""
+    fs, _, (p,) = fsspec.get_fs_token_paths(path)
+    if fs.exists(p):
+        fs.rm(p, recursive=True)
+
+
 def read_jsonl_records(paths: list[str], limit: int | None = None) -> Iterator[tuple[dict | None, int, str]]:
     """Yield (record or None, line number, path) for every non-blank line of JSONL files (local, remote,
     ``.gz``); None for a line that is not a JSON object, so callers count it instead of crashing."""
