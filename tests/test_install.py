@@ -311,6 +311,10 @@ NOT_RUN = {
         'a benchmark run by hand (docs/scale.md)',
     'python -m bench.pipeline.bench_scale_curve --compare 1000 10000 --work /tmp/lead_est':
         'reads the runs of the benchmark above (docs/scale.md)',
+    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 10000 100000 --work /tmp/prep10k':
+        'a benchmark run by hand (docs/scale.md)',
+    'python -m bench.pipeline.bench_scale_curve --compare 10000 100000 --work /tmp/prep10k':
+        'reads the runs of the benchmark above (docs/scale.md)',
     'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000000 --json /tmp/curve-1m.json':
         'a benchmark of hours, run by hand (docs/scale.md)',
     'python -m bench.pipeline.bench_scale_curve --compare 1000 2000 20000':

@@ -2,13 +2,17 @@
 against what a per-step resume would redo, both on one Spark local[N] session started beforehand,
 measured by CPU seconds of the whole process tree.
 
-    python -m bench.pipeline.bench_resume [--repeat 20] [--files 8] [--cores 2] [--step first|minhash]
+    python -m bench.pipeline.bench_resume [--repeat 20] [--files 8] [--cores 2] [--step first|minhash|minhash-decide]
 
 ``--step first``: a crash in the first step (extract, langid, gopher_quality), against the uninterrupted
 run. ``--step minhash``: the same chain then MinHash dedup, a crash among the dedup step's tasks (its
-decision saved), against a rerun of that step whole (decision and tasks removed).
+decision saved), against a rerun of that step whole (decision and tasks removed). ``--step
+minhash-decide``: a crash while MinHash decides, half of its signature (prepare) tasks finished, against
+the same rerun whole.
 The crash is emulated as the driver leaves it: the step's marker, later steps, the corpus, stats.json
-and half of the task markers and rows removed. Every rerun must give the same documents (checked).
+and half of the task markers and rows removed (for ``minhash-decide``: the decision fails to save, a
+folder in its way, and half of the prepare markers are then removed). Every rerun must give the same
+documents (checked).
 """
 
 from __future__ import annotations
@@ -62,6 +66,26 @@ def crash(out: Path, index: int, whole: bool = False) -> int:
     return len(markers) // 2
 
 
+def crash_deciding(job: dict, out: Path, index: int, spark) -> int:
+    """Leave ``out`` as a driver lost while step ``index`` decides with half of its prepare tasks
+    finished (the run is stopped by a folder where its decision is saved); return the tasks kept."""
+    step = sorted((out / "steps").iterdir())[index]
+    crash(out, index, whole=True)
+    (step / "_DECIDED.json").mkdir(parents=True)
+    with contextlib.suppress(OSError), contextlib.redirect_stdout(sys.stderr):
+        run_pipeline(load_config(job), spark=spark)
+    (step / "_DECIDED.json").rmdir()
+    for later in (out / "steps").iterdir():
+        if later.name > step.name:
+            shutil.rmtree(later)
+    markers = sorted((step / "_prepared" / "_stats").glob("part-*.json"))
+    assert markers, "the failed run left no prepare tasks"
+    for marker in markers[len(markers) // 2:]:
+        marker.unlink()
+        (step / "_prepared" / "data" / marker.with_suffix(".parquet").name).unlink()
+    return len(markers) // 2
+
+
 def documents(out: Path) -> list[tuple]:
     return sorted((d["id"], d["text"]) for d in pq.read_table(out / "corpus", columns=["id", "text"]).to_pylist())
 
@@ -71,7 +95,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="copies of the 200 evaluation pages")
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--step", choices=["first", "minhash"], default="first", help="the step the crash hits")
+    parser.add_argument("--step", choices=["first", "minhash", "minhash-decide"], default="first", help="the step the crash hits")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = get_spark(f"local[{args.cores}]", app_name="bench-resume")
@@ -84,7 +108,7 @@ def main() -> None:
         expected = documents(out)
         shutil.copytree(out, again)
         index = 0 if first else 1
-        kept = crash(out, index)
+        kept = crash_deciding(job, out, index, spark) if args.step == "minhash-decide" else crash(out, index)
         resumed = run(job, spark)
         step = json.loads((out / "stats.json").read_text())["steps"][index]
         assert documents(out) == expected, "the resumed run's documents differ"
