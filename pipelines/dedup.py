@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.window import Window
 
 from dataprep.dedup import exact, minhash, urls
@@ -52,6 +53,18 @@ def _materialize(df: DataFrame) -> DataFrame:
     if df.sparkSession.sparkContext.getCheckpointDir():
         return df.checkpoint(eager=True)
     return df.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
+
+
+def _rows_of(df: DataFrame, rows, schema: pa.Schema) -> DataFrame:
+    """``rows`` (a prepare function: batch of documents -> table or batch in ``schema``) over every
+    document of ``df``, on Spark: where no prepare task saved them."""
+
+    def batches_of(batches):
+        for rb in batches:
+            out = rows(rb)
+            yield from (out.to_batches() if isinstance(out, pa.Table) else [out])
+
+    return df.select("id", "text").mapInArrow(timed(batches_of), from_arrow_schema(schema))
 
 
 def _earlier(df: DataFrame, stage: IndexedStage, columns: list[str]) -> DataFrame | None:
@@ -89,15 +102,20 @@ def _write_clusters(clusters: DataFrame, ctx, cluster: str, size: str) -> None:
 # Exact
 
 
+# A document's text hash: the rows the pipeline's prepare tasks save for exact dedup
+HASH_SCHEMA = pa.schema([("id", pa.string()), ("hash", pa.binary())])
+
+
+def hash_rows(stage: ExactDedup):
+    """Kept documents (a batch with id and text) -> their hash rows (HASH_SCHEMA)."""
+    return lambda batch: pa.table([batch.column("id"), pa.array(stage.text_hashes(batch.column("text").to_pylist()), pa.binary())], schema=HASH_SCHEMA)
+
+
 def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
-    """The cluster rows (``dataprep.dedup.marks``) of the documents whose normalized text another shares."""
-
-    def hash_batches(batches):
-        for rb in batches:
-            digests = stage.text_hashes(rb.column("text").to_pylist())
-            yield pa.RecordBatch.from_arrays([rb.column("id"), pa.array(digests, pa.binary())], names=["id", "hash"])
-
-    hashes = df.select("id", "text").mapInArrow(timed(hash_batches), "id string, hash binary")
+    """The cluster rows (``dataprep.dedup.marks``) of the documents whose normalized text another shares;
+    the hashes are those the pipeline's tasks saved (``ctx.prepared``) when there are."""
+    prepared = getattr(ctx, "prepared", None)
+    hashes = prepared if prepared is not None else _rows_of(df, hash_rows(stage), HASH_SCHEMA)
     earlier = _earlier(df, stage, ["hash"])
     if earlier is not None:
         hashes = hashes.unionByName(earlier)
@@ -155,13 +173,7 @@ def signature_rows(stage: MinHashDedup):
 
 def signatures(df: DataFrame, stage: MinHashDedup) -> DataFrame:
     """(id, sig array<int>, keys array<bigint>) for every document that has shingles."""
-    sign = signature_rows(stage)
-
-    def sign_batches(batches):
-        for rb in batches:
-            yield sign(rb)
-
-    return df.select("id", "text").mapInArrow(timed(sign_batches), "id string, sig array<int>, keys array<bigint>")
+    return _rows_of(df, signature_rows(stage), SIGNATURE_SCHEMA)
 
 
 def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:

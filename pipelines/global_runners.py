@@ -10,8 +10,8 @@ A global stage runs in two halves (``GlobalRunner``):
   ``ctx.step_dir`` (a ``pipelines.steps.StepContext``); nothing may be collected on the driver in bulk.
 - ``applier(stage, state, ctx)``: the per-task half (``dataprep.core.applier.Applier``), run on each part
   of the previous step's output with the decision rows of that part's documents.
-- ``prepare(stage) -> (fn, schema)``, optional: the per-document part of the decision (MinHash
-  signatures). The pipeline runs ``fn`` (a batch of kept documents -> rows in ``schema``) as tasks over
+- ``prepare(stage) -> (fn, schema)``, optional: the per-document part of the decision (exact dedup's
+  hashes, MinHash signatures, paragraph dedup's window keys). The pipeline runs ``fn`` (a batch of kept documents -> rows in ``schema``) as tasks over
   the previous step's parts and saves their rows with a marker each, so a run that dies while deciding
   keeps the tasks that finished; ``decide`` then finds the rows in ``ctx.prepared`` (None: compute them).
 - ``complete(stage, state, ctx, finished)``, optional: on the driver after every task, ``finished``
@@ -42,8 +42,8 @@ from dataprep.dedup.urls import UrlDedup
 from dataprep.quality.top_fraction import CutBelow, TopFraction
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.stage import Tokenize, WriteShards
-from pipelines.dedup import BROADCAST_ROWS, SIGNATURE_SCHEMA, exact_clusters, minhash_clusters, signature_rows, url_clusters
-from pipelines.paragraph_dedup import cuts_by_document
+from pipelines.dedup import BROADCAST_ROWS, HASH_SCHEMA, SIGNATURE_SCHEMA, exact_clusters, hash_rows, minhash_clusters, signature_rows, url_clusters
+from pipelines.paragraph_dedup import KEY_SCHEMA, cuts_by_document, key_rows
 from pipelines.progress import timed
 from pipelines.token_shards import output_dir, trained_tokenizer
 from pipelines.top_fraction import top_fraction_cutoffs
@@ -73,7 +73,8 @@ def _tokenize_complete(stage: Tokenize, state: dict, ctx, finished) -> None:
 GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
     ExactDedup: GlobalRunner(
         lambda df, stage, ctx: (exact_clusters(df, stage, ctx), {}),
-        lambda stage, state, ctx: MarkDuplicates(stage.name, exact.REASON, exact.CLUSTER, exact.CLUSTER_SIZE)),
+        lambda stage, state, ctx: MarkDuplicates(stage.name, exact.REASON, exact.CLUSTER, exact.CLUSTER_SIZE),
+        prepare=lambda stage: (hash_rows(stage), HASH_SCHEMA)),
     MinHashDedup: GlobalRunner(
         lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}),
         lambda stage, state, ctx: MarkDuplicates(stage.name, minhash.REASON, minhash.CLUSTER, minhash.CLUSTER_SIZE,
@@ -83,8 +84,9 @@ GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
         lambda df, stage, ctx: (url_clusters(df, stage, ctx), {}),
         lambda stage, state, ctx: MarkDuplicates(stage.name, urls.REASON, urls.CLUSTER, urls.CLUSTER_SIZE)),
     ParagraphDedup: GlobalRunner(
-        lambda df, stage, ctx: (cuts_by_document(df, stage)[0], {}),
-        lambda stage, state, ctx: CutParagraphs(stage)),
+        lambda df, stage, ctx: (cuts_by_document(df, stage, ctx)[0], {}),
+        lambda stage, state, ctx: CutParagraphs(stage),
+        prepare=lambda stage: (key_rows(stage), KEY_SCHEMA)),
     Tokenize: GlobalRunner(
         _tokenize_decide,
         lambda stage, state, ctx: WriteShards(stage, stage.load_tokenizer(), output_dir(stage, ctx)),

@@ -11,23 +11,29 @@ Nothing but the three counters reaches the driver; the result does not depend on
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from dataprep.dedup.paragraphs import CUTS, ParagraphDedup
-from pipelines.dedup import _materialize
-from pipelines.progress import timed
+from pipelines.dedup import _materialize, _rows_of
 
 
-def cuts(df: DataFrame, stage: ParagraphDedup) -> DataFrame:
-    """(id, key): the keys to cut from each document."""
+# A document's window keys: the rows the pipeline's prepare tasks save
+KEY_SCHEMA = pa.schema([("id", pa.string()), ("key", pa.int64())])
 
-    def keys(batches):
-        for rb in batches:
-            yield stage.key_batch(rb.column("id").to_pylist(), rb.column("text").to_pylist())
 
-    rows = df.select("id", "text").mapInArrow(timed(keys), "id string, key bigint")
+def key_rows(stage: ParagraphDedup):
+    """Kept documents (a batch with id and text) -> (id, key) for each distinct key of each (KEY_SCHEMA)."""
+    return lambda batch: stage.key_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())
+
+
+def cuts(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataFrame:
+    """(id, key): the keys to cut from each document; the keys of every document are those the
+    pipeline's tasks saved (``ctx.prepared``) when there are."""
+    prepared = getattr(ctx, "prepared", None)
+    rows = prepared if prepared is not None else _rows_of(df, key_rows(stage), KEY_SCHEMA)
     by_key = Window.partitionBy("key")
     rows = rows.select("id", "key", F.count("*").over(by_key).alias("docs"), F.min("id").over(by_key).alias("first"))
     rows = rows.where(F.col("docs") > stage.max_documents)
@@ -36,10 +42,10 @@ def cuts(df: DataFrame, stage: ParagraphDedup) -> DataFrame:
     return rows.select("id", "key")
 
 
-def cuts_by_document(df: DataFrame, stage: ParagraphDedup) -> tuple[DataFrame, int]:
+def cuts_by_document(df: DataFrame, stage: ParagraphDedup, ctx=None) -> tuple[DataFrame, int]:
     """(id, keys to cut) for each document with cuts, and how many cuts there are in all; records the
     stage's counters."""
-    found = _materialize(cuts(df, stage))
+    found = _materialize(cuts(df, stage, ctx))
     counts = found.agg(F.count("*"), F.countDistinct("id"), F.countDistinct("key")).first()
     stage.record({"segments_removed": counts[0], "documents_changed": counts[1], "duplicated_segments": counts[2]})
     return _materialize(found.groupBy("id").agg(F.collect_list("key").alias(CUTS))), counts[0]

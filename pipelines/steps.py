@@ -158,14 +158,7 @@ def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputC
         if errors is not None:
             errors.add(all_stats)
 
-    def partition_fn(record_batches):
-        use_shipped_assets()
-        for rb in record_batches:
-            for task in rb.column(0).to_pylist():
-                run_task(tasks.value[task])
-        yield from ()
-
-    return partition_fn
+    return _task_runner(run_task, tasks)
 
 
 def make_prepare_fn(prepare, input_dir: str, input_schema: pa.Schema, schema: pa.Schema, prepared_dir: str, fingerprint: str,
@@ -182,12 +175,19 @@ def make_prepare_fn(prepare, input_dir: str, input_schema: pa.Schema, schema: pa
             for path in inputs:
                 for table in read_kept(storage.join_path(input_dir, path), input_schema, batch_size):
                     docs[0] += table.num_rows
-                    yield pa.Table.from_batches([prepare(table)]).cast(schema)
+                    out = prepare(table)
+                    yield (out if isinstance(out, pa.Table) else pa.Table.from_batches([out])).cast(schema)
 
         write_task(prepared_dir, task_key(inputs), inputs, fingerprint, rows(), schema, compression,
                    lambda: {"stats": [], "docs": docs[0], "cpu_seconds": time.process_time() - cpu0, "seconds": time.perf_counter() - t0})
         if progress is not None:
             progress.add(docs[0])
+
+    return _task_runner(run_task, tasks)
+
+
+def _task_runner(run_task, tasks):
+    """The ``mapInArrow`` function of a step's tasks: its rows are indexes into the broadcast ``tasks``."""
 
     def partition_fn(record_batches):
         use_shipped_assets()

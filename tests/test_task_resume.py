@@ -200,14 +200,15 @@ def test_a_global_step_that_died_deciding_decides_again(spark, tmp_path, uninter
     assert _documents(result) == clean_docs and _stats(out) == clean_stats and _shards(out) == clean_shards
 
 
-def test_a_global_step_that_died_deciding_keeps_its_prepared_tasks(spark, tmp_path, uninterrupted_global, capsys):
-    """MinHash's signatures are computed by tasks with markers before the decision: a run that dies
-    while deciding (here: its decision cannot be saved, a folder is in the way) keeps the finished ones."""
+@pytest.mark.parametrize("step", [EXACT, MINHASH])
+def test_a_global_step_that_died_deciding_keeps_its_prepared_tasks(spark, tmp_path, uninterrupted_global, step, capsys):
+    """A dedup's hashes or signatures are computed by tasks with markers before the decision: a run that
+    dies while deciding (here: its decision cannot be saved, a folder is in the way) keeps the finished ones."""
     root, inputs, clean_docs, clean_stats, clean_shards = uninterrupted_global
     out = tmp_path / "out"
     shutil.copytree(root / "out", out)
-    _crash(out, MINHASH)
-    step_dir = out / "steps" / MINHASH
+    _crash(out, step)
+    step_dir = out / "steps" / step
     assert not (step_dir / "_prepared").exists()  # a finished decision leaves no signatures behind
     (step_dir / "_DECIDED.json").unlink()
     (step_dir / "_DECIDED.json").mkdir()
@@ -220,6 +221,6 @@ def test_a_global_step_that_died_deciding_keeps_its_prepared_tasks(spark, tmp_pa
         marker.unlink()
     capsys.readouterr()
     result = run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
-    assert f"step {MINHASH}: reusing {len(markers[1::2])} prepared tasks, running {len(markers[::2])}" in capsys.readouterr().out
+    assert f"step {step}: reusing {len(markers[1::2])} prepared tasks, running {len(markers[::2])}" in capsys.readouterr().out
     assert not (step_dir / "_prepared").exists()
     assert _documents(result) == clean_docs and _stats(out) == clean_stats and _shards(out) == clean_shards
