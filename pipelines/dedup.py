@@ -33,6 +33,7 @@ from dataprep.dedup.minhash import MinHashDedup, component_roots
 from dataprep.dedup.urls import UrlDedup
 from dataprep.core.storage import join_path
 from pipelines.progress import timed
+from pipelines.steps import PREPARE_COLUMNS
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
 MAX_ROUNDS = 100
@@ -56,15 +57,14 @@ def _materialize(df: DataFrame) -> DataFrame:
 
 
 def _rows_of(df: DataFrame, rows, schema: pa.Schema) -> DataFrame:
-    """``rows`` (a prepare function: batch of documents -> table or batch in ``schema``) over every
+    """``rows`` (a prepare function: documents' PREPARE_COLUMNS -> a table in ``schema``) over every
     document of ``df``, on Spark: where no prepare task saved them."""
 
     def batches_of(batches):
         for rb in batches:
-            out = rows(rb)
-            yield from (out.to_batches() if isinstance(out, pa.Table) else [out])
+            yield from rows(rb).to_batches()
 
-    return df.select("id", "text").mapInArrow(timed(batches_of), from_arrow_schema(schema))
+    return df.select(*PREPARE_COLUMNS).mapInArrow(timed(batches_of), from_arrow_schema(schema))
 
 
 def _earlier(df: DataFrame, stage: IndexedStage, columns: list[str]) -> DataFrame | None:
@@ -168,7 +168,7 @@ SIGNATURE_SCHEMA = pa.schema([("id", pa.string()), ("sig", pa.list_(pa.int32()))
 
 def signature_rows(stage: MinHashDedup):
     """Kept documents (a batch with id and text) -> their signature rows (SIGNATURE_SCHEMA)."""
-    return lambda batch: stage.signature_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())
+    return lambda batch: pa.Table.from_batches([stage.signature_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())])
 
 
 def signatures(df: DataFrame, stage: MinHashDedup) -> DataFrame:

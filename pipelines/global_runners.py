@@ -11,9 +11,10 @@ A global stage runs in two halves (``GlobalRunner``):
 - ``applier(stage, state, ctx)``: the per-task half (``dataprep.core.applier.Applier``), run on each part
   of the previous step's output with the decision rows of that part's documents.
 - ``prepare(stage) -> (fn, schema)``, optional: the per-document part of the decision (exact dedup's
-  hashes, MinHash signatures, paragraph dedup's window keys). The pipeline runs ``fn`` (a batch of kept documents -> rows in ``schema``) as tasks over
-  the previous step's parts and saves their rows with a marker each, so a run that dies while deciding
-  keeps the tasks that finished; ``decide`` then finds the rows in ``ctx.prepared`` (None: compute them).
+  hashes, MinHash signatures, paragraph dedup's window keys). The pipeline runs ``fn`` (a batch of kept
+  documents' ``pipelines.steps.PREPARE_COLUMNS`` -> a table in ``schema``) as tasks over the previous
+  step's parts and saves their rows with a marker each, so a run that dies while deciding keeps the
+  tasks that finished; ``decide`` then finds the rows in ``ctx.prepared`` (None: compute them).
 - ``complete(stage, state, ctx, finished)``, optional: on the driver after every task, ``finished``
   iterating what each task's ``Applier.finish`` returned (tokenize writes its manifest from them).
 

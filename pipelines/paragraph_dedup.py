@@ -26,7 +26,7 @@ KEY_SCHEMA = pa.schema([("id", pa.string()), ("key", pa.int64())])
 
 def key_rows(stage: ParagraphDedup):
     """Kept documents (a batch with id and text) -> (id, key) for each distinct key of each (KEY_SCHEMA)."""
-    return lambda batch: stage.key_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())
+    return lambda batch: pa.Table.from_batches([stage.key_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())])
 
 
 def cuts(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataFrame:

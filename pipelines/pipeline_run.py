@@ -223,13 +223,8 @@ class PipelineRun:
             inputs = parquet_parts(input_dir)
             input_schema = to_arrow_schema(self._kept(previous_dir).schema)
         schema = fused_schema(stages, input_schema)
-        name = (lambda path: path) if step.reads_input else (lambda path: path.rsplit("/", 1)[-1])
-        done = {} if self.force else reusable(read_markers(self.spark, step_dir), fingerprint, [name(p) for p in inputs], step_dir)
-        remove_others(step_dir, done)
-        covered = {path for marker in done.values() for path in marker["inputs"]}
         # One task per input file (small local files share one); later steps: per part of the previous step
-        groups = file_tasks([p for p in inputs if name(p) not in covered], self.spark.sparkContext.defaultParallelism)
-        todo = [[name(p) for p in group] for group in groups]
+        done, todo = self._plan_tasks(step_dir, inputs, fingerprint, by_name=not step.reads_input)
         if done:
             print(f"step {step.name}: reusing {len(done)} finished tasks, running {len(todo)}", flush=True)
         if todo:
@@ -243,6 +238,17 @@ class PipelineRun:
         if keys:  # temporary files of tasks killed mid-write
             remove_others(step_dir, keys)
         return stats, {"tasks": len(keys), "tasks_reused": len(done)}
+
+    def _plan_tasks(self, task_dir: str, inputs: list[str], fingerprint: str, by_name: bool) -> tuple[dict[str, dict], list[list[str]]]:
+        """The tasks in ``task_dir`` a rerun keeps (``pipelines.tasks.reusable``; everything else there is
+        deleted) and the inputs they do not cover, grouped into tasks (``file_tasks``); ``by_name``: inputs
+        are named by their file name (parts of the previous step, so a moved output keeps its tasks)."""
+        name = (lambda path: path.rsplit("/", 1)[-1]) if by_name else (lambda path: path)
+        done = {} if self.force else reusable(read_markers(self.spark, task_dir), fingerprint, [name(p) for p in inputs], task_dir)
+        remove_others(task_dir, done)
+        covered = {path for marker in done.values() for path in marker["inputs"]}
+        groups = file_tasks([p for p in inputs if name(p) not in covered], self.spark.sparkContext.defaultParallelism)
+        return done, [[name(p) for p in group] for group in groups]
 
     def _run_tasks(self, step: Step, stages: list, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema,
                    fingerprint: str, decisions: str | None) -> None:
@@ -351,13 +357,8 @@ class PipelineRun:
         fn, schema = prepare
         prepared_dir = join_path(step_dir, PREPARED_DIR)
         input_dir = join_path(previous_dir, DATA_DIR)
-        inputs = parquet_parts(input_dir)
-        names = [p.rsplit("/", 1)[-1] for p in inputs]
-        done = {} if self.force else reusable(read_markers(self.spark, prepared_dir), fingerprint, names, prepared_dir)
-        remove_others(prepared_dir, done)
-        covered = {name for marker in done.values() for name in marker["inputs"]}
+        done, todo = self._plan_tasks(prepared_dir, parquet_parts(input_dir), fingerprint, by_name=True)
         context = self.spark.sparkContext
-        todo = [[p.rsplit("/", 1)[-1] for p in group] for group in file_tasks([p for p in inputs if p.rsplit("/", 1)[-1] not in covered], context.defaultParallelism)]
         if done:
             print(f"step {step.name}: reusing {len(done)} prepared tasks, running {len(todo)}", flush=True)
         if todo:

@@ -27,6 +27,8 @@ from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
 from pipelines.tasks import read_decisions, read_kept, task_key, write_task
 
+# The columns a global step's prepare function reads of each document (``GlobalRunner.prepare``)
+PREPARE_COLUMNS = ("id", "text")
 # Local input files smaller than this share a first-step task (Spark's own maxPartitionBytes default):
 # a task costs the executor a Parquet writer, a commit and a stats file however few pages it holds.
 TASK_BYTES = 128 << 20
@@ -164,9 +166,11 @@ def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputC
 def make_prepare_fn(prepare, input_dir: str, input_schema: pa.Schema, schema: pa.Schema, prepared_dir: str, fingerprint: str,
                     tasks, compression: str, batch_size: int, progress=None):
     """The function each Spark task of a global step's prepare phase runs: for each task (an index into
-    the broadcast ``tasks``), ``prepare`` (batch of kept documents -> rows) over the kept rows of its
+    the broadcast ``tasks``), ``prepare`` (kept documents' PREPARE_COLUMNS -> a table of rows) over its
     parts of the previous step, written with a completion marker (``pipelines.tasks``) that records its
     CPU seconds, so a rerun keeps the rows of every task that finished."""
+
+    input_schema = pa.schema([input_schema.field(c) for c in PREPARE_COLUMNS])  # the rest is not read
 
     def run_task(inputs: list[str]) -> None:
         cpu0, t0, docs = time.process_time(), time.perf_counter(), [0]
@@ -175,8 +179,7 @@ def make_prepare_fn(prepare, input_dir: str, input_schema: pa.Schema, schema: pa
             for path in inputs:
                 for table in read_kept(storage.join_path(input_dir, path), input_schema, batch_size):
                     docs[0] += table.num_rows
-                    out = prepare(table)
-                    yield (out if isinstance(out, pa.Table) else pa.Table.from_batches([out])).cast(schema)
+                    yield prepare(table).cast(schema)
 
         write_task(prepared_dir, task_key(inputs), inputs, fingerprint, rows(), schema, compression,
                    lambda: {"stats": [], "docs": docs[0], "cpu_seconds": time.process_time() - cpu0, "seconds": time.perf_counter() - t0})

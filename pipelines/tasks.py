@@ -163,9 +163,12 @@ def write_empty(step_dir: str, schema: pa.Schema, compression: str) -> None:
 
 
 def read_kept(path: str, schema: pa.Schema, batch_size: int) -> Iterator[pa.Table]:
-    """The kept rows of one Parquet part of the previous step, batch by batch, in ``schema``."""
+    """The kept rows of one Parquet part of the previous step, batch by batch, in ``schema`` (only its
+    columns are read)."""
     with fsspec.open(path, "rb") as fh:
-        for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_size):
+        parquet = pq.ParquetFile(fh)
+        columns = [c for c in [*schema.names, DROP_REASON] if c in parquet.schema_arrow.names]
+        for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
             table = pa.Table.from_batches([batch])
             if DROP_REASON in table.column_names:
                 table = table.filter(pc.is_null(table.column(DROP_REASON)))
