@@ -6,9 +6,12 @@ line, so newlines inside a text become spaces; it is fast enough to score every 
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import struct
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -52,20 +55,22 @@ class FastTextClassifier:
             with open(train_file, "w", encoding="utf-8", errors="replace") as fh:
                 for text, label in zip(texts, labels):
                     fh.write(f"{LABEL_PREFIX}{_one_line(str(label)).replace(' ', '_')} {_one_line(text)}\n")
-            model = None
-            # fastText diverges (NaN) on tiny, highly repetitive training sets, not always at the same
-            # rate; single-threaded retries at lower rates usually converge, otherwise say what to change.
+            model_file = os.path.join(tmp, "model.bin")
+            # Each attempt trains in a fresh process: in a long-lived one (a test session, a notebook that
+            # trained before) fastText reports "Encountered NaN" on small sets at any lr, measured, while
+            # the same training in a new process succeeds. Real divergence (NaN) on tiny, highly repetitive
+            # sets remains: single-threaded retries at lower rates, otherwise say what to change.
+            error = ""
             for attempt, divisor in enumerate((1, 4, 16)):
-                try:
-                    retry = {} if attempt == 0 else {"lr": params["lr"] / divisor, "thread": 1}
-                    model = fasttext.train_supervised(input=train_file, **{**params, **retry})
+                retry = {} if attempt == 0 else {"lr": params["lr"] / divisor, "thread": 1}
+                error = _train_in_child(train_file, {**params, **retry}, model_file)
+                if not error:
                     break
-                except RuntimeError as exc:
-                    error = exc
-            if model is None:
+            else:
                 raise ValueError(f"fastText training failed ({error}); give more or more varied examples, or a lower lr")
-        with atomic_output(output_path) as tmp_model:
-            model.save_model(tmp_model)
+            model = fasttext.load_model(model_file)
+            with atomic_output(output_path) as tmp_model:
+                model.save_model(tmp_model)
         return cls(model, output_path)
 
     @classmethod
@@ -105,6 +110,18 @@ class FastTextClassifier:
                     out[i] = p
                     break
         return np.clip(out, 0.0, 1.0).tolist()
+
+
+def _train_in_child(train_file: str, params: dict, model_file: str) -> str:
+    """One fastText training in a new Python process, saved to ``model_file``; its error, or "" when it
+    succeeded. (A subprocess, not multiprocessing: spawning would re-run the caller's main script.)"""
+    code = ("import json, sys, fasttext; "
+            "fasttext.train_supervised(input=sys.argv[1], **json.loads(sys.argv[2])).save_model(sys.argv[3])")
+    done = subprocess.run([sys.executable, "-c", code, train_file, json.dumps(params), model_file], capture_output=True, text=True)
+    if done.returncode == 0 and os.path.isfile(model_file):
+        return ""
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit code {done.returncode}"
 
 
 def _check_model_file(path: str) -> str | None:
