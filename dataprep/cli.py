@@ -16,7 +16,10 @@ import importlib
 import sys
 from types import ModuleType
 
+from pydantic import ValidationError
+
 from dataprep.core.extras import EXTRAS, install_command
+from dataprep.core.validation import WorkFailed, describe
 
 
 def _spark_run() -> ModuleType:
@@ -79,8 +82,16 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
     try:
         module = command() if callable(command) else importlib.import_module(command)
     except ModuleNotFoundError as exc:
-        return _missing_package(f"{prog} {argv[0]}", exc)
+        return _missing_package(f"{prog} {argv[0]}", exc, "--json" in argv[1:])
     sub = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=help_text)
+    wants_json = "--json" in argv[1:]
+
+    def usage_error(message: str):  # argparse's, without the whole usage block; plus the object --json promises
+        if wants_json:
+            print_failure_json(f"{prog} {argv[0]}: error: {message}", 2)
+        sub.exit(2, f"{prog} {argv[0]}: error: {message}\n(`{prog} {argv[0]} --help` lists its options)\n")
+
+    sub.error = usage_error
     module.add_arguments(sub)
     sub.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
     rest = argv[1:]
@@ -106,25 +117,44 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by the pipe
     except ModuleNotFoundError as exc:
-        return _missing_package(f"{prog} {argv[0]}", exc)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
+        return _missing_package(f"{prog} {argv[0]}", exc, wants_json)
+    except (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, KeyError, WorkFailed) as exc:
         # Configuration and input problems: one clear message, no traceback (set CCP_DEBUG=1 for it).
         import os
 
         if os.environ.get("CCP_DEBUG"):
             raise
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"{prog} {argv[0]}: error: {message}", file=sys.stderr)
-        return 2
+        if isinstance(exc, ValidationError):
+            message = describe(exc)
+        return fail(f"{prog} {argv[0]}: error: {message}", 1 if isinstance(exc, WorkFailed) else 2, wants_json)
+    except Exception as exc:
+        if wants_json:  # a bug: its traceback follows on stderr, but stdout still holds the promised object
+            print_failure_json(f"{prog} {argv[0]}: internal error: {type(exc).__name__}: {exc}", 1)
+        raise
 
 
-def _missing_package(command: str, exc: ModuleNotFoundError) -> int:
+def print_failure_json(message: str, status: int) -> None:
+    """The one JSON object ``--json`` prints on stdout when a command fails."""
+    import json
+
+    print(json.dumps({"ok": False, "exit_status": status, "error": message}, ensure_ascii=False), flush=True)
+
+
+def fail(message: str, status: int, as_json: bool = False) -> int:
+    """A failed command's one line on stderr (and its JSON object on stdout with ``--json``); returns the status."""
+    print(message, file=sys.stderr, flush=True)
+    if as_json:
+        print_failure_json(message, status)
+    return status
+
+
+def _missing_package(command: str, exc: ModuleNotFoundError, as_json: bool = False) -> int:
     """A command whose side of the install is missing: name the extra, exit 1 (a failed run, not usage)."""
     top = (exc.name or "").split(".")[0]
     if top not in EXTRAS:
         raise exc
-    print(f"{command}: error: this command needs {top!r}, which is not installed: {install_command(top)}", file=sys.stderr)
-    return 1
+    return fail(f"{command}: error: this command needs {top!r}, which is not installed: {install_command(top)}", 1, as_json)
 
 
 def main(argv: list[str] | None = None) -> int:

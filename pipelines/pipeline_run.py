@@ -36,6 +36,7 @@ from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
+from pipelines.run_folder import claim
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, make_prepare_fn, plan_steps
 from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
@@ -71,12 +72,15 @@ def _read_marker(path: str) -> dict | None:
 class PipelineRun:
     """One execution of a config: plans the steps, runs or skips each, gathers stats."""
 
-    def __init__(self, config: PipelineConfig, spark=None, force: bool = False):
+    def __init__(self, config: PipelineConfig, spark=None, force: bool = False, overwrite: bool = False):
         self.config = config
         self.out = config.output.dir
         self.force = force
+        self.overwrite = overwrite
         self._spark = spark
         self.steps = plan_steps(config.stages)
+        for stage in config.stages:
+            stage.place_outputs(self.out)
 
     @property
     def spark(self):
@@ -98,6 +102,7 @@ class PipelineRun:
             raise ValueError("no input: set input.paths in the config or pass --input")
         if not files:
             log.warning("input matched no files; writing an empty corpus")
+        self._claim_output(files)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         self._ship_assets()
         fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json")})
@@ -144,6 +149,15 @@ class PipelineRun:
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
 
     # -- checks --------------------------------------------------------------------------------
+
+    def _claim_output(self, files: list[str]) -> None:
+        """Refuse (before any work) an output folder that holds another run's output, unless overwriting."""
+        cfg = self.config
+        identity = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json"),
+                                 "output": cfg.output.model_dump(mode="json", exclude={"dir"}),
+                                 "steps": [step.fingerprint() for step in self.steps]})
+        description = {"inputs": cfg.input.paths, "input_files": len(files), "stages": [s.name for s in cfg.stages]}
+        claim(self.out, identity, description, self.overwrite, tuple(step.name for step in self.steps))
 
     def _check_errors(self, step: Step, step_dir: str, stats: list[StageStats]) -> None:
         """Fail the step (no marker) when a stage's errors exceed the budget."""
@@ -388,6 +402,6 @@ class PipelineRun:
         atomic_write_text(marker, json.dumps({"fingerprint": fingerprint}))
 
 
-def run_pipeline(config: PipelineConfig, spark=None, force: bool = False) -> RunResult:
-    return PipelineRun(config, spark=spark, force=force).run()
+def run_pipeline(config: PipelineConfig, spark=None, force: bool = False, overwrite: bool = False) -> RunResult:
+    return PipelineRun(config, spark=spark, force=force, overwrite=overwrite).run()
 

@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 
+from dataprep.core.arguments import spark_master
 from dataprep.core.config import load_config
 from dataprep.core.stats import ErrorBudgetExceeded
 from dataprep.core.storage import join_path
@@ -24,8 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="pipeline YAML, or a shipped preset's name (fineweb, ingest, ...)")
     parser.add_argument("--input", nargs="+", metavar="PATH", help="override input.paths: files, globs, *.paths.gz, s3:// URLs")
     parser.add_argument("--output", metavar="DIR", help="override output.dir")
-    parser.add_argument("--master", help="Spark master, e.g. local[*] or spark://host:7077 (default: config, or spark-submit's)")
+    parser.add_argument("--master", type=spark_master, help="Spark master, e.g. local[*] or spark://host:7077 (default: config, or spark-submit's)")
     parser.add_argument("--force", action="store_true", help="redo every step even if a previous run finished it")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace what another run (another config or input) left in the output folder; without it such a run is refused")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true",
                         help="print the result (output paths, per-stage stats) as JSON on stdout; progress goes to stderr")
@@ -45,10 +48,11 @@ def main(args: argparse.Namespace) -> int:
     progress = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
         with progress:
-            result = run_pipeline(config, force=args.force)
+            result = run_pipeline(config, force=args.force, overwrite=getattr(args, "overwrite", False))
     except ErrorBudgetExceeded as exc:
-        print(f"dataprep run: {exc}", file=sys.stderr)
-        return 1
+        from dataprep.cli import fail
+
+        return fail(f"dataprep run: {exc}", 1, getattr(args, "json", False))
     if getattr(args, "json", False):
         print(json.dumps({"output_dir": result.output_dir, "corpus_dir": result.corpus_dir, "files": result.files,
                           "skipped_steps": result.skipped_steps, "steps": result.steps, "stats": join_path(result.output_dir, "stats.json"),

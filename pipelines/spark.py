@@ -11,6 +11,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from dataprep.core.validation import WorkFailed
 from pipelines import class_archive
 
 DEFAULT_CONF = {
@@ -29,6 +30,8 @@ DEFAULT_CONF = {
 # No web UI in local mode (tests, laptops); cluster masters keep Spark's UI on port 4040, where users
 # watch a long job.
 # Local sessions also map a class-data-sharing archive of Spark's classes (pipelines/class_archive.py).
+# Its logging: pipelines/log4j2.properties (warnings only, no banner).
+LOG_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 LOCAL_CONF = {"spark.driver.extraJavaOptions": LOCAL_JAVA_OPTIONS, "spark.ui.enabled": "false"}
 # Local mode only: the Python daemon that forks the workers imports our modules and loads lid.176
@@ -73,10 +76,16 @@ def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dic
     archive_note = None
     if settings.get("spark.driver.extraJavaOptions") == LOCAL_JAVA_OPTIONS:
         class_options, archive_note = class_archive.java_options()  # local session, our JVM options
-        settings["spark.driver.extraJavaOptions"] = f"{LOCAL_JAVA_OPTIONS} {class_options}".strip()
+        settings["spark.driver.extraJavaOptions"] = f"{LOCAL_JAVA_OPTIONS} -Dlog4j2.configurationFile=file:{LOG_CONFIG} {class_options}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - PySpark's start-up errors have no common base
+        if "JAVA_GATEWAY_EXITED" not in str(exc) and "JAVA_HOME" not in str(exc):
+            raise
+        raise WorkFailed(f"Spark's JVM did not start (master {master or 'local[*]'}): check that Java 17 is installed "
+                         "(`java -version`, or set JAVA_HOME) and the master's address; its own message is printed above") from None
     spark.sparkContext.setLogLevel("WARN")
     if archive_note:
         class_archive.record_class_path(archive_note, spark.sparkContext._jvm.System.getProperty("java.class.path"))

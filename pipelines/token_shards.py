@@ -53,10 +53,10 @@ def trained_tokenizer(df, stage: Tokenize):
     """The stage's tokenizer; trained first on a Spark-drawn sample of ``df`` when asked and missing."""
     from dataprep.tokenize.tokenizer import tokenizer_exists
 
-    if stage.train is not None and not tokenizer_exists(stage.tokenizer):
+    if stage.train is not None and not tokenizer_exists(stage.tokenizer_dir):
         from pipelines.train_tokenizer import train_from_dataframe
 
-        return train_from_dataframe(df, stage.tokenizer, stage.train)
+        return train_from_dataframe(df, stage.tokenizer_dir, stage.train)
     return stage.load_tokenizer()
 
 

@@ -139,9 +139,9 @@ def test_rerun_of_a_finished_pipeline_does_no_work(spark, shared_data, tmp_path)
     second = run_pipeline(config, spark=spark)
     assert first.skipped_steps == 0 and second.skipped_steps == 1
     assert _corpus(second) == first_docs
-    # A changed stage parameter invalidates that step and everything after it.
+    # A changed stage parameter invalidates that step and everything after it (a replacement: --overwrite).
     config.stages[1].languages = ["de"]  # the sample is English
-    third = run_pipeline(config, spark=spark)
+    third = run_pipeline(config, spark=spark, overwrite=True)
     assert third.skipped_steps == 0
     assert len(_corpus(third)) < len(first_docs)
 

@@ -96,7 +96,7 @@ def test_a_changed_config_reruns_the_tasks(spark, shared_data, tmp_path, uninter
     shutil.copytree(clean_dir, out)
     _crash(out, LATER)
     stages = [*STAGES[:2], {"stage": "langid", "threshold": 0.99}]
-    result = run_pipeline(_config(out, _inputs(shared_data), stages), spark=spark)
+    result = run_pipeline(_config(out, _inputs(shared_data), stages), spark=spark, overwrite=True)
     info = _step_info(out, LATER)
     assert info["tasks_reused"] == 0 and info["tasks"] >= 2
     fresh = tmp_path / "fresh"

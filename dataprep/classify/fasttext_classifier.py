@@ -48,6 +48,7 @@ class FastTextClassifier:
         if len(set(labels)) < 2:
             raise ValueError(f"need at least two distinct labels to train a classifier, got {sorted(set(labels))}")
         params = {**_DEFAULTS, **fasttext_params}
+        params["bucket"] = _buckets_for(texts, params)
         directory = os.path.dirname(os.path.abspath(output_path))
         os.makedirs(directory, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=directory) as tmp:
@@ -110,6 +111,26 @@ class FastTextClassifier:
                     out[i] = p
                     break
         return np.clip(out, 0.0, 1.0).tolist()
+
+
+def _buckets_for(texts: list[str], params: dict) -> int:
+    """The n-gram hash table's rows: ``bucket`` is a ceiling, and a training set with fewer distinct word
+    n-grams gets a table a few times their number (a power of two). The table is most of a model's
+    file, and a few thousand examples do not need hundreds of MB of rows nobody hashes to."""
+    ceiling = int(params["bucket"])
+    n = int(params.get("wordNgrams", 1))
+    if n < 2 and int(params.get("maxn", 0)) == 0:
+        return min(ceiling, 1024)  # no n-grams are hashed at all
+    if int(params.get("maxn", 0)) > 0:
+        return ceiling  # character n-grams: as many as the ceiling allows
+    grams: set[int] = set()
+    for text in texts:
+        words = _one_line(text).split()
+        for size in range(2, n + 1):
+            grams.update(hash(tuple(words[i:i + size])) for i in range(len(words) - size + 1))
+        if len(grams) * 4 >= ceiling:
+            return ceiling
+    return min(ceiling, max(1024, 1 << (4 * len(grams)).bit_length()))
 
 
 def _train_in_child(train_file: str, params: dict, model_file: str) -> str:

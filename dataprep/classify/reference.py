@@ -12,7 +12,6 @@ wordNgrams 2, minCount 3``; everything else is fastText's default. ``bucket`` is
 
 from __future__ import annotations
 
-import math
 import os
 
 import pyarrow.parquet as pq
@@ -63,8 +62,8 @@ def precision_recall_at_shares(scores: list[float], positive: list[bool], shares
         hits = sum(kept)
         rows.append({
             "keep": share, "threshold": cut, "kept": len(kept),
-            "precision": round(hits / len(kept), 4) if kept else math.nan,
-            "recall": round(hits / total_positive, 4) if total_positive else math.nan,
+            "precision": round(hits / len(kept), 4) if kept else None,  # None (JSON null): undefined here
+            "recall": round(hits / total_positive, 4) if total_positive else None,
         })
     return rows
 
@@ -73,5 +72,6 @@ def format_report(rows: list[dict]) -> str:
     lines = ["keep   threshold  kept  precision  recall"]
     for r in rows:
         threshold = "-" if r["threshold"] is None else f"{r['threshold']:.4f}"
-        lines.append(f"{r['keep']:<6} {threshold:>9}  {r['kept']:>4}  {r['precision']:>9}  {r['recall']:>6}")
+        precision, recall = ("-" if r[k] is None else r[k] for k in ("precision", "recall"))
+        lines.append(f"{r['keep']:<6} {threshold:>9}  {r['kept']:>4}  {precision:>9}  {recall:>6}")
     return "\n".join(lines)

@@ -12,27 +12,29 @@ import random
 import sys
 from collections import Counter
 
+from dataprep.core.arguments import fraction, positive_float, positive_int, spark_master
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", help="labelled JSONL file(s), .gz allowed")
     source.add_argument("--positives", nargs="+", help="reference text: JSONL, Parquet or plain-text (one document a line) files")
     parser.add_argument("--negatives", nargs="+", help="with --positives: a pipeline output (Parquet) or crawl text (JSONL) sampled on Spark")
-    parser.add_argument("--negatives-count", type=int, default=None, help="negatives to sample (default: as many as positives)")
+    parser.add_argument("--negatives-count", type=positive_int, default=None, help="negatives to sample (default: as many as positives)")
     parser.add_argument("--languages", default=None, help="with --positives: comma-separated languages, one model each (OUTPUT with .LANG before .bin)")
     parser.add_argument("--output", required=True, help="model file to write (.bin)")
     parser.add_argument("--text-field", default="text")
     parser.add_argument("--label-field", default="label")
-    parser.add_argument("--heldout", type=float, default=0.1, help="share of examples kept aside to report accuracy (0 to skip)")
-    parser.add_argument("--epoch", type=int, default=None)
-    parser.add_argument("--lr", type=float, default=None)
-    parser.add_argument("--dim", type=int, default=None)
-    parser.add_argument("--word-ngrams", type=int, default=None)
-    parser.add_argument("--min-count", type=int, default=None)
-    parser.add_argument("--bucket", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=None, help="fastText threads (1: the same model from the same seed every time)")
+    parser.add_argument("--heldout", type=fraction, default=0.1, help="share of examples kept aside to report accuracy (0 to skip)")
+    parser.add_argument("--epoch", type=positive_int, default=None)
+    parser.add_argument("--lr", type=positive_float, default=None)
+    parser.add_argument("--dim", type=positive_int, default=None)
+    parser.add_argument("--word-ngrams", type=positive_int, default=None)
+    parser.add_argument("--min-count", type=positive_int, default=None)
+    parser.add_argument("--bucket", type=positive_int, default=None)
+    parser.add_argument("--threads", type=positive_int, default=None, help="fastText threads (1: the same model from the same seed every time)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--master", default=None, help="Spark master for sampling negatives (default local[*])")
+    parser.add_argument("--master", type=spark_master, default=None, help="Spark master for sampling negatives (default local[*])")
 
 
 def _overrides(args: argparse.Namespace) -> dict:

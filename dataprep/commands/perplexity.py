@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from dataprep.core.arguments import fraction, positive_int
 from dataprep.core.storage import read_jsonl_field
 
 
@@ -14,10 +15,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lang", required=True, help="language code the model is for (ISO 639-1)")
     parser.add_argument("--output", required=True, help="model directory to write (replaced if it exists)")
     parser.add_argument("--text-field", default="text")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (default 8000)")
-    parser.add_argument("--order", type=int, default=3, help="n-gram order, 2..6 (default 3)")
-    parser.add_argument("--heldout", type=float, default=0.1, help="share of documents held out for the bucket cut-offs")
-    parser.add_argument("--max-documents", type=int, default=None, help="read at most this many documents")
+    parser.add_argument("--vocab-size", type=positive_int, default=8000, help="SentencePiece vocabulary (default 8000)")
+    parser.add_argument("--order", type=positive_int, default=3, help="n-gram order, 2..6 (default 3)")
+    parser.add_argument("--heldout", type=fraction, default=0.1, help="share of documents held out for the bucket cut-offs")
+    parser.add_argument("--max-documents", type=positive_int, default=None, help="read at most this many documents")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ import re
 import tokenize
 import typing
 
+from pydantic import BaseModel
+
 from dataprep.core.registry import MissingDependency, stage_class, stage_names
 from dataprep.core.stage import GlobalStage
 
@@ -62,6 +64,36 @@ def _bounds(field) -> str:
     return ", ".join(parts)
 
 
+def _nested_model(annotation) -> type[BaseModel] | None:
+    """The settings model a field holds (``train: TokenizerTraining | None``), else None."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _params(cls, prefix: str = "") -> list[dict]:
+    """Every setting of a stage, a nested settings model's as ``field.sub`` (what ``--set`` takes)."""
+    comments = _source_comments(cls)
+    params = []
+    for field_name, f in cls.model_fields.items():
+        required = f.is_required()
+        nested = _nested_model(f.annotation)
+        default = None if required else f.get_default(call_default_factory=True)
+        params.append({
+            "name": prefix + field_name,
+            "type": nested.__name__ if nested else _type_name(f.annotation),
+            "required": required,
+            "default": default.model_dump(mode="json") if isinstance(default, BaseModel) else default,
+            "choices": _choices(f.annotation),
+            "bounds": _bounds(f),
+            "description": f.description or comments.get(field_name, ""),
+        })
+        if nested:
+            params += _params(nested, f"{prefix}{field_name}.")
+    return params
+
+
 def describe() -> list[dict]:
     """Every stage, its kind, summary, full docstring and parameters; a stage that cannot load says what it needs."""
     out = []
@@ -71,19 +103,7 @@ def describe() -> list[dict]:
         except MissingDependency as exc:
             out.append({"stage": name, "kind": "unavailable", "summary": str(exc), "doc": str(exc), "params": []})
             continue
-        comments = _source_comments(cls)
-        params = []
-        for field_name, f in cls.model_fields.items():
-            required = f.is_required()
-            params.append({
-                "name": field_name,
-                "type": _type_name(f.annotation),
-                "required": required,
-                "default": None if required else f.get_default(call_default_factory=True),
-                "choices": _choices(f.annotation),
-                "bounds": _bounds(f),
-                "description": f.description or comments.get(field_name, ""),
-            })
+        params = _params(cls)
         doc = inspect.cleandoc(cls.__doc__ or "")
         out.append({"stage": name, "kind": "global" if issubclass(cls, GlobalStage) else "document",
                     "summary": doc.split("\n\n")[0].replace("\n", " "), "doc": doc, "params": params})

@@ -14,6 +14,7 @@ fineweb_filters.yaml`` work from any directory.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -45,6 +46,9 @@ def find_config(path: str, base_dir: str | None = None) -> str | None:
     return next((c for c in candidates if "://" in c or os.path.isfile(c)), None)
 
 
+SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn|(spark|k8s|mesos)://\S+)$")
+
+
 class InputConfig(StrictModel):
     paths: list[str] = Field(default_factory=list, description="files, directories, globs, *.paths(.gz) listings, s3:// or https:// URLs")
     format: Literal["auto", "warc", "wet", "jsonl", "parquet"] = "auto"
@@ -66,6 +70,14 @@ class SparkConfig(StrictModel):
     master: str | None = None  # None: spark-submit's --master, else local[*]
     app_name: str = "ccpretrain"
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master):
+        """A master Spark cannot parse fails only once its JVM starts, in a long Java traceback."""
+        if master is not None and not SPARK_MASTER.match(master):
+            raise ValueError(f"{master!r} is not a Spark master: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
+        return master
 
     @field_validator("conf", mode="before")
     @classmethod

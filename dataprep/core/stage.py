@@ -134,6 +134,11 @@ class Stage(BaseModel):
         ships them with the job, and the stage opens them through ``dataprep.core.storage.resolve_asset``."""
         return []
 
+    def place_outputs(self, output_dir: str) -> None:
+        """Told the run's output folder before it starts: a stage whose files default to a place inside it
+        (the tokenizer it trains) records that place here. The config, and so the step's fingerprint,
+        keeps the default, so a moved output folder still resumes."""
+
     def check_assets(self) -> None:
         """Load what the stage needs (models, tokenizers) so that a missing or broken file is a config
         error before Spark starts; raise ValueError or FileNotFoundError naming it."""

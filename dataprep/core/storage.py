@@ -100,8 +100,19 @@ def temp_dir_for(path: str) -> str:
     if is_url(path):
         return tempfile.gettempdir()
     directory = os.path.dirname(os.path.abspath(path.removeprefix("file://")))
-    os.makedirs(directory, exist_ok=True)
+    make_folder(directory)
     return directory
+
+
+def make_folder(path: str) -> None:
+    """``os.makedirs``, with a file in the way named as the user's mistake it is."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = path
+        while blocker and not os.path.isfile(blocker):
+            blocker = os.path.dirname(blocker)
+        raise NotADirectoryError(f"cannot write into {path!r}: {blocker or path!r} is a file, not a folder") from None
 
 
 def publish(tmp: str, path: str) -> None:
@@ -145,10 +156,12 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
     (a folder that exists and is not empty is an error unless ``overwrite``). A failure leaves
     ``path`` as it was."""
     path = os.path.abspath(path.removeprefix("file://"))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"{path!r} is a file; a folder is written there: name a new or empty folder")
     if not overwrite and os.path.isdir(path) and os.listdir(path):
         raise FileExistsError(f"{path} exists and is not empty (pass --overwrite to replace it)")
     parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
+    make_folder(parent)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
     try:
         yield tmp

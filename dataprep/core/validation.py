@@ -147,3 +147,8 @@ def split_dotted_options(argv: list[str]) -> tuple[list[str], list[str]]:
             rest.append(arg)
         i += 1
     return rest, sets
+
+
+class WorkFailed(RuntimeError):
+    """The work could not be done for a reason its message states and a user can act on (a JVM that does
+    not start, no readable input): the command prints that one line and exits 1, without a traceback."""

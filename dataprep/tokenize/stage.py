@@ -24,9 +24,10 @@ from typing import Iterable, Literal
 import numpy as np
 import pyarrow as pa
 import xxhash
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from dataprep.core.applier import Applier
+from dataprep.core.storage import join_path
 from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
@@ -40,7 +41,9 @@ class TokenizerTraining(BaseModel):
     """How to train the tokenizer when the stage's ``tokenizer`` folder does not exist yet."""
 
     model_config = ConfigDict(extra="forbid")
-    vocab_size: int = Field(32_000, gt=260)
+    vocab_size: int = Field(32_000, gt=260, description="at most this many pieces: a sample too small for it gives the largest "
+                            "vocabulary it supports, with a warning")
+    exact_vocab_size: bool = Field(False, description="a sample too small for vocab_size is an error instead")
     model_type: Literal["bpe", "unigram"] = "bpe"
     sample_documents: int = Field(100_000, gt=0, description="uniform sample of the corpus, drawn by text hash")
     input_sentence_size: int = Field(0, ge=0, description="SentencePiece's own sentence cap; 0 = all")
@@ -57,6 +60,7 @@ class TokenizerTraining(BaseModel):
             character_coverage=self.character_coverage,
             seed=self.seed,
             extra_meta=extra_meta,
+            exact_vocab_size=self.exact_vocab_size,
         )
 
 
@@ -64,7 +68,8 @@ class TokenizerTraining(BaseModel):
 class Tokenize(GlobalStage):
     """Encode documents and write Megatron ``.bin``/``.idx`` shards and ``manifest.json``."""
 
-    tokenizer: str = Field(description="tokenizer folder (tokenizer.model + tokenizer_meta.json, or a Hugging Face tokenizer.json)")
+    tokenizer: str | None = Field(None, description="tokenizer folder (tokenizer.model + tokenizer_meta.json, or a Hugging Face "
+                                  "tokenizer.json); default: <output>/tokenizer, where `train:` trains one")
     train: TokenizerTraining | None = Field(None, description="train the tokenizer first when its folder is empty")
     output_dir: str | None = Field(None, description="where shards go; default: <step dir>/shards")
     tokens_per_shard: int = Field(100_000_000, gt=0)
@@ -72,8 +77,24 @@ class Tokenize(GlobalStage):
     add_eos: bool = True
     num_threads: int = Field(1, gt=0, description="encoder threads per task (Spark already runs one task per core)")
     repeat_by: str | None = Field(None, description="numeric column (e.g. sample_weight): write each document that many times")
+    _default_tokenizer: str | None = PrivateAttr(None)
+
+    def place_outputs(self, output_dir: str) -> None:
+        self._default_tokenizer = join_path(output_dir, "tokenizer")
+
+    @property
+    def tokenizer_dir(self) -> str:
+        """The tokenizer folder: the configured one, else the run's ``<output>/tokenizer``."""
+        path = self.tokenizer or self._default_tokenizer
+        if not path:
+            raise ValueError("tokenize: set `tokenizer:` to a tokenizer folder to run the stage outside a pipeline")
+        return path
 
     def check_assets(self) -> None:
+        if self.tokenizer is None and self.train is None:
+            raise ValueError("tokenize: set `tokenizer:` to a tokenizer folder, or `train:` to train one into <output>/tokenizer")
+        if self.tokenizer is None:
+            return  # trained into the run's folder, or already there from an earlier try of the same run
         if tokenizer_exists(self.tokenizer):
             Tokenizer.load(self.tokenizer)
         elif self.train is None:
@@ -81,13 +102,13 @@ class Tokenize(GlobalStage):
 
     def load_tokenizer(self, sample: Iterable[str] | None = None) -> Tokenizer:
         """The configured tokenizer, trained on ``sample`` first if its folder is empty and ``train`` is set."""
-        if tokenizer_exists(self.tokenizer):
-            return Tokenizer.load(self.tokenizer)
+        if tokenizer_exists(self.tokenizer_dir):
+            return Tokenizer.load(self.tokenizer_dir)
         if self.train is None:
-            raise FileNotFoundError(f"tokenize: no tokenizer in {self.tokenizer!r}; train one with `dataprep train-tokenizer` or set `train:`")
+            raise FileNotFoundError(f"tokenize: no tokenizer in {self.tokenizer_dir!r}; train one with `dataprep train-tokenizer` or set `train:`")
         if sample is None:
             raise ValueError("tokenize: tokenizer must be trained but no sample was given")
-        return self.train.train(sample, self.tokenizer)
+        return self.train.train(sample, self.tokenizer_dir)
 
     def encode(self, table: pa.Table, tokenizer: Tokenizer) -> tuple[pa.Table, list[str | None], list[np.ndarray]]:
         """Encode a batch: returns it with ``num_tokens`` added, drop reasons, and the kept documents'
@@ -138,7 +159,7 @@ class Tokenize(GlobalStage):
             raise ValueError("tokenize: set output_dir to run the stage outside a pipeline")
         texts = table.column("text").to_pylist()
         sample = None
-        if self.train and not tokenizer_exists(self.tokenizer):  # uniform sample, in corpus order
+        if self.train and not tokenizer_exists(self.tokenizer_dir):  # uniform sample, in corpus order
             rng = np.random.default_rng(self.train.seed)
             n = min(self.train.sample_documents, len(texts))
             sample = [texts[i] for i in np.sort(rng.choice(len(texts), n, replace=False))]

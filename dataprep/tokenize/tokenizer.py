@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 from typing import Iterable, Iterator, Literal
 
@@ -22,6 +23,8 @@ import numpy as np
 import sentencepiece as spm
 
 from dataprep.core.storage import atomic_write_bytes, atomic_write_text, exists, join_path, open_stream, read_text
+
+log = logging.getLogger("ccpretrain")
 
 MODEL_NAME = "tokenizer.model"
 META_NAME = "tokenizer_meta.json"
@@ -135,10 +138,13 @@ def train_tokenizer(
     seed: int = 0,
     num_threads: int | None = None,
     extra_meta: dict | None = None,
+    exact_vocab_size: bool = False,
 ) -> Tokenizer:
     """Train on ``texts`` (streamed; documents are cut into sentences) and save to ``output_dir``.
 
     ``input_sentence_size`` > 0 lets SentencePiece keep a uniform random subset of that many sentences.
+    ``vocab_size`` is a ceiling: a sample too small for it gives the largest vocabulary it supports,
+    with a warning (HF tokenizers' BPE does the same silently); ``exact_vocab_size`` makes that an error.
     """
     if vocab_size <= len(SPECIAL_IDS) + 256:
         raise ValueError(f"vocab_size {vocab_size} too small: byte fallback alone needs {len(SPECIAL_IDS) + 256} ids")
@@ -166,12 +172,15 @@ def train_tokenizer(
             eos_id=SPECIAL_IDS["eos"],
             pad_id=SPECIAL_IDS["pad"],
             num_threads=num_threads or os.cpu_count() or 1,
+            hard_vocab_limit=exact_vocab_size,
             minloglevel=2,
         )
     except RuntimeError as exc:  # e.g. "Vocabulary size too high" on a small sample
         if sample.documents == 0:
             raise ValueError("no non-empty documents to train the tokenizer on") from None
-        raise ValueError(f"SentencePiece training failed on {sample.documents} documents: {exc}") from None
+        message = str(exc).split("] ", 1)[-1]  # SentencePiece's text without its source location
+        raise ValueError(f"tokenizer training failed on a sample of {sample.documents} documents: {message} "
+                         "(the vocab_size setting of the tokenizer training)") from None
     meta = {
         "model_type": model_type,
         "special_ids": dict(SPECIAL_IDS),
@@ -191,6 +200,11 @@ def train_tokenizer(
         },
     }
     tokenizer = Tokenizer(model.getvalue(), meta)
+    if tokenizer.vocab_size < vocab_size:
+        meta["training"]["vocab_size_requested"] = vocab_size
+        log.warning("tokenizer: the sample of %d documents supports %d pieces, fewer than vocab_size %d: trained %d. "
+                    "For the vocabulary asked, train on more text (or set exact_vocab_size to make this an error)",
+                    sample.documents, tokenizer.vocab_size, vocab_size, tokenizer.vocab_size)
     tokenizer.save(output_dir)
     return tokenizer
 

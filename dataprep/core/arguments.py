@@ -1,0 +1,54 @@
+"""Value types for command-line flags, shared by ``dataprep`` and ``pretrain``: a bad number is a usage
+error naming the flag (argparse's exit status 2) before any work starts, not a library's traceback later."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(kind, text: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(int, text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(int, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(float, text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A share in [0, 1)."""
+    value = _number(float, text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 0 and below 1")
+    return value
+
+
+def spark_master(text: str) -> str:
+    from dataprep.core.config import SPARK_MASTER
+
+    if not SPARK_MASTER.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Spark master: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
+    return text
