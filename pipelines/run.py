@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 
-from dataprep.core.arguments import spark_master
+from dataprep.core.arguments import output_folder, spark_master
 from dataprep.core.config import load_config
 from dataprep.core.stats import ErrorBudgetExceeded
 from dataprep.core.storage import join_path
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("config", help="pipeline YAML, or a shipped preset's name (fineweb, ingest, ...)")
     parser.add_argument("--input", nargs="+", metavar="PATH", help="override input.paths: files, globs, *.paths.gz, s3:// URLs")
-    parser.add_argument("--output", metavar="DIR", help="override output.dir")
+    parser.add_argument("--output", type=output_folder, metavar="DIR", help="override output.dir")
     parser.add_argument("--master", type=spark_master, help="Spark master, e.g. local[*] or spark://host:7077 (default: config, or spark-submit's)")
     parser.add_argument("--force", action="store_true", help="redo every step even if a previous run finished it")
     parser.add_argument("--overwrite", action="store_true",

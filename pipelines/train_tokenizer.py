@@ -12,7 +12,7 @@ import argparse
 import math
 from typing import Iterator
 
-from dataprep.core.arguments import non_negative_int, positive_float, positive_int, spark_master
+from dataprep.core.arguments import non_negative_int, output_folder, positive_float, positive_int, spark_master
 from dataprep.core.storage import expand_inputs
 from dataprep.tokenize.stage import TokenizerTraining
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=positive_int, required=True,
                         help="vocabulary size including special and byte tokens; a sample too small for it gives the largest it supports")
     parser.add_argument("--exact-vocab-size", action="store_true", help="a sample too small for --vocab-size is an error")
-    parser.add_argument("--output", required=True, help="tokenizer folder to write")
+    parser.add_argument("--output", type=output_folder, required=True, help="tokenizer folder to write")
     parser.add_argument("--model-type", choices=["bpe", "unigram"], default=defaults.model_type)
     parser.add_argument("--sample-documents", type=positive_int, default=defaults.sample_documents, help="documents in the uniform sample (default %(default)s)")
     parser.add_argument("--input-sentence-size", type=non_negative_int, default=defaults.input_sentence_size, help="SentencePiece's sentence cap, 0 = all")

@@ -76,10 +76,10 @@ def test_stages_reference_shows_choices_bounds_required_and_descriptions(capsys)
     out = capsys.readouterr().out
     assert "engine: str = \"auto\"  # one of auto, blocks, resiliparse, trafilatura" in out
     assert "route_below: float = 0.3  # >= 0.0, <= 1.0" in out
-    assert dataprep_main(["stages", "tokenize", "--json"]) == 0
-    (tokenize,) = json.loads(capsys.readouterr().out)
-    tokenizer = next(p for p in tokenize["params"] if p["name"] == "tokenizer")
-    assert tokenizer["required"] and tokenizer["description"]
+    assert dataprep_main(["stages", "top_fraction", "--json"]) == 0
+    (top_fraction,) = json.loads(capsys.readouterr().out)
+    score = next(p for p in top_fraction["params"] if p["name"] == "score")
+    assert score["required"] and score["description"]
     assert dataprep_main(["stages", "langd"]) == 2
     assert "did you mean 'langid'" in capsys.readouterr().err
 

@@ -12,7 +12,7 @@ import random
 import sys
 from collections import Counter
 
-from dataprep.core.arguments import fraction, positive_float, positive_int, spark_master
+from dataprep.core.arguments import fraction, output_file, positive_float, positive_int, spark_master
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--negatives", nargs="+", help="with --positives: a pipeline output (Parquet) or crawl text (JSONL) sampled on Spark")
     parser.add_argument("--negatives-count", type=positive_int, default=None, help="negatives to sample (default: as many as positives)")
     parser.add_argument("--languages", default=None, help="with --positives: comma-separated languages, one model each (OUTPUT with .LANG before .bin)")
-    parser.add_argument("--output", required=True, help="model file to write (.bin)")
+    parser.add_argument("--output", type=output_file, required=True, help="model file to write (.bin)")
     parser.add_argument("--text-field", default="text")
     parser.add_argument("--label-field", default="label")
     parser.add_argument("--heldout", type=fraction, default=0.1, help="share of examples kept aside to report accuracy (0 to skip)")

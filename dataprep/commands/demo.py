@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import yaml
 from fastwarc.warc import WarcRecord, WarcRecordType
 
+from dataprep.core.arguments import output_folder
 from dataprep.core.storage import atomic_write_bytes
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "demo"
@@ -361,7 +362,7 @@ def _revisit(url: str, original: tuple[str, str, bytes, datetime], when: datetim
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", required=True, help=f"directory to write {FILENAME} into")
+    parser.add_argument("--output", type=output_folder, required=True, help=f"directory to write {FILENAME} into")
 
 
 REFERENCE_FILENAME = "reference_en.jsonl"

@@ -6,14 +6,14 @@ import argparse
 import json
 import sys
 
-from dataprep.core.arguments import fraction, positive_int
+from dataprep.core.arguments import fraction, output_folder, positive_int
 from dataprep.core.storage import read_jsonl_field
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, nargs="+", help="reference JSONL file(s), .gz allowed (e.g. Wikipedia text)")
     parser.add_argument("--lang", required=True, help="language code the model is for (ISO 639-1)")
-    parser.add_argument("--output", required=True, help="model directory to write (replaced if it exists)")
+    parser.add_argument("--output", type=output_folder, required=True, help="model directory to write (replaced if it exists)")
     parser.add_argument("--text-field", default="text")
     parser.add_argument("--vocab-size", type=positive_int, default=8000, help="SentencePiece vocabulary (default 8000)")
     parser.add_argument("--order", type=positive_int, default=3, help="n-gram order, 2..6 (default 3)")

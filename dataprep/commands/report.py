@@ -12,7 +12,7 @@ import os
 import sys
 from importlib.metadata import entry_points
 
-from dataprep.core.arguments import positive_int
+from dataprep.core.arguments import output_folder, positive_int
 from dataprep.core.storage import atomic_write_text, is_url, join_path
 from dataprep.report import SECTIONS_GROUP, Section
 from dataprep.report import sections as sec
@@ -73,7 +73,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("output_dir", help="a `dataprep run` output folder (holding stats.json, steps/, corpus/)")
     parser.add_argument("--train-run", metavar="RUN_DIR", help="a training run folder (or its metrics JSONL): adds its curves")
-    parser.add_argument("--out", metavar="DIR", help="where to write the report (default: OUTPUT_DIR/report)")
+    parser.add_argument("--out", type=output_folder, metavar="DIR", help="where to write the report (default: OUTPUT_DIR/report)")
     parser.add_argument("--max-docs", type=positive_int, default=1_000_000,
                         help="documents read for the distributions (default: %(default)s)")
 

@@ -23,6 +23,7 @@ import shutil
 
 import numpy as np
 
+from dataprep.core.arguments import output_file, output_folder
 from dataprep.quality.ngram_lm import MAX_ORDER, NGramLM, pack, unpack
 
 NO_PROB = -99.0  # what KenLM writes for n-grams that are only contexts (e.g. <s>)
@@ -141,14 +142,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     export = sub.add_parser("export", help="write a perplexity model's n-gram model as ARPA")
     export.add_argument("model_dir")
-    export.add_argument("output", help="ARPA file to write")
+    export.add_argument("output", type=output_file, help="ARPA file to write")
     imp = sub.add_parser("import", help="a perplexity model directory from an ARPA file and its SentencePiece model")
     imp.add_argument("arpa")
     imp.add_argument("--sp-model", required=True, help="the SentencePiece model the ARPA's words are pieces of")
     imp.add_argument("--lang", required=True)
     imp.add_argument("--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs")
     imp.add_argument("--text-field", default="text")
-    imp.add_argument("--output", required=True, help="model directory to write")
+    imp.add_argument("--output", type=output_folder, required=True, help="model directory to write")
     imp.add_argument("--kenlm", action="store_true",
                      help="keep the ARPA file in the model and score as KenLM does (with the kenlm package when installed)")
 

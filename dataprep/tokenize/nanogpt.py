@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from dataprep.core.arguments import fraction
+from dataprep.core.arguments import fraction, output_folder
 from dataprep.core.storage import atomic_output
 from dataprep.tokenize.shards import load_manifest, open_dataset
 
@@ -49,7 +49,7 @@ def export_nanogpt(directory: str, out_dir: str, val_fraction: float = 0.0005) -
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", help="token-shard directory (manifest.json)")
-    parser.add_argument("out_dir", help="folder for train.bin and val.bin")
+    parser.add_argument("out_dir", type=output_folder, help="folder for train.bin and val.bin")
     parser.add_argument("--val-fraction", type=fraction, default=0.0005, help="share of documents for val.bin")
 
 
