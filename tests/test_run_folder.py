@@ -142,3 +142,11 @@ def test_the_stage_reference_lists_nested_settings():
     [tokenize] = [s for s in describe() if s["stage"] == "tokenize"]
     names = {p["name"] for p in tokenize["params"]}
     assert {"train.vocab_size", "train.exact_vocab_size", "train.sample_documents"} <= names
+
+
+def test_a_spark_run_prints_no_java_noise(shared_data, tmp_path):
+    """Spark's log banner and its warnings that ask nothing of the user stay out of a local run's output."""
+    done = _dataprep("run", "ingest", "--input", str(shared_data / JSONL), "--output", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for noise in ("log4j", "Setting default log level", "NativeCodeLoader", "SparkStringUtils"):
+        assert noise not in done.stderr + done.stdout, noise
