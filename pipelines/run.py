@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
 from dataprep.core.arguments import output_folder, spark_master
@@ -60,8 +59,8 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":  # spark-submit pipelines/run.py CONFIG.yaml [...]
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    parser = argparse.ArgumentParser(prog="run.py")
-    add_arguments(parser)
-    sys.exit(main(parser.parse_args()))
+if __name__ == "__main__":  # spark-submit pipelines/run.py CONFIG.yaml [...]: the same checks and messages as `dataprep run`
+    from dataprep.cli import dispatch
+
+    this = sys.modules[__name__]
+    sys.exit(dispatch({"run": (lambda: this, "run a cleaning pipeline config on Spark")}, "dataprep", "", ["run", *sys.argv[1:]]))
