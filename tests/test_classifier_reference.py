@@ -117,3 +117,23 @@ def test_dclm_recipe_and_precision_recall_arithmetic():
     assert {k: DCLM_RECIPE[k] for k in ("dim", "lr", "epoch", "wordNgrams", "minCount")} == {"dim": 256, "lr": 0.1, "epoch": 3, "wordNgrams": 2, "minCount": 3}
     rows = precision_recall_at_shares([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0], [True, True, False, True] + [False] * 6)
     assert [(r["kept"], r["precision"], r["recall"]) for r in rows] == [(1, 1.0, 0.3333), (2, 1.0, 0.6667), (5, 0.6, 1.0)]
+
+
+def test_a_held_out_split_without_positives_reports_null_not_nan():
+    from dataprep.classify.reference import format_report
+
+    rows = precision_recall_at_shares([0.9, 0.5, 0.1], [False, False, False])
+    assert all(r["recall"] is None for r in rows)
+    json.dumps(rows, allow_nan=False)  # NaN is not JSON: a strict reader of --json output would fail
+    assert " - " in format_report(rows)
+
+
+def test_the_model_file_is_sized_to_the_training_set(tmp_path):
+    """fastText allocates its whole n-gram table: 18 examples with the recipe's ceiling wrote 205 MB."""
+    from dataprep.classify.fasttext_classifier import FastTextClassifier
+
+    texts = [f"a reference sentence about rivers and hills, number {i}" for i in range(9)]
+    texts += [f"click here to subscribe and win a prize now {i}" for i in range(9)]
+    model = FastTextClassifier.train(texts, ["hq"] * 9 + ["lq"] * 9, str(tmp_path / "m.bin"), **DCLM_RECIPE)
+    assert (tmp_path / "m.bin").stat().st_size < 5_000_000
+    assert model.model.f.getArgs().bucket < DCLM_RECIPE["bucket"]
