@@ -2,7 +2,7 @@
 
 Runs in local mode by default and unchanged under ``spark-submit`` (``spark-submit pipelines/run.py
 CONFIG.yaml``); how a run resumes and fails is ``pipelines.pipeline_run``'s to say. Exit status 1 when
-a step's errors exceed the config's error budget.
+a step's errors exceed the config's error budget or no input file holds a readable record.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from dataprep.core.config import load_config
 from dataprep.core.stats import ErrorBudgetExceeded
 from dataprep.core.storage import join_path
-from pipelines.pipeline_run import run_pipeline
+from pipelines.pipeline_run import NoReadableInput, run_pipeline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with progress:
             result = run_pipeline(config, force=args.force)
-    except ErrorBudgetExceeded as exc:
+    except (ErrorBudgetExceeded, NoReadableInput) as exc:
         print(f"dataprep run: {exc}", file=sys.stderr)
         return 1
     if getattr(args, "json", False):
