@@ -187,7 +187,7 @@ class PipelineRun:
             causes["empty"] += read.counters.get("empty_files", 0)
             first = f"; first: {read.errors_seen.samples[0]['message']}" if read.errors_seen.samples else ""
             raise NoReadableInput(
-                f"no readable input: {files} files, {', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
+                f"no readable input in {files} file{'s' * (files != 1)}: {', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
                 "Check input.paths (--input) and input.format"
             )
         if read.docs_kept == 0:

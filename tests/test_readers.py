@@ -175,8 +175,9 @@ def damaged(shared_data, tmp_path, case: str) -> Path:
 
     response = plain.index(b"Content-Length:", plain.index(b"WARC-Type: response", 30_000))
     jsonl = (shared_data / "documents/dolma-cc_en_head-0091.jsonl.gz").read_bytes()
-    table = pa.table({"text": ["a document", "another one"]})
-    pq.write_table(table, tmp_path / "table.parquet")
+    parquet = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": ["a document", "another one"]}), parquet)
+    parquet = parquet.getvalue().to_pybytes()
     data = {
         "corrupt_gzip_stream.warc.gz": lambda: flipped(whole, len(whole) // 3),
         "corrupt_gzip_member.warc.gz": lambda: flipped(raw, len(raw) // 2),
@@ -191,8 +192,8 @@ def damaged(shared_data, tmp_path, case: str) -> Path:
         "truncated.jsonl.gz": lambda: jsonl[: len(jsonl) // 2],
         "gzip_named_plain.jsonl": lambda: jsonl,
         "plain_named_gz.jsonl.gz": lambda: gzip.decompress(jsonl),
-        "corrupt.parquet": lambda: flipped((tmp_path / "table.parquet").read_bytes(), 4),
-        "truncated.parquet": lambda: (tmp_path / "table.parquet").read_bytes()[:-30],
+        "corrupt.parquet": lambda: flipped(parquet, 4),
+        "truncated.parquet": lambda: parquet[:-30],
         "unknown_format.bin": lambda: b"\x00\x01 nothing we know",
     }
     path = tmp_path / case
@@ -363,3 +364,49 @@ def test_format_detection_and_fsspec_urls(shared_data, tmp_path):
         fh.write((shared_data / "warc/wget/dolma-sample-0000.warc.gz").read_bytes())
     kept, _ = read_all("memory://bucket/sample.warc.gz")
     assert kept.num_rows == 22 and set(kept.column("source").to_pylist()) == {"memory://bucket/sample.warc.gz"}
+
+
+# -- bad input files in a run ----------------------------------------------------------------------
+
+BAD_AMONG_GOOD = ["first_member_corrupt.warc.gz", "not_a_warc.warc", "empty.warc.gz", "dangling_link.warc.gz", "unknown_format.bin"]
+
+
+def test_bad_files_among_good_are_counted_and_the_run_goes_on(spark, shared_data, tmp_path, capfd):
+    """One good WARC beside damaged, empty and unreadable files: the run succeeds, every page of the good
+    file is read, each bad file is one counted drop by reason, and no traceback is printed."""
+    from dataprep.core.config import load_config
+    from pipelines.pipeline_run import run_pipeline
+
+    (tmp_path / "bad").mkdir()
+    bad = [damaged(shared_data, tmp_path / "bad", case) for case in BAD_AMONG_GOOD]
+    config = load_config({"input": {"paths": [str(shared_data / DOLMA), str(tmp_path / "bad")]},  # a folder lists the dangling link
+                          "output": {"dir": str(tmp_path / "out")}, "stages": [{"stage": "extract"}]})
+    result = run_pipeline(config, spark=spark)
+    read = next(s for s in result.stats if s.stage == READ_STAGE)
+    assert read.docs_kept == 22 and read.counters["empty_files"] == 1
+    assert dict(read.dropped) == {"error:corrupt_gzip": 1, "error:not_warc": 1, "error:unreadable": 1, "error:unknown_format": 1}
+    assert sorted(m.split(": ")[1] for m in read.errors_seen.messages) == sorted(str(p) for p in bad if "empty" not in p.name)
+    good_ids = set(read_all(shared_data / DOLMA)[0].column("id").to_pylist())
+    corpus = pq.read_table(result.corpus_dir)
+    assert set(corpus.column("id").to_pylist()) <= good_ids and corpus.num_rows >= 20
+    assert "Traceback" not in "".join(capfd.readouterr())
+
+
+def test_only_bad_files_exit_1_with_one_line(shared_data, tmp_path):
+    """``dataprep run`` over files none of which holds a readable record: exit 1 and one line saying
+    how many files and why, not an empty corpus with exit 0."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "bad").mkdir()
+    bad = [damaged(shared_data, tmp_path / "bad", case) for case in ("first_member_corrupt.warc.gz", "empty.warc.gz", "dangling_link.warc.gz")]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "dataprep.cli", "run", "ingest", "--input", str(tmp_path / "bad"), "--output", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    [line] = [line for line in proc.stderr.splitlines() if line.startswith("dataprep run:")]
+    assert line.startswith("dataprep run: no readable input in 3 files: ")
+    assert all(f"1 {reason}" in line for reason in ("corrupt_gzip", "empty", "unreadable"))
+    assert not (tmp_path / "out" / "corpus").exists()
