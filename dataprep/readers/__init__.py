@@ -5,8 +5,10 @@ and JSONL(.gz) / Parquet documents (re-cleaning an existing corpus). Nothing is 
 response that is not a usable document is a dropped row of stage ``read`` (``non_html``, ``revisit``,
 ``too_large``, ``empty``, ``http_status:4xx``, ...); records that are no documents at all (WARC
 requests, warcinfo, metadata, ...) are counted by record type (``StageStats.records_skipped``), apart
-from the documents; and a file that breaks part
-way keeps what was read before the break plus one ``error:truncated`` / ``error:malformed_record`` row.
+from the documents. A damaged file is never an exception: it keeps what was read before the damage plus
+one row whose error message names the file (``error:truncated``, ``error:corrupt_gzip``,
+``error:not_warc``, ``error:corrupt_parquet``, ``error:unknown_format``; ``error:unreadable`` for a file
+that cannot be opened), so one bad file among many is a counted drop, not a failed job.
 
 A WARC record whose Content-Length is wrong (too long: it swallows the next records' headers; too
 short: its leftover bytes break the next header) is dropped as ``error:bad_content_length`` and
