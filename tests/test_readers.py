@@ -185,6 +185,8 @@ def damaged(shared_data, tmp_path, case: str) -> Path:
         "truncated_gzip.warc.gz": lambda: whole[: len(whole) // 2],
         "truncated.warc": lambda: plain[: len(plain) // 2],
         "cut_in_header.warc": lambda: plain[: response + 17],  # "Content-Length: 5", then nothing
+        "cut_before_length.warc": lambda: plain[:response],
+        "no_content_length.warc": lambda: plain[:response] + plain[plain.index(b"\r\n", response) + 2 :],
         "not_a_warc.warc": lambda: b"<html>a saved page, not a WARC file</html>\n" * 50,
         "plain_named_gz.warc.gz": lambda: plain,
         "empty.warc.gz": lambda: b"",
@@ -214,6 +216,8 @@ BAD_INPUTS = {
     "truncated_gzip.warc.gz": {"kept": 14, "error:truncated": 1},
     "truncated.warc": {"kept": 14, "error:truncated": 1},
     "cut_in_header.warc": {"kept": 1, "error:truncated": 1},
+    "cut_before_length.warc": {"kept": 1, "error:truncated": 1},
+    "no_content_length.warc": {"kept": 21, "error:malformed_record": 1},  # reading resumes at the next record
     "not_a_warc.warc": {"error:not_warc": 1},
     "plain_named_gz.warc.gz": {"kept": 22},
     "empty.warc.gz": {},

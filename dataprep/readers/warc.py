@@ -70,8 +70,11 @@ def _read_warc_from(fh, pos: int, gzipped: bool, resync: bool, counted: bool, pa
                 continue
             out.bytes_read += record.content_length
             if decision[0] == "broken":
+                resume = _next_record(fh, record.stream_pos + 1, gzipped) if resync else None
+                if resume is None and decision[1] == "error:malformed_record":  # no record follows: the file was cut in it
+                    decision = ("truncated", "error:truncated", decision[2])
                 _commit(out, decision)
-                return (_next_record(fh, record.stream_pos + 1, gzipped) if resync else None), False
+                return resume, False
             if decision[0] == "truncated":
                 _commit(out, decision)
                 return None, False
@@ -162,30 +165,27 @@ def _opens_record(fh, offset: int, gzipped: bool) -> bool:
 
 def _intact(fh, offset: int, gzipped: bool) -> bool:
     """Whether the record at ``offset`` ends exactly where its Content-Length says (followed by the
-    blank line that closes a record, and, in a gzip member, by nothing else)."""
+    blank line that closes a record, and, in a gzip member, by nothing else); not when its member is corrupt."""
     fh.seek(offset)
     inflater = zlib.decompressobj(wbits=31) if gzipped else None
     data = b""
-    while True:
-        raw = fh.read(1 << 16)
-        try:
+    try:
+        while True:
+            raw = fh.read(1 << 16)
             data += inflater.decompress(raw) if inflater else raw
-        except zlib.error:  # its member is corrupt
+            end = data.find(b"\r\n\r\n")
+            if end >= 0 or not raw:
+                break
+        match = re.search(rb"\ncontent-length:\s*(\d+)", data[: end + 2], re.IGNORECASE) if end >= 0 else None
+        if match is None:
             return False
-        end = data.find(b"\r\n\r\n")
-        if end >= 0 or not raw:
-            break
-    match = re.search(rb"\ncontent-length:\s*(\d+)", data[: end + 2], re.IGNORECASE) if end >= 0 else None
-    if match is None:
+        record_end = end + 4 + int(match.group(1))
+        while len(data) < record_end + 5 and (raw := fh.read(1 << 16)):
+            data += inflater.decompress(raw) if inflater else raw
+            if inflater and inflater.eof:
+                break
+    except zlib.error:
         return False
-    record_end = end + 4 + int(match.group(1))
-    while len(data) < record_end + 5 and (raw := fh.read(1 << 16)):
-        try:
-            data += inflater.decompress(raw) if inflater else raw
-        except zlib.error:
-            return False
-        if inflater and inflater.eof:
-            break
     if data[record_end : record_end + 4] != b"\r\n\r\n":
         return False
     return not gzipped or len(data) == record_end + 4
@@ -206,8 +206,8 @@ def _warc_record(record, source: str, cfg: InputConfig) -> tuple[str, str | None
     # Common Crawl's detected type (from the bytes) first, then what the server declared
     content_type = headers.get("WARC-Identified-Payload-Type") or record.http_content_type
     http = record.http_headers
-    if "Content-Length" not in headers and rtype & _DOCUMENT_TYPES:
-        return "truncated", "error:truncated", row  # the file ends inside its header block
+    if "Content-Length" not in headers and rtype & _DOCUMENT_TYPES:  # cut inside its header block, or malformed
+        return "broken", "error:malformed_record", row
     skip = None
     if rtype == WarcRecordType.revisit:
         skip = "revisit"
