@@ -1,9 +1,13 @@
-"""Readers on the real WARC/WET/WAT samples, the malformed fixtures, and JSONL/Parquet documents."""
+"""Readers on the real WARC/WET/WAT samples, the malformed fixtures, JSONL/Parquet documents, and damaged, misnamed,
+empty or unreadable input files (alone, and in a run beside good ones)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -13,10 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.core.config import InputConfig
+from dataprep.core.config import InputConfig, load_config
 from dataprep.readers import READ_STAGE, dechunk, decode_payload, detect_format, iter_documents
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, concat
 from dataprep.core.stats import StageStats
+from pipelines.pipeline_run import run_pipeline
 
 CC14 = "warc/cc-main-2014-35-head/CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc"
 
@@ -378,9 +383,6 @@ BAD_AMONG_GOOD = ["first_member_corrupt.warc.gz", "not_a_warc.warc", "empty.warc
 def test_bad_files_among_good_are_counted_and_the_run_goes_on(spark, shared_data, tmp_path, capfd):
     """One good WARC beside damaged, empty and unreadable files: the run succeeds, every page of the good
     file is read, each bad file is one counted drop by reason, and no traceback is printed."""
-    from dataprep.core.config import load_config
-    from pipelines.pipeline_run import run_pipeline
-
     (tmp_path / "bad").mkdir()
     bad = [damaged(shared_data, tmp_path / "bad", case) for case in BAD_AMONG_GOOD]
     config = load_config({"input": {"paths": [str(shared_data / DOLMA), str(tmp_path / "bad")]},  # a folder lists the dangling link
@@ -399,10 +401,6 @@ def test_bad_files_among_good_are_counted_and_the_run_goes_on(spark, shared_data
 def test_only_bad_files_exit_1_with_one_line(shared_data, tmp_path):
     """``dataprep run`` over files none of which holds a readable record: exit 1 and one line saying
     how many files and why, not an empty corpus with exit 0."""
-    import os
-    import subprocess
-    import sys
-
     (tmp_path / "bad").mkdir()
     bad = [damaged(shared_data, tmp_path / "bad", case) for case in ("first_member_corrupt.warc.gz", "empty.warc.gz", "dangling_link.warc.gz")]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
