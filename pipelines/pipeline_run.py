@@ -25,6 +25,7 @@ import os
 import sys
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 
 from dataprep.core.applier import AppliedStage
@@ -46,6 +47,10 @@ DECIDED_MARKER = "_DECIDED.json"  # a global step's decision over the whole corp
 DECISIONS_DIR = "_decisions"  # its decision rows, split by part of the previous step
 PREPARED_DIR = "_prepared"  # the per-document rows its decision starts from (MinHash signatures), per task
 ERRORS_FILE = "_ERRORS.json"
+
+
+class NoReadableInput(RuntimeError):
+    """No input file held a readable record: the run fails instead of writing an empty corpus."""
 
 
 @dataclass
@@ -100,8 +105,6 @@ class PipelineRun:
         files = expand_inputs(cfg.input.paths) if cfg.input.paths else []
         if not cfg.input.paths:
             raise ValueError("no input: set input.paths in the config or pass --input")
-        if not files:
-            log.warning("input matched no files; writing an empty corpus")
         self._claim_output(files)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         self._ship_assets()
@@ -127,9 +130,9 @@ class PipelineRun:
                 t0 = time.perf_counter()
                 stats, tasks = self._run_step(step, step_dir, files, previous_dir, fingerprint)
                 wall = time.perf_counter() - t0
+                if step.reads_input:  # before the budget: all input unreadable is the one thing to say
+                    self._check_input_read(stats, len(files))
                 self._check_errors(step, step_dir, stats)
-                if step.reads_input:
-                    self._warn_empty(stats)
                 atomic_write_text(
                     join_path(step_dir, DONE_MARKER),
                     json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats]}, indent=1),
@@ -182,12 +185,23 @@ class PipelineRun:
         )
 
     @staticmethod
-    def _warn_empty(stats: list[StageStats]) -> None:
+    def _check_input_read(stats: list[StageStats], files: int) -> None:
+        """Fail when no input file yielded a single readable record (every one empty, damaged or
+        unreadable): an empty corpus with exit 0 would hide a wrong path or a broken download. Input
+        that reads but holds no document (only metadata records, say) is only warned about."""
         read = next((s for s in stats if s.stage == READ_STAGE), None)
         if read is None:
             return
         if read.counters.get("empty_files"):
             log.warning("%d input files are empty", read.counters["empty_files"])
+        if not (read.docs_kept or read.records_skipped or any(not r.startswith("error:") for r in read.dropped)):
+            causes = Counter({reason.removeprefix("error:"): n for reason, n in read.dropped.items()})
+            causes["empty"] += read.counters.get("empty_files", 0)
+            first = f"; first: {read.errors_seen.samples[0]['message']}" if read.errors_seen.samples else ""
+            raise NoReadableInput(
+                f"no readable input in {files} file{'s' * (files != 1)}: {', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
+                "Check input.paths (--input) and input.format"
+            )
         if read.docs_kept == 0:
             log.warning("the input holds no documents (%d records read, all dropped): check input.paths and input.format", read.docs_in)
 

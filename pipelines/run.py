@@ -2,7 +2,7 @@
 
 Runs in local mode by default and unchanged under ``spark-submit`` (``spark-submit pipelines/run.py
 CONFIG.yaml``); how a run resumes and fails is ``pipelines.pipeline_run``'s to say. Exit status 1 when
-a step's errors exceed the config's error budget.
+a step's errors exceed the config's error budget or no input file holds a readable record.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataprep.core.arguments import output_folder, spark_master
 from dataprep.core.config import load_config
 from dataprep.core.stats import ErrorBudgetExceeded
 from dataprep.core.storage import join_path
-from pipelines.pipeline_run import run_pipeline
+from pipelines.pipeline_run import NoReadableInput, run_pipeline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with progress:
             result = run_pipeline(config, force=args.force, overwrite=getattr(args, "overwrite", False))
-    except ErrorBudgetExceeded as exc:
+    except (ErrorBudgetExceeded, NoReadableInput) as exc:
         from dataprep.cli import fail
 
         return fail(f"dataprep run: {exc}", 1, getattr(args, "json", False))

@@ -178,15 +178,14 @@ def test_python_workers_fixed_cost_per_call(spark):
     assert _call_fixed_cost(1.0, 1000, 0.01, 64) == 0.0  # a head cheaper than its rows' share: nothing fixed
 
 
-def test_bad_samples_are_named(spark, sample_run, capsys, tmp_path):
+def test_bad_samples_are_named(spark, shared_data, sample_run, capsys, tmp_path):
     assert dataprep_main(["estimate", str(tmp_path / "nothing"), "--pages", "10"]) == 2
     assert "not the output of a finished `dataprep run`" in capsys.readouterr().err
     assert dataprep_main(["estimate", str(sample_run), "--pages", "0"]) == 2
     assert "pages must be positive" in capsys.readouterr().err
 
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    config = load_config({"input": {"paths": [str(empty)]}, "output": {"dir": str(tmp_path / "out")}, "stages": STAGES[:1]})
+    metadata_only = shared_data / "warc/cc-main-2024-22-whirlwind/whirlwind.warc.wat.gz"  # records, no document
+    config = load_config({"input": {"paths": [str(metadata_only)]}, "output": {"dir": str(tmp_path / "out")}, "stages": STAGES[:1]})
     run_pipeline(config, spark=spark)
     assert dataprep_main(["estimate", str(tmp_path / "out" / "stats.json"), "--pages", "10"]) == 2
     assert "read no documents" in capsys.readouterr().err

@@ -216,8 +216,11 @@ def test_progress_stats_files_and_bytes(spark, tmp_path, capsys):
 
 
 def test_a_whole_input_without_documents_warns(spark, tmp_path, caplog):
+    """Input that reads but holds no document (here: only images) warns; input with nothing readable fails
+    (tests/test_readers.py)."""
     (tmp_path / "empty.warc.gz").write_bytes(b"")
-    config = load_config({"input": {"paths": [str(tmp_path / "empty.warc.gz")]}, "output": {"dir": str(tmp_path / "out")},
+    images = cases.write_warc(tmp_path / "images.warc", [cases.warc_record(i, b"\x89PNG", headers="Content-Type: image/png") for i in range(3)], False)
+    config = load_config({"input": {"paths": [str(tmp_path / "empty.warc.gz"), str(images)]}, "output": {"dir": str(tmp_path / "out")},
                           "stages": [{"stage": "extract"}]})
     run_pipeline(config, spark=spark)
     assert "the input holds no documents" in caplog.text and "1 input files are empty" in caplog.text

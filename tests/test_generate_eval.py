@@ -101,6 +101,10 @@ def test_a_run_trained_from_a_url_keeps_its_tokenizer(trained, tmp_path, capsys)
 def test_eval_errors_are_clear(trained, tmp_path, capsys):
     assert pretrain_main(["eval", trained["run"], "--data", str(tmp_path / "nothing.jsonl")]) == 2
     assert "not found" in capsys.readouterr().err
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(b"\x1f\x8b\x08\x00" + b"\xff" * 40)
+    assert pretrain_main(["eval", trained["run"], "--data", str(damaged)]) == 2
+    assert "no documents read (BadInputFile: " in capsys.readouterr().err  # the reader's reason, not a traceback
     assert pretrain_main(["eval", trained["run"], "--seq-len", "1000"]) == 2
     assert "--seq-len" in capsys.readouterr().err
 

@@ -18,7 +18,7 @@ import pytest
 from dataprep.core.config import ConfigError, load_config
 from dataprep.core.runner import run_stages
 from dataprep.core.stats import TIMING_FIELDS
-from pipelines.pipeline_run import run_pipeline
+from pipelines.pipeline_run import NoReadableInput, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 INGEST_STAGES = [{"stage": "extract"}, {"stage": "langid", "threshold": 0.3}]
@@ -147,12 +147,18 @@ def test_rerun_of_a_finished_pipeline_does_no_work(spark, shared_data, tmp_path)
 
 
 def test_empty_and_missing_input(spark, tmp_path):
+    """Input with nothing to read fails, naming why, instead of writing an empty corpus with exit 0."""
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    result = run_pipeline(_config(tmp_path, [empty]), spark=spark)
-    assert _corpus(result) == []
+    with pytest.raises(NoReadableInput, match="no readable input in 1 file: 1 empty"):
+        run_pipeline(_config(tmp_path, [empty]), spark=spark)
+    assert not (tmp_path / "out" / "corpus").exists()
     with pytest.raises(FileNotFoundError, match="no-such-file"):
         run_pipeline(_config(tmp_path, [tmp_path / "no-such-file.warc.gz"]), spark=spark)
+    listing = tmp_path / "warc.paths"
+    listing.write_text("# a listing naming no file\n")
+    with pytest.raises(FileNotFoundError, match="warc.paths' names no file"):
+        run_pipeline(_config(tmp_path, [listing]), spark=spark)
 
 
 @pytest.mark.slow

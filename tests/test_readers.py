@@ -1,9 +1,13 @@
-"""Readers on the real WARC/WET/WAT samples, the malformed fixtures, and JSONL/Parquet documents."""
+"""Readers on the real WARC/WET/WAT samples, the malformed fixtures, JSONL/Parquet documents, and damaged, misnamed,
+empty or unreadable input files (alone, and in a run beside good ones)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -13,10 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.core.config import InputConfig
+from dataprep.core.config import InputConfig, load_config
 from dataprep.readers import READ_STAGE, dechunk, decode_payload, detect_format, iter_documents
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, concat
 from dataprep.core.stats import StageStats
+from pipelines.pipeline_run import run_pipeline
 
 CC14 = "warc/cc-main-2014-35-head/CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc"
 
@@ -161,18 +166,105 @@ def test_file_cut_midway_keeps_records_before_and_counts_one_error(shared_data, 
     assert sum(n for r, n in reasons.items() if r.startswith("error:")) == 1
 
 
-def test_garbage_empty_and_missing_files(tmp_path):
-    garbage = tmp_path / "garbage.warc.gz"
-    garbage.write_bytes(gzip.compress(b"this is not a WARC file\n" * 100))
-    assert outcome(*read_all(garbage)) == {"error:malformed_record": 1}
+DOLMA = "warc/wget/dolma-sample-0000.warc.gz"  # 22 pages, one gzip member per record
+
+
+def damaged(shared_data, tmp_path, case: str) -> Path:
+    """``case``: a damaged or unreadable copy of real input (a WARC of 22 pages, a JSONL.gz, a Parquet file)."""
+    raw = (shared_data / DOLMA).read_bytes()
+    plain = gzip.decompress(raw)
+    whole = gzip.compress(plain, mtime=0)  # the whole file one gzip stream, as some tools write it
+
+    def flipped(data: bytes, at: int) -> bytes:
+        return data[:at] + b"\xff" * 40 + data[at + 40 :]
+
+    response = plain.index(b"Content-Length:", plain.index(b"WARC-Type: response", 30_000))
+    jsonl = (shared_data / "documents/dolma-cc_en_head-0091.jsonl.gz").read_bytes()
+    parquet = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": ["a document", "another one"]}), parquet)
+    parquet = parquet.getvalue().to_pybytes()
+    data = {
+        "corrupt_gzip_stream.warc.gz": lambda: flipped(whole, len(whole) // 3),
+        "corrupt_gzip_member.warc.gz": lambda: flipped(raw, len(raw) // 2),
+        "first_member_corrupt.warc.gz": lambda: flipped(raw, 10),
+        "truncated_gzip.warc.gz": lambda: whole[: len(whole) // 2],
+        "truncated.warc": lambda: plain[: len(plain) // 2],
+        "cut_in_header.warc": lambda: plain[: response + 17],  # "Content-Length: 5", then nothing
+        "cut_before_length.warc": lambda: plain[:response],
+        "no_content_length.warc": lambda: plain[:response] + plain[plain.index(b"\r\n", response) + 2 :],
+        "not_a_warc.warc": lambda: b"<html>a saved page, not a WARC file</html>\n" * 50,
+        "plain_named_gz.warc.gz": lambda: plain,
+        "empty.warc.gz": lambda: b"",
+        "empty_gzip.warc.gz": lambda: gzip.compress(b""),
+        "truncated.jsonl.gz": lambda: jsonl[: len(jsonl) // 2],
+        "gzip_named_plain.jsonl": lambda: jsonl,
+        "plain_named_gz.jsonl.gz": lambda: gzip.decompress(jsonl),
+        "corrupt.parquet": lambda: flipped(parquet, 4),
+        "truncated.parquet": lambda: parquet[:-30],
+        "unknown_format.bin": lambda: b"\x00\x01 nothing we know",
+    }
+    path = tmp_path / case
+    if case == "dangling_link.warc.gz":  # unreadable even for root, unlike chmod 000
+        path.symlink_to(tmp_path / "gone.warc.gz")
+    elif case == "link_loop.warc.gz":
+        path.symlink_to(path)
+    else:
+        path.write_bytes(data[case]())
+    return path
+
+
+# Per damaged file: kept documents and dropped rows by reason (empty files: no row, a counter).
+BAD_INPUTS = {
+    "corrupt_gzip_stream.warc.gz": {"kept": 8, "error:corrupt_gzip": 1},  # nothing after the damage decompresses
+    "corrupt_gzip_member.warc.gz": {"kept": 21, "error:corrupt_gzip": 1},  # reading resumes at the next member
+    "first_member_corrupt.warc.gz": {"error:corrupt_gzip": 1},
+    "truncated_gzip.warc.gz": {"kept": 14, "error:truncated": 1},
+    "truncated.warc": {"kept": 14, "error:truncated": 1},
+    "cut_in_header.warc": {"kept": 1, "error:truncated": 1},
+    "cut_before_length.warc": {"kept": 1, "error:truncated": 1},
+    "no_content_length.warc": {"kept": 21, "error:malformed_record": 1},  # reading resumes at the next record
+    "not_a_warc.warc": {"error:not_warc": 1},
+    "plain_named_gz.warc.gz": {"kept": 22},
+    "empty.warc.gz": {},
+    "empty_gzip.warc.gz": {},
+    "dangling_link.warc.gz": {"error:unreadable": 1},
+    "link_loop.warc.gz": {"error:unreadable": 1},
+    "truncated.jsonl.gz": {"kept": 3, "error:truncated": 1},
+    "gzip_named_plain.jsonl": {"kept": 10},
+    "plain_named_gz.jsonl.gz": {"kept": 10},
+    "corrupt.parquet": {"error:corrupt_parquet": 1},
+    "truncated.parquet": {"error:corrupt_parquet": 1},
+    "unknown_format.bin": {"error:unknown_format": 1},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_files_are_counted_drops_naming_the_file(shared_data, tmp_path, case):
+    """Damaged, misnamed, empty or unreadable files never raise: each damage is one counted drop whose
+    message names the file, and the records before it (or, past a broken gzip member, after it) are kept."""
+    path = damaged(shared_data, tmp_path, case)
+    stats = StageStats(READ_STAGE)
+    results = list(iter_documents(str(path), InputConfig(), stats))
+    kept = concat(r.kept for r in results) if results else pa.table({})
+    dropped = concat(r.dropped for r in results) if results else pa.table({})
+    assert outcome(kept, dropped) == BAD_INPUTS[case]
+    assert stats.counters["empty_files"] == (1 if case.startswith("empty") else 0)
+    if stats.errors:
+        assert stats.errors_seen.messages and all(str(path) in m for m in stats.errors_seen.messages)
+
+
+def test_missing_file_is_unreadable(tmp_path):
+    """A file gone between listing and reading (or a missing object of a Common Crawl listing)."""
+    stats = StageStats(READ_STAGE)
+    list(iter_documents(str(tmp_path / "nope.warc.gz"), InputConfig(), stats))
+    assert dict(stats.dropped) == {"error:unreadable": 1}
+    assert any("nope.warc.gz" in m for m in stats.errors_seen.messages)
+
+
+def test_random_bytes_are_not_a_warc(tmp_path):
     random_bytes = tmp_path / "random.warc"
     random_bytes.write_bytes(bytes(range(256)) * 50)
-    assert outcome(*read_all(random_bytes)) == {"error:malformed_record": 1}
-    empty = tmp_path / "empty.warc.gz"
-    empty.write_bytes(b"")
-    assert list(iter_documents(str(empty), InputConfig())) == []
-    with pytest.raises(FileNotFoundError, match="nope.warc.gz"):
-        list(iter_documents(str(tmp_path / "nope.warc.gz"), InputConfig()))
+    assert outcome(*read_all(random_bytes)) == {"error:not_warc": 1}
 
 
 def test_chunked_and_gzip_payloads_are_decoded(tmp_path, page):
@@ -267,9 +359,6 @@ def test_parquet_documents(shared_data, tmp_path):
     assert kept.column("text").to_pylist() == [d["text"] for d in docs]
     with pytest.raises(ValueError, match="no column 'text'"):
         read_all(path)
-    broken = tmp_path / "broken.parquet"
-    broken.write_bytes(path.read_bytes()[:-50])
-    assert outcome(*read_all(broken, text_field="content")) == {"error:malformed_record": 1}
 
 
 def test_format_detection_and_fsspec_urls(shared_data, tmp_path):
@@ -280,8 +369,46 @@ def test_format_detection_and_fsspec_urls(shared_data, tmp_path):
     assert detect_format(str(no_ext)) == "warc" and read_all(no_ext)[0].num_rows == 1
     mystery = tmp_path / "mystery.bin"
     mystery.write_bytes(b"\x00\x01 nothing we know")
-    assert outcome(*read_all(mystery)) == {"error:unknown_format": 1}
     with fsspec.open("memory://bucket/sample.warc.gz", "wb") as fh:
         fh.write((shared_data / "warc/wget/dolma-sample-0000.warc.gz").read_bytes())
     kept, _ = read_all("memory://bucket/sample.warc.gz")
     assert kept.num_rows == 22 and set(kept.column("source").to_pylist()) == {"memory://bucket/sample.warc.gz"}
+
+
+# -- bad input files in a run ----------------------------------------------------------------------
+
+BAD_AMONG_GOOD = ["first_member_corrupt.warc.gz", "not_a_warc.warc", "empty.warc.gz", "dangling_link.warc.gz", "unknown_format.bin"]
+
+
+def test_bad_files_among_good_are_counted_and_the_run_goes_on(spark, shared_data, tmp_path, capfd):
+    """One good WARC beside damaged, empty and unreadable files: the run succeeds, every page of the good
+    file is read, each bad file is one counted drop by reason, and no traceback is printed."""
+    (tmp_path / "bad").mkdir()
+    bad = [damaged(shared_data, tmp_path / "bad", case) for case in BAD_AMONG_GOOD]
+    config = load_config({"input": {"paths": [str(shared_data / DOLMA), str(tmp_path / "bad")]},  # a folder lists the dangling link
+                          "output": {"dir": str(tmp_path / "out")}, "stages": [{"stage": "extract"}]})
+    result = run_pipeline(config, spark=spark)
+    read = next(s for s in result.stats if s.stage == READ_STAGE)
+    assert read.docs_kept == 22 and read.counters["empty_files"] == 1
+    assert dict(read.dropped) == {"error:corrupt_gzip": 1, "error:not_warc": 1, "error:unreadable": 1, "error:unknown_format": 1}
+    assert sorted(m.split(": ")[1] for m in read.errors_seen.messages) == sorted(str(p) for p in bad if "empty" not in p.name)
+    good_ids = set(read_all(shared_data / DOLMA)[0].column("id").to_pylist())
+    corpus = pq.read_table(result.corpus_dir)
+    assert set(corpus.column("id").to_pylist()) <= good_ids and corpus.num_rows >= 20
+    assert "Traceback" not in "".join(capfd.readouterr())
+
+
+def test_only_bad_files_exit_1_with_one_line(shared_data, tmp_path):
+    """``dataprep run`` over files none of which holds a readable record: exit 1 and one line saying
+    how many files and why, not an empty corpus with exit 0."""
+    (tmp_path / "bad").mkdir()
+    bad = [damaged(shared_data, tmp_path / "bad", case) for case in ("first_member_corrupt.warc.gz", "empty.warc.gz", "dangling_link.warc.gz")]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "dataprep.cli", "run", "ingest", "--input", str(tmp_path / "bad"), "--output", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    [line] = [line for line in proc.stderr.splitlines() if line.startswith("dataprep run:")]
+    assert line.startswith("dataprep run: no readable input in 3 files: ")
+    assert all(f"1 {reason}" in line for reason in ("corrupt_gzip", "empty", "unreadable"))
+    assert not (tmp_path / "out" / "corpus").exists()

@@ -41,15 +41,19 @@ def is_paths_file(path: str) -> bool:
 
 def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) -> list[str]:
     """Turn files, directories, globs and Common Crawl ``*.paths(.gz)`` listings into a sorted,
-    de-duplicated list of files. Raises FileNotFoundError naming any pattern that matches nothing."""
+    de-duplicated list of files. Raises FileNotFoundError naming any pattern that matches nothing (a
+    listing naming no file too), so a mistyped path stops the run before any work."""
     files: list[str] = []
     for pattern in patterns:
         if is_paths_file(pattern):
+            listed = len(files)
             with open_stream(pattern) as fh:
                 for line in io.TextIOWrapper(fh, encoding="utf-8"):
                     line = line.strip()
                     if line and not line.startswith("#"):
                         files.append(line if "://" in line or line.startswith("/") else paths_prefix + line)
+            if len(files) == listed:
+                raise FileNotFoundError(f"input listing {pattern!r} names no file")
             continue
         fs, _, _ = fsspec.get_fs_token_paths(pattern)
         if is_url(pattern) and not any(ch in pattern for ch in "*?["):
@@ -71,13 +75,22 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) 
 
 @contextmanager
 def open_stream(path: str, decompress: bool = True) -> Iterator[IO[bytes]]:
-    """Open a local or remote file for streaming binary reads; ``.gz`` is decompressed when asked."""
+    """Open a local or remote file for streaming binary reads; gzip is decompressed when asked."""
     with fsspec.open(path, "rb") as raw:
-        if decompress and path.endswith(".gz"):
+        if decompress and _gzipped(raw, path):
             with gzip.GzipFile(fileobj=raw) as fh:
                 yield fh
         else:
             yield raw
+
+
+def _gzipped(raw: IO[bytes], path: str) -> bool:
+    """By its first bytes where the file can seek back (a misnamed file is read right), else by its name."""
+    if not raw.seekable():
+        return path.endswith(".gz")
+    head = raw.read(2)
+    raw.seek(0)
+    return head == b"\x1f\x8b"
 
 
 def _umask() -> int:

@@ -5,8 +5,10 @@ and JSONL(.gz) / Parquet documents (re-cleaning an existing corpus). Nothing is 
 response that is not a usable document is a dropped row of stage ``read`` (``non_html``, ``revisit``,
 ``too_large``, ``empty``, ``http_status:4xx``, ...); records that are no documents at all (WARC
 requests, warcinfo, metadata, ...) are counted by record type (``StageStats.records_skipped``), apart
-from the documents; and a file that breaks part
-way keeps what was read before the break plus one ``error:truncated`` / ``error:malformed_record`` row.
+from the documents. A damaged file is never an exception: it keeps what was read before the damage plus
+one row whose error message names the file (``error:truncated``, ``error:corrupt_gzip``,
+``error:not_warc``, ``error:corrupt_parquet``, ``error:unknown_format``; ``error:unreadable`` for a file
+that cannot be opened), so one bad file among many is a counted drop, not a failed job.
 
 A WARC record whose Content-Length is wrong (too long: it swallows the next records' headers; too
 short: its leftover bytes break the next header) is dropped as ``error:bad_content_length`` and
@@ -23,7 +25,7 @@ from typing import Iterator
 
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
-from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, hash_id
+from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason
 from dataprep.readers.documents import read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
 from dataprep.core.stage import StageResult
@@ -40,25 +42,35 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
     With ``stats``, each batch is counted there (documents, payload bytes read, time, errors)."""
     out = Batches(path, cfg.batch_size, cfg.batch_bytes, stats)
     try:
-        if _is_empty(path):
-            log.warning("%s: empty file", path)
-            out.counters["empty_files"] += 1
-            return
-        fmt = detect_format(path, cfg.format)
-        reader = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet}.get(fmt)
-        if reader is None:
-            log.warning("cannot tell the format of %s; set input.format", path)
-            out.drop("error:unknown_format", id=hash_id(path, 0))
-        else:
-            for result in reader(path, cfg, out):
+        fmt = _format_to_read(path, cfg, out)
+        if fmt is not None:
+            for result in _READERS[fmt](path, cfg, out):
                 yield result
                 out.restart_clock()  # the time the consumer took is not reading time
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(f"input file not found: {path}") from exc
     finally:
         out.record_counters()
     if out.rows:
         yield out.flush()
+
+
+_READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet}
+
+
+def _format_to_read(path: str, cfg: InputConfig, out: Batches) -> str | None:
+    """The format to read ``path`` as; None once a file with nothing to read is counted (empty,
+    unreadable, its first bytes not decompressing, or of no format we know)."""
+    try:
+        if _is_empty(path):
+            log.warning("%s: empty file", path)
+            out.counters["empty_files"] += 1
+            return None
+        fmt = detect_format(path, cfg.format)
+    except (OSError, EOFError, zlib.error) as exc:
+        out.file_error(broken_file_reason(exc), "cannot read the file", exc)
+        return None
+    if fmt is None:
+        out.file_error("error:unknown_format", "neither WARC, JSONL nor Parquet; set input.format if it is one of them")
+    return fmt
 
 
 def _is_empty(path: str) -> bool:

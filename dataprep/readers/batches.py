@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import logging
 import time
+import zlib
 from collections import Counter
 
 import pyarrow as pa
@@ -67,6 +69,13 @@ class Batches:
         if exc is not None:
             self.errors.add(exc, row.get("id"), with_traceback=False)
 
+    def file_error(self, reason: str, what: str, exc: BaseException | None = None, at: int = 0) -> None:
+        """One dropped row for damage to the file itself (``at``: where, so each break has its own id),
+        its message naming the file, so the stats say which file to look at."""
+        message = f"{self.source}: {what}" + (f": {exc}" if exc is not None and str(exc) else "")
+        log.warning("%s (%s)", message, reason)
+        self.drop(reason, BadInputFile(message), id=hash_id(self.source, -1 - at))
+
     def flush(self) -> StageResult:
         kept = pa.Table.from_pylist(self.kept, schema=READ_SCHEMA)
         dropped = mark_dropped(pa.Table.from_pylist(self.dropped, schema=READ_SCHEMA), READ_STAGE, self.reasons)
@@ -85,6 +94,22 @@ class Batches:
         if self.stats is not None:
             self.stats.counters.update(self.counters)
         self.counters = Counter()
+
+
+class BadInputFile(Exception):
+    """The error recorded for a damaged or unreadable input file (never raised)."""
+
+
+def broken_file_reason(exc: BaseException) -> str:
+    """The drop reason for an input stream that broke: cut short, bad compressed bytes, or a file that
+    cannot be opened (missing, permissions, a symlink loop)."""
+    if isinstance(exc, EOFError):
+        return "error:truncated"
+    if isinstance(exc, (zlib.error, gzip.BadGzipFile)) or "decompression" in str(exc).lower():
+        return "error:corrupt_gzip"
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return "error:unreadable"
+    return "error:malformed_record"
 
 
 def hash_id(source: str, n: int) -> str:

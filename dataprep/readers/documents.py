@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import zlib
 from typing import Iterator
 
@@ -13,10 +12,8 @@ import pyarrow.parquet as pq
 
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
-from dataprep.readers.batches import Batches, hash_id
+from dataprep.readers.batches import Batches, broken_file_reason, hash_id
 from dataprep.core.stage import StageResult
-
-log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # JSONL / Parquet documents
@@ -71,18 +68,15 @@ def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                 date = doc.get("date", doc.get("created"))
                 _text_document(out, cfg, n, doc.get(cfg.text_field), doc.get(cfg.id_field), doc.get("url"), date)
         except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt gzip: keep what was read
-            reason = "error:truncated" if isinstance(exc, EOFError) else "error:malformed_record"
-            log.warning("%s: %s after line %d: %s", path, reason, n, exc)
-            out.drop(reason, exc, id=hash_id(path, -1))
+            out.file_error(broken_file_reason(exc), f"reading stopped after line {n}", exc)
 
 
 def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
     with open_stream(path, decompress=False) as fh:
         try:
             parquet = pq.ParquetFile(fh)
-        except (pa.ArrowException, OSError) as exc:
-            log.warning("%s: unreadable Parquet file: %s", path, exc)
-            out.drop("error:malformed_record", exc, id=hash_id(path, -1))
+        except (pa.ArrowException, OSError) as exc:  # no Parquet footer: not Parquet, or cut short
+            out.file_error("error:corrupt_parquet", "not a readable Parquet file", exc)
             return
         names = parquet.schema_arrow.names
         if cfg.text_field not in names:
@@ -101,5 +95,4 @@ def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRes
                     n += 1
                     _text_document(out, cfg, n, text, doc_id, url, date)
         except (pa.ArrowException, OSError) as exc:
-            log.warning("%s: Parquet read failed after %d rows: %s", path, n, exc)
-            out.drop("error:malformed_record", exc, id=hash_id(path, -1))
+            out.file_error("error:corrupt_parquet", f"reading stopped after row {n}", exc)

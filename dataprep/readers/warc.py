@@ -13,7 +13,7 @@ from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
-from dataprep.readers.batches import Batches, hash_id
+from dataprep.readers.batches import Batches, BadInputFile, broken_file_reason, hash_id
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.stage import StageResult
 
@@ -35,19 +35,27 @@ def read_warc(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult
         gzipped = fh.read(2) == b"\x1f\x8b"
         resync = fh.seekable()
         pos: int | None = 0
+        counted = False
         while pos is not None:
-            pos = yield from _read_warc_from(fh, pos, gzipped, resync, path, cfg, out)
+            pos, counted = yield from _read_warc_from(fh, pos, gzipped, resync, counted, path, cfg, out)
 
 
-def _read_warc_from(fh, pos: int, gzipped: bool, resync: bool, path: str, cfg: InputConfig, out: Batches):
-    """Read records from byte ``pos``; return where to resume after a broken record (None: done).
+_STREAM_ERRORS = (OSError, EOFError, zlib.error)  # the file's bytes broke, not one record's content
+
+
+def _read_warc_from(fh, pos: int, gzipped: bool, resync: bool, counted: bool, path: str, cfg: InputConfig, out: Batches):
+    """Read records from byte ``pos``; return where to resume after a break (None: done) and whether
+    that break was counted (``counted``: the previous call's was, so the same break met again at
+    ``pos`` is not counted twice).
 
     A record is committed only once the next one parses (or the file ends cleanly): a too-short
     Content-Length shows only as the next header failing to parse."""
     fh.seek(pos)
     pending = None  # (stream position, decision) of the last record read
+    read_any = False
     try:
         for record in ArchiveIterator(fh, record_types=WarcRecordType.any_type, parse_http=True):
+            read_any = True
             if pending:
                 _commit(out, pending[1])
                 pending = None
@@ -55,36 +63,52 @@ def _read_warc_from(fh, pos: int, gzipped: bool, resync: bool, path: str, cfg: I
                 yield out.flush()
             try:
                 decision = _warc_record(record, path, cfg)
+            except _STREAM_ERRORS:
+                raise  # the stream broke inside this record
             except Exception as exc:  # noqa: BLE001 - one odd record must not end the file
                 out.drop(f"error:{type(exc).__name__}", exc, id=hash_id(path, record.stream_pos))
                 continue
             out.bytes_read += record.content_length
             if decision[0] == "broken":
+                resume = _next_record(fh, record.stream_pos + 1, gzipped) if resync else None
+                if resume is None and decision[1] == "error:malformed_record":  # no record follows: the file was cut in it
+                    decision = ("truncated", "error:truncated", decision[2])
                 _commit(out, decision)
-                return _next_record(fh, record.stream_pos + 1, gzipped) if resync else None
+                return resume, False
             if decision[0] == "truncated":
                 _commit(out, decision)
-                return None
+                return None, False
             pending = (record.stream_pos, decision)
-    except (OSError, ValueError, EOFError, zlib.error) as exc:  # the stream itself broke
-        if isinstance(exc, EOFError):
-            if pending:
-                _commit(out, pending[1])
-            log.warning("%s: error:truncated after %d rows: %s", path, out.rows, exc)
-            out.drop("error:truncated", exc, id=hash_id(path, -1))
-            return None
+    except (ValueError, *_STREAM_ERRORS) as exc:  # the stream itself broke
+        reason = broken_file_reason(exc)
+        if reason == "error:malformed_record" and pos == 0 and not read_any:
+            reason = "error:not_warc"
         start = pending[0] if pending else pos
-        if pending and not _intact(fh, pending[0], gzipped):
+        # a gzip stream holding every record has no boundaries to resume at: only one member per record does
+        boundaries = resync and (not gzipped or _opens_record(fh, start, gzipped))
+        if pending and reason == "error:malformed_record" and boundaries and not _intact(fh, pending[0], gzipped):
             _commit(out, ("broken", "error:bad_content_length", pending[1][2]))
         else:
             if pending:
                 _commit(out, pending[1])
-            log.warning("%s: error:malformed_record after %d rows: %s", path, out.rows, exc)
-            out.drop("error:malformed_record", exc, id=hash_id(path, -1 - start))
-        return _next_record(fh, start + 1, gzipped) if resync else None
+            if not (counted and not read_any):
+                out.file_error(reason, _WHAT[reason], exc, at=start)
+        if reason in ("error:truncated", "error:not_warc", "error:unreadable") or not boundaries:
+            return None, True
+        return _next_record(fh, start + 1, gzipped), True
     if pending:
         _commit(out, pending[1])
-    return None
+    return None, False
+
+
+_WHAT = {
+    "error:truncated": "the file ends inside a record (cut short); the records before it are kept",
+    "error:corrupt_gzip": "corrupt gzip data; the records that decompress are kept",
+    "error:unreadable": "reading failed",
+    "error:not_warc": "not a WARC file (no WARC record at its start)",
+    "error:malformed_record": "a record that does not parse; reading resumes at the next one",
+    "error:bad_content_length": "a record's Content-Length does not match its content; reading resumes at the next record",
+}
 
 
 def _commit(out: Batches, decision: tuple) -> None:
@@ -93,6 +117,8 @@ def _commit(out: Batches, decision: tuple) -> None:
         out.keep(**row)
     elif action == "skip":  # a record that is no document (request, warcinfo, metadata, ...): counted, not a row
         out.counters[f"{RECORDS_SKIPPED}{reason}"] += 1
+    elif action in ("broken", "truncated"):  # the file is damaged here: say which file
+        out.drop(reason, BadInputFile(f"{out.source}: {_WHAT[reason]} (record {row['id']})"), **row)
     else:
         out.drop(reason, **row)
 
@@ -139,25 +165,27 @@ def _opens_record(fh, offset: int, gzipped: bool) -> bool:
 
 def _intact(fh, offset: int, gzipped: bool) -> bool:
     """Whether the record at ``offset`` ends exactly where its Content-Length says (followed by the
-    blank line that closes a record, and, in a gzip member, by nothing else)."""
+    blank line that closes a record, and, in a gzip member, by nothing else); not when its member is corrupt."""
     fh.seek(offset)
     inflater = zlib.decompressobj(wbits=31) if gzipped else None
     data = b""
-    while True:
-        raw = fh.read(1 << 16)
-        chunk = inflater.decompress(raw) if inflater else raw
-        data += chunk
-        end = data.find(b"\r\n\r\n")
-        if end >= 0 or not raw:
-            break
-    match = re.search(rb"\ncontent-length:\s*(\d+)", data[: end + 2], re.IGNORECASE) if end >= 0 else None
-    if match is None:
+    try:
+        while True:
+            raw = fh.read(1 << 16)
+            data += inflater.decompress(raw) if inflater else raw
+            end = data.find(b"\r\n\r\n")
+            if end >= 0 or not raw:
+                break
+        match = re.search(rb"\ncontent-length:\s*(\d+)", data[: end + 2], re.IGNORECASE) if end >= 0 else None
+        if match is None:
+            return False
+        record_end = end + 4 + int(match.group(1))
+        while len(data) < record_end + 5 and (raw := fh.read(1 << 16)):
+            data += inflater.decompress(raw) if inflater else raw
+            if inflater and inflater.eof:
+                break
+    except zlib.error:
         return False
-    record_end = end + 4 + int(match.group(1))
-    while len(data) < record_end + 5 and (raw := fh.read(1 << 16)):
-        data += inflater.decompress(raw) if inflater else raw
-        if inflater and inflater.eof:
-            break
     if data[record_end : record_end + 4] != b"\r\n\r\n":
         return False
     return not gzipped or len(data) == record_end + 4
@@ -178,6 +206,8 @@ def _warc_record(record, source: str, cfg: InputConfig) -> tuple[str, str | None
     # Common Crawl's detected type (from the bytes) first, then what the server declared
     content_type = headers.get("WARC-Identified-Payload-Type") or record.http_content_type
     http = record.http_headers
+    if "Content-Length" not in headers and rtype & _DOCUMENT_TYPES:  # cut inside its header block, or malformed
+        return "broken", "error:malformed_record", row
     skip = None
     if rtype == WarcRecordType.revisit:
         skip = "revisit"
@@ -188,6 +218,8 @@ def _warc_record(record, source: str, cfg: InputConfig) -> tuple[str, str | None
     elif rtype == WarcRecordType.response:
         if http is None:  # e.g. dns: records
             skip = "non_html"
+        elif http.status_code is None:  # no HTTP status line: cut short (found below) or malformed
+            skip = "error:malformed_record"
         elif not 200 <= http.status_code < 300:
             skip = f"http_status:{http.status_code // 100}xx"
         elif content_type and content_type.strip().lower() not in HTML_TYPES:

@@ -71,16 +71,20 @@ def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir:
                        text_field: str) -> dict:
     """JSONL/Parquet documents -> token shards in ``out_dir``, encoded as the run's data were."""
     from dataprep.core.config import InputConfig
-    from dataprep.readers import iter_documents
+    from dataprep.core.stats import StageStats
+    from dataprep.readers import READ_STAGE, iter_documents
     from dataprep.tokenize.stage import Tokenize
 
+    if not exists(path):
+        raise FileNotFoundError(f"--data {path}: not found")
     tokenizer, manifest = find_tokenizer(trained, tokenizer_dir)
-    kept, dropped = [], 0
-    for result in iter_documents(path, InputConfig(paths=[path], text_field=text_field)):
+    kept, dropped, read = [], 0, StageStats(READ_STAGE)
+    for result in iter_documents(path, InputConfig(paths=[path], text_field=text_field), read):
         kept.append(result.kept.select(["id", "url", "date", "source", "text"]))
         dropped += result.dropped.num_rows
-    if not kept:
-        raise ValueError(f"{path}: no documents read")
+    if not read.docs_kept:  # a missing or damaged file is a counted drop there: say why
+        why = next(iter(read.errors_seen.messages), "")
+        raise ValueError(f"{path}: no documents read" + (f" ({why})" if why else ""))
     tokenizer.save(os.path.join(out_dir, "tokenizer-in"))
     stage = Tokenize(tokenizer=os.path.join(out_dir, "tokenizer-in"), output_dir=os.path.join(out_dir, "shards"),
                      add_bos=bool(manifest.get("add_bos", False)), add_eos=bool(manifest.get("add_eos", True)))
