@@ -15,10 +15,12 @@ from dataprep.core.stats import StageStats
 log = logging.getLogger(__name__)
 
 READ_STAGE = "read"  # the stage name of reader skips in stats and dropped rows
+WEB = "web"  # the source kind of WARC/WET records, and of JSONL/Parquet records that carry none
 # Every reader yields READ_SCHEMA whatever the format (so a job may mix formats): DOC_SCHEMA plus
 # ``html`` (raw payload, transfer/content encodings removed), ``charset`` (declared by HTTP or <meta>),
-# ``content_type`` (text/plain for WET) and ``cc_lang`` (WARC-Identified-Content-Language, if any).
-# ``extract`` turns html + charset into text and drops both columns.
+# ``content_type`` (text/plain for WET), ``cc_lang`` (WARC-Identified-Content-Language, if any) and
+# ``source_kind`` (web, wikipedia, books, arxiv, stackexchange: which cleaning and mixture weight fit it;
+# ``source`` stays the input file). ``extract`` turns html + charset into text and drops both columns.
 READ_SCHEMA = pa.schema(
     list(DOC_SCHEMA)
     + [
@@ -26,6 +28,7 @@ READ_SCHEMA = pa.schema(
         ("charset", pa.string()),
         ("content_type", pa.string()),
         ("cc_lang", pa.string()),
+        ("source_kind", pa.string()),
     ]
 )
 
@@ -35,6 +38,7 @@ class Batches:
 
     def __init__(self, source: str, batch_size: int, batch_bytes: int, stats: StageStats | None = None) -> None:
         self.source, self.batch_size, self.batch_bytes, self.stats = source, batch_size, batch_bytes, stats
+        self.kind = WEB  # a reader of another source sets its own; a row may carry its own source_kind
         self.kept: list[dict] = []
         self.kept_bytes = 0  # payload (html or text) of the kept rows
         self.dropped: list[dict] = []
@@ -57,12 +61,12 @@ class Batches:
         )
 
     def keep(self, **row) -> None:
-        self.kept.append({"source": self.source, **row})
+        self.kept.append({"source": self.source, "source_kind": self.kind, **row})
         self.kept_bytes += len(row.get("html") or row.get("text") or "")
 
     def drop(self, reason: str, exc: BaseException | None = None, **row) -> None:
         row.pop("html", None)
-        self.dropped.append({"source": self.source, **row})
+        self.dropped.append({"source": self.source, "source_kind": self.kind, **row})
         self.reasons.append(reason)
         if exc is not None:
             self.errors.add(exc, row.get("id"), with_traceback=False)
