@@ -17,6 +17,7 @@ WARC or HTTP header text reaches a document. Empty files are counted (``empty_fi
 
 from __future__ import annotations
 
+import bz2
 import logging
 import zlib
 from typing import Iterator
@@ -26,6 +27,7 @@ from dataprep.core.storage import open_stream
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, hash_id
 from dataprep.readers.documents import read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
+from dataprep.readers.wikipedia import read_wikipedia
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import StageStats
 
@@ -45,7 +47,8 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
             out.counters["empty_files"] += 1
             return
         fmt = detect_format(path, cfg.format)
-        reader = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet}.get(fmt)
+        reader = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet,
+                  "wikipedia": read_wikipedia}.get(fmt)
         if reader is None:
             log.warning("cannot tell the format of %s; set input.format", path)
             out.drop("error:unknown_format", id=hash_id(path, 0))
@@ -74,7 +77,8 @@ def _is_empty(path: str) -> bool:
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
-    """``warc`` (also WET/WAT), ``jsonl`` or ``parquet``: from the config, the extension, else the first bytes."""
+    """``warc`` (also WET/WAT), ``jsonl``, ``parquet`` or ``wikipedia``: from the config, the extension, else
+    the first bytes."""
     if declared != "auto":
         return "warc" if declared in ("warc", "wet") else declared
     name = path.lower().removesuffix(".gz")
@@ -88,6 +92,11 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
         head = fh.read(4096)
     if head[:2] == b"\x1f\x8b":
         head = zlib.decompressobj(wbits=31).decompress(head, 64)
+    elif head[:3] == b"BZh":  # a bz2 block decompresses only whole (up to 900 kB)
+        with open_stream(path, decompress=False) as fh:
+            head = bz2.BZ2File(fh).read(4096)
+    if b"<mediawiki" in head[:4096]:
+        return "wikipedia"
     if head.startswith(b"WARC/"):
         return "warc"
     if head.startswith(b"PAR1"):
