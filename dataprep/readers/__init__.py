@@ -27,6 +27,7 @@ from dataprep.core.storage import open_stream
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, hash_id
 from dataprep.readers.documents import read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
+from dataprep.readers.stackexchange import read_stackexchange
 from dataprep.readers.wikipedia import read_wikipedia
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import StageStats
@@ -48,7 +49,7 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
             return
         fmt = detect_format(path, cfg.format)
         reader = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet,
-                  "wikipedia": read_wikipedia}.get(fmt)
+                  "wikipedia": read_wikipedia, "stackexchange": read_stackexchange}.get(fmt)
         if reader is None:
             log.warning("cannot tell the format of %s; set input.format", path)
             out.drop("error:unknown_format", id=hash_id(path, 0))
@@ -77,8 +78,8 @@ def _is_empty(path: str) -> bool:
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
-    """``warc`` (also WET/WAT), ``jsonl``, ``parquet`` or ``wikipedia``: from the config, the extension, else
-    the first bytes."""
+    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``wikipedia`` or ``stackexchange``: from the config,
+    the extension, else the first bytes."""
     if declared != "auto":
         return "warc" if declared in ("warc", "wet") else declared
     name = path.lower().removesuffix(".gz")
@@ -97,6 +98,8 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
             head = bz2.BZ2File(fh).read(4096)
     if b"<mediawiki" in head[:4096]:
         return "wikipedia"
+    if b"<posts>" in head[:4096]:
+        return "stackexchange"
     if head.startswith(b"WARC/"):
         return "warc"
     if head.startswith(b"PAR1"):

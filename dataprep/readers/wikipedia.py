@@ -60,7 +60,7 @@ def read_wikipedia(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageR
     site = {"dbname": None, "base": None}
     n = 0
     with open_stream(path, decompress=False) as raw:
-        fh = _decompressed(raw, path)
+        fh = decompressed(raw, path)
         lines: list[bytes] = []
         size = 0
         inside = None  # "page", "siteinfo" or None
@@ -99,7 +99,7 @@ def read_wikipedia(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageR
         out.drop("error:truncated", id=hash_id(path, -1))
 
 
-def _decompressed(raw, path: str):
+def decompressed(raw, path: str):
     """bz2 (multistream dumps are concatenated streams, which BZ2File reads on), gzip or plain XML."""
     if path.endswith(".bz2"):
         return bz2.BZ2File(raw)
