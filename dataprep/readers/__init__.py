@@ -25,6 +25,7 @@ from typing import Iterator
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, hash_id
+from dataprep.readers.books import read_book
 from dataprep.readers.documents import read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
 from dataprep.readers.stackexchange import read_stackexchange
@@ -49,7 +50,7 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
             return
         fmt = detect_format(path, cfg.format)
         reader = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet,
-                  "wikipedia": read_wikipedia, "stackexchange": read_stackexchange}.get(fmt)
+                  "wikipedia": read_wikipedia, "stackexchange": read_stackexchange, "books": read_book}.get(fmt)
         if reader is None:
             log.warning("cannot tell the format of %s; set input.format", path)
             out.drop("error:unknown_format", id=hash_id(path, 0))
@@ -78,8 +79,8 @@ def _is_empty(path: str) -> bool:
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
-    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``wikipedia`` or ``stackexchange``: from the config,
-    the extension, else the first bytes."""
+    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``wikipedia``, ``stackexchange`` or ``books``
+    (Project Gutenberg): from the config, the extension, else the first bytes."""
     if declared != "auto":
         return "warc" if declared in ("warc", "wet") else declared
     name = path.lower().removesuffix(".gz")
@@ -100,6 +101,8 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
         return "wikipedia"
     if b"<posts>" in head[:4096]:
         return "stackexchange"
+    if b"Project Gutenberg" in head[:4096]:
+        return "books"
     if head.startswith(b"WARC/"):
         return "warc"
     if head.startswith(b"PAR1"):
