@@ -24,6 +24,7 @@ from typing import Iterator
 
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
+from dataprep.readers.arxiv import read_arxiv
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, hash_id
 from dataprep.readers.books import read_book
 from dataprep.readers.documents import read_jsonl, read_parquet
@@ -50,7 +51,8 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
             return
         fmt = detect_format(path, cfg.format)
         reader = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet,
-                  "wikipedia": read_wikipedia, "stackexchange": read_stackexchange, "books": read_book}.get(fmt)
+                  "wikipedia": read_wikipedia, "stackexchange": read_stackexchange, "books": read_book,
+                  "arxiv": read_arxiv}.get(fmt)
         if reader is None:
             log.warning("cannot tell the format of %s; set input.format", path)
             out.drop("error:unknown_format", id=hash_id(path, 0))
@@ -79,8 +81,8 @@ def _is_empty(path: str) -> bool:
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
-    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``wikipedia``, ``stackexchange`` or ``books``
-    (Project Gutenberg): from the config, the extension, else the first bytes."""
+    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``wikipedia``, ``stackexchange``, ``books`` (Project
+    Gutenberg) or ``arxiv`` (LaTeX, tar archives): from the config, the extension, else the first bytes."""
     if declared != "auto":
         return "warc" if declared in ("warc", "wet") else declared
     name = path.lower().removesuffix(".gz")
@@ -90,6 +92,8 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
         return "jsonl"
     if name.endswith(".parquet"):
         return "parquet"
+    if name.endswith((".tex", ".tar", ".tgz")):
+        return "arxiv"
     with open_stream(path, decompress=False) as fh:
         head = fh.read(4096)
     if head[:2] == b"\x1f\x8b":
