@@ -22,6 +22,9 @@ import zlib
 from typing import Iterator
 from urllib.parse import quote
 
+import mwparserfromhell
+from mwparserfromhell import nodes
+
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
@@ -149,8 +152,6 @@ def _page(xml: bytes, path: str, n: int, site: dict, out: Batches) -> None:
 
 def wikitext_to_text(wikitext: str) -> tuple[str, bool]:
     """Plain text of an article's wikitext, and whether it is a disambiguation page."""
-    import mwparserfromhell
-
     code = mwparserfromhell.parse(wikitext)
     names = {str(t.name).strip().lower().replace("_", " ") for t in code.filter_templates(recursive=False)}
     disambiguation = bool(names & DISAMBIGUATION_TEMPLATES) or "__DISAMBIG__" in wikitext
@@ -171,8 +172,6 @@ def _plain(code) -> str:
 
 
 def _node_text(node) -> str:
-    from mwparserfromhell import nodes
-
     if isinstance(node, nodes.Text):
         return node.value
     if isinstance(node, nodes.Wikilink):
