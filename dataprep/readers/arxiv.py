@@ -11,8 +11,8 @@ and section commands kept), as in RedPajama.
 
 A file of a paper that is not text (a ``.tex`` that holds binary bytes) is a dropped row ``binary_file``;
 figures and other non-``.tex`` members are counted as skipped records (``non_tex_file``); a paper none of
-whose files has a section is dropped as ``no_sections``; a cut archive keeps the papers before the cut and
-counts one ``error:truncated``.
+whose files has a section is dropped as ``no_sections``, a bulk archive's paper that is not gzip as
+``error:malformed_record``; a cut archive keeps the papers before the cut and counts one ``error:truncated``.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def read_arxiv(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                     n += 1
                     data = archive.extractfile(member).read(cfg.max_document_bytes + 1)
                     out.bytes_read += len(data)
-                    if member.name.endswith(".gz") and not member.name.endswith(".tar.gz"):
-                        _paper(out, path, os.path.basename(member.name), _paper_files(member.name, data), cfg)
+                    if _arxiv_id(os.path.basename(member.name)):  # a bulk archive's paper
+                        _paper(out, path, os.path.basename(member.name), data, cfg)
                     elif member.name.endswith(".tex"):
                         loose.append((member.name, data))
                     else:
@@ -73,12 +73,21 @@ def read_arxiv(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
         out.drop(reason, exc, id=hash_id(path, -1))
 
 
+def _arxiv_id(name: str) -> str | None:
+    """The arXiv id a file is named after (``2401.00001.gz``, ``hep-th9901001.tar.gz``), else None."""
+    stem = name
+    for suffix in _PAPER_SUFFIXES:
+        stem = stem.removesuffix(suffix)
+    return stem if _ARXIV_ID.match(stem) else None
+
+
 def _paper_files(name: str, data: bytes) -> list[tuple[str, bytes]]:
-    """A bulk archive's paper: a gzipped tar of its files, or one gzipped ``.tex``."""
+    """A bulk archive's paper: a gzipped tar of its files, or one gzipped ``.tex``. Raises ValueError if
+    it is neither."""
     try:
         data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error):
-        return [(name, b"\0")]  # counted as a binary file below
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{name}: not gzip: {exc}") from None
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
@@ -86,13 +95,17 @@ def _paper_files(name: str, data: bytes) -> list[tuple[str, bytes]]:
         return [(name.removesuffix(".gz") + ".tex", data)]
 
 
-def _paper(out: Batches, path: str, name: str, files: list[tuple[str, bytes]], cfg: InputConfig) -> None:
-    stem = name
-    for suffix in _PAPER_SUFFIXES:
-        stem = stem.removesuffix(suffix)
-    arxiv_id = stem if _ARXIV_ID.match(stem) else None
+def _paper(out: Batches, path: str, name: str, files: list[tuple[str, bytes]] | bytes, cfg: InputConfig) -> None:
+    """One paper from its files, or from a bulk archive member's bytes."""
+    arxiv_id = _arxiv_id(name)
     row = {"id": f"arxiv-{arxiv_id}" if arxiv_id else hash_id(path, zlib.crc32(name.encode())),
            "url": f"https://arxiv.org/abs/{arxiv_id}" if arxiv_id else None, "date": None}
+    if isinstance(files, bytes):
+        try:
+            files = _paper_files(name, files)
+        except ValueError as exc:
+            out.drop("error:malformed_record", exc, **row)
+            return
     texts = []
     for file_name, data in files:
         if not file_name.endswith(".tex"):
