@@ -35,7 +35,10 @@ def wikipedia(folder: Path, copies: int) -> list[Path]:
 def stackexchange(folder: Path, copies: int) -> list[Path]:
     xml = (DATA / "stackexchange/cooking.stackexchange.com/Posts.xml").read_text()
     rows = re.findall(r"  <row .*?/>\n", xml)
-    shift = lambda row, i: re.sub(r'(?<= )(Id|ParentId|AcceptedAnswerId)="(\d+)"', lambda m: f'{m.group(1)}="{int(m.group(2)) + 100 * i}"', row)
+
+    def shift(row: str, i: int) -> str:  # the i-th copy's post ids
+        return re.sub(r'(?<= )(Id|ParentId|AcceptedAnswerId)="(\d+)"', lambda m: f'{m.group(1)}="{int(m.group(2)) + 100 * i}"', row)
+
     path = folder / "cooking.stackexchange.com" / "Posts.xml"
     path.parent.mkdir()
     path.write_text(xml[: xml.index("  <row")] + "".join(shift(r, i) for i in range(copies) for r in rows) + "</posts>\n")

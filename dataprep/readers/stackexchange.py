@@ -1,8 +1,8 @@
 """StackExchange dumps (``Posts.xml``, also ``.gz`` / ``.bz2``) -> one document per question with its answers.
 
 A question's answers may come before or after it in the file, so rows are first spilled to a temporary
-SQLite file beside the task (one pass over the input; memory holds one row), then read back question by
-question with their answers, highest score first (ties: the older answer first). That keeps a worker's
+SQLite file on the worker's local disk (the system's temporary folder; one pass over the input, memory
+holds one row), then read back question by question with their answers, highest score first (ties: the older answer first). That keeps a worker's
 memory flat on a dump of any size for the price of writing its text once to local disk.
 
 A document is the title, the question, then each answer after a line ``Answer:`` (``Accepted answer:``
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 KIND = "stackexchange"
 QUESTION, ANSWER = "1", "2"
 _SCHEMA = """
+PRAGMA journal_mode = OFF;
+PRAGMA synchronous = OFF;
 CREATE TABLE question (id INTEGER PRIMARY KEY, title TEXT, body TEXT, accepted INTEGER, date TEXT);
 CREATE TABLE answer (id INTEGER PRIMARY KEY, parent INTEGER, score INTEGER, body TEXT);
 """
@@ -73,6 +75,8 @@ def _spill(path: str, cfg: InputConfig, out: Batches, db: sqlite3.Connection) ->
                 elif stripped.startswith(b"</posts>"):
                     closed = True
         except (EOFError, OSError, zlib.error) as exc:  # a truncated or corrupt compressed file
+            if pending is not None:  # the last whole line read is kept if it is a whole row
+                _row(pending, path, n + 1, cfg, out, db, broken_reason=None)
             log.warning("%s: error:truncated after %d rows: %s", path, n, exc)
             out.drop("error:truncated", exc, id=hash_id(path, -1))
             return
