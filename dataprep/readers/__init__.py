@@ -97,20 +97,20 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
     with open_stream(path, decompress=False) as fh:
         head = fh.read(4096)
     if head[:2] == b"\x1f\x8b":
-        head = zlib.decompressobj(wbits=31).decompress(head, 64)
+        head = zlib.decompressobj(wbits=31).decompress(head, 4096)
     elif head[:3] == b"BZh":  # a bz2 block decompresses only whole (up to 900 kB)
         with open_stream(path, decompress=False) as fh:
             head = bz2.BZ2File(fh).read(4096)
-    if b"<mediawiki" in head[:4096]:
-        return "wikipedia"
-    if b"<posts>" in head[:4096]:
-        return "stackexchange"
-    if b"Project Gutenberg" in head[:4096]:
-        return "books"
     if head.startswith(b"WARC/"):
         return "warc"
     if head.startswith(b"PAR1"):
         return "parquet"
     if head.lstrip().startswith(b"{"):
         return "jsonl"
+    if b"<mediawiki" in head:
+        return "wikipedia"
+    if b"<posts>" in head:
+        return "stackexchange"
+    if b"Project Gutenberg" in head:
+        return "books"
     return None
