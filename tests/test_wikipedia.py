@@ -1,9 +1,11 @@
 """Wikipedia / MediaWiki XML dumps: the reader (namespaces, redirects, disambiguation, wikitext to text,
-bz2 and damage), the ``wikipedia_quality`` stage, and the ``wikipedia`` preset on Spark."""
+bz2 and damage), the ``wikipedia_quality`` stage, and the ``wikipedia`` preset on Spark (one file or four,
+and a rerun after a crash)."""
 
 from __future__ import annotations
 
 import bz2
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -18,6 +20,7 @@ from dataprep.quality.wikipedia import WikipediaQuality
 from dataprep.readers import detect_format, iter_documents
 from dataprep.readers.wikipedia import wikitext_to_text
 from pipelines.pipeline_run import run_pipeline
+from test_task_resume import _crash
 
 SAMPLE = Path(__file__).parent / "data/wikipedia/enwiki-sample-pages-articles.xml"
 # Every prose sentence, section title and list item of the sample's articles.
@@ -132,8 +135,20 @@ def test_wikipedia_preset_on_spark_same_corpus_from_one_or_four_files(spark, tmp
         stats = {s.stage: s for s in result.stats}
         assert stats["read"].dropped == {"redirect": 1, "disambiguation": 1, "error:malformed_record": 1}
         assert stats["wikipedia_quality"].dropped == {"stub": 1}
-        rows = pq.read_table(result.corpus_dir).to_pylist()
-        corpora.append(sorted((r["id"], r["text"], r["source_kind"], r["url"]) for r in rows))
+        corpora.append(corpus(result))
     assert corpora[0] == corpora[1]
     assert [r[0] for r in corpora[0]] == ["enwiki-101", "enwiki-107"]
     assert {r[2] for r in corpora[0]} == {"wikipedia"}
+
+    # Killed in the read step with half of its four tasks finished: the rerun reuses them.
+    out = tmp_path / "out-four"
+    step = json.loads((out / "stats.json").read_text())["steps"][0]["step"]
+    finished = _crash(out, step)
+    result = run_pipeline(config, spark=spark)
+    info = next(s for s in json.loads((out / "stats.json").read_text())["steps"] if s["step"] == step)
+    assert info["tasks_reused"] == finished == 2 and info["tasks"] == 4
+    assert corpus(result) == corpora[1]
+
+
+def corpus(result) -> list[tuple]:
+    return sorted((r["id"], r["text"], r["source_kind"], r["url"]) for r in pq.read_table(result.corpus_dir).to_pylist())
