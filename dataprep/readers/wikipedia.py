@@ -22,10 +22,8 @@ import zlib
 from typing import Iterator
 from urllib.parse import quote
 
-import mwparserfromhell
-from mwparserfromhell import nodes
-
 from dataprep.core.config import InputConfig
+from dataprep.core.extras import install_command
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import open_stream
@@ -60,6 +58,7 @@ HEADING = "\x00"  # marks a section title line (then its level) until empty sect
 
 def read_wikipedia(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
     out.kind = KIND
+    _parser()  # a missing parser fails the task before its first page, not every page as an error
     site = {"dbname": None, "base": None}
     n = 0
     with open_stream(path, decompress=False) as raw:
@@ -152,7 +151,7 @@ def _page(xml: bytes, path: str, n: int, site: dict, out: Batches) -> None:
 
 def wikitext_to_text(wikitext: str) -> tuple[str, bool]:
     """Plain text of an article's wikitext, and whether it is a disambiguation page."""
-    code = mwparserfromhell.parse(wikitext)
+    code = _parser().parse(wikitext)
     names = {str(t.name).strip().lower().replace("_", " ") for t in code.filter_templates(recursive=False)}
     disambiguation = bool(names & DISAMBIGUATION_TEMPLATES) or "__DISAMBIG__" in wikitext
     lines = [" ".join(line.split()) for line in _MAGIC_WORD.sub("", _plain(code)).splitlines()]
@@ -167,25 +166,35 @@ def wikitext_to_text(wikitext: str) -> tuple[str, bool]:
     return _BLANK_LINES.sub("\n\n", text).strip(), disambiguation
 
 
+def _parser():
+    """mwparserfromhell, imported on first use: the other readers work without it."""
+    try:
+        import mwparserfromhell
+    except ImportError as exc:
+        raise ImportError(f"reading Wikipedia dumps needs mwparserfromhell: {install_command('mwparserfromhell')}") from exc
+    return mwparserfromhell
+
+
 def _plain(code) -> str:
     return "".join(_node_text(node) for node in code.nodes)
 
 
 def _node_text(node) -> str:
-    if isinstance(node, nodes.Text):
+    kind = type(node).__name__  # mwparserfromhell's node classes, by name: no import needed here
+    if kind == "Text":
         return node.value
-    if isinstance(node, nodes.Wikilink):
+    if kind == "Wikilink":
         title = str(node.title).strip()
         prefix, colon, _ = title.partition(":")
         prefix = prefix.strip().lower()
         if colon and (prefix in DROPPED_LINK_PREFIXES or _LANGUAGE_PREFIX.match(prefix)):
             return ""
         return _plain(node.text) if node.text is not None else title.lstrip(":").split("#")[0] or title
-    if isinstance(node, nodes.ExternalLink):
+    if kind == "ExternalLink":
         return _plain(node.title) if node.title is not None else ""
-    if isinstance(node, nodes.Heading):
+    if kind == "Heading":
         return f"\n{HEADING}{min(node.level, 6)}{_plain(node.title).strip()}\n"
-    if isinstance(node, nodes.Tag):
+    if kind == "Tag":
         tag = str(node.tag).strip().lower()
         if tag in DROPPED_TAGS:
             return ""
@@ -194,6 +203,6 @@ def _node_text(node) -> str:
         if tag == "br":
             return "\n"
         return _plain(node.contents) if node.contents is not None else ""
-    if isinstance(node, nodes.HTMLEntity):
+    if kind == "HTMLEntity":
         return node.normalize()
     return ""  # templates, comments, template arguments
