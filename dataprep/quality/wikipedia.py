@@ -11,6 +11,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from dataprep.core.stage import DocumentStage, register
+from dataprep.quality.base import of_kinds
 
 LIST_MARKER = "- "  # how the Wikipedia reader writes a list item
 
@@ -22,6 +23,7 @@ class WikipediaQuality(DocumentStage):
 
     min_words: int = Field(50, ge=0, description="fewer words (title included) is a stub")
     max_list_line_share: float = Field(0.8, ge=0.0, le=1.0, description="share of non-empty lines that are list items")
+    source_kinds: list[str] = Field(default_factory=lambda: ["wikipedia"], description="source kinds judged; others pass untouched")
 
     def decide(self, text: str) -> str | None:
         if len(text.split()) < self.min_words:
@@ -33,4 +35,5 @@ class WikipediaQuality(DocumentStage):
         return None
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        return batch, [self.decide(text or "") for text in batch.column("text").to_pylist()]
+        texts = batch.column("text").to_pylist()
+        return batch, [self.decide(text or "") if judged else None for text, judged in zip(texts, of_kinds(batch, self.source_kinds))]

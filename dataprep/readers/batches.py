@@ -9,13 +9,12 @@ from collections import Counter
 
 import pyarrow as pa
 
-from dataprep.core.stage import DOC_SCHEMA, ErrorLog, StageResult, mark_dropped
+from dataprep.core.stage import DOC_SCHEMA, WEB, ErrorLog, StageResult, mark_dropped
 from dataprep.core.stats import StageStats
 
 log = logging.getLogger(__name__)
 
 READ_STAGE = "read"  # the stage name of reader skips in stats and dropped rows
-WEB = "web"  # the source kind of WARC/WET records, and of JSONL/Parquet records that carry none
 # Every reader yields READ_SCHEMA whatever the format (so a job may mix formats): DOC_SCHEMA plus
 # ``html`` (raw payload, transfer/content encodings removed), ``charset`` (declared by HTTP or <meta>),
 # ``content_type`` (text/plain for WET), ``cc_lang`` (WARC-Identified-Content-Language, if any) and
