@@ -43,6 +43,8 @@ DOC_SCHEMA = pa.schema(
         ("text", pa.string()),
     ]
 )
+# Which kind of source a document came from (the readers' ``source_kind`` column): a row without one is web.
+WEB = "web"
 DROP_STAGE = "drop_stage"
 DROP_REASON = "drop_reason"
 

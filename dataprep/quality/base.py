@@ -1,5 +1,5 @@
-"""What the heuristic quality stages share: a language setting, per-language thresholds and a
-per-document decision."""
+"""What the heuristic quality stages share: a language setting, per-language thresholds, the source kinds
+they judge and a per-document decision."""
 
 from __future__ import annotations
 
@@ -7,17 +7,26 @@ import pyarrow as pa
 from pydantic import Field
 
 from dataprep.quality.languages import language_settings
-from dataprep.core.stage import DocumentStage, with_column
+from dataprep.core.stage import WEB, DocumentStage, with_column
 
 AUTO = "auto"
 
 
+def of_kinds(batch: pa.Table, kinds: list[str]) -> list[bool]:
+    """Per row, whether its ``source_kind`` is one of ``kinds`` (a row without one is web)."""
+    if "source_kind" not in batch.column_names:
+        return [WEB in kinds] * batch.num_rows
+    return [(kind or WEB) in kinds for kind in batch.column("source_kind").to_pylist()]
+
+
 class QualityFilter(DocumentStage):
     """A filter whose rules depend on the document's language. ``language: auto`` reads each row's
-    ``lang`` column (written by the langid stage) and falls back to ``default_language``."""
+    ``lang`` column (written by the langid stage) and falls back to ``default_language``. Only documents
+    of ``source_kinds`` are judged: the web's rules cut and drop good books and articles."""
 
     language: str = Field("en", description="ISO 639-1 code, or 'auto' to use the lang column")
     default_language: str = "en"
+    source_kinds: list[str] = Field(default_factory=lambda: [WEB], description="source kinds judged; others pass untouched")
 
     def check_assets(self) -> None:
         if self.language != AUTO:  # a language no model labels would silently fall back to English rules
@@ -49,7 +58,11 @@ class QualityFilter(DocumentStage):
         reasons: list[str | None] = []
         texts: list[str] = []
         changed = False
-        for text, lang in zip(batch.column("text").to_pylist(), self.languages(batch)):
+        for text, lang, judged in zip(batch.column("text").to_pylist(), self.languages(batch), of_kinds(batch, self.source_kinds)):
+            if not judged:
+                reasons.append(None)
+                texts.append(text)
+                continue
             reason, new_text = self.decide(text or "", lang)
             reasons.append(reason)
             texts.append(new_text)

@@ -19,15 +19,20 @@ WARC or HTTP header text reaches a document. Empty files are counted (``empty_fi
 
 from __future__ import annotations
 
+import bz2
 import logging
 import zlib
 from typing import Iterator
 
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
+from dataprep.readers.arxiv import read_arxiv
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason
+from dataprep.readers.books import read_book
 from dataprep.readers.documents import read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
+from dataprep.readers.stackexchange import read_stackexchange
+from dataprep.readers.wikipedia import read_wikipedia
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import StageStats
 
@@ -53,7 +58,8 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
         yield out.flush()
 
 
-_READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet}
+_READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet, "wikipedia": read_wikipedia,
+            "stackexchange": read_stackexchange, "books": read_book, "arxiv": read_arxiv}
 
 
 def _format_to_read(path: str, cfg: InputConfig, out: Batches) -> str | None:
@@ -69,7 +75,7 @@ def _format_to_read(path: str, cfg: InputConfig, out: Batches) -> str | None:
         out.file_error(broken_file_reason(exc), "cannot read the file", exc)
         return None
     if fmt is None:
-        out.file_error("error:unknown_format", "neither WARC, JSONL nor Parquet; set input.format if it is one of them")
+        out.file_error("error:unknown_format", f"not a format it can tell ({', '.join(_READERS)}); set input.format if it is one of them")
     return fmt
 
 
@@ -86,7 +92,8 @@ def _is_empty(path: str) -> bool:
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
-    """``warc`` (also WET/WAT), ``jsonl`` or ``parquet``: from the config, the extension, else the first bytes."""
+    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``wikipedia``, ``stackexchange``, ``books`` (Project
+    Gutenberg) or ``arxiv`` (LaTeX, tar archives): from the config, the extension, else the first bytes."""
     if declared != "auto":
         return "warc" if declared in ("warc", "wet") else declared
     name = path.lower().removesuffix(".gz")
@@ -96,14 +103,25 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
         return "jsonl"
     if name.endswith(".parquet"):
         return "parquet"
+    if name.endswith((".tex", ".tar", ".tgz")):
+        return "arxiv"
     with open_stream(path, decompress=False) as fh:
         head = fh.read(4096)
     if head[:2] == b"\x1f\x8b":
-        head = zlib.decompressobj(wbits=31).decompress(head, 64)
+        head = zlib.decompressobj(wbits=31).decompress(head, 4096)
+    elif head[:3] == b"BZh":  # a bz2 block decompresses only whole (up to 900 kB)
+        with open_stream(path, decompress=False) as fh:
+            head = bz2.BZ2File(fh).read(4096)
     if head.startswith(b"WARC/"):
         return "warc"
     if head.startswith(b"PAR1"):
         return "parquet"
     if head.lstrip().startswith(b"{"):
         return "jsonl"
+    if b"<mediawiki" in head:
+        return "wikipedia"
+    if b"<posts>" in head:
+        return "stackexchange"
+    if b"Project Gutenberg" in head:
+        return "books"
     return None

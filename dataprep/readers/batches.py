@@ -11,7 +11,7 @@ from collections import Counter
 
 import pyarrow as pa
 
-from dataprep.core.stage import DOC_SCHEMA, ErrorLog, StageResult, mark_dropped
+from dataprep.core.stage import DOC_SCHEMA, WEB, ErrorLog, StageResult, mark_dropped
 from dataprep.core.stats import StageStats
 
 log = logging.getLogger(__name__)
@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 READ_STAGE = "read"  # the stage name of reader skips in stats and dropped rows
 # Every reader yields READ_SCHEMA whatever the format (so a job may mix formats): DOC_SCHEMA plus
 # ``html`` (raw payload, transfer/content encodings removed), ``charset`` (declared by HTTP or <meta>),
-# ``content_type`` (text/plain for WET) and ``cc_lang`` (WARC-Identified-Content-Language, if any).
-# ``extract`` turns html + charset into text and drops both columns.
+# ``content_type`` (text/plain for WET), ``cc_lang`` (WARC-Identified-Content-Language, if any) and
+# ``source_kind`` (web, wikipedia, books, arxiv, stackexchange: which cleaning and mixture weight fit it;
+# ``source`` stays the input file). ``extract`` turns html + charset into text and drops both columns.
 READ_SCHEMA = pa.schema(
     list(DOC_SCHEMA)
     + [
@@ -28,6 +29,7 @@ READ_SCHEMA = pa.schema(
         ("charset", pa.string()),
         ("content_type", pa.string()),
         ("cc_lang", pa.string()),
+        ("source_kind", pa.string()),
     ]
 )
 
@@ -37,6 +39,7 @@ class Batches:
 
     def __init__(self, source: str, batch_size: int, batch_bytes: int, stats: StageStats | None = None) -> None:
         self.source, self.batch_size, self.batch_bytes, self.stats = source, batch_size, batch_bytes, stats
+        self.kind = WEB  # a reader of another source sets its own; a row may carry its own source_kind
         self.kept: list[dict] = []
         self.kept_bytes = 0  # payload (html or text) of the kept rows
         self.dropped: list[dict] = []
@@ -59,12 +62,12 @@ class Batches:
         )
 
     def keep(self, **row) -> None:
-        self.kept.append({"source": self.source, **row})
+        self.kept.append({"source": self.source, "source_kind": self.kind, **row})
         self.kept_bytes += len(row.get("html") or row.get("text") or "")
 
     def drop(self, reason: str, exc: BaseException | None = None, **row) -> None:
         row.pop("html", None)
-        self.dropped.append({"source": self.source, **row})
+        self.dropped.append({"source": self.source, "source_kind": self.kind, **row})
         self.reasons.append(reason)
         if exc is not None:
             self.errors.add(exc, row.get("id"), with_traceback=False)

@@ -19,12 +19,14 @@ from dataprep.core.stage import StageResult
 # JSONL / Parquet documents
 
 
-def _text_document(out: Batches, cfg: InputConfig, n: int, text, doc_id, url, date) -> None:
+def _text_document(out: Batches, cfg: InputConfig, n: int, text, doc_id, url, date, kind=None) -> None:
     row = {
         "id": str(doc_id) if doc_id not in (None, "") else hash_id(out.source, n),
         "url": url if isinstance(url, str) else None,
         "date": str(date) if date is not None else None,
     }
+    if isinstance(kind, str) and kind:  # a corpus this toolkit wrote keeps each record's source kind
+        row["source_kind"] = kind
     if text is None:
         return out.drop(f"missing_field:{cfg.text_field}", **row)
     if not isinstance(text, str):
@@ -66,7 +68,8 @@ def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                     out.drop("error:malformed_record", id=hash_id(path, n))
                     continue
                 date = doc.get("date", doc.get("created"))
-                _text_document(out, cfg, n, doc.get(cfg.text_field), doc.get(cfg.id_field), doc.get("url"), date)
+                _text_document(out, cfg, n, doc.get(cfg.text_field), doc.get(cfg.id_field), doc.get("url"), date,
+                               doc.get("source_kind"))
         except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt gzip: keep what was read
             out.file_error(broken_file_reason(exc), f"reading stopped after line {n}", exc)
 
@@ -81,7 +84,7 @@ def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRes
         names = parquet.schema_arrow.names
         if cfg.text_field not in names:
             raise ValueError(f"{path}: no column {cfg.text_field!r} (input.text_field); columns: {', '.join(names)}")
-        wanted = {"text": cfg.text_field, "id": cfg.id_field, "url": "url", "date": "date"}
+        wanted = {"text": cfg.text_field, "id": cfg.id_field, "url": "url", "date": "date", "source_kind": "source_kind"}
         columns = sorted({c for c in wanted.values() if c in names})
         n = 0
         try:
@@ -89,10 +92,10 @@ def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRes
                 out.bytes_read += int(pc.sum(pc.binary_length(batch.column(cfg.text_field))).as_py() or 0)
                 data = batch.to_pydict()
                 values = {k: data.get(c, [None] * batch.num_rows) for k, c in wanted.items()}
-                for text, doc_id, url, date in zip(values["text"], values["id"], values["url"], values["date"]):
+                for text, doc_id, url, date, kind in zip(*values.values()):
                     if out.full():  # per row: batch_bytes can end a batch inside a read batch
                         yield out.flush()
                     n += 1
-                    _text_document(out, cfg, n, text, doc_id, url, date)
+                    _text_document(out, cfg, n, text, doc_id, url, date, kind)
         except (pa.ArrowException, OSError) as exc:
             out.file_error("error:corrupt_parquet", f"reading stopped after row {n}", exc)

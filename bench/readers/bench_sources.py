@@ -1,0 +1,109 @@
+"""Readers of the other sources on samples 100x the test samples (generated, not shipped): documents/s and
+CPU seconds per reader in one process, and wikitext to text against mwparserfromhell's own ``strip_code``.
+
+    python -m bench.readers.bench_sources [--copies 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import gzip
+import io
+import re
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from dataprep.core.config import InputConfig
+from dataprep.readers import iter_documents
+
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+
+
+def wikipedia(folder: Path, copies: int) -> list[Path]:
+    xml = (DATA / "wikipedia/enwiki-sample-pages-articles.xml").read_text()
+    first, last = xml.index("  <page>"), xml.rindex("</page>\n") + len("</page>\n")
+    pages = xml[first:last]
+    body = "".join(re.sub(r"<id>(\d+)</id>", lambda m: f"<id>{int(m.group(1)) + 1000 * i}</id>", pages) for i in range(copies))
+    path = folder / "enwiki-pages-articles.xml.bz2"
+    path.write_bytes(bz2.compress((xml[:first] + body + xml[last:]).encode()))
+    return [path]
+
+
+def stackexchange(folder: Path, copies: int) -> list[Path]:
+    xml = (DATA / "stackexchange/cooking.stackexchange.com/Posts.xml").read_text()
+    rows = re.findall(r"  <row .*?/>\n", xml)
+
+    def shift(row: str, i: int) -> str:  # the i-th copy's post ids
+        return re.sub(r'(?<= )(Id|ParentId|AcceptedAnswerId)="(\d+)"', lambda m: f'{m.group(1)}="{int(m.group(2)) + 100 * i}"', row)
+
+    path = folder / "cooking.stackexchange.com" / "Posts.xml"
+    path.parent.mkdir()
+    path.write_text(xml[: xml.index("  <row")] + "".join(shift(r, i) for i in range(copies) for r in rows) + "</posts>\n")
+    return [path]
+
+
+def books(folder: Path, copies: int) -> list[Path]:
+    book = (DATA / "books/pg99999-lamplighter.txt").read_bytes()
+    paths = [folder / f"pg{i}.txt" for i in range(copies)]
+    for i, path in enumerate(paths):
+        path.write_bytes(book.replace(b"#99999", f"#{i}".encode()))
+    return paths
+
+
+def arxiv(folder: Path, copies: int) -> list[Path]:
+    def tar(files: dict[str, bytes]) -> bytes:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as archive:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    paper = tar({p.name: p.read_bytes() for p in sorted((DATA / "arxiv/2401.00001").iterdir())})
+    path = folder / "arXiv_src_2401_001.tar"
+    path.write_bytes(tar({f"2401.{i:05d}.gz": gzip.compress(paper) for i in range(copies)}))
+    return [path]
+
+
+def measure(paths: list[Path]) -> tuple[int, float, float]:
+    """Kept documents, CPU seconds and wall seconds of reading ``paths``."""
+    cpu, wall, kept = time.process_time(), time.perf_counter(), 0
+    for path in paths:
+        kept += sum(r.kept.num_rows for r in iter_documents(str(path), InputConfig(max_document_bytes=30_000_000)))
+    return kept, time.process_time() - cpu, time.perf_counter() - wall
+
+
+def wikitext_reference(copies: int) -> tuple[int, float, float]:
+    """mwparserfromhell's strip_code on the same articles' wikitext (no XML, no redirect or namespace rules)."""
+    import html
+    import mwparserfromhell
+
+    xml = (DATA / "wikipedia/enwiki-sample-pages-articles.xml").read_text()
+    texts = [html.unescape(t) for t in re.findall(r'<text[^>]*>(.*?)</text>', xml, flags=re.S)] * copies
+    cpu, wall = time.process_time(), time.perf_counter()
+    for text in texts:
+        mwparserfromhell.parse(text).strip_code()
+    return len(texts), time.process_time() - cpu, time.perf_counter() - wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=100)
+    args = parser.parse_args()
+    print(f"{'reader':<16}{'documents':>10}{'CPU s':>8}{'docs/s (CPU)':>14}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for make in (wikipedia, stackexchange, books, arxiv):
+            folder = Path(tmp) / make.__name__
+            folder.mkdir()
+            kept, cpu, _ = measure(make(folder, args.copies))
+            print(f"{make.__name__:<16}{kept:>10}{cpu:>8.2f}{kept / cpu:>14.0f}")
+    pages, cpu, _ = wikitext_reference(args.copies)
+    print(f"{'mwparser strip':<16}{pages:>10}{cpu:>8.2f}{pages / cpu:>14.0f}  (pages' wikitext only, every page)")
+
+
+if __name__ == "__main__":
+    main()
