@@ -275,7 +275,8 @@ class Loader:
         return list(torch.from_numpy(rows).split(self.micro_batch))
 
     def _raise_out_of_vocab(self, step_start: int) -> None:
-        """Name the first id beyond its source's vocabulary in this batch: the model's embedding would fail on it."""
+        """Name the first id beyond its own source's vocabulary in this batch (the model's embedding would fail on
+        it); none when the batch only mixes sources of different vocabularies."""
         for position in self.global_positions(step_start):
             s, i = self.order(position)
             source = self.sources[s]
