@@ -221,6 +221,15 @@ def test_verify_shards_names_ids_beyond_the_manifest_vocabulary(tmp_path, capsys
     assert ("FAIL shard shard-00000-00000: token id 65495 at token offset 3 of shard-00000-00000.bin is not below "
             "the manifest's vocab_size 120") in out
     assert main(["verify-shards", str(tmp_path), "--quick"]) == 0
+    # bytes set to 0xFF in a .bin: besides the checksum, the first id beyond the vocabulary says where
+    make_dataset(tmp_path / "ff")
+    with open(tmp_path / "ff" / "shard-00000-00000.bin", "r+b") as fh:
+        fh.seek(5 * 2)
+        fh.write(b"\xff" * 4)  # tokens 5 and 6
+    assert verify_dataset(str(tmp_path / "ff")) == [
+        "shard shard-00000-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)",
+        "shard shard-00000-00000: token id 65535 at token offset 5 of shard-00000-00000.bin is not below the "
+        "manifest's vocab_size 65496 (corrupt, or made with another tokenizer)"]
 
 
 def test_nanogpt_export(tmp_path):
