@@ -20,7 +20,7 @@ __all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "lo
 class ModelConfig(StrictModel):
     """A Llama-style decoder: RMSNorm, RoPE, SwiGLU, grouped-query attention."""
 
-    vocab_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)  # in a training config, auto (or left out): the data's tokenizer's
     d_model: int = Field(gt=0)
     n_layers: int = Field(gt=0)
     n_heads: int = Field(gt=0)
@@ -304,10 +304,25 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, set
             model_path = os.path.join(base_dir, model_path)
         data["model"] = _load_yaml(model_path)
     data = apply_overrides(data, sets or [])
+    _vocab_from_data(data)
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"train config: {describe(exc, TrainConfig)}") from None
+
+
+def _vocab_from_data(data: dict) -> None:
+    """``model.vocab_size: auto`` (or left out) becomes the shards' tokenizer's vocabulary, from their
+    manifests, as nanoGPT and Megatron size the embedding: a larger one only adds rows no id reaches."""
+    model, sources = data.get("model"), data.get("data")
+    sources = sources.get("sources") if isinstance(sources, dict) else None
+    if not isinstance(model, dict) or model.get("vocab_size", "auto") != "auto" or not isinstance(sources, list):
+        return
+    from pretrain.planning.data_constrained import read_corpus
+
+    paths = [s["path"] for s in sources if isinstance(s, dict) and isinstance(s.get("path"), str)]
+    if paths:  # else validation names what is missing
+        data["model"] = {**model, "vocab_size": read_corpus(paths)["vocab_size"]}
 
 
 def save_yaml(model: BaseModel, path: str) -> None:

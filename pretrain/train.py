@@ -29,7 +29,7 @@ from pretrain.components.spikes import Spike, SpikeDetector, SpikeError, rank_lo
 from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
-from pretrain.config import TrainConfig, load_train_config
+from pretrain.config import ModelConfig, TrainConfig, load_train_config
 from pretrain.distributed.parallel_dims import ParallelDims, barrier, init_distributed, parallelize
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
 from pretrain.inference.loading import save_run_dir
@@ -80,6 +80,15 @@ def _check_devices(cfg: TrainConfig, dims: ParallelDims, device: torch.device) -
                          "data-parallel rank")
 
 
+def _warn_unused_vocab(model: ModelConfig, data_vocab: int) -> None:
+    """A model vocabulary far beyond the tokenizer's trains embedding rows no id reaches: say so."""
+    unused = (model.vocab_size - data_vocab) * model.d_model * (1 if model.tie_embeddings else 2)
+    if unused > 0.1 * num_params(model):
+        print(f"[train] warning: model.vocab_size {model.vocab_size} exceeds the data's tokenizer vocabulary "
+              f"{data_vocab}: {unused:,} of the model's {num_params(model):,} parameters are embedding rows no "
+              f"token id reaches; set model.vocab_size: auto (or {data_vocab})", file=sys.stderr)
+
+
 def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.device, precision: str) -> Llama:
     """Build on the meta device, parallelize, allocate this rank's shards and initialise them in place.
     The initial weights are the same for every parallel layout (``Llama.init_weights`` draws each
@@ -123,6 +132,8 @@ class Trainer:
         self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
                                                            cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size,
                                                            cache_dir)
+        if self.rank == 0:
+            _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
         self.optimizer = build_optimizer(self.model, cfg.optim, self.device)

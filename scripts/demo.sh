@@ -40,9 +40,10 @@ pretrain plan tiny --gpus 1 --gpu cpu --peak-flops "$CPU_FLOPS" --precision fp32
   --seq-len 128 --micro-batch 8 --global-batch 16 --epochs "$EPOCHS" \
   --data "$SHARDS" --run-dir "$OUT/train" --out "$OUT/train.yaml"
 
-step "8. short CPU training run"
+step "8. short CPU training run, and its validation loss"
 pretrain train "$OUT/train.yaml"
 pretrain plot "$OUT/train"
+pretrain eval "$OUT/train"
 
 step "9. report"
 dataprep report "$OUT/pipeline" --train-run "$OUT/train"

@@ -131,3 +131,26 @@ def test_build_loaders_train_and_validation(dataset):
     np.testing.assert_array_equal(np.concatenate(val.batch_at(0)), np.concatenate(val.batch_at(0)))  # fixed set
     _, no_val = build_loaders(DataConfig(sources=[{"path": dataset}], val_fraction=0.0), SEQ, 8, 2, 0, 1)
     assert no_val is None
+
+
+def test_a_small_source_holds_out_one_validation_batch(tmp_path, capsys):
+    """1% of 20 documents is too few to validate on: the held-out part grows to one global batch of samples,
+    in the split's own seeded order (the same every time), and says so in one line."""
+    small = make_token_dataset(tmp_path, n_docs=20, n_shards=2)
+    cfg = DataConfig(sources=[{"path": small}], val_fraction=0.01, seed=2)
+    train, val = build_loaders(cfg, SEQ, 8, 2, 0, 1)
+    assert val is not None and val.sources[0].num_samples("val") >= 8  # a global batch, no sample twice
+    err = capsys.readouterr().err
+    assert f"{small}: val_fraction 0.01 holds out" in err and "fewer than one validation batch (129); holding out" in err
+    source = val.sources[0]
+    assert source.train.num_tokens + source.val.num_tokens == sum(s.num_tokens for s in open_dataset(small))
+    _, again = build_loaders(cfg, SEQ, 8, 2, 0, 1)
+    np.testing.assert_array_equal(np.concatenate(again.batch_at(0)), np.concatenate(val.batch_at(0)))
+
+
+def test_a_source_too_small_to_validate_on_is_a_config_error(tmp_path):
+    tiny = make_token_dataset(tmp_path, n_docs=3, min_len=12, max_len=13, n_shards=1)  # 36 tokens
+    with pytest.raises(ValueError, match=r"data.val_fraction 0.01: no source is large enough .* set data.val_fraction: 0"):
+        build_loaders(DataConfig(sources=[{"path": tiny}], val_fraction=0.01), SEQ, 8, 2, 0, 1)
+    train, val = build_loaders(DataConfig(sources=[{"path": tiny}], val_fraction=0), SEQ, 8, 2, 0, 1)
+    assert val is None and train.sources[0].num_samples("train") == 2

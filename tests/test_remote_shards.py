@@ -159,7 +159,9 @@ def test_verify_shards_reads_a_url(dataset):
             fh.write(b"\xff\xff")  # same size, other bytes
         assert verify_dataset(f"{server.url}/shards", checksums=False) == []
         assert verify_dataset(f"{server.url}/shards") == [
-            "shard part-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)"]
+            "shard part-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)",
+            "shard part-00000: token id 65535 at token offset 0 of part-00000.bin is not below the manifest's "
+            "vocab_size 128 (corrupt, or made with another tokenizer)"]
 
 
 def test_training_from_a_url_gives_the_losses_of_local_shards(dataset, tmp_path):

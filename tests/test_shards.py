@@ -31,7 +31,11 @@ def megatron_indexed_dataset():
     return indexed_dataset
 
 
-def make_dataset(tmp_path, docs=DOCS, vocab_size=65_536 - 40, name="shard-00000-00000"):
+# DOCS with every id inside the vocabulary of make_dataset (65,535 is the largest uint16, not a token of it)
+VALID_DOCS = [DOCS[0], DOCS[1], np.array([65_495, 0, 2], np.int32), DOCS[3]]
+
+
+def make_dataset(tmp_path, docs=VALID_DOCS, vocab_size=65_536 - 40, name="shard-00000-00000"):
     """A one-shard directory with a manifest, as the tokenize stage writes it."""
     meta = write_shard(str(tmp_path / name), docs, dtype_for_vocab(vocab_size))
     tokenizer = {"model_sha256": "0" * 64, "vocab_size": vocab_size, "special_ids": {"bos": 1, "eos": 2, "pad": 3}}
@@ -203,6 +207,31 @@ def test_verify_shards_command(tmp_path, capsys):
     assert "FAIL shard shard-00000-00000: .bin is 94 bytes, manifest says 92" in out and "FAILED" in out
 
 
+def test_verify_shards_names_ids_beyond_the_manifest_vocabulary(tmp_path, capsys):
+    """A manifest whose vocab_size is smaller than ids in its shards (every checksum intact) fails,
+    naming the shard and the token offset; --quick reads no tokens and cannot see it."""
+    from dataprep.cli import main
+
+    make_dataset(tmp_path)
+    manifest = load_manifest(str(tmp_path))
+    manifest["vocab_size"] = 120  # ids 100..139 of the last document and 65,495 before them
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["verify-shards", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert ("FAIL shard shard-00000-00000: token id 65495 at token offset 3 of shard-00000-00000.bin is not below "
+            "the manifest's vocab_size 120") in out
+    assert main(["verify-shards", str(tmp_path), "--quick"]) == 0
+    # bytes set to 0xFF in a .bin: besides the checksum, the first id beyond the vocabulary says where
+    make_dataset(tmp_path / "ff")
+    with open(tmp_path / "ff" / "shard-00000-00000.bin", "r+b") as fh:
+        fh.seek(5 * 2)
+        fh.write(b"\xff" * 4)  # tokens 5 and 6
+    assert verify_dataset(str(tmp_path / "ff")) == [
+        "shard shard-00000-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)",
+        "shard shard-00000-00000: token id 65535 at token offset 5 of shard-00000-00000.bin is not below the "
+        "manifest's vocab_size 65496 (corrupt, or made with another tokenizer)"]
+
+
 def test_nanogpt_export(tmp_path):
     from dataprep.tokenize.nanogpt import export_nanogpt
 
@@ -211,7 +240,7 @@ def test_nanogpt_export(tmp_path):
     train = np.memmap(tmp_path / "nano" / "train.bin", dtype=np.uint16, mode="r")
     val = np.memmap(tmp_path / "nano" / "val.bin", dtype=np.uint16, mode="r")
     assert counts == {"train_tokens": 6, "val_tokens": 40, "val_documents": 1}
-    assert np.concatenate([train, val]).tolist() == np.concatenate(DOCS).tolist()
+    assert np.concatenate([train, val]).tolist() == np.concatenate(VALID_DOCS).tolist()
     make_dataset(tmp_path / "wide", vocab_size=128_256)
     with pytest.raises(ValueError, match="uint16"):
         export_nanogpt(str(tmp_path / "wide"), str(tmp_path / "nano2"))
@@ -224,5 +253,5 @@ def test_hf_iterable_dataset(tmp_path):
     make_dataset(tmp_path)
     ds = iterable_dataset(str(tmp_path))
     rows = [row["input_ids"] for row in ds]
-    assert rows == [d.tolist() for d in DOCS]
+    assert rows == [d.tolist() for d in VALID_DOCS]
     assert ds.num_shards == 1

@@ -3,7 +3,7 @@ elsewhere (megatron-core's ``preprocess_data.py``, another pipeline), so ``pretr
 --data`` and ``verify-shards`` can use them.
 
 Every pair is opened and validated (header, sizes, pointers), hashed, and its largest token id checked
-against ``--vocab-size``. The manifest names the tokenizer by the hash of ``--tokenizer`` (a
+against ``--vocab-size`` (a negative or larger one names the shard and its offset). The manifest names the tokenizer by the hash of ``--tokenizer`` (a
 ``tokenizer.json`` or SentencePiece model) when given.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from dataprep.tokenize.manifest import build_manifest, dtype_for_vocab, write_manifest
 from dataprep.tokenize.shards import IndexedShard
-from dataprep.tokenize.verify import file_sha256
+from dataprep.tokenize.verify import file_sha256, first_out_of_vocab
 
 
 def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = None, tokenizer: str | None = None) -> dict:
@@ -28,11 +28,12 @@ def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = No
     shards, dtypes = [], set()
     for name in names:
         shard = IndexedShard(os.path.join(directory, name))
-        top = int(np.max(shard.tokens)) if shard.num_tokens else -1
-        if top >= vocab_size:
-            raise ValueError(f"shard {name}: token id {top} is not below --vocab-size {vocab_size}")
-        dtypes.add(str(shard.dtype))
         prefix = os.path.join(directory, name)
+        found = first_out_of_vocab(prefix + ".bin", shard.dtype, vocab_size)
+        if found:
+            raise ValueError(f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
+                             f"--vocab-size {vocab_size}: give the vocabulary size of the tokenizer the shards were made with")
+        dtypes.add(str(shard.dtype))
         shards.append({"name": name, "documents": shard.num_docs, "tokens": shard.num_tokens,
                        "bin_bytes": os.path.getsize(prefix + ".bin"), "idx_bytes": os.path.getsize(prefix + ".idx"),
                        "bin_sha256": file_sha256(prefix + ".bin"), "idx_sha256": file_sha256(prefix + ".idx")})

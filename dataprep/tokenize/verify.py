@@ -1,7 +1,8 @@
 """``dataprep verify-shards DIR``: check a token-shard directory (or a URL) byte by byte against its manifest.
 
 Every ``.bin``/``.idx`` is re-hashed (SHA-256) and compared with ``manifest.json``, then opened to check
-its header, sizes, document and token counts; the tokenizer copy is checked against the manifest's
+its header, sizes, document and token counts, and every token id is checked to be below the manifest's
+``vocab_size`` (an id beyond it fails training late); the tokenizer copy is checked against the manifest's
 tokenizer hash. Exit status 1 and one line per problem, each naming the shard, if anything is off.
 """
 
@@ -13,6 +14,7 @@ import os
 from types import SimpleNamespace
 
 import fsspec
+import numpy as np
 
 from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import MANIFEST_NAME, TOKENIZER_DIR, load_manifest
@@ -28,17 +30,20 @@ def file_sha256(path: str) -> str:
 
 def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
     """Problems found in ``directory`` (a local folder or a URL; empty when it is intact). ``checksums=False``
-    checks only structure and counts (fast: no full read)."""
+    checks only structure and counts (fast: no full read, so no token ids either)."""
     manifest = load_manifest(directory)
     fs, _ = fsspec.core.url_to_fs(directory)
     problems = []
     documents = tokens = 0
     for entry in manifest["shards"]:
         name = entry["name"]
-        file_problems = [p for ext in ("bin", "idx") for p in _file_problems(fs, directory, entry, ext, checksums)]
+        file_problems = [p for ext in ("bin", "idx") for p in _file_problems(fs, directory, entry, ext)]
         problems += file_problems
         if file_problems:
             continue
+        if checksums:  # a changed file is still opened: its structure and ids say where the damage is
+            problems += [f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)"
+                         for ext in ("bin", "idx") if file_sha256(join_path(directory, f"{name}.{ext}")) != entry[f"{ext}_sha256"]]
         try:
             shard = _open_shard(fs, directory, name)
         except ShardError as exc:
@@ -50,6 +55,10 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
             problems.append(
                 f"shard {name}: {shard.num_docs} documents / {shard.num_tokens} tokens, manifest says {entry['documents']} / {entry['tokens']}"
             )
+        found = first_out_of_vocab(join_path(directory, f"{name}.bin"), shard.dtype, manifest["vocab_size"]) if checksums else None
+        if found:
+            problems.append(f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
+                            f"the manifest's vocab_size {manifest['vocab_size']} (corrupt, or made with another tokenizer)")
         documents += shard.num_docs
         tokens += shard.num_tokens
     if not problems and (documents, tokens) != (manifest.get("documents", documents), manifest.get("tokens", tokens)):
@@ -60,20 +69,33 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
     return problems
 
 
+def first_out_of_vocab(path: str, dtype, vocab_size: int, chunk_tokens: int = 1 << 24) -> tuple[int, int] | None:
+    """(token offset, id) of the first id outside ``[0, vocab_size)`` in a ``.bin`` (local or a URL), read
+    in chunks; None when every id is in the vocabulary."""
+    dtype = np.dtype(dtype).newbyteorder("<")
+    offset = 0
+    with fsspec.open(path, "rb") as fh:
+        while data := fh.read(chunk_tokens * dtype.itemsize):
+            ids = np.frombuffer(data, dtype=dtype)
+            if ids.size and (ids.max() >= vocab_size or ids.min() < 0):
+                i = int(np.flatnonzero((ids < 0) | (ids >= vocab_size))[0])
+                return offset + i, int(ids[i])
+            offset += ids.size
+    return None
+
+
 def _exists(fs, path: str) -> bool:
     return fs.exists(fsspec.core.url_to_fs(path)[1])
 
 
-def _file_problems(fs, directory: str, entry: dict, ext: str, checksums: bool) -> list[str]:
-    """What is wrong with a shard's ``.bin`` or ``.idx`` as a file: missing, size, SHA-256."""
+def _file_problems(fs, directory: str, entry: dict, ext: str) -> list[str]:
+    """What is wrong with a shard's ``.bin`` or ``.idx`` as a file: missing, or not the manifest's size."""
     name, path = entry["name"], join_path(directory, f"{entry['name']}.{ext}")
     if not _exists(fs, path):
         return [f"shard {name}: .{ext} is missing"]
     size, want = fs.size(fsspec.core.url_to_fs(path)[1]), entry.get(f"{ext}_bytes")
     if want is not None and size != want:
         return [f"shard {name}: .{ext} is {size} bytes, manifest says {want}"]
-    if checksums and file_sha256(path) != entry[f"{ext}_sha256"]:
-        return [f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)"]
     return []
 
 

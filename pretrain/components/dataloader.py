@@ -1,11 +1,13 @@
 """Streaming loader over token shards: fixed-length samples in a global, seeded order.
 
 Each source (a token-shard directory) is split by documents into a training and a validation part
-(seeded per shard, so the split never changes). Each part is the concatenation of its documents;
+(seeded per shard, so the split never changes; a small source holds out at least one validation batch,
+``hold_out``). Each part is the concatenation of its documents;
 sample ``i`` is tokens ``[i*seq_len, i*seq_len + seq_len + 1)`` of it, read from the memory maps (never
 the corpus in RAM), or for a source given as a URL through a local block cache (``remote_shards``), with
 the blocks of the next steps' samples fetched ahead. Samples therefore cross document boundaries, as in
-GPT/Megatron pretraining.
+GPT/Megatron pretraining. Every batch's ids are checked against the source's vocabulary on the host (an id
+beyond it would fail in the model's embedding, late and without naming the shard).
 
 The global order (``MixtureOrder``) is a function of the sample's global position only: position ``j``
 belongs to mixture block ``j // BLOCK``, whose ``BLOCK`` slots are split between sources in proportion to
@@ -19,6 +21,7 @@ and the loader's whole state is the number of samples consumed, so a run can res
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import warnings
 import zlib
@@ -66,6 +69,16 @@ class TokenStream:
             filled += take
         return out
 
+    def find_out_of_vocab(self, start: int, length: int, vocab_size: int) -> tuple[str, int, int] | None:
+        """The first id outside ``[0, vocab_size)`` in ``[start, start + length)``: (shard's .bin, its token
+        offset there, the id); None when there is none."""
+        for shard, begin, take in self._pieces(start, length):
+            tokens = np.asarray(self.shards[shard].tokens[begin : begin + take], dtype=np.int64)
+            bad = np.flatnonzero((tokens < 0) | (tokens >= vocab_size))
+            if bad.size:
+                return f"{self.shards[shard].prefix}.bin", begin + int(bad[0]), int(tokens[bad[0]])
+        return None
+
     def prefetch(self, start: int, length: int) -> None:
         """Ask remote shards to fetch the tokens of a later ``read`` in the background."""
         for shard, begin, take in self._pieces(start, length):
@@ -85,10 +98,38 @@ class TokenStream:
             seg += 1
 
 
+def _draws(shard, seed: int) -> np.ndarray:
+    """One uniform draw per document, seeded by the shard's name, so the split is stable."""
+    return np.random.default_rng([seed, zlib.crc32(shard.name.encode())]).random(shard.num_docs)
+
+
 def split_documents(shard, val_fraction: float, seed: int) -> np.ndarray:
     """True for the documents held out for validation; seeded by the shard's name, so it is stable."""
-    rng = np.random.default_rng([seed, zlib.crc32(shard.name.encode())])
-    return rng.random(shard.num_docs) < val_fraction
+    return _draws(shard, seed) < val_fraction
+
+
+def hold_out(path: str, shards: list, val_fraction: float, seed: int, min_tokens: int) -> list[np.ndarray]:
+    """Each shard's held-out documents: those ``split_documents`` picks or, when they hold fewer than
+    ``min_tokens`` (a small corpus), also the next ones in draw order until they do, but at most half of the
+    tokens; said in one line, since the user asked for a smaller share."""
+    draws = [_draws(s, seed) for s in shards]
+    held = [d < val_fraction for d in draws]
+    lengths = [np.diff(np.asarray(s.doc_offsets, dtype=np.int64)) for s in shards]
+    tokens = sum(int(n[h].sum()) for n, h in zip(lengths, held))
+    if val_fraction == 0 or tokens >= min_tokens or not shards:
+        return held
+    u, n = np.concatenate(draws), np.concatenate(lengths)
+    order = np.argsort(u, kind="stable")
+    cum = np.cumsum(n[order])
+    k = min(int(np.searchsorted(cum, min_tokens)), int(np.searchsorted(cum, cum[-1] // 2, side="right")) - 1)
+    if k < 0:
+        return held
+    held = [h | (d <= u[order[k]]) for h, d in zip(held, draws)]
+    now = sum(int(n[h].sum()) for n, h in zip(lengths, held))
+    print(f"[data] {path}: val_fraction {val_fraction:g} holds out {tokens:,} tokens, fewer than one validation "
+          f"batch ({min_tokens:,}); holding out {sum(int(h.sum()) for h in held)} documents ({now:,} tokens, "
+          f"{now / max(int(cum[-1]), 1):.0%}) instead", file=sys.stderr)
+    return held
 
 
 @dataclass
@@ -99,21 +140,27 @@ class Source:
     train: TokenStream
     val: TokenStream
     seq_len: int
+    vocab_size: int  # the tokenizer's (the manifest's): every id is below it
     cache: BlockCache | None = None  # where a URL's blocks are kept; None for a local folder
 
     @classmethod
     def open(cls, path: str, seq_len: int, val_fraction: float, seed: int, vocab_size: int | None = None,
-             cache: BlockCache | None = None) -> "Source":
-        """A URL is read through ``cache`` (default: a temporary one); a local folder through memory maps."""
+             cache: BlockCache | None = None, val_samples: int = 1) -> "Source":
+        """A URL is read through ``cache`` (default: a temporary one); a local folder through memory maps.
+        With ``val_fraction`` > 0, at least ``val_samples`` validation samples are held out where the
+        source allows (``hold_out``)."""
         if is_remote(path):
             cache = cache or open_cache(DataCacheConfig())
             manifest, shards = open_remote_dataset(path, cache)
         else:
             cache, (manifest, shards) = None, (load_manifest(path), open_dataset(path))
         if vocab_size is not None and manifest["vocab_size"] > vocab_size:
-            raise ValueError(f"{path}: tokenizer vocabulary {manifest['vocab_size']} exceeds the model's vocab_size {vocab_size}")
-        held_out = [split_documents(s, val_fraction, seed) for s in shards]
-        source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len, cache)
+            raise ValueError(f"{path}: the tokenizer's vocabulary {manifest['vocab_size']} (manifest vocab_size) exceeds "
+                             f"the model's vocab_size {vocab_size}: set model.vocab_size to {manifest['vocab_size']} "
+                             "or auto, or use shards made with the model's tokenizer")
+        held_out = hold_out(path, shards, val_fraction, seed, val_samples * seq_len + 1)
+        source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len,
+                     manifest["vocab_size"], cache)
         if source.num_samples("train") == 0:
             raise ValueError(f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}")
         return source
@@ -125,6 +172,10 @@ class Source:
     def sample(self, split: str, index: int) -> np.ndarray:
         stream = self.train if split == "train" else self.val
         return stream.read(index * self.seq_len, self.seq_len + 1)
+
+    def find_out_of_vocab(self, split: str, index: int) -> tuple[str, int, int] | None:
+        stream = self.train if split == "train" else self.val
+        return stream.find_out_of_vocab(index * self.seq_len, self.seq_len + 1, self.vocab_size)
 
     def prefetch(self, split: str, index: int) -> None:
         stream = self.train if split == "train" else self.val
@@ -194,6 +245,7 @@ class Loader:
         self.global_batch, self.micro_batch = global_batch, micro_batch
         self.dp_rank, self.dp_size = dp_rank, dp_size
         self.order = MixtureOrder([s.num_samples(split) for s in sources], weights, seed)
+        self.vocab_size = min(s.vocab_size for s in sources)  # the batch check's bound (per source on a hit)
         self.consumed = 0
         self.remote = any(s.remote for s in sources)
         # remote sources only: steps whose samples worker threads fetch ahead, and how far that reached
@@ -217,8 +269,24 @@ class Loader:
         """This rank's micro-batches (micro_batch, seq_len + 1) of the global batch starting at ``step_start``."""
         if self.remote:
             self._prefetch_step(step_start)  # the blocks arrive in parallel; reading them below waits
-        batch = torch.from_numpy(np.stack([self.sample(p) for p in self.global_positions(step_start)]))
-        return list(batch.split(self.micro_batch))
+        rows = np.stack([self.sample(p) for p in self.global_positions(step_start)])
+        if rows.size and (rows.max() >= self.vocab_size or rows.min() < 0):  # on the host: no device sync
+            self._raise_out_of_vocab(step_start)
+        return list(torch.from_numpy(rows).split(self.micro_batch))
+
+    def _raise_out_of_vocab(self, step_start: int) -> None:
+        """Name the first id beyond its own source's vocabulary in this batch (the model's embedding would fail on
+        it); none when the batch only mixes sources of different vocabularies."""
+        for position in self.global_positions(step_start):
+            s, i = self.order(position)
+            source = self.sources[s]
+            found = source.find_out_of_vocab(self.split, i)
+            if found:
+                path, offset, token = found
+                raise ValueError(f"{path}: token id {token} at token offset {offset} is outside the vocabulary of "
+                                 f"{source.path} (vocab_size {source.vocab_size}): the shard is corrupt or was made "
+                                 f"with another tokenizer; run `dataprep verify-shards {source.path}`, then re-tokenize "
+                                 "or restore that shard")
 
     def next_step(self) -> list[torch.Tensor]:
         """The micro-batches of the next optimizer step."""
@@ -265,13 +333,15 @@ def open_cache(cfg: DataCacheConfig, folder: str | None = None) -> BlockCache:
     return cache
 
 
-def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, cache_dir: str | None = None) -> list[Source]:
+def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, cache_dir: str | None = None,
+                 val_samples: int = 1) -> list[Source]:
     """Every source; those given as URLs share one cache in ``cache_dir`` (one folder per process)."""
     missing = [s.path for s in cfg.sources if not is_remote(s.path) and not os.path.exists(s.path)]
     if missing:
         raise FileNotFoundError(f"data source(s) not found: {', '.join(missing)}")
     cache = open_cache(cfg.cache, cache_dir) if any(is_remote(s.path) for s in cfg.sources) else None
-    return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache) for s in cfg.sources]
+    return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples)
+            for s in cfg.sources]
 
 
 def warn_if_read_ahead_overflows(cfg: DataCacheConfig, remote: list[Source], seq_len: int, rank_batch: int) -> None:
@@ -291,7 +361,7 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
                   vocab_size: int | None = None, cache_dir: str | None = None) -> tuple[Loader, Loader | None]:
     """The training loader and, when any source holds validation samples, the validation loader.
     ``cache_dir`` is this process's folder for blocks of sources given as URLs."""
-    sources = open_sources(cfg, seq_len, vocab_size, cache_dir)
+    sources = open_sources(cfg, seq_len, vocab_size, cache_dir, val_samples=global_batch)
     weights = [s.weight for s in cfg.sources]
     ahead = cfg.cache.read_ahead_steps
     warn_if_read_ahead_overflows(cfg.cache, [s for s in sources if s.remote], seq_len, global_batch // dp_size)
@@ -299,7 +369,9 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:
         if cfg.val_fraction > 0:
-            warnings.warn("no validation samples: the held-out documents hold fewer than seq_len + 1 tokens")
+            raise ValueError(f"data.val_fraction {cfg.val_fraction:g}: no source is large enough to hold out a "
+                             f"validation sample of seq_len + 1 = {seq_len + 1} tokens beside its training samples; "
+                             "add data, lower seq_len, or set data.val_fraction: 0")
         return train, None
     val = Loader([sources[i] for i in val_idx], [weights[i] for i in val_idx], "val", global_batch, micro_batch,
                  dp_rank, dp_size, cfg.seed + 1, ahead)

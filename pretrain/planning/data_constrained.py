@@ -112,7 +112,7 @@ def read_corpus(directories: list[str], required: bool = True) -> dict | None:
         return None
     vocab = {m["vocab_size"] for m in manifests}
     if len(vocab) > 1:
-        raise ValueError(f"--data directories use different vocabularies: {sorted(vocab)}")
+        raise ValueError(f"{', '.join(directories)}: the shards use different vocabularies {sorted(vocab)}")
     # copies written by rehydration (tokenize repeat_by) are not unique: count each document once
     tokens = sum(m.get("unique_tokens", m.get("tokens", sum(s["tokens"] for s in m["shards"]))) for m in manifests)
     if tokens <= 0:
