@@ -56,16 +56,23 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from dataclasses import replace
 
-    from pretrain.config import save_yaml
+    from pretrain.config import ConfigError, save_yaml
     from pretrain.planning.data_constrained import read_corpus
-    from pretrain.planning.sizing import resolve_model
+    from pretrain.planning.sizing import PRESET_SIZES, resolve_model
 
     try:
         cfg = resolve_model(args.model)
+    except ConfigError:  # a model YAML that is missing or does not validate: its own message
+        raise
     except ValueError:  # not a preset: a parameter count, shaped as pretrain size would
         from pretrain.planning.sizing import size_model
 
-        cfg = size_model(parse_number(args.model))
+        try:
+            params = parse_number(args.model)
+        except ValueError:
+            raise ValueError(f"model {args.model!r} is not a model config YAML, a preset (tiny, "
+                             f"{', '.join(PRESET_SIZES)}) or a parameter count such as 1.3B") from None
+        cfg = size_model(params)
         if args.seq_len:
             cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, args.seq_len)})
     gpu = get_gpu(args.gpu)
