@@ -346,6 +346,9 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--resume {args.resume}: not a checkpoint folder; use auto, latest-intact, none or a "
                          "checkpoints/step-* folder")
     check_output_path(cfg.out_dir, "out_dir", folder=True)
+    check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
+    if cfg.log.jsonl:
+        check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
     quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
         with quiet:
