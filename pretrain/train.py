@@ -347,6 +347,8 @@ def main(args: argparse.Namespace) -> int:
                          "checkpoints/step-* folder")
     check_output_path(cfg.out_dir, "out_dir", folder=True)
     check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
+    if cfg.data.cache.dir:
+        check_output_path(cfg.data.cache.dir, "data.cache.dir", folder=True)
     if cfg.log.jsonl:
         check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
     quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
