@@ -277,8 +277,12 @@ def _load_yaml(path: str) -> dict:
         raise ConfigError(f"config file {path!r} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(f"config file {path!r} is a folder: name a YAML file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not a YAML file ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file: name a YAML file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping")
     return data

@@ -342,15 +342,7 @@ def main(args: argparse.Namespace) -> int:
     check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
     if args.stop_at_step is not None and args.stop_at_step <= 0:
         raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
-    if args.resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(args.resume):
-        raise ValueError(f"--resume {args.resume}: not a checkpoint folder; use auto, latest-intact, none or a "
-                         "checkpoints/step-* folder")
-    check_output_path(cfg.out_dir, "out_dir", folder=True)
-    check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
-    if cfg.data.cache.dir:
-        check_output_path(cfg.data.cache.dir, "data.cache.dir", folder=True)
-    if cfg.log.jsonl:
-        check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
+    _check_paths(cfg, args.resume)
     quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
         with quiet:
@@ -373,6 +365,19 @@ def main(args: argparse.Namespace) -> int:
                           "model": os.path.abspath(final) if os.path.exists(final) else None,
                           "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
     return 0
+
+
+def _check_paths(cfg: TrainConfig, resume: str) -> None:
+    """The run's paths, before any set-up: a file where a folder goes (or under one) is a usage error."""
+    if resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(resume):
+        raise ValueError(f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a "
+                         "checkpoints/step-* folder")
+    check_output_path(cfg.out_dir, "out_dir", folder=True)
+    check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
+    if cfg.data.cache.dir:
+        check_output_path(cfg.data.cache.dir, "data.cache.dir", folder=True)
+    if cfg.log.jsonl:
+        check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
 
 
 def _say_where(cfg: TrainConfig, final: str) -> None:
