@@ -137,3 +137,11 @@ def test_a_damaged_newest_checkpoint_names_the_newest_that_loads_and_latest_inta
     # its own save at step 4 replaced the damaged one: a plain --resume auto now loads it
     again = pretrain(root, "train", "train.yaml", "--out-dir", str(run), "--resume", "auto", "--max-steps", "5")
     assert again.returncode == 0 and "starting at step 4" in again.stderr, again.stderr
+
+
+def test_a_model_file_given_with_set_is_read_as_the_yaml_reads_it(root):
+    from pretrain.config import load_model_config, load_train_config
+
+    tiny = os.path.join(os.path.dirname(__file__), os.pardir, "configs", "model", "tiny.yaml")
+    cfg = load_train_config(str(root / "train.yaml"), sets=[f"model={tiny}", "model.vocab_size=128"])
+    assert cfg.model == load_model_config(tiny).model_copy(update={"vocab_size": 128})
