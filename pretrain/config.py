@@ -202,7 +202,7 @@ class LogConfig(StrictModel):
 
 
 class TrainConfig(StrictModel):
-    model: ModelConfig | str  # inline, or a path to a model config YAML
+    model: ModelConfig  # inline; a path to a model config YAML is read by load_train_config
     data: DataConfig
     seq_len: int = Field(1024, gt=0)
     micro_batch_size: int = Field(8, gt=0)  # sequences per rank per forward
@@ -239,15 +239,14 @@ class TrainConfig(StrictModel):
         par = self.parallel
         tp, cp = par.tp, par.cp
         dp = par.dp_replicate * max(par.dp_shard, 1)  # dp_shard -1: known once the world size is
-        if isinstance(self.model, ModelConfig):
-            for name in ("n_heads", "n_kv_heads"):
-                if getattr(self.model, name) % tp:
-                    raise ValueError(f"parallel.tp={tp} must divide model.{name}={getattr(self.model, name)}")
-            if self.model.tie_embeddings and (tp > 1 or par.pp > 1):
-                raise ValueError("model.tie_embeddings is not supported with tensor or pipeline parallelism")
-            if self.model.n_layers < par.num_stages:
-                raise ValueError(f"model.n_layers={self.model.n_layers} cannot fill {par.num_stages} pipeline "
-                                 f"stages (pp {par.pp} x pp_stages_per_rank {par.pp_stages_per_rank})")
+        for name in ("n_heads", "n_kv_heads"):
+            if getattr(self.model, name) % tp:
+                raise ValueError(f"parallel.tp={tp} must divide model.{name}={getattr(self.model, name)}")
+        if self.model.tie_embeddings and (tp > 1 or par.pp > 1):
+            raise ValueError("model.tie_embeddings is not supported with tensor or pipeline parallelism")
+        if self.model.n_layers < par.num_stages:
+            raise ValueError(f"model.n_layers={self.model.n_layers} cannot fill {par.num_stages} pipeline "
+                             f"stages (pp {par.pp} x pp_stages_per_rank {par.pp_stages_per_rank})")
         if self.seq_len % (tp * cp):  # sequence parallel splits every sequence (or cp chunk) tp ways
             raise ValueError(f"seq_len {self.seq_len} must be divisible by parallel.tp={tp}"
                              + (f" x cp={cp}" if cp > 1 else "") + " (sequence parallel)")
@@ -276,6 +275,14 @@ def _load_yaml(path: str) -> dict:
             data = yaml.safe_load(fh) or {}
     except FileNotFoundError:
         raise ConfigError(f"config file {path!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path!r} is a folder: name a YAML file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file: name a YAML file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping")
     return data
@@ -286,24 +293,34 @@ def load_model_config(path_or_dict: str | dict) -> ModelConfig:
     try:
         return ModelConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"model config: {describe(exc, ModelConfig)}") from None
+        where = f"model config {path_or_dict}" if isinstance(path_or_dict, str) else "model config"
+        raise ConfigError(f"{where}: {describe(exc, ModelConfig)}") from None
+
+
+def _read_model_file(data: dict, base_dir: str | None) -> dict:
+    """``model: PATH`` replaced by that file's mapping: PATH as given (from the working directory), else
+    relative to the training config's folder."""
+    if not isinstance(data.get("model"), str):
+        return data
+    model_path = data["model"]
+    if not os.path.isabs(model_path) and base_dir and not os.path.exists(model_path):
+        model_path = os.path.join(base_dir, model_path)
+    return {**data, "model": _load_yaml(model_path)}
 
 
 def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, sets: list[str] | None = None) -> TrainConfig:
     """Load and validate a training config; a ``model:`` path is resolved relative to the file.
-    ``sets`` are dotted command-line assignments (``optim.lr=3e-4``, ``model.n_layers=4``), applied
-    after the model file is read and validated with everything else."""
+    ``sets`` are dotted command-line assignments (``optim.lr=3e-4``, ``model.n_layers=4``, or a model
+    file ``model=configs/model/tiny.yaml``), applied in order after the model file is read and validated
+    with everything else."""
     if isinstance(path_or_dict, str):
         base_dir = os.path.dirname(os.path.abspath(path_or_dict))
         data = _load_yaml(path_or_dict)
     else:
         data = dict(path_or_dict)
-    if isinstance(data.get("model"), str):
-        model_path = data["model"]
-        if not os.path.isabs(model_path) and base_dir and not os.path.exists(model_path):
-            model_path = os.path.join(base_dir, model_path)
-        data["model"] = _load_yaml(model_path)
-    data = apply_overrides(data, sets or [])
+    data = _read_model_file(data, base_dir)
+    for item in sets or []:  # one at a time: a model file set here is read before model.* assignments after it
+        data = _read_model_file(apply_overrides(data, [item]), base_dir)
     _vocab_from_data(data)
     try:
         return TrainConfig.model_validate(data)

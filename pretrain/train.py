@@ -17,6 +17,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+from dataprep.core.storage import check_output_path
 from pretrain.components import checkpoint
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import resolve_device, resolve_precision
@@ -40,9 +41,11 @@ from pretrain.train_step import StepOutcome, TrainStepContext, train_step, valid
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="training config YAML (see configs/train/)")
-    parser.add_argument("--resume", default="none", metavar="auto|none|PATH",
-                        help="auto: continue from the latest checkpoint in the run's checkpoint dir, if any; "
-                             "PATH: from that checkpoint; none (default): start fresh")
+    parser.add_argument("--resume", default="none", metavar="auto|latest-intact|none|PATH",
+                        help="auto: continue from the latest checkpoint in the run's checkpoint dir, if any (one "
+                             "that does not load is an error); latest-intact: the same, passing over newer "
+                             "checkpoints that do not load, with a warning (for requeued jobs); PATH: from that "
+                             "checkpoint; none (default): start fresh")
     parser.add_argument("--out-dir", help="override out_dir of the config")
     parser.add_argument("--max-steps", type=int, help="override max_steps of the config")
     parser.add_argument("--stop-at-step", type=int, metavar="N",
@@ -181,7 +184,9 @@ class Trainer:
             raise ValueError(f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
                              "that run, or choose another out_dir")
         path = checkpoint.resolve(resume, self.ckpt_root)
-        if path is not None:  # None: a fresh start (or --resume auto with nothing saved yet)
+        if path is not None and resume in checkpoint.RESUME_NEWEST:  # the newest that loads (latest-intact)
+            checkpoint.load_newest(self.ckpt_root, self.model_state, self.state, resume == "latest-intact")
+        elif path is not None:  # None: a fresh start (or --resume auto with nothing saved yet)
             checkpoint.load(path, self.model_state, self.state)
         elif self.cfg.init_from:
             warm_start(self.model, self.cfg.init_from, self.cfg.model)
@@ -348,6 +353,7 @@ def main(args: argparse.Namespace) -> int:
     check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
     if args.stop_at_step is not None and args.stop_at_step <= 0:
         raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
+    _check_paths(cfg, args.resume)
     quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
         with quiet:
@@ -358,16 +364,43 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    final = os.path.join(cfg.out_dir, "model.safetensors")
+    if int(os.environ.get("RANK", "0")) == 0 and not getattr(args, "json", False):
+        _say_where(cfg, final)
     if getattr(args, "json", False) and int(os.environ.get("RANK", "0")) == 0:
         import json
 
-        final = os.path.join(cfg.out_dir, "model.safetensors")
         print(json.dumps({"out_dir": os.path.abspath(cfg.out_dir), "steps": total_steps(cfg),
                           "last_step": records[-1]["step"] if records else None,
                           "loss": records[-1]["loss"] if records else None,
                           "model": os.path.abspath(final) if os.path.exists(final) else None,
                           "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
     return 0
+
+
+def _check_paths(cfg: TrainConfig, resume: str) -> None:
+    """The run's paths, before any set-up: a file where a folder goes (or under one) is a usage error."""
+    if resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(resume):
+        raise ValueError(f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a "
+                         "checkpoints/step-* folder")
+    check_output_path(cfg.out_dir, "out_dir", folder=True)
+    check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
+    if cfg.data.cache.dir:
+        check_output_path(cfg.data.cache.dir, "data.cache.dir", folder=True)
+    if cfg.log.jsonl:
+        check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
+
+
+def _say_where(cfg: TrainConfig, final: str) -> None:
+    """The run's last line: where the model went and what to run next (or how to continue)."""
+    import shlex
+
+    if not os.path.exists(final):
+        print(f"checkpoints in {os.path.join(cfg.out_dir, cfg.checkpoint.dir)}: continue with --resume auto")
+        return
+    run = shlex.quote(cfg.out_dir)
+    print(f"model: {final}; next: pretrain eval {run} | pretrain generate {run} --prompt 'The' | "
+          f"pretrain export {run} --output {shlex.quote(os.path.join(cfg.out_dir, 'hf'))}")
 
 
 if __name__ == "__main__":

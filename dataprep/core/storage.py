@@ -186,6 +186,23 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def check_output_path(path: str, flag: str, folder: bool) -> None:
+    """Refuse, before any work, an output path that cannot be written as asked: a file where a folder is
+    wanted, a folder where a file is, or a parent that is a file. ValueError names ``flag`` and the path."""
+    if is_url(path):
+        return
+    full = os.path.abspath(path.removeprefix("file://"))
+    if folder and os.path.exists(full) and not os.path.isdir(full):
+        raise ValueError(f"{flag} {path}: is a file, not a folder: name a new or existing folder")
+    if not folder and os.path.isdir(full):
+        raise ValueError(f"{flag} {path}: is a folder: name a file")
+    parent = os.path.dirname(full)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")
+
+
 # Folders holding the files shipped with a job (on Spark executors: SparkFiles' root), searched by base
 # name when a configured asset path does not exist where the task runs.
 ASSET_DIRS: list[str] = []

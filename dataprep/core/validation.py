@@ -39,7 +39,7 @@ def problems(err: ValidationError, model: type[BaseModel] | None = None) -> list
         if e["type"] == "extra_forbidden":
             msg = "unknown key" + did_you_mean(str(e["loc"][-1]), _fields_at(model, e["loc"][:-1]))
         else:
-            msg = e["msg"]
+            msg = e["msg"].removeprefix("Value error, ")  # our validators' messages say what is wrong already
         out.append(f"{loc}: {msg}")
     return out
 

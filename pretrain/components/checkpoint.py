@@ -56,6 +56,13 @@ ADDED_LATER = {"spikes"}  # components older checkpoints lack
 NESTED_PARAMS = re.compile(r"^optim\.param_groups\.\d+\.params$")
 
 
+# DCP's note on every save and load without a process group (one-process training, export, inference):
+# that is what we mean, so it is no news to the user.
+warnings.filterwarnings("ignore", category=UserWarning,
+                        message="torch.distributed is disabled, unavailable or uninitialized, assuming the intent is to "
+                                "(save|load) in a single process")
+
+
 class CheckpointError(ValueError):
     """A checkpoint that is missing, incomplete, corrupt or incompatible; the message says which."""
 
@@ -147,12 +154,16 @@ def _prune(root: str, keep_last: int) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+RESUME_NEWEST = ("auto", "latest-intact")  # --resume values that find the checkpoint under the run's folder
+
+
 def resolve(resume: str | None, root: str) -> str | None:
-    """``--resume`` value -> checkpoint directory: None/"none" = start fresh; "auto" = the latest under
-    ``root`` if any; otherwise a path that must be a checkpoint."""
+    """``--resume`` value -> checkpoint directory: None/"none" = start fresh; "auto" or "latest-intact" =
+    the latest complete one under ``root`` if any (``load_newest`` then loads it, or an older one);
+    otherwise a path that must be a checkpoint."""
     if resume in (None, "", "none"):
         return None
-    if resume == "auto":
+    if resume in RESUME_NEWEST:
         found = list_checkpoints(root)
         latest = os.path.basename(found[-1]) if found else ""
         newer = sorted(n for n in os.listdir(root) if STEP_DIR.match(n) and n > latest) if os.path.isdir(root) else []
@@ -322,6 +333,29 @@ def load(path: str, sharded: ModelOptimizerState, train_state: TrainState) -> No
     _restore_rng(path)
 
 
+def load_newest(root: str, sharded: ModelOptimizerState, train_state: TrainState, skip_damaged: bool) -> str:
+    """Load the newest checkpoint under ``root`` (collective) and return its path. When it does not load,
+    the error names the newest one that does and the flag that resumes from it; with ``skip_damaged``
+    (``--resume latest-intact``) the run resumes from that one, with a warning naming those passed over, so
+    a requeued job does not fail the same way forever."""
+    failed: list[CheckpointError] = []
+    for path in reversed(list_checkpoints(root)):
+        try:
+            load(path, sharded, train_state)
+        except CheckpointError as exc:
+            failed.append(exc)
+            continue
+        if failed and not skip_damaged:
+            raise CheckpointError(f"{failed[0]}\nthe newest checkpoint that loads is {path}: resume from it with "
+                                  "--resume latest-intact (passes over newer ones that do not load) or "
+                                  f"--resume {path}")
+        if failed:
+            warnings.warn(f"resuming from {path}: passed over newer checkpoint(s) that do not load: "
+                          + "; ".join(map(str, failed)))
+        return path
+    raise CheckpointError(str(failed[0]) + (f"\nno older checkpoint under {root} loads either" if len(failed) > 1 else ""))
+
+
 # --- whole-model weights (inference, export) -------------------------------------------------------
 
 
@@ -337,9 +371,7 @@ def read_model_weights(ckpt: str) -> tuple[dict[str, torch.Tensor], dict]:
         if fqn.startswith("model.") and hasattr(m, "size")
     }
     try:
-        with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
-            warnings.filterwarnings("ignore", message=".*single process", category=UserWarning)
-            dcp.load({"model": weights}, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
+        dcp.load({"model": weights}, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
     except (Exception, dcp.CheckpointException) as exc:
         raise CheckpointError(f"checkpoint {ckpt} is corrupt: {_reason(exc)}") from None
     return weights, state

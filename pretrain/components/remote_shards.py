@@ -39,6 +39,11 @@ class RemoteReadError(OSError):
     """A request that kept failing after every retry; the message names the URL."""
 
 
+class UnreadableSource(RemoteReadError, ValueError):
+    """A source's manifest unreadable before any work (most often a wrong host, port or scheme): a usage
+    error, one line and exit status 2 from the commands."""
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: connection problems, timeouts, HTTP 5xx and 429 (also when wrapped by fsspec)."""
     while exc is not None:
@@ -260,6 +265,8 @@ def load_remote_manifest(url: str, retry: Retry = Retry()) -> dict:
         text = retry.call(path, lambda: fs.cat_file(fs_path)).decode("utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"{path} not found: not a token-shard directory, or its tokenize step did not finish") from None
+    except RemoteReadError as exc:
+        raise UnreadableSource(f"{exc}; check the URL (data.sources, --data) and that its server is reachable") from None
     return parse_manifest(path, text)
 
 

@@ -108,11 +108,13 @@ def _evaluate(trained: Trained, loader: Loader, n_batches: int, device, precisio
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.max_batches is not None and args.max_batches < 1:
+        raise ValueError(f"--max-batches {args.max_batches}: must be at least 1")
     trained = load_trained(args.checkpoint)
     device = resolve_device(args.device)
     run = trained.run
-    seq_len = args.seq_len or (run.seq_len if run else trained.model.max_seq_len)
-    batch_size = args.batch_size or (run.micro_batch_size if run else 8)
+    seq_len = args.seq_len if args.seq_len is not None else (run.seq_len if run else trained.model.max_seq_len)
+    batch_size = args.batch_size if args.batch_size is not None else (run.micro_batch_size if run else 8)
     if seq_len > trained.model.max_seq_len or seq_len < 1 or batch_size < 1:
         raise ValueError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
     if args.data is None:

@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from dataprep.core.storage import atomic_directory, atomic_write_text
+from dataprep.core.storage import atomic_directory, atomic_write_text, check_output_path
 from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components.safetensors_export import write_safetensors
@@ -71,6 +71,7 @@ def import_hf(hf_dir: str, output: str, overwrite: bool = False) -> ModelConfig:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output_path(args.output, "--output", folder=True)
     try:
         if args.to == "ccpretrain":
             cfg = import_hf(args.checkpoint, args.output, args.overwrite)

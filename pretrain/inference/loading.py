@@ -125,11 +125,15 @@ def load_trained(path: str) -> Trained:
     """Weights and configs of any accepted CHECKPOINT form (see module docstring)."""
     resolved = _locate(path)
     if os.path.isfile(resolved):
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
-        with safe_open(resolved, "pt") as fh:
-            meta = fh.metadata() or {}
-            weights = {k: fh.get_tensor(k) for k in fh.keys()}
+        try:
+            with safe_open(resolved, "pt") as fh:
+                meta = fh.metadata() or {}
+                weights = {k: fh.get_tensor(k) for k in fh.keys()}
+        except SafetensorError as exc:
+            raise ValueError(f"{resolved}: not a readable safetensors file ({exc}); give a run folder, a step-* "
+                             "checkpoint or a model.safetensors") from None
         if "model_config" not in meta:
             raise ValueError(f"{resolved}: no model_config in its metadata (not written by pretrain train/export)")
         model_cfg, step = json.loads(meta["model_config"]), meta.get("step")

@@ -122,6 +122,10 @@ def training_section(run: str, folder: str) -> Section:
 
 
 def main(args: argparse.Namespace) -> int:
+    from dataprep.core.storage import check_output_path
+
+    if args.output:
+        check_output_path(args.output, "--output", folder=False)
     path = find_metrics(args.run_dir, args.metrics)
     png = plot(path, args.output or os.path.join(args.run_dir, "curves.png"))
     if args.json:

@@ -113,6 +113,8 @@ def read_hf_folder(hf_dir: str) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
 
     from safetensors import safe_open
 
+    if not os.path.isdir(hf_dir):
+        raise FileNotFoundError(f"{hf_dir}: not a folder; give a Hugging Face Llama folder (config.json, *.safetensors)")
     with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as fh:
         cfg = from_hf_config(json.load(fh), hf_dir)
     files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))

@@ -40,7 +40,7 @@ DEEPSEEK = "Bi et al. 2024 (DeepSeek LLM), arXiv:2401.02954"
 FITTED_MIN_PARAMS, FITTED_MIN_TOKENS = 7e7, 5e9
 
 
-def _positive(value: float, what: str) -> float:
+def positive(value: float, what: str) -> float:
     if value is None or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{what} must be a positive number, got {value!r}")
     return float(value)
@@ -178,13 +178,13 @@ def estimate(method: str, *, compute: float | None = None, params: float | None 
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     law = METHODS[method]
     if compute is not None:
-        c = _positive(compute, "compute (FLOPs)")
+        c = positive(compute, "compute (FLOPs)")
         n = law.params_for_compute(c)
     elif params is not None:
-        n = _positive(params, "parameter count")
+        n = positive(params, "parameter count")
         c = law.compute_for_params(n)
     else:
-        c = law.compute_for_tokens(_positive(tokens, "token count"))
+        c = law.compute_for_tokens(positive(tokens, "token count"))
         n = law.params_for_compute(c)
     d = c / (6 * n)
     return Estimate(method, n, d, c, law.loss(n, d), law.note)
@@ -226,9 +226,9 @@ def parametric_fit(name: str) -> ParametricLoss:
 
 def compute_from_gpus(gpus: int, hours: float, peak_flops: float, mfu: float) -> float:
     """Training FLOPs a cluster delivers: GPUs x seconds x peak FLOP/s x model FLOPs utilisation."""
-    _positive(gpus, "GPU count")
-    _positive(hours, "hours")
-    _positive(peak_flops, "peak FLOP/s")
+    positive(gpus, "GPU count")
+    positive(hours, "hours")
+    positive(peak_flops, "peak FLOP/s")
     if not 0 < mfu <= 1:
         raise ValueError(f"MFU must be in (0, 1], got {mfu}")
     return gpus * hours * 3600 * peak_flops * mfu

@@ -21,7 +21,7 @@ from dataprep.core.units import human
 from pretrain.config import ModelConfig
 from pretrain.planning import data_constrained, hyperparameters, inference_aware
 from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
-                             parametric_fit, params_of_model, parse_number)
+                             parametric_fit, params_of_model, parse_number, positive)
 from pretrain.planning.data_constrained import Allocation, allocation, at_epochs, best_allocation, constrained_loss
 
 ALLOCATION_FITS = ["deepseek"]  # --fit choices without a loss: they size N, D and the hyperparameters only
@@ -193,7 +193,21 @@ def _row(method: str, inputs: dict, unique: float | None) -> dict:
     return row
 
 
+def _check_flags(args) -> None:
+    """Flags the chosen inputs may not use are checked too: a typo is never silently ignored."""
+    from pretrain.planning.hardware import get_gpu
+
+    if not 0 < args.mfu <= 1:
+        raise ValueError(f"--mfu {args.mfu}: must be in (0, 1]")
+    if args.seq_len is not None and args.seq_len < 1:
+        raise ValueError(f"--seq-len {args.seq_len}: must be at least 1")
+    if args.peak_flops is not None:
+        positive(parse_number(args.peak_flops), "--peak-flops")
+    get_gpu(args.gpu)
+
+
 def run(args) -> dict:
+    _check_flags(args)
     if args.tokens is not None and args.epochs is not None:
         raise ValueError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
     unique, unique_source, vocab = _corpus(args)

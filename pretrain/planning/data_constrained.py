@@ -127,6 +127,8 @@ def _manifest(directory: str, required: bool) -> dict | None:
     from pretrain.components.remote_shards import is_remote, load_remote_manifest
 
     if not is_remote(directory):
+        if os.path.isfile(directory):
+            raise ValueError(f"--data {directory}: is a file; give the token-shard folder (with {MANIFEST_NAME})")
         return load_manifest(directory) if required or os.path.exists(os.path.join(directory, MANIFEST_NAME)) else None
     try:
         return load_remote_manifest(directory)

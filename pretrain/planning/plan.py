@@ -196,8 +196,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     gradient accumulation without a reduce-scatter per micro-batch (counted in memory). ``max_bubble``: the
     pipeline bubble to stay under. ``precision``: bf16, fp16, tf32 or fp32, each timed at its own peak
     (``GPUSpec.peak``)."""
-    seq_len = seq_len or cfg.max_seq_len
-    gpus_per_node = gpus_per_node or min(gpus, gpu.gpus_per_node)
+    seq_len = cfg.max_seq_len if seq_len is None else seq_len
+    gpus_per_node = min(gpus, gpu.gpus_per_node) if gpus_per_node is None else gpus_per_node
     if seq_len > cfg.max_seq_len:
         raise ValueError(f"sequence length {seq_len} exceeds the model's max_seq_len {cfg.max_seq_len}")
     for value, what in ((gpus, "GPU count"), (micro_batch, "micro-batch"), (gpus_per_node, "GPUs per node"),
@@ -208,6 +208,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         raise ValueError(f"global batch must be at least 1, got {global_batch}")
     if not 0 < mfu <= 1:
         raise ValueError(f"MFU must be in (0, 1], got {mfu}")
+    if not 0 <= max_bubble < 1:
+        raise ValueError(f"the pipeline bubble to stay under must be in [0, 1), got {max_bubble}")
     if tokens is not None and not tokens > 0:
         raise ValueError(f"token count must be positive, got {tokens}")
     if lr is not None and not lr > 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pretrain.planning.budget import METHODS, parse_number
+from pretrain.planning.budget import METHODS, parse_number, positive
 from pretrain.planning.hardware import get_gpu
 from pretrain.planning.plan import plan, train_config
 from pretrain.planning.plan_memory import PRECISIONS
@@ -56,23 +56,31 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from dataclasses import replace
 
-    from pretrain.config import save_yaml
+    from dataprep.core.storage import check_output_path
+    from pretrain.config import ConfigError, save_yaml
     from pretrain.planning.data_constrained import read_corpus
-    from pretrain.planning.sizing import resolve_model
+    from pretrain.planning.sizing import PRESET_SIZES, resolve_model
 
     try:
         cfg = resolve_model(args.model)
+    except ConfigError:  # a model YAML that is missing or does not validate: its own message
+        raise
     except ValueError:  # not a preset: a parameter count, shaped as pretrain size would
         from pretrain.planning.sizing import size_model
 
-        cfg = size_model(parse_number(args.model))
+        try:
+            params = parse_number(args.model)
+        except ValueError:
+            raise ValueError(f"model {args.model!r} is not a model config YAML, a preset (tiny, "
+                             f"{', '.join(PRESET_SIZES)}) or a parameter count such as 1.3B") from None
+        cfg = size_model(params)
         if args.seq_len:
             cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, args.seq_len)})
     gpu = get_gpu(args.gpu)
     if args.gpu_memory_gb is not None:
         gpu = replace(gpu, memory_gb=args.gpu_memory_gb)
     if args.peak_flops is not None:
-        gpu = gpu.with_peak(args.precision, parse_number(args.peak_flops))
+        gpu = gpu.with_peak(args.precision, positive(parse_number(args.peak_flops), "--peak-flops"))
     for flag in ("intra_node_gbs", "inter_node_gbs"):
         if getattr(args, flag) is not None:
             if not getattr(args, flag) > 0:
@@ -80,6 +88,8 @@ def main(args) -> int:
             gpu = replace(gpu, **{flag: getattr(args, flag)})
     if args.out and not args.data:
         raise ValueError("--out needs --data: the token-shard directory the training config reads")
+    if args.out:
+        check_output_path(args.out, "--out", folder=False)
     # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
     # and their token count is the unique tokens the target repeats
     corpus = read_corpus(args.data, required=False) if args.data else None

@@ -23,6 +23,7 @@ import math
 import os
 from pathlib import Path
 
+from dataprep.core.storage import check_output_path
 from dataprep.core.units import human
 from pretrain.planning.budget import parse_number
 from pretrain.config import ModelConfig, load_model_config, save_yaml
@@ -116,6 +117,8 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    if args.out:
+        check_output_path(args.out, "--out", folder=False)
     if args.preset:
         cfg = preset(args.preset)
     else:
