@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 
 
 def _number(kind, text: str):
@@ -55,29 +54,21 @@ def spark_master(text: str) -> str:
     return text
 
 
-def _file_in_the_way(path: str) -> str | None:
-    """The file at ``path`` or above it that keeps a folder from being made there, if any (local paths)."""
-    if "://" in path and not path.startswith("file://"):
-        return None
-    here = os.path.abspath(path.removeprefix("file://"))
-    while here and not os.path.exists(here):
-        here = os.path.dirname(here)
-    return here if here and os.path.exists(here) and not os.path.isdir(here) else None
+def _writable(text: str, folder: bool) -> str:
+    from dataprep.core.storage import check_output_path
+
+    try:
+        check_output_path(text, "", folder)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+    return text
 
 
 def output_folder(text: str) -> str:
     """A folder a command writes: it may not exist yet, but no file may stand where it or a parent goes."""
-    blocker = _file_in_the_way(text)
-    if blocker:
-        raise argparse.ArgumentTypeError(f"{text!r}: {blocker!r} is a file, not a folder")
-    return text
+    return _writable(text, folder=True)
 
 
 def output_file(text: str) -> str:
     """A file a command writes: not a folder, and no file where one of its parent folders goes."""
-    if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is a folder; name the file to write")
-    blocker = _file_in_the_way(os.path.dirname(text) or ".")
-    if blocker:
-        raise argparse.ArgumentTypeError(f"{text!r}: {blocker!r} is a file, not a folder")
-    return text
+    return _writable(text, folder=False)
