@@ -17,33 +17,28 @@ def _number(kind, text: str):
     return value
 
 
-def positive_int(text: str) -> int:
-    value = _number(int, text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
+def _checked(kind, text: str, ok, must: str):
+    value = _number(kind, text)
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{value} {must}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _checked(int, text, lambda v: v > 0, "must be positive")
 
 
 def non_negative_int(text: str) -> int:
-    value = _number(int, text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
-    return value
+    return _checked(int, text, lambda v: v >= 0, "must be 0 or more")
 
 
 def positive_float(text: str) -> float:
-    value = _number(float, text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
+    return _checked(float, text, lambda v: v > 0, "must be positive")
 
 
 def fraction(text: str) -> float:
     """A share in [0, 1)."""
-    value = _number(float, text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 0 and below 1")
-    return value
+    return _checked(float, text, lambda v: 0 <= v < 1, "must be at least 0 and below 1")
 
 
 def spark_master(text: str) -> str:
