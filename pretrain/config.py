@@ -50,6 +50,8 @@ class ModelConfig(StrictModel):
 class DataSource(StrictModel):
     path: str  # a token-shard directory with manifest.json: a local folder or an fsspec URL
     weight: float = Field(1.0, gt=0)  # share of training tokens drawn from this source
+    name: str | None = None  # in the metrics' per-source token counts (default: the path)
+    preset: str | None = None  # the pipeline preset that builds it, named when the folder is missing
 
 
 class DataCacheConfig(StrictModel):
@@ -71,7 +73,8 @@ class DataCacheConfig(StrictModel):
 
 
 class DataConfig(StrictModel):
-    sources: list[DataSource]
+    sources: list[DataSource] = Field(min_length=1)
+    mixture: str | None = None  # a mixture preset name or file (pretrain/mixture.py); it fills sources
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
     cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
@@ -304,11 +307,25 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, set
             model_path = os.path.join(base_dir, model_path)
         data["model"] = _load_yaml(model_path)
     data = apply_overrides(data, sets or [])
+    _sources_from_mixture(data)
     _vocab_from_data(data)
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"train config: {describe(exc, TrainConfig)}") from None
+
+
+def _sources_from_mixture(data: dict) -> None:
+    """``data.mixture`` becomes ``data.sources``; a source not built yet is refused here, before any step."""
+    from pretrain.mixture import check_built, load_mixture
+
+    section = data.get("data")
+    if not isinstance(section, dict) or not section.get("mixture"):
+        return
+    if section.get("sources"):
+        raise ConfigError("set data.mixture or data.sources, not both")
+    data["data"] = {**section, "sources": load_mixture(section["mixture"])}
+    check_built(data["data"]["sources"])
 
 
 def _vocab_from_data(data: dict) -> None:
