@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,7 @@ from pretrain.components.dataloader import BLOCK, MixtureOrder
 from pretrain.components.metrics import read_metrics, tracker_scalars
 from pretrain.config import load_train_config
 from pretrain.mixture import presets
+from pretrain.planning.data_constrained import effective_tokens, read_corpus
 from pretrain.train import run
 
 
@@ -21,7 +24,7 @@ def built(tmp_path_factory):
     """The two folders the web_wiki preset names, under a working directory of their own."""
     root = tmp_path_factory.mktemp("mix")
     make_token_dataset(root / "out/web/shards", n_docs=200, seed=1)
-    make_token_dataset(root / "out/wikipedia/shards", n_docs=100, seed=2)
+    make_token_dataset(root / "out/wikipedia/shards", n_docs=30, seed=2)  # small: repeated more
     return root
 
 
@@ -91,3 +94,32 @@ def test_two_source_mixture_draws_tokens_within_2_percent_of_the_weights(built, 
     assert last["source_share"]["wikipedia"] == pytest.approx(0.3, abs=0.02)
     assert records[0]["source_tokens"]["web"] < last["source_tokens"]["web"]  # cumulative
     assert tracker_scalars(last)["train/source_share/web"] == last["source_share"]["web"]
+
+
+def _budget(capsys, *args) -> dict:
+    assert pretrain_main(["budget", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_budget_on_a_mixture_gives_each_source_its_epochs_and_warns(built, monkeypatch, capsys):
+    monkeypatch.chdir(built)
+    web, wiki = (read_corpus([f"out/{name}/shards"])["tokens"] for name in ("web", "wikipedia"))
+    rows = {r["name"]: r for r in _budget(capsys, "--data", "web_wiki", "--tokens", str(4 * web))["mixture"]}
+    assert rows["web"]["tokens"] == pytest.approx(0.7 * 4 * web)
+    assert rows["web"]["epochs"] == pytest.approx(0.7 * 4)
+    assert rows["wikipedia"]["epochs"] == pytest.approx(0.3 * 4 * web / wiki)
+    assert rows["web"]["warning"] is None  # under 4 epochs: as good as fresh
+    assert rows["wikipedia"]["epochs"] > 4 and "epochs" in rows["wikipedia"]["warning"]
+    assert rows["wikipedia"]["effective_tokens"] == pytest.approx(effective_tokens(rows["wikipedia"]["tokens"], wiki))
+    # 40 epochs of Wikipedia: past R_D*, little value left
+    rows = {r["name"]: r for r in _budget(capsys, "--data", "web_wiki", "--tokens", str(40 * wiki / 0.3))["mixture"]}
+    assert rows["wikipedia"]["epochs"] == pytest.approx(40)
+    assert "little value left" in rows["wikipedia"]["warning"]
+    assert pretrain_main(["budget", "--data", "web_wiki", "--tokens", str(40 * wiki / 0.3)]) == 0
+    assert "warning: wikipedia: 40.0 epochs: little value left" in capsys.readouterr().out
+
+
+def test_budget_refuses_a_mixture_source_not_built(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert pretrain_main(["budget", "--data", "llama1", "--tokens", "1B"]) == 2
+    assert "data source 'web'" in capsys.readouterr().err
