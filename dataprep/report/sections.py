@@ -216,3 +216,49 @@ def tokens(manifests: list, charts: Charts, listed: int = 30) -> Section | None:
         rows += [[f"... {len(per_shard) - listed} more", "", ""]] * (len(per_shard) > listed)
         s.tables.append((["shard", "documents", "tokens"], rows + [["all", _n(m["documents"]), _n(m["tokens"])]]))
     return s
+
+
+def sources(sample: pa.Table | None, total: int, stats: list[StageStats], funnel_counts: tuple[dict, dict] | None) -> Section | None:
+    """Documents, text and tokens per source kind, and the funnel per source kind; only for a corpus that
+    is not web pages alone."""
+    kinds_in = funnel_counts[0] if funnel_counts else {}
+    kept = Counter(sample.column("source_kind").to_pylist()) if sample is not None and "source_kind" in sample.column_names else Counter()
+    kinds = sorted(set(kinds_in) | {k for k in kept if k})
+    if not kinds or kinds == ["web"]:
+        return None
+    s = Section("Sources", ["Kept documents by the kind of source they came from (column source_kind), then the "
+                            "removal funnel per source kind (exact counts from each step's data)."])
+    if kept:
+        columns = [c for c in ("chars", "num_tokens") if c in sample.column_names]
+        sums = {k: Counter() for k in kinds}
+        for row in sample.select(["source_kind", *columns]).to_pylist():
+            for c in columns:
+                sums[row["source_kind"]][c] += row[c] or 0
+        all_text = sum(v["chars"] for v in sums.values()) if "chars" in columns else 0
+        all_tokens = sum(v["num_tokens"] for v in sums.values()) if "num_tokens" in columns else 0
+        header = ["source kind", "documents", "share"] + ["text (characters)", "share of text"] * ("chars" in columns)
+        header += ["tokens", "share of tokens"] * ("num_tokens" in columns)
+        rows = []
+        for k in kinds:
+            row = [k, _n(kept[k]), _pct(kept[k], sample.num_rows)]
+            if "chars" in columns:
+                row += [_n(sums[k]["chars"]), _pct(sums[k]["chars"], all_text)]
+            if "num_tokens" in columns:
+                row += [_n(sums[k]["num_tokens"]), _pct(sums[k]["num_tokens"], all_tokens)]
+            rows.append(row)
+        s.tables.append((header, rows))
+        if sample.num_rows < total:
+            s.text.append(f"Kept documents: over {_n(sample.num_rows)} of the {_n(total)} (the report's sample).")
+    if funnel_counts:
+        into, dropped = funnel_counts
+        rows = []
+        for k in kinds:
+            current = into.get(k, 0)
+            for st in stats:
+                reasons = {r: n for (kind, stage, r), n in dropped.items() if kind == k and stage == st.stage}
+                out = sum(reasons.values())
+                rows.append([k, st.stage, _n(current), _n(current - out), _n(out), _pct(out, current),
+                             ", ".join(f"{r} {_n(n)}" for r, n in sorted(reasons.items(), key=lambda x: -x[1]))])
+                current -= out
+        s.tables.append((["source kind", "stage", "docs in", "kept", "dropped", "% dropped", "rules"], rows))
+    return s
