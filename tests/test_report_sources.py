@@ -32,7 +32,8 @@ def _inputs(shared_data, folder) -> list[str]:
 def test_sources_section_counts_each_source_kind_and_its_funnel(spark, shared_data, tmp_path, capsys):
     config = load_config({"input": {"paths": _inputs(shared_data, tmp_path), "format": "jsonl"},
                           "output": {"dir": str(tmp_path / "out")},
-                          "stages": [{"stage": "gopher_quality"}, {"stage": "wikipedia_quality"}, {"stage": "exact_dedup"}]})
+                          "stages": [{"stage": "gopher_quality"}, {"stage": "wikipedia_quality"},
+                                     {"stage": "exact_dedup"}]})
     result = run_pipeline(config, spark=spark)
     assert dataprep(["report", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out/report/report.md").read_text()

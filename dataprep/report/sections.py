@@ -10,6 +10,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataprep.report import Section
 from dataprep.report.charts import Charts
@@ -218,34 +219,30 @@ def tokens(manifests: list, charts: Charts, listed: int = 30) -> Section | None:
     return s
 
 
-def sources(sample: pa.Table | None, total: int, stats: list[StageStats], funnel_counts: tuple[dict, dict] | None) -> Section | None:
+def sources(sample: pa.Table | None, total: int, stats: list[StageStats],
+            funnel_counts: tuple[dict, dict] | None) -> Section | None:
     """Documents, text and tokens per source kind, and the funnel per source kind; only for a corpus that
     is not web pages alone."""
-    kinds_in = funnel_counts[0] if funnel_counts else {}
-    kept = Counter(sample.column("source_kind").to_pylist()) if sample is not None and "source_kind" in sample.column_names else Counter()
-    kinds = sorted(set(kinds_in) | {k for k in kept if k})
+    kept = {}
+    if sample is not None and "source_kind" in sample.column_names and sample.num_rows:
+        columns = [c for c in ("chars", "num_tokens") if c in sample.column_names]
+        table = sample.select(columns).append_column("kind", pc.fill_null(sample.column("source_kind"), "web"))
+        for row in table.group_by("kind").aggregate([([], "count_all")] + [(c, "sum") for c in columns]).to_pylist():
+            kept[row["kind"]] = row
+    kinds = sorted(set(funnel_counts[0] if funnel_counts else ()) | set(kept))
     if not kinds or kinds == ["web"]:
         return None
     s = Section("Sources", ["Kept documents by the kind of source they came from (column source_kind), then the "
                             "removal funnel per source kind (exact counts from each step's data)."])
     if kept:
-        columns = [c for c in ("chars", "num_tokens") if c in sample.column_names]
-        sums = {k: Counter() for k in kinds}
-        for row in sample.select(["source_kind", *columns]).to_pylist():
-            for c in columns:
-                sums[row["source_kind"]][c] += row[c] or 0
-        all_text = sum(v["chars"] for v in sums.values()) if "chars" in columns else 0
-        all_tokens = sum(v["num_tokens"] for v in sums.values()) if "num_tokens" in columns else 0
-        header = ["source kind", "documents", "share"] + ["text (characters)", "share of text"] * ("chars" in columns)
-        header += ["tokens", "share of tokens"] * ("num_tokens" in columns)
-        rows = []
+        header, rows = ["source kind", "documents", "share"], []
+        for c, label in (("chars", "text (characters)"), ("num_tokens", "tokens")):
+            header += [label, f"share of {label.split()[0]}"] * (c in columns)
+        whole = {key: sum(r[key] or 0 for r in kept.values()) for key in ["count_all"] + [f"{c}_sum" for c in columns]}
         for k in kinds:
-            row = [k, _n(kept[k]), _pct(kept[k], sample.num_rows)]
-            if "chars" in columns:
-                row += [_n(sums[k]["chars"]), _pct(sums[k]["chars"], all_text)]
-            if "num_tokens" in columns:
-                row += [_n(sums[k]["num_tokens"]), _pct(sums[k]["num_tokens"], all_tokens)]
-            rows.append(row)
+            row = kept.get(k, {})
+            counts = [row.get(key) or 0 for key in whole]
+            rows.append([k] + [cell for n, all_n in zip(counts, whole.values()) for cell in (_n(n), _pct(n, all_n))])
         s.tables.append((header, rows))
         if sample.num_rows < total:
             s.text.append(f"Kept documents: over {_n(sample.num_rows)} of the {_n(total)} (the report's sample).")
