@@ -14,6 +14,7 @@ from pretrain.cli import main as pretrain_main
 from pretrain.components.dataloader import BLOCK, MixtureOrder
 from pretrain.components.metrics import read_metrics, tracker_scalars
 from pretrain.config import load_train_config
+from pretrain.inference.plot import training_section
 from pretrain.mixture import presets
 from pretrain.planning.data_constrained import effective_tokens, read_corpus
 from pretrain.train import run
@@ -94,6 +95,10 @@ def test_two_source_mixture_draws_tokens_within_2_percent_of_the_weights(built, 
     assert last["source_share"]["wikipedia"] == pytest.approx(0.3, abs=0.02)
     assert records[0]["source_tokens"]["web"] < last["source_tokens"]["web"]  # cumulative
     assert tracker_scalars(last)["train/source_share/web"] == last["source_share"]["web"]
+    (table,) = training_section(str(built / "run"), str(built)).tables
+    row = dict(table[1])["tokens per source"]
+    assert row == (f"web {last['source_tokens']['web']:,} ({last['source_share']['web']:.1%}), "
+                   f"wikipedia {last['source_tokens']['wikipedia']:,} ({last['source_share']['wikipedia']:.1%})")
 
 
 def _budget(capsys, *args) -> dict:
