@@ -73,7 +73,7 @@ class DataCacheConfig(StrictModel):
 
 
 class DataConfig(StrictModel):
-    sources: list[DataSource] = Field(min_length=1)
+    sources: list[DataSource]
     mixture: str | None = None  # a mixture preset name or file (pretrain/mixture.py); it fills sources
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
