@@ -50,6 +50,8 @@ class ModelConfig(StrictModel):
 class DataSource(StrictModel):
     path: str  # a token-shard directory with manifest.json: a local folder or an fsspec URL
     weight: float = Field(1.0, gt=0)  # share of training tokens drawn from this source
+    name: str | None = None  # in the metrics' per-source token counts (default: the path)
+    preset: str | None = None  # the pipeline preset that builds it, named when the folder is missing
 
 
 class DataCacheConfig(StrictModel):
@@ -72,6 +74,7 @@ class DataCacheConfig(StrictModel):
 
 class DataConfig(StrictModel):
     sources: list[DataSource]
+    mixture: str | None = None  # a mixture preset name or file (pretrain/mixture.py); it fills sources
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
     cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
@@ -321,11 +324,25 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, set
     data = _read_model_file(data, base_dir)
     for item in sets or []:  # one at a time: a model file set here is read before model.* assignments after it
         data = _read_model_file(apply_overrides(data, [item]), base_dir)
+    _sources_from_mixture(data)
     _vocab_from_data(data)
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"train config: {describe(exc, TrainConfig)}") from None
+
+
+def _sources_from_mixture(data: dict) -> None:
+    """``data.mixture`` becomes ``data.sources``; a source not built yet is refused here, before any step."""
+    from pretrain.mixture import check_built, load_mixture
+
+    section = data.get("data")
+    if not isinstance(section, dict) or not section.get("mixture"):
+        return
+    if section.get("sources"):
+        raise ConfigError("set data.mixture or data.sources, not both")
+    data["data"] = {**section, "sources": load_mixture(section["mixture"])}
+    check_built(data["data"]["sources"])
 
 
 def _vocab_from_data(data: dict) -> None:

@@ -292,7 +292,15 @@ class Trainer:
         lr = self.cfg.optim.lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
         mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
         return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
-                                  tokens=step * self.tokens_per_step, **self.pp_fields)
+                                  tokens=step * self.tokens_per_step, **self.pp_fields, **self._mixture_fields())
+
+    def _mixture_fields(self) -> dict:
+        """With several sources, the training tokens drawn from each so far and their shares (host counts)."""
+        if len(self.train_loader.sources) < 2:
+            return {}
+        drawn = self.train_loader.tokens_drawn()
+        total = max(sum(drawn.values()), 1)
+        return {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
 
     def _validate(self) -> None:
         loss = validation_loss(self.stepper, self.val_loader, self.cfg.log.val_batches, self.ctx, self.dims)

@@ -17,7 +17,7 @@ from dataprep.core.storage import atomic_write_text, is_url, join_path
 from dataprep.report import SECTIONS_GROUP, Section
 from dataprep.report import sections as sec
 from dataprep.report.charts import Charts
-from dataprep.report.outputs import drop_examples, find_manifests, load_stats, read_corpus
+from dataprep.report.outputs import drop_examples, find_manifests, load_stats, read_corpus, source_funnel
 from dataprep.report.render import render_html, render_markdown
 from dataprep.core.stats import StageStats
 
@@ -46,7 +46,8 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     sample, total = read_corpus(join_path(output_dir, "corpus"), max_docs)
     manifests = find_manifests(output_dir)
     sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts),
-                sec.rules(stats, drop_examples(output_dir), charts)]
+                sec.rules(stats, drop_examples(output_dir), charts),
+                sec.sources(sample, total, stats, source_funnel(output_dir))]
     if sample is not None:
         sections += [
             sec.languages(sample, charts),

@@ -20,7 +20,7 @@ from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import STATS_MARK
 from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
 
-CATEGORIES = ("lang", "ppl_bucket")  # string columns worth counting; other strings are ids
+CATEGORIES = ("lang", "ppl_bucket", "source_kind")  # string columns worth counting; other strings are ids
 
 
 def load_stats(output_dir: str) -> dict:
@@ -92,6 +92,31 @@ def drop_examples(output_dir: str, per_reason: int = 3, max_rows: int = 1_000_00
             if seen >= max_rows:
                 break
     return examples
+
+
+def source_funnel(output_dir: str) -> tuple[dict, dict] | None:
+    """Exact counts per source kind: documents into the first step, and documents dropped per (kind, stage,
+    reason) over every step, from each step's data (its input, kept and dropped rows), reading only the
+    columns ``source_kind``, ``drop_stage`` and ``drop_reason``. None when the run has no ``source_kind``."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(join_path(output_dir, "steps"))
+    into: dict[str, int] = {}
+    dropped: dict[tuple, int] = {}
+    for i, data in enumerate(sorted(fs.glob(f"{root.rstrip('/')}/*/data"))):
+        dataset = _dataset(fs.unstrip_protocol(data) if is_url(output_dir) else data)
+        if not {"source_kind", DROP_STAGE, DROP_REASON} <= set(dataset.schema.names):
+            return None
+        table = dataset.to_table(columns=["source_kind", DROP_STAGE, DROP_REASON])
+        table = table.filter(pc.fill_null(pc.not_equal(table.column(DROP_STAGE), STATS_MARK), True))
+        for row in table.group_by(["source_kind", DROP_STAGE, DROP_REASON]).aggregate([([], "count_all")]).to_pylist():
+            kind = row["source_kind"] or "web"
+            if i == 0:
+                into[kind] = into.get(kind, 0) + row["count_all"]
+            if row[DROP_REASON] is not None:
+                key = (kind, row[DROP_STAGE], row[DROP_REASON])
+                dropped[key] = dropped.get(key, 0) + row["count_all"]
+    return (into, dropped) if into else None
 
 
 def _example(url: str | None, text: str | None, snippet: int) -> str:

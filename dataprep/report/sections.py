@@ -10,6 +10,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataprep.report import Section
 from dataprep.report.charts import Charts
@@ -215,4 +216,46 @@ def tokens(manifests: list, charts: Charts, listed: int = 30) -> Section | None:
         rows = [[sh["name"], _n(sh["documents"]), _n(sh["tokens"])] for sh in m["shards"][:listed]]
         rows += [[f"... {len(per_shard) - listed} more", "", ""]] * (len(per_shard) > listed)
         s.tables.append((["shard", "documents", "tokens"], rows + [["all", _n(m["documents"]), _n(m["tokens"])]]))
+    return s
+
+
+def sources(sample: pa.Table | None, total: int, stats: list[StageStats],
+            funnel_counts: tuple[dict, dict] | None) -> Section | None:
+    """Documents, text and tokens per source kind, and the funnel per source kind; only for a corpus that
+    is not web pages alone."""
+    kept = {}
+    if sample is not None and "source_kind" in sample.column_names and sample.num_rows:
+        columns = [c for c in ("chars", "num_tokens") if c in sample.column_names]
+        table = sample.select(columns).append_column("kind", pc.fill_null(sample.column("source_kind"), "web"))
+        for row in table.group_by("kind").aggregate([([], "count_all")] + [(c, "sum") for c in columns]).to_pylist():
+            kept[row["kind"]] = row
+    kinds = sorted(set(funnel_counts[0] if funnel_counts else ()) | set(kept))
+    if not kinds or kinds == ["web"]:
+        return None
+    s = Section("Sources", ["Kept documents by the kind of source they came from (column source_kind), then the "
+                            "removal funnel per source kind (exact counts from each step's data)."])
+    if kept:
+        header, rows = ["source kind", "documents", "share"], []
+        for c, label in (("chars", "text (characters)"), ("num_tokens", "tokens")):
+            header += [label, f"share of {label.split()[0]}"] * (c in columns)
+        whole = {key: sum(r[key] or 0 for r in kept.values()) for key in ["count_all"] + [f"{c}_sum" for c in columns]}
+        for k in kinds:
+            row = kept.get(k, {})
+            counts = [row.get(key) or 0 for key in whole]
+            rows.append([k] + [cell for n, all_n in zip(counts, whole.values()) for cell in (_n(n), _pct(n, all_n))])
+        s.tables.append((header, rows))
+        if sample.num_rows < total:
+            s.text.append(f"Kept documents: over {_n(sample.num_rows)} of the {_n(total)} (the report's sample).")
+    if funnel_counts:
+        into, dropped = funnel_counts
+        rows = []
+        for k in kinds:
+            current = into.get(k, 0)
+            for st in stats:
+                reasons = {r: n for (kind, stage, r), n in dropped.items() if kind == k and stage == st.stage}
+                out = sum(reasons.values())
+                rows.append([k, st.stage, _n(current), _n(current - out), _n(out), _pct(out, current),
+                             ", ".join(f"{r} {_n(n)}" for r, n in sorted(reasons.items(), key=lambda x: -x[1]))])
+                current -= out
+        s.tables.append((["source kind", "stage", "docs in", "kept", "dropped", "% dropped", "rules"], rows))
     return s

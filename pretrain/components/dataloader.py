@@ -142,10 +142,11 @@ class Source:
     seq_len: int
     vocab_size: int  # the tokenizer's (the manifest's): every id is below it
     cache: BlockCache | None = None  # where a URL's blocks are kept; None for a local folder
+    name: str = ""  # in the per-source token counts; default: the path
 
     @classmethod
     def open(cls, path: str, seq_len: int, val_fraction: float, seed: int, vocab_size: int | None = None,
-             cache: BlockCache | None = None, val_samples: int = 1) -> "Source":
+             cache: BlockCache | None = None, val_samples: int = 1, name: str | None = None) -> "Source":
         """A URL is read through ``cache`` (default: a temporary one); a local folder through memory maps.
         With ``val_fraction`` > 0, at least ``val_samples`` validation samples are held out where the
         source allows (``hold_out``)."""
@@ -160,7 +161,7 @@ class Source:
                              "or auto, or use shards made with the model's tokenizer")
         held_out = hold_out(path, shards, val_fraction, seed, val_samples * seq_len + 1)
         source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len,
-                     manifest["vocab_size"], cache)
+                     manifest["vocab_size"], cache, name or path)
         if source.num_samples("train") == 0:
             raise ValueError(f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}")
         return source
@@ -221,6 +222,23 @@ class MixtureOrder:
         n = self.sizes[source]
         return np.random.default_rng([self.seed, 2, source, epoch]).permutation(n).astype(np.int64 if n >= 2**31 else np.int32)
 
+    def drawn(self, start: int, end: int) -> np.ndarray:
+        """Samples each source gives at positions ``[start, end)``: whole blocks by their counts, the
+        partial blocks at either end by their layouts."""
+        out = np.zeros(len(self.sizes), dtype=np.int64)
+        first, last = -(-start // BLOCK), end // BLOCK  # the whole blocks inside the range
+        if first >= last:
+            for b in range(start // BLOCK, (end - 1) // BLOCK + 1) if end > start else ():
+                lo, hi = max(start - b * BLOCK, 0), min(end - b * BLOCK, BLOCK)
+                out += np.bincount(self._block(b)[0][lo:hi], minlength=len(self.sizes))
+            return out
+        out += (last - first) * self.counts
+        if start < first * BLOCK:
+            out += self.drawn(start, first * BLOCK)
+        if end > last * BLOCK:
+            out += self.drawn(last * BLOCK, end)
+        return out
+
     def __call__(self, position: int) -> tuple[int, int]:
         b, r = divmod(position, BLOCK)
         layout, rank = self._block(b)
@@ -247,6 +265,7 @@ class Loader:
         self.order = MixtureOrder([s.num_samples(split) for s in sources], weights, seed)
         self.vocab_size = min(s.vocab_size for s in sources)  # the batch check's bound (per source on a hit)
         self.consumed = 0
+        self.drawn = np.zeros(len(sources), dtype=np.int64)  # samples of each source in the batches served
         self.remote = any(s.remote for s in sources)
         # remote sources only: steps whose samples worker threads fetch ahead, and how far that reached
         self.read_ahead_steps = read_ahead_steps if self.remote else 0
@@ -292,6 +311,7 @@ class Loader:
         """The micro-batches of the next optimizer step."""
         batch = self.batch_at(self.consumed)
         self._read_ahead()  # fetched while the model trains on this batch
+        self.drawn += self.order.drawn(self.consumed, self.consumed + self.global_batch)  # all ranks' samples
         self.consumed += self.global_batch
         return batch
 
@@ -318,6 +338,11 @@ class Loader:
 
     def load_state_dict(self, state: dict) -> None:
         self.consumed = int(state["samples_consumed"])
+        self.drawn = self.order.drawn(0, self.consumed)  # batches skipped past a spike before it count too
+
+    def tokens_drawn(self) -> dict[str, int]:
+        """Training tokens drawn from each source so far (every sample trains ``seq_len`` of them), by name."""
+        return {s.name: int(n) * s.seq_len for s, n in zip(self.sources, self.drawn)}
 
     def close(self) -> None:
         """Stop the read-ahead of remote sources (their caches are shared with any other loader on them)."""
@@ -340,7 +365,7 @@ def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, c
     if missing:
         raise FileNotFoundError(f"data source(s) not found: {', '.join(missing)}")
     cache = open_cache(cfg.cache, cache_dir) if any(is_remote(s.path) for s in cfg.sources) else None
-    return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples)
+    return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples, s.name)
             for s in cfg.sources]
 
 

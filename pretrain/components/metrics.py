@@ -36,9 +36,11 @@ def check_trackers(log) -> None:
 
 
 def tracker_scalars(record: dict) -> dict[str, float]:
-    """A record's numbers under its kind's prefix: {"train/loss": ..., "val/loss": ...}."""
+    """A record's numbers under its kind's prefix: {"train/loss": ..., "val/loss": ...}; a dict of numbers
+    (per-source tokens) gives one scalar each: "train/source_tokens/web"."""
     kind = record.get("kind", "train")
-    return {f"{kind}/{key.removeprefix(kind + '_')}": value for key, value in record.items()
+    flat = {f"{key}/{name}": v for key, value in record.items() if isinstance(value, dict) for name, v in value.items()}
+    return {f"{kind}/{key.removeprefix(kind + '_')}": value for key, value in {**record, **flat}.items()
             if key not in ("step", "time", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
@@ -143,6 +145,8 @@ class MetricsLogger:
 
 
 def _fmt(key: str, value) -> str:
+    if isinstance(value, dict):
+        return f"{key} " + " ".join(f"{name} {v:.4g}" for name, v in value.items())
     if isinstance(value, float):
         if key == "mfu":
             return f"mfu {100 * value:.1f}%"

@@ -108,6 +108,9 @@ def training_section(run: str, folder: str) -> Section:
             ["train loss first → last", f"{train[0]['loss']:.4f} → {train[-1]['loss']:.4f}"]]
     if "tokens" in train[-1]:
         rows.append(["tokens trained", f"{int(train[-1]['tokens']):,}"])
+    if "source_share" in train[-1]:  # a mixture: the tokens drawn from each source
+        rows.append(["tokens per source", ", ".join(f"{name} {int(train[-1]['source_tokens'][name]):,} ({share:.1%})"
+                                                     for name, share in train[-1]["source_share"].items())])
     if val:
         best = min(val, key=lambda r: r["val_loss"])
         rows.append(["validation loss last / best",

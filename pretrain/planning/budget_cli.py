@@ -43,7 +43,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--method", action="append", choices=list(METHODS),
                         help="method(s) to show (repeatable; default all)")
     parser.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "
-                        "corpus's unique tokens U (repeatable; with --model, also the vocabulary)")
+                        "corpus's unique tokens U (repeatable; with --model, also the vocabulary); or one mixture "
+                        "preset or file (llama1, web_wiki.yaml): also each source's epochs at its share of D")
     parser.add_argument("--unique-tokens", help="unique tokens U of the corpus, e.g. 300B (instead of --data)")
     parser.add_argument("--epochs", type=float, help="evaluate this many passes over the corpus (D = epochs x U)")
     parser.add_argument("--fit", choices=FITS + ALLOCATION_FITS, default="approach3",
@@ -93,6 +94,49 @@ def _corpus(args) -> tuple[float | None, str, int | None]:
     if args.epochs is not None:
         raise ValueError("--epochs needs the corpus: --data SHARDS or --unique-tokens")
     return None, "", None
+
+
+USEFUL_EPOCHS = 4  # Muennighoff et al. 2023, Section 5: up to ~4 epochs are worth almost as much as fresh tokens
+
+
+def _mixture(args) -> list[dict] | None:
+    """The sources of a ``--data`` mixture (a preset name or YAML file, not a shard folder); --data then
+    lists their folders. None when --data names shard folders."""
+    import os
+
+    from pretrain.mixture import check_built, find_mixture, load_mixture
+
+    specs = args.data or []
+    if not any(not os.path.isdir(d) and find_mixture(d) for d in specs):
+        return None
+    if len(specs) > 1:
+        raise ValueError("--data takes one mixture, or shard folders: not both, nor two mixtures")
+    sources = load_mixture(specs[0])
+    check_built(sources)
+    args.data = [s["path"] for s in sources]
+    return sources
+
+
+def _mixture_section(sources: list[dict], tokens: float) -> list[dict]:
+    """Per source: unique tokens U_i, its share w_i x D of the planned tokens, its epochs and Muennighoff's
+    effective tokens, and a warning past the useful range of repetition."""
+    total = sum(float(s.get("weight", 1.0)) for s in sources)
+    rows = []
+    for s in sources:
+        unique = float(data_constrained.read_corpus([s["path"]])["tokens"])
+        share = float(s.get("weight", 1.0)) / total
+        drawn = share * tokens
+        epochs = drawn / unique
+        warning = None
+        if epochs > data_constrained.R_D_STAR:
+            warning = (f"{epochs:.1f} epochs: little value left (past R_D* = {data_constrained.R_D_STAR:.1f} repeats "
+                       "a token's worth has decayed by 1/e); lower its weight or add data")
+        elif epochs > USEFUL_EPOCHS:
+            warning = f"{epochs:.1f} epochs: diminishing returns beyond {USEFUL_EPOCHS} (repeated tokens count for less)"
+        rows.append({"name": s.get("name") or s["path"], "path": s["path"], "weight": share, "unique_tokens": unique,
+                     "tokens": drawn, "epochs": epochs,
+                     "effective_tokens": data_constrained.effective_tokens(drawn, unique), "warning": warning})
+    return rows
 
 
 def _answer(a: Allocation, fit: str) -> dict:
@@ -210,6 +254,7 @@ def run(args) -> dict:
     _check_flags(args)
     if args.tokens is not None and args.epochs is not None:
         raise ValueError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
+    mixture = _mixture(args)
     unique, unique_source, vocab = _corpus(args)
     model = _model(args, vocab)
     seq_len = args.seq_len or (model.max_seq_len if model else ModelConfig.model_fields["max_seq_len"].default)
@@ -230,6 +275,8 @@ def run(args) -> dict:
             # the architecture fixes N; D follows from each method's budget for it
             row["flops_for_model"] = compare(model, row["tokens"], seq_len)
     ref = estimate(args.fit, **inputs[args.fit])
+    if mixture is not None:
+        result["mixture"] = _mixture_section(mixture, ref.tokens if run_tokens is None else run_tokens)
     result["hyperparameters"] = _hyperparameters(args, ref, model, seq_len, run_tokens)
     if unique is not None or args.inference_tokens is not None:
         law = _loss_fit(args)
@@ -244,6 +291,10 @@ def run(args) -> dict:
                                                                      "hyperparameters": hyperparameters.SOURCE}
     if unique is not None:
         result["sources"]["R_D*, R_N*"] = data_constrained.SOURCE
+    if mixture is not None:
+        result["sources"]["repetition per source"] = (
+            f"Muennighoff et al. 2023, arXiv:2305.16264: up to ~{USEFUL_EPOCHS} epochs repeated data is worth almost "
+            "as much as fresh (Section 5, Figure 3); a warning past that and past R_D* repeats")
     if args.inference_tokens is not None:
         result["sources"]["inference-aware"] = inference_aware.SOURCE
     return result
@@ -297,6 +348,15 @@ def format_report(result: dict) -> str:
                          f"epochs  training {a['flops']:.3g} + inference {a['inference_flops']:.3g} = "
                          f"{a['lifetime_flops']:.3g} FLOPs")
         lines.append(f"  saving {100 * inf['saving']:.1f}% of lifetime FLOPs")
+    if "mixture" in result:
+        rows = result["mixture"]
+        lines += ["", f"mixture at D = {human(sum(r['tokens'] for r in rows))} tokens (the planned D), repetition "
+                      "per source (Muennighoff et al. 2023):",
+                  f"  {'source':<16} {'weight':>6} {'U':>8} {'w x D':>8} {'epochs':>7} {'D_eff':>8}"]
+        for r in rows:
+            lines.append(f"  {r['name']:<16} {r['weight']:>6.3f} {human(r['unique_tokens']):>8} {human(r['tokens']):>8} "
+                         f"{r['epochs']:>7.1f} {human(r['effective_tokens']):>8}")
+        lines += [f"  warning: {r['name']}: {r['warning']}" for r in rows if r["warning"]]
     if result["extrapolated"]:
         lines += ["", f"note: N below {human(FITTED_MIN_PARAMS)} or D below {human(FITTED_MIN_TOKENS)} tokens lies "
                       "outside the runs the fits were made on: read the losses as trends, not predictions"]
