@@ -19,7 +19,7 @@ from dataprep.core.storage import atomic_write_text, join_path, read_text, remov
 
 RUN_MARKER = "_RUN.json"
 # What a pipeline run writes at the top of its folder; --overwrite removes these and nothing else.
-RUN_ENTRIES = ("corpus", "stats.json", "report", "tokenizer", "_checkpoints")
+RUN_ENTRIES = ("corpus", "shards", "stats.json", "report", "tokenizer", "_checkpoints")
 
 
 class OutputInUse(ValueError):

@@ -27,7 +27,8 @@ SHARDS_DIR = "shards"
 
 
 def output_dir(stage: Tokenize, ctx) -> str:
-    return stage.output_dir or join_path(ctx.step_dir, SHARDS_DIR)
+    """The stage's shards folder (``<output>/shards`` in a pipeline); the step's own without a run."""
+    return stage.shards_dir or join_path(ctx.step_dir, SHARDS_DIR)
 
 
 def run_tokenize(df, stage: Tokenize, ctx):

@@ -128,3 +128,18 @@ def test_budget_refuses_a_mixture_source_not_built(tmp_path, monkeypatch, capsys
     monkeypatch.chdir(tmp_path)
     assert pretrain_main(["budget", "--data", "llama1", "--tokens", "1B"]) == 2
     assert "data source 'web'" in capsys.readouterr().err
+
+
+def test_sources_tokenized_with_different_tokenizers_are_refused(tmp_path, capsys):
+    """The same id would be another piece of text in each source: training on both is silent garbage."""
+    web = make_token_dataset(tmp_path / "web", n_docs=40, seed=1)
+    wiki = make_token_dataset(tmp_path / "wiki", n_docs=40, seed=2)
+    manifest = json.loads((tmp_path / "wiki" / "manifest.json").read_text())
+    manifest["tokenizer"]["model_sha256"] = "another-tokenizer"
+    (tmp_path / "wiki" / "manifest.json").write_text(json.dumps(manifest))
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump(tiny_config([web, wiki], str(tmp_path / "run"))))
+    assert pretrain_main(["train", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "2 different tokenizers" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -156,7 +156,7 @@ def _duplicated_inputs(folder: Path) -> list[Path]:
 
 
 def _shards(out: Path) -> list[tuple]:
-    manifest = json.loads((out / "steps" / TOKENIZE / "shards" / "manifest.json").read_text())
+    manifest = json.loads((out / "shards" / "manifest.json").read_text())
     return sorted((s["name"], s["documents"], s["tokens"], s["bin_sha256"]) for s in manifest["shards"])
 
 
@@ -186,7 +186,7 @@ def test_a_global_step_keeps_its_decision_and_finished_tasks(spark, tmp_path, un
     info = _step_info(out, step)
     assert info["tasks_reused"] == finished and 0 < finished < info["tasks"]
     assert _documents(result) == clean_docs and _stats(out) == clean_stats
-    assert _shards(out) == clean_shards and verify_dataset(str(out / "steps" / TOKENIZE / "shards")) == []
+    assert _shards(out) == clean_shards and verify_dataset(str(out / "shards")) == []
 
 
 def test_a_global_step_that_died_deciding_decides_again(spark, tmp_path, uninterrupted_global):

@@ -71,16 +71,23 @@ class Tokenize(GlobalStage):
     tokenizer: str | None = Field(None, description="tokenizer folder (tokenizer.model + tokenizer_meta.json, or a Hugging Face "
                                   "tokenizer.json); default: <output>/tokenizer, where `train:` trains one")
     train: TokenizerTraining | None = Field(None, description="train the tokenizer first when its folder is empty")
-    output_dir: str | None = Field(None, description="where shards go; default: <step dir>/shards")
+    output_dir: str | None = Field(None, description="where shards go; default: <output>/shards")
     tokens_per_shard: int = Field(100_000_000, gt=0)
     add_bos: bool = False
     add_eos: bool = True
     num_threads: int = Field(1, gt=0, description="encoder threads per task (Spark already runs one task per core)")
     repeat_by: str | None = Field(None, description="numeric column (e.g. sample_weight): write each document that many times")
     _default_tokenizer: str | None = PrivateAttr(None)
+    _default_shards: str | None = PrivateAttr(None)
 
     def place_outputs(self, output_dir: str) -> None:
         self._default_tokenizer = join_path(output_dir, "tokenizer")
+        self._default_shards = join_path(output_dir, "shards")
+
+    @property
+    def shards_dir(self) -> str | None:
+        """Where the shards go: the configured folder, else the run's ``<output>/shards``."""
+        return self.output_dir or self._default_shards
 
     @property
     def tokenizer_dir(self) -> str:

@@ -20,6 +20,7 @@ and the loader's whole state is the number of samples consumed, so a run can res
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -143,6 +144,7 @@ class Source:
     vocab_size: int  # the tokenizer's (the manifest's): every id is below it
     cache: BlockCache | None = None  # where a URL's blocks are kept; None for a local folder
     name: str = ""  # in the per-source token counts; default: the path
+    tokenizer: str = ""  # the manifest's tokenizer identity: sources of one run must share it
 
     @classmethod
     def open(cls, path: str, seq_len: int, val_fraction: float, seed: int, vocab_size: int | None = None,
@@ -161,7 +163,7 @@ class Source:
                              "or auto, or use shards made with the model's tokenizer")
         held_out = hold_out(path, shards, val_fraction, seed, val_samples * seq_len + 1)
         source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len,
-                     manifest["vocab_size"], cache, name or path)
+                     manifest["vocab_size"], cache, name or path, _tokenizer_identity(manifest))
         if source.num_samples("train") == 0:
             raise ValueError(f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}")
         return source
@@ -358,15 +360,30 @@ def open_cache(cfg: DataCacheConfig, folder: str | None = None) -> BlockCache:
     return cache
 
 
+def _tokenizer_identity(manifest: dict) -> str:
+    described = manifest.get("tokenizer") or {}
+    return str(described.get("model_sha256") or json.dumps(described, sort_keys=True))
+
+
 def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, cache_dir: str | None = None,
                  val_samples: int = 1) -> list[Source]:
-    """Every source; those given as URLs share one cache in ``cache_dir`` (one folder per process)."""
+    """Every source; those given as URLs share one cache in ``cache_dir`` (one folder per process).
+    Sources tokenized with different tokenizers are refused: one id would stand for different text."""
     missing = [s.path for s in cfg.sources if not is_remote(s.path) and not os.path.exists(s.path)]
     if missing:
         raise FileNotFoundError(f"data source(s) not found: {', '.join(missing)}")
     cache = open_cache(cfg.cache, cache_dir) if any(is_remote(s.path) for s in cfg.sources) else None
-    return [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples, s.name)
-            for s in cfg.sources]
+    sources = [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples, s.name)
+               for s in cfg.sources]
+    groups: dict[str, list[str]] = {}
+    for source in sources:
+        groups.setdefault(source.tokenizer, []).append(source.name)
+    if len(groups) > 1:
+        listed = "; ".join(", ".join(names) for names in groups.values())
+        raise ValueError(f"data sources were tokenized with {len(groups)} different tokenizers ({listed}): the same id "
+                         "would mean different text in each. Tokenize every source with one tokenizer, e.g. "
+                         "`dataprep run wikipedia ... --set stages.-1.tokenizer=out/web/tokenizer`")
+    return sources
 
 
 def warn_if_read_ahead_overflows(cfg: DataCacheConfig, remote: list[Source], seq_len: int, rank_batch: int) -> None:
