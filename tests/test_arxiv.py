@@ -18,6 +18,7 @@ from dataprep.core.stats import StageStats
 from dataprep.readers import detect_format, iter_documents
 from dataprep.readers.arxiv import clean_tex
 from pipelines.pipeline_run import run_pipeline
+from test_task_resume import rerun_after_a_crash
 
 PAPER = Path(__file__).parent / "data/arxiv/2401.00001"
 KEPT = ["\\section{Introduction}", "Tide tables are old, but TideNet{} learns them from data.",
@@ -124,7 +125,11 @@ def test_arxiv_preset_on_spark_same_corpus_from_one_or_four_files(spark, tmp_pat
         result = run_pipeline(config, spark=spark)
         stats = {s.stage: s for s in result.stats}
         assert stats["read"].dropped == {"error:malformed_record": 1}  # the file that is no archive
-        rows = pq.read_table(result.corpus_dir).to_pylist()
-        corpora.append(sorted((r["id"], r["text"], r["source_kind"]) for r in rows))
+        corpora.append(corpus(result))
     assert corpora[0] == corpora[1]
     assert [r[0] for r in corpora[0]] == [f"arxiv-2401.0000{i}" for i in range(1, 5)]
+    assert corpus(rerun_after_a_crash(config, spark)) == corpora[1]  # killed with two of five files read
+
+
+def corpus(result) -> list[tuple]:
+    return sorted((r["id"], r["text"], r["source_kind"]) for r in pq.read_table(result.corpus_dir).to_pylist())

@@ -1,5 +1,6 @@
 """Plain-text books: Gutenberg's header, footer and licence cut, the book kept whole by the ``books`` preset
-where the web's Gopher/C4 rules cut it, and the preset on Spark with a damaged file counted."""
+where the web's Gopher/C4 rules cut it, and the preset on Spark with a damaged file counted
+and a rerun after a crash."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataprep.quality.books import BooksQuality
 from dataprep.readers import detect_format, iter_documents
 from dataprep.readers.books import strip_gutenberg
 from pipelines.pipeline_run import run_pipeline
+from test_task_resume import rerun_after_a_crash
 
 SAMPLE = Path(__file__).parent / "data/books/pg99999-lamplighter.txt"
 BOILERPLATE = ("Project Gutenberg", "gutenberg.org", "License", "LICENSE", "Release date", "Credits:", "*** ")
@@ -86,3 +88,4 @@ def test_books_preset_on_spark_counts_a_damaged_file(spark, tmp_path):
     assert [r["source_kind"] for r in rows] == ["books"] and rows[0]["id"] in ("gutenberg-99998", "gutenberg-99999")
     assert rows[0]["text"] == the_book() and rows[0]["num_tokens"] > 0
     assert (tmp_path / "out" / "shards" / "manifest.json").is_file()
+    assert pq.read_table(rerun_after_a_crash(config, spark).corpus_dir).to_pylist() == rows  # killed with two of four files read

@@ -16,6 +16,7 @@ from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
 from dataprep.readers import detect_format, iter_documents
 from pipelines.pipeline_run import run_pipeline
+from test_task_resume import rerun_after_a_crash
 
 SITE = "cooking.stackexchange.com"
 SAMPLE = Path(__file__).parent / "data/stackexchange" / SITE / "Posts.xml"
@@ -94,7 +95,11 @@ def test_stackexchange_preset_on_spark_same_corpus_from_one_or_four_files(spark,
         result = run_pipeline(config, spark=spark)
         stats = {s.stage: s for s in result.stats}
         assert stats["read"].dropped == {"error:malformed_record": 1}
-        rows_out = pq.read_table(result.corpus_dir).to_pylist()
-        corpora.append(sorted((r["id"], r["text"], r["source_kind"]) for r in rows_out))
+        corpora.append(corpus(result))
     assert corpora[0] == corpora[1]
     assert [r[0] for r in corpora[0]] == [f"{SITE}-1", f"{SITE}-2"]
+    assert corpus(rerun_after_a_crash(config, spark)) == corpora[1]  # killed with two of four files read
+
+
+def corpus(result) -> list[tuple]:
+    return sorted((r["id"], r["text"], r["source_kind"]) for r in pq.read_table(result.corpus_dir).to_pylist())

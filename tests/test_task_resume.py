@@ -67,6 +67,18 @@ def _crash(out: Path, step: str, keep_rows_of_one: bool = False) -> int:
     return len(markers) - len(lost)
 
 
+def rerun_after_a_crash(config, spark):
+    """Kill ``config``'s finished run in its first step with half of the step's tasks finished, rerun it, and
+    check that the rerun reused them and gave the same stats. Returns the rerun's result."""
+    out = Path(config.output.dir)
+    step, stats = json.loads((out / "stats.json").read_text())["steps"][0]["step"], _stats(out)
+    finished = _crash(out, step)
+    result = run_pipeline(config, spark=spark)
+    assert _step_info(out, step)["tasks_reused"] == finished > 0
+    assert _stats(out) == stats
+    return result
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(spark, shared_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("clean") / "out"

@@ -22,38 +22,48 @@ from dataprep.readers import iter_documents
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 
 
-def wikipedia(folder: Path, copies: int) -> list[Path]:
+# Each generator writes ``copies`` copies of its test sample, with ids shifted per copy, spread over ``files``
+# input files (copy i in file i % files), so the same documents can be read as one task or several. Each copy's
+# text carries its number ("Copy i."), so exact dedup keeps every copy.
+
+
+def wikipedia(folder: Path, copies: int, files: int = 1) -> list[Path]:
     xml = (DATA / "wikipedia/enwiki-sample-pages-articles.xml").read_text()
     first, last = xml.index("  <page>"), xml.rindex("</page>\n") + len("</page>\n")
-    pages = xml[first:last]
-    body = "".join(re.sub(r"<id>(\d+)</id>", lambda m: f"<id>{int(m.group(1)) + 1000 * i}</id>", pages) for i in range(copies))
-    path = folder / "enwiki-pages-articles.xml.bz2"
-    path.write_bytes(bz2.compress((xml[:first] + body + xml[last:]).encode()))
-    return [path]
-
-
-def stackexchange(folder: Path, copies: int) -> list[Path]:
-    xml = (DATA / "stackexchange/cooking.stackexchange.com/Posts.xml").read_text()
-    rows = re.findall(r"  <row .*?/>\n", xml)
-
-    def shift(row: str, i: int) -> str:  # the i-th copy's post ids
-        return re.sub(r'(?<= )(Id|ParentId|AcceptedAnswerId)="(\d+)"', lambda m: f'{m.group(1)}="{int(m.group(2)) + 100 * i}"', row)
-
-    path = folder / "cooking.stackexchange.com" / "Posts.xml"
-    path.parent.mkdir()
-    path.write_text(xml[: xml.index("  <row")] + "".join(shift(r, i) for i in range(copies) for r in rows) + "</posts>\n")
-    return [path]
-
-
-def books(folder: Path, copies: int) -> list[Path]:
-    book = (DATA / "books/pg99999-lamplighter.txt").read_bytes()
-    paths = [folder / f"pg{i}.txt" for i in range(copies)]
-    for i, path in enumerate(paths):
-        path.write_bytes(book.replace(b"#99999", f"#{i}".encode()))
+    pages = xml[first:last].replace("</text>", "\n\nCopy {i}.</text>")
+    paths = [folder / f"enwiki-pages-articles{f}.xml.bz2" for f in range(files)]
+    for f, path in enumerate(paths):
+        body = "".join(re.sub(r"<id>(\d+)</id>", lambda m: f"<id>{int(m.group(1)) + 1000 * i}</id>", pages).replace("{i}", str(i))
+                       for i in range(f, copies, files))
+        path.write_bytes(bz2.compress((xml[:first] + body + xml[last:]).encode()))
     return paths
 
 
-def arxiv(folder: Path, copies: int) -> list[Path]:
+def stackexchange(folder: Path, copies: int, files: int = 1) -> list[Path]:
+    xml = (DATA / "stackexchange/cooking.stackexchange.com/Posts.xml").read_text()
+    rows = re.findall(r"  <row .*?/>\n", xml)
+
+    def shift(row: str, i: int) -> str:  # the i-th copy's post ids and text
+        row = row.replace('Body="', f'Body="&lt;p&gt;Copy {i}.&lt;/p&gt;')
+        return re.sub(r'(?<= )(Id|ParentId|AcceptedAnswerId)="(\d+)"', lambda m: f'{m.group(1)}="{int(m.group(2)) + 100 * i}"', row)
+
+    paths = [folder / str(f) / "cooking.stackexchange.com" / "Posts.xml" for f in range(files)]
+    for f, path in enumerate(paths):  # a copy's questions and answers stay in one file, as in a site's dump
+        path.parent.mkdir(parents=True)
+        path.write_text(xml[: xml.index("  <row")] + "".join(shift(r, i) for i in range(f, copies, files) for r in rows) + "</posts>\n")
+    return paths
+
+
+def books(folder: Path, copies: int, files: int = 1) -> list[Path]:
+    """One file per book, whatever ``files`` says: a book file holds one book."""
+    book = (DATA / "books/pg99999-lamplighter.txt").read_bytes()
+    paths = [folder / f"pg{i}.txt" for i in range(copies)]
+    for i, path in enumerate(paths):
+        path.write_bytes(book.replace(b"#99999", f"#{i}".encode()).replace(b"CHAPTER I\n", f"CHAPTER I\n\nCopy {i}.\n".encode(), 1))
+    return paths
+
+
+def arxiv(folder: Path, copies: int, files: int = 1) -> list[Path]:
     def tar(files: dict[str, bytes]) -> bytes:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as archive:
@@ -63,10 +73,16 @@ def arxiv(folder: Path, copies: int) -> list[Path]:
                 archive.addfile(info, io.BytesIO(data))
         return buf.getvalue()
 
-    paper = tar({p.name: p.read_bytes() for p in sorted((DATA / "arxiv/2401.00001").iterdir())})
-    path = folder / "arXiv_src_2401_001.tar"
-    path.write_bytes(tar({f"2401.{i:05d}.gz": gzip.compress(paper) for i in range(copies)}))
-    return [path]
+    files_of_paper = {p.name: p.read_bytes() for p in sorted((DATA / "arxiv/2401.00001").iterdir())}
+
+    def paper(i: int) -> bytes:
+        intro = b"\\section{Introduction}\n"
+        return tar(files_of_paper | {"main.tex": files_of_paper["main.tex"].replace(intro, intro + f"Copy {i}.\n".encode())})
+
+    paths = [folder / f"arXiv_src_2401_{f:03d}.tar" for f in range(files)]
+    for f, path in enumerate(paths):
+        path.write_bytes(tar({f"2401.{i:05d}.gz": gzip.compress(paper(i)) for i in range(f, copies, files)}))
+    return paths
 
 
 def measure(paths: list[Path]) -> tuple[int, float, float]:
