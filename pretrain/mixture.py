@@ -55,8 +55,3 @@ def check_built(sources: list[dict]) -> None:
         build = (f"build it with `dataprep run {preset} --input ...` (a tokenize stage writing shards to {path})"
                  if preset else "build its token shards first, or fix the path")
         raise ConfigError(f"data source {name!r}: token-shard folder {path} does not exist; {build}")
-
-
-def source_names(sources) -> list[str]:
-    """A name per source: its ``name``, else its folder's path."""
-    return [s.name or s.path for s in sources]

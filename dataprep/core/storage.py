@@ -118,14 +118,12 @@ def temp_dir_for(path: str) -> str:
 
 
 def make_folder(path: str) -> None:
-    """``os.makedirs``, with a file in the way named as the user's mistake it is."""
+    """``os.makedirs``, with a file in the way named as the user's mistake it is (``check_output_path``)."""
     try:
         os.makedirs(path, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        blocker = path
-        while blocker and not os.path.isfile(blocker):
-            blocker = os.path.dirname(blocker)
-        raise NotADirectoryError(f"cannot write into {path!r}: {blocker or path!r} is a file, not a folder") from None
+        check_output_path(path, "cannot write into", folder=True)
+        raise
 
 
 def publish(tmp: str, path: str) -> None:
@@ -169,8 +167,7 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
     (a folder that exists and is not empty is an error unless ``overwrite``). A failure leaves
     ``path`` as it was."""
     path = os.path.abspath(path.removeprefix("file://"))
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise NotADirectoryError(f"{path!r} is a file; a folder is written there: name a new or empty folder")
+    check_output_path(path, "output", folder=True)
     if not overwrite and os.path.isdir(path) and os.listdir(path):
         raise FileExistsError(f"{path} exists and is not empty (pass --overwrite to replace it)")
     parent = os.path.dirname(path)

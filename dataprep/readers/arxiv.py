@@ -116,13 +116,7 @@ def _paper(out: Batches, path: str, name: str, files: list[tuple[str, bytes]] | 
             out.drop("binary_file", id=f"{row['id']}/{file_name}", url=row["url"])
         else:
             texts.append(text)
-    body = clean_tex(texts)
-    if len(body.encode("utf-8")) > cfg.max_document_bytes:
-        out.drop("too_large", **row)
-    elif not body.strip():
-        out.drop("no_sections", **row)
-    else:
-        out.keep(text=body, **row)
+    out.keep_text(clean_tex(texts), cfg.max_document_bytes, empty="no_sections", **row)
 
 
 def _text(data: bytes) -> str | None:

@@ -65,6 +65,20 @@ class Batches:
         self.kept.append({"source": self.source, "source_kind": self.kind, **row})
         self.kept_bytes += len(row.get("html") or row.get("text") or "")
 
+    def keep_text(self, text: str, max_bytes: int, empty: str = "empty", **row) -> None:
+        """Keep a text document, or drop it as ``too_large`` (over ``max_bytes`` of UTF-8) or as ``empty``."""
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:  # lone surrogates (JSON escapes): Arrow cannot store them
+            text = text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+            size = len(text.encode("utf-8"))
+        if size > max_bytes:
+            self.drop("too_large", **row)
+        elif not text.strip():
+            self.drop(empty, **row)
+        else:
+            self.keep(text=text, **row)
+
     def drop(self, reason: str, exc: BaseException | None = None, **row) -> None:
         row.pop("html", None)
         self.dropped.append({"source": self.source, "source_kind": self.kind, **row})

@@ -31,16 +31,7 @@ def _text_document(out: Batches, cfg: InputConfig, n: int, text, doc_id, url, da
         return out.drop(f"missing_field:{cfg.text_field}", **row)
     if not isinstance(text, str):
         return out.drop("error:malformed_record", **row)
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:  # lone surrogates from JSON escapes: Arrow cannot store them
-        text = text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
-        size = len(text.encode("utf-8"))
-    if size > cfg.max_document_bytes:
-        return out.drop("too_large", **row)
-    if not text.strip():
-        return out.drop("empty", **row)
-    out.keep(text=text, **row)
+    out.keep_text(text, cfg.max_document_bytes, **row)
 
 
 def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:

@@ -122,13 +122,7 @@ def _documents(path: str, cfg: InputConfig, out: Batches, db: sqlite3.Connection
         parts = [title.strip(), _text(body)]
         for aid, answer in db.execute("SELECT id, body FROM answer WHERE parent = ? ORDER BY score DESC, id", (qid,)):
             parts.append(("Accepted answer:\n" if aid == accepted else "Answer:\n") + _text(answer))
-        text = "\n\n".join(p for p in parts if p)
-        if len(text.encode("utf-8")) > cfg.max_document_bytes:
-            out.drop("too_large", **row)
-        elif not text.strip():
-            out.drop("empty", **row)
-        else:
-            out.keep(text=text, **row)
+        out.keep_text("\n\n".join(p for p in parts if p), cfg.max_document_bytes, **row)
     (orphans,) = db.execute("SELECT count(*) FROM answer WHERE parent NOT IN (SELECT id FROM question)").fetchone()
     if orphans:
         out.counters[f"{RECORDS_SKIPPED}answer_without_question"] += orphans

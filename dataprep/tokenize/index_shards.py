@@ -17,7 +17,7 @@ import numpy as np
 
 from dataprep.tokenize.manifest import build_manifest, dtype_for_vocab, write_manifest
 from dataprep.tokenize.shards import IndexedShard
-from dataprep.tokenize.verify import file_sha256, first_out_of_vocab
+from dataprep.tokenize.verify import file_sha256, scan_bin
 
 
 def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = None, tokenizer: str | None = None) -> dict:
@@ -29,14 +29,14 @@ def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = No
     for name in names:
         shard = IndexedShard(os.path.join(directory, name))
         prefix = os.path.join(directory, name)
-        found = first_out_of_vocab(prefix + ".bin", shard.dtype, vocab_size)
+        bin_sha256, found = scan_bin(prefix + ".bin", shard.dtype, vocab_size)
         if found:
             raise ValueError(f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
                              f"--vocab-size {vocab_size}: give the vocabulary size of the tokenizer the shards were made with")
         dtypes.add(str(shard.dtype))
         shards.append({"name": name, "documents": shard.num_docs, "tokens": shard.num_tokens,
                        "bin_bytes": os.path.getsize(prefix + ".bin"), "idx_bytes": os.path.getsize(prefix + ".idx"),
-                       "bin_sha256": file_sha256(prefix + ".bin"), "idx_sha256": file_sha256(prefix + ".idx")})
+                       "bin_sha256": bin_sha256, "idx_sha256": file_sha256(prefix + ".idx")})
     if len(dtypes) > 1:
         raise ValueError(f"{directory}: shards use different token dtypes ({', '.join(sorted(dtypes))})")
     special = {"eos": eos, **({"bos": bos} if bos is not None else {})}

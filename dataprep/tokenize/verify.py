@@ -41,13 +41,19 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
         problems += file_problems
         if file_problems:
             continue
-        if checksums:  # a changed file is still opened: its structure and ids say where the damage is
-            problems += [f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)"
-                         for ext in ("bin", "idx") if file_sha256(join_path(directory, f"{name}.{ext}")) != entry[f"{ext}_sha256"]]
         try:
-            shard = _open_shard(fs, directory, name)
+            shard, broken = _open_shard(fs, directory, name), None
         except ShardError as exc:
-            problems.append(str(exc))
+            shard, broken = None, str(exc)
+        found = None
+        if checksums:  # a changed file is still opened: its structure and ids say where the damage is
+            bin_sha256, found = scan_bin(join_path(directory, f"{name}.bin"), shard.dtype if shard else manifest["dtype"],
+                                         manifest["vocab_size"])
+            digests = {"bin": bin_sha256, "idx": file_sha256(join_path(directory, f"{name}.idx"))}
+            problems += [f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)"
+                         for ext, digest in digests.items() if digest != entry[f"{ext}_sha256"]]
+        if shard is None:
+            problems.append(broken)
             continue
         if str(shard.dtype) != manifest["dtype"]:
             problems.append(f"shard {name}: dtype {shard.dtype}, manifest says {manifest['dtype']}")
@@ -55,7 +61,6 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
             problems.append(
                 f"shard {name}: {shard.num_docs} documents / {shard.num_tokens} tokens, manifest says {entry['documents']} / {entry['tokens']}"
             )
-        found = first_out_of_vocab(join_path(directory, f"{name}.bin"), shard.dtype, manifest["vocab_size"]) if checksums else None
         if found:
             problems.append(f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
                             f"the manifest's vocab_size {manifest['vocab_size']} (corrupt, or made with another tokenizer)")
@@ -69,19 +74,20 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
     return problems
 
 
-def first_out_of_vocab(path: str, dtype, vocab_size: int, chunk_tokens: int = 1 << 24) -> tuple[int, int] | None:
-    """(token offset, id) of the first id outside ``[0, vocab_size)`` in a ``.bin`` (local or a URL), read
-    in chunks; None when every id is in the vocabulary."""
+def scan_bin(path: str, dtype, vocab_size: int, chunk_tokens: int = 1 << 24) -> tuple[str, tuple[int, int] | None]:
+    """A ``.bin`` (local or a URL) read once in chunks: its SHA-256, and (token offset, id) of the first id
+    outside ``[0, vocab_size)``, None when every id is in the vocabulary."""
     dtype = np.dtype(dtype).newbyteorder("<")
-    offset = 0
+    digest, offset, found = hashlib.sha256(), 0, None
     with fsspec.open(path, "rb") as fh:
         while data := fh.read(chunk_tokens * dtype.itemsize):
-            ids = np.frombuffer(data, dtype=dtype)
-            if ids.size and (ids.max() >= vocab_size or ids.min() < 0):
+            digest.update(data)
+            ids = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+            if found is None and ids.size and (ids.max() >= vocab_size or ids.min() < 0):
                 i = int(np.flatnonzero((ids < 0) | (ids >= vocab_size))[0])
-                return offset + i, int(ids[i])
+                found = offset + i, int(ids[i])
             offset += ids.size
-    return None
+    return digest.hexdigest(), found
 
 
 def _exists(fs, path: str) -> bool:

@@ -267,7 +267,6 @@ class Loader:
         self.order = MixtureOrder([s.num_samples(split) for s in sources], weights, seed)
         self.vocab_size = min(s.vocab_size for s in sources)  # the batch check's bound (per source on a hit)
         self.consumed = 0
-        self.drawn = np.zeros(len(sources), dtype=np.int64)  # samples of each source in the batches served
         self.remote = any(s.remote for s in sources)
         # remote sources only: steps whose samples worker threads fetch ahead, and how far that reached
         self.read_ahead_steps = read_ahead_steps if self.remote else 0
@@ -313,7 +312,6 @@ class Loader:
         """The micro-batches of the next optimizer step."""
         batch = self.batch_at(self.consumed)
         self._read_ahead()  # fetched while the model trains on this batch
-        self.drawn += self.order.drawn(self.consumed, self.consumed + self.global_batch)  # all ranks' samples
         self.consumed += self.global_batch
         return batch
 
@@ -340,11 +338,11 @@ class Loader:
 
     def load_state_dict(self, state: dict) -> None:
         self.consumed = int(state["samples_consumed"])
-        self.drawn = self.order.drawn(0, self.consumed)  # batches skipped past a spike before it count too
 
     def tokens_drawn(self) -> dict[str, int]:
-        """Training tokens drawn from each source so far (every sample trains ``seq_len`` of them), by name."""
-        return {s.name: int(n) * s.seq_len for s, n in zip(self.sources, self.drawn)}
+        """Training tokens drawn from each source so far, all ranks' (every sample trains ``seq_len`` of them),
+        by name: the mixture order's counts over the samples consumed, batches passed over at a spike included."""
+        return {s.name: int(n) * s.seq_len for s, n in zip(self.sources, self.order.drawn(0, self.consumed))}
 
     def close(self) -> None:
         """Stop the read-ahead of remote sources (their caches are shared with any other loader on them)."""
