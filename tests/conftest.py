@@ -14,6 +14,9 @@ SHARED_DATA = Path(os.environ.get("CCP_SHARED_DATA", ROOT.parent / "shared" / "d
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Test files that run themselves as workers (torchrun, subprocesses) import the shared helpers too.
+SUPPORT = str(ROOT / "tests" / "support")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p)
 
 
 @pytest.fixture(scope="session")

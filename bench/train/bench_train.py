@@ -25,7 +25,7 @@ from pretrain.config import load_train_config
 from pretrain.models.llama import Llama
 from pretrain.components.optimizer import build_optimizer
 from pretrain.train import run
-from tests.train_fixtures import make_token_dataset, tiny_config
+from tests.support.train_fixtures import make_token_dataset, tiny_config
 
 
 def bare_loop(cfg, batches: list[torch.Tensor]) -> list[float]:
