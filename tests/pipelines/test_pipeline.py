@@ -218,7 +218,7 @@ def _counts(stats: dict) -> list[dict]:
 
 def test_every_stage_loads_and_is_documented(capsys):
     """A stage that fails to load would be unusable from configs; each one is in the config reference
-    (``dataprep stages``, with a summary) and in the README's stage table."""
+    (``dataprep stages``, with a summary) and in docs/stages.md's table of stages."""
     from dataprep.cli import main as dataprep_cli
     from dataprep.core.registry import stage_class, stage_names
 
@@ -229,10 +229,10 @@ def test_every_stage_loads_and_is_documented(capsys):
         assert cls.name == name and (cls.__doc__ or "").strip(), f"stage {name} has no docstring"
     assert dataprep_cli(["stages"]) == 0
     out = capsys.readouterr().out
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = (ROOT / "docs" / "stages.md").read_text(encoding="utf-8")
     for name in names:
         assert f"{name} (document stage)" in out or f"{name} (global stage)" in out, name
-        assert f"| `{name}` |" in readme, f"stage {name} is missing from the README's stage table"
+        assert f"| `{name}` |" in table, f"stage {name} is missing from docs/stages.md's table of stages"
 
 
 def test_workers_fork_from_a_daemon_that_loaded_the_pipeline_once(spark):
