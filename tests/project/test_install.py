@@ -299,40 +299,12 @@ NOT_RUN = {
         "reads Common Crawl's listing over the network; tests/pipelines/test_estimate.py runs estimate on a local listing",
     'nice -n 10 python -m bench.pipeline.bench_driver_scale --sizes 1000 10000 90000 --full 1000 --json /tmp/driver.json':
         'a benchmark run by hand (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 10000 100000 --json /tmp/curve.json':
-        'a benchmark run by hand (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 2000 20000 --json /tmp/curve-20k.json':
-        'a benchmark run by hand (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000 --per-file 500 --json /tmp/curve-1k.json':
-        'a benchmark run by hand (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 2000 20000':
-        'a benchmark run by hand (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 2000 20000':
-        'a benchmark run by hand (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000 2000 20000 --work /tmp/h38e_curve':
-        'a benchmark run by hand (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 2000 20000 --work /tmp/h38e_curve':
-        'reads the runs of the benchmark above (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 1000 2000 20000 --work /tmp/h38e_curve':
-        'reads the runs of the benchmark above (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000 2000 20000 --work /tmp/lead_est':
-        'a benchmark run by hand (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 1000 10000 --work /tmp/lead_est':
-        'reads the runs of the benchmark above (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 10000 100000 --work /tmp/prep10k':
-        'a benchmark run by hand (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 10000 100000 --work /tmp/prep10k':
-        'reads the runs of the benchmark above (docs/scale.md)',
+    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000 2000 10000 20000 100000 --json /tmp/curve.json':
+        'a benchmark of about an hour, run by hand (docs/scale.md)',
     'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000000 --json /tmp/curve-1m.json':
         'a benchmark of hours, run by hand (docs/scale.md)',
     'python -m bench.pipeline.bench_scale_curve --compare 1000 2000 20000':
-        'a benchmark run by hand (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 1000 10000':
-        'a benchmark run by hand (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 10000 100000':
-        'a benchmark run by hand (docs/scale.md)',
-    'python -m bench.pipeline.bench_scale_curve --compare 1000 10000 100000':
-        'a benchmark run by hand (docs/scale.md)',
+        "reads the finished runs of the scale-curve bench above (docs/scale.md)",
     'dataprep estimate /tmp/ccpretrain-bench/scale-curve/out-1000 /tmp/ccpretrain-bench/scale-curve/out-2000 --pages 20000 --cores 2':
         "reads the scale-curve bench's runs (docs/scale.md); tests/pipelines/test_estimate.py runs two-sample estimates",
     'pretrain train CONFIG --inject spike:step=40,rank=1 --set spikes.policy=rollback':
