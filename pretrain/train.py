@@ -31,7 +31,9 @@ from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import ModelConfig, TrainConfig, load_train_config
-from pretrain.distributed.parallel_dims import ParallelDims, barrier, init_distributed, parallelize
+from pretrain.distributed.parallel_dims import ParallelDims
+from pretrain.distributed.parallelize import parallelize
+from pretrain.distributed.process_group import barrier, init_distributed
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
 from pretrain.inference.loading import save_run_dir
 from pretrain.models.llama import Llama, num_params

@@ -176,7 +176,7 @@ def _recomputed(modes: dict[str, dict[str, int]]) -> dict[str, int]:
 
 def test_selective_checkpointing_recomputes_no_matmul_and_no_attention(one_torch_thread):
     from pretrain.models.llama import Llama
-    from pretrain.distributed.parallel_dims import apply_activation_checkpointing
+    from pretrain.distributed.activation_checkpoint import apply_activation_checkpointing
 
     cfg = _config({}, model=SMALL | {"n_kv_heads": 2}).model
     modes = {}

@@ -44,7 +44,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from dataprep.core.storage import atomic_write_text
 from pretrain.components.safe_reader import SafeLoadPlanner, SafeReader
-from pretrain.distributed.parallel_dims import barrier, global_rank
+from pretrain.distributed.process_group import barrier, global_rank
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "train_state.json"
