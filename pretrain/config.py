@@ -221,6 +221,9 @@ class TrainConfig(StrictModel):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     out_dir: str = "runs/default"
+    # the non-finite guard: skip (on every rank) a step whose loss or gradient norm is inf/nan; off: every
+    # step updates (prices the guard's all-reduce on a GPU)
+    guard: bool = True
     # steps skipped in a row for a non-finite loss or gradient norm before the run checkpoints and stops
     max_consecutive_skips: int = Field(5, ge=0)
     spikes: SpikeConfig = Field(default_factory=SpikeConfig)

@@ -22,11 +22,11 @@ from pretrain.components import checkpoint
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
-from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter
+from pretrain.components.guard import LOSS, NonFinite, NonFiniteError, SkipCounter, any_non_finite, step_table
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
-from pretrain.components.spikes import Spike, SpikeDetector, SpikeError, rank_losses
+from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
@@ -148,8 +148,8 @@ class Trainer:
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None))
-        self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold)
-        self.spike: Spike | None = None  # the spike found at the current step
+        self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
+        self.verdicts: list[tuple[int, torch.Tensor]] = []  # (step, its verdict on the device), not yet read
         self.rollbacks = 0
         components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
                       "spikes": self.spikes}
@@ -211,15 +211,19 @@ class Trainer:
                   f"{accum}, starting at step {self.state.step}", file=sys.stderr)
 
     def train(self, end: int) -> list[dict]:
-        """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged."""
+        """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged.
+        An ordinary step (none of these due, no straggler sample) reads nothing back from the device: the
+        verdicts of the steps since the last read (skips, spikes) are read on the next step that does."""
         cfg, state, records = self.cfg, self.state, []
         self.log.start(state.step)
         while state.step < end:
             outcome = self._step()
             state.step += 1
             self.log.count_tokens(self.tokens_per_step)
-            self._count_skip(outcome.non_finite)
-            if self.spike is not None and self._on_spike(self.spike):
+            if not self._reads_back(state.step, end):
+                self.watchdog.progress(state.step)
+                continue
+            if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
                 records.append(self._log_train(outcome.loss, outcome.grad_norm))
@@ -241,18 +245,55 @@ class Trainer:
         with self.stragglers.timing(step) as batch:
             self.faults.disrupt(step)  # injected hang, kill or slowness
             return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),
-                              self.ctx, self.cfg.optim.grad_clip, hold=self._judge_spike)
+                              self.ctx, self.cfg.optim.grad_clip, judge=self._judge)
 
-    def _judge_spike(self, loss: torch.Tensor) -> bool:
-        """Whether this step's loss (the mean over ranks, the same on every rank) is a spike whose update
-        every rank holds back (policies skip and rollback)."""
-        self.spike = None
-        if self.cfg.spikes.policy == "off":
+    def _reads_back(self, step: int, end: int) -> bool:
+        """Whether ``step`` logs, validates, checkpoints or samples stragglers (and so reads the device)."""
+        cfg = self.cfg
+        return (_due(step, cfg.log.every_steps, self.steps) or _due(step, cfg.checkpoint.every_steps, end)
+                or (self.val_loader is not None and _due(step, cfg.log.val_every_steps, self.steps))
+                or self.stragglers.sampled(step))
+
+    def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
+        """This step's verdict, on the device and the same on every rank: one all-reduce of the guard's table
+        (which ranks saw a non-finite loss or grad norm, and each rank's loss), the spike detector's judgement
+        of the mean loss. Returns the flag that holds the update back (a non-finite value under ``guard``, a
+        spike under policies skip and rollback; None: nothing can), and keeps the verdict to read later."""
+        guard, policy = self.cfg.guard, self.cfg.spikes.policy
+        if not guard and policy == "off":
+            return None
+        table = step_table(loss, None if self.ctx.scaler else grad_norm, self.pipe is None or self.pipe.has_last)
+        mean = table[:, LOSS].sum() / (self.world // self.dims.pp)  # pipeline stages: only the last holds it
+        nothing = torch.zeros((), device=table.device)
+        spike = median = limit = nothing
+        if policy != "off":
+            spike, median, limit = self.spikes.judge(self.state.step + 1, mean)
+        figures = torch.stack([spike.double(), mean.double(), median.double(), limit.double()])
+        self.verdicts.append((self.state.step + 1, torch.cat([table.flatten().double(), figures])))
+        held = any_non_finite(table) if guard else nothing
+        if policy in ("skip", "rollback"):
+            held = torch.maximum(held, spike.float())
+        return held if guard or policy in ("skip", "rollback") else None
+
+    def _read_verdicts(self) -> bool:
+        """Read the verdicts kept since the last read (one copy to the host) and act on them in step order:
+        count and log skipped steps (too many in a row: checkpoint and stop), log spikes and roll back.
+        Returns whether the run rolled back."""
+        if not self.verdicts:
             return False
-        losses = rank_losses(loss, self.pipe is None or self.pipe.has_last)
-        mean = losses.sum().item() / (self.world // self.dims.pp)  # pipeline stages: only the last holds it
-        self.spike = self.spikes.observe(self.state.step + 1, mean, int(losses.argmax()))
-        return self.spike is not None and self.cfg.spikes.policy != "log"
+        steps = [step for step, _ in self.verdicts]
+        rows = torch.stack([row for _, row in self.verdicts]).cpu()
+        self.verdicts = []
+        cells = self.world * 3
+        for step, row in zip(steps, rows):
+            table = row[:cells].view(self.world, 3)
+            spike, mean, median, limit = row[cells:].tolist()
+            if self.cfg.guard:
+                self._count_skip(step, NonFinite.from_table(table))
+            if spike and self._on_spike(Spike(step, mean, median, limit, int(table[:, LOSS].argmax()))):
+                self.verdicts = []
+                return True
+        return False
 
     def _on_spike(self, spike: Spike) -> bool:
         """Log the spike and keep the last checkpoint before it; under rollback, reload that checkpoint and
@@ -280,14 +321,14 @@ class Trainer:
         self.log.start(self.state.step)
         return True
 
-    def _count_skip(self, found: NonFinite | None) -> None:
+    def _count_skip(self, step: int, found: NonFinite | None) -> None:
         """Log a skipped step; past ``max_consecutive_skips`` in a row, checkpoint and stop with the reason."""
         if not self.skips.count(found):
             return
-        self.log.write(self.skips.record(self.state.step, found))
+        self.log.write(self.skips.record(step, found))
         if self.skips.exhausted:
             self._save()
-            raise self.skips.error(self.state.step, found)
+            raise self.skips.error(step, found)
 
     def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
         step = self.state.step
