@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -141,7 +142,7 @@ class Trainer:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
-        self.optimizer = build_optimizer(self.model, cfg.optim, self.device)
+        self.optimizer = build_optimizer(self.model, cfg.optim, self.device, self.precision)
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
@@ -351,8 +352,13 @@ class Trainer:
         self.log.start(self.state.step)  # the pause is not training time
 
     def _save(self) -> None:
+        """Save (or start saving) a checkpoint; the time it blocked the loop goes into the metrics, where
+        ``pretrain plan --save-from`` reads it."""
         save = self.saver.save if self.saver else checkpoint.save
+        started = time.perf_counter()
         self.last_checkpoint = save(self.ckpt_root, self.model_state, self.state, self.cfg.checkpoint.keep_last)
+        self.log.write({"kind": "checkpoint", "step": self.state.step, "blocking_s": time.perf_counter() - started,
+                        "async": self.saver is not None})
         self.log.start(self.state.step)
 
     def settle_checkpoints(self) -> None:

@@ -254,6 +254,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     result = _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
                      tokens=tokens, show_tp=show_tp, tokens_source=tokens_source, unique_tokens=unique_tokens,
                      no_sync=no_sync)
+    result["cluster"]["gpus_per_node"] = gpus_per_node  # the one the layouts were chosen for
     result["hyperparameters"] = _hyperparameters(law, result, lr=lr, batch_given=global_batch is not None,
                                                  flops_per_token=deepseek_flops_per_token(cfg, seq_len))
     return result
@@ -375,4 +376,7 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
                      **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
                         if lay["pp"] > 1 else {})},
         "optim": {"lr": hyper["learning_rate"], "warmup_steps": hyper["warmup_steps"]}, "out_dir": out_dir,
+        **({"checkpoint": {"every_steps": result["checkpoint_interval"]["every_steps"],
+                           "async_save": result["checkpoint_interval"]["async_save"]}}
+           if "checkpoint_interval" in result else {}),
     })
