@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from dataprep.core.storage import check_output_path
 from pretrain.components import checkpoint
+from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
@@ -152,8 +153,10 @@ class Trainer:
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
         self.verdicts: list[tuple[int, torch.Tensor]] = []  # (step, its verdict on the device), not yet read
         self.rollbacks = 0
+        self.batch = BatchRecord(cfg.global_batch_size, cfg.optim.lr)  # what the lr is for, in checkpoints
+        self.batch_record: dict | None = None  # a batch change found on resume (``_apply_batch_rule``)
         components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
-                      "spikes": self.spikes}
+                      "spikes": self.spikes, "batch": self.batch}
         self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
                                 self.dims.degrees(), components)
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
@@ -193,6 +196,18 @@ class Trainer:
             checkpoint.load(path, self.model_state, self.state)
         elif self.cfg.init_from:
             warm_start(self.model, self.cfg.init_from, self.cfg.model)
+        self._apply_batch_rule()
+
+    def _apply_batch_rule(self) -> None:
+        """When the global batch is not the one the peak lr was chosen for (the resumed run's, else the
+        plan's), apply ``optim.batch_change`` and keep its record for the log."""
+        resumed, self.batch.resumed = self.batch.resumed, None
+        if resumed is not None:  # the run goes on at the rate it had (rescaled below if the batch changed)
+            self.batch.peak_lr = resumed["peak_lr"]
+        self.batch_record = batch_change(self.cfg, resumed, self.state.step)
+        if self.batch_record is not None:
+            self.batch.peak_lr = self.batch_record["lr"]
+            set_peak_lr(self.scheduler, self.batch.peak_lr)
 
     def start_logging(self) -> None:
         """Write the run folder, open the metrics and say what is about to run."""
@@ -202,6 +217,10 @@ class Trainer:
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
                                  flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
                                  wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
+        if self.batch_record is not None:
+            self.log.write(self.batch_record)
+            if self.rank == 0:
+                print(f"[train] {describe(self.batch_record)}", file=sys.stderr)
         accum = self.train_loader.grad_accum_steps
         self.pp_fields = {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, accum,
                                                        cfg.parallel.pp_stages_per_rank)} if dims.pp_enabled else {}
@@ -333,7 +352,7 @@ class Trainer:
 
     def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
         step = self.state.step
-        lr = self.cfg.optim.lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
+        lr = self.batch.peak_lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
         mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
         return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
                                   tokens=step * self.tokens_per_step, **self.pp_fields, **self._mixture_fields())

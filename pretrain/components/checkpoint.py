@@ -52,7 +52,7 @@ PIN_FILE = "pinned.json"  # a checkpoint kept beyond keep_last, and why
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
-ADDED_LATER = {"spikes"}  # components older checkpoints lack
+ADDED_LATER = {"spikes", "batch"}  # components older checkpoints lack
 NESTED_PARAMS = re.compile(r"^optim\.param_groups\.\d+\.params$")
 
 
