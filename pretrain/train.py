@@ -24,12 +24,13 @@ from pretrain.components.batch_change import BatchRecord, batch_change, describe
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
-from pretrain.components.guard import LOSS, NonFinite, NonFiniteError, SkipCounter, any_non_finite, step_table
+from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
+from pretrain.components.verdicts import StepVerdicts
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import ModelConfig, TrainConfig, load_train_config
@@ -151,7 +152,7 @@ class Trainer:
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None))
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
-        self.verdicts: list[tuple[int, torch.Tensor]] = []  # (step, its verdict on the device), not yet read
+        self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0
         self.batch = BatchRecord(cfg.global_batch_size, cfg.optim.lr)  # what the lr is for, in checkpoints
         self.batch_record: dict | None = None  # a batch change found on resume (``_apply_batch_rule``)
@@ -275,43 +276,17 @@ class Trainer:
                 or self.stragglers.sampled(step))
 
     def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
-        """This step's verdict, on the device and the same on every rank: one all-reduce of the guard's table
-        (which ranks saw a non-finite loss or grad norm, and each rank's loss), the spike detector's judgement
-        of the mean loss. Returns the flag that holds the update back (a non-finite value under ``guard``, a
-        spike under policies skip and rollback; None: nothing can), and keeps the verdict to read later."""
-        guard, policy = self.cfg.guard, self.cfg.spikes.policy
-        if not guard and policy == "off":
-            return None
-        table = step_table(loss, None if self.ctx.scaler else grad_norm, self.pipe is None or self.pipe.has_last)
-        mean = table[:, LOSS].sum() / (self.world // self.dims.pp)  # pipeline stages: only the last holds it
-        nothing = torch.zeros((), device=table.device)
-        spike = median = limit = nothing
-        if policy != "off":
-            spike, median, limit = self.spikes.judge(self.state.step + 1, mean)
-        figures = torch.stack([spike.double(), mean.double(), median.double(), limit.double()])
-        self.verdicts.append((self.state.step + 1, torch.cat([table.flatten().double(), figures])))
-        held = any_non_finite(table) if guard else nothing
-        if policy in ("skip", "rollback"):
-            held = torch.maximum(held, spike.float())
-        return held if guard or policy in ("skip", "rollback") else None
+        """This step's verdict, kept on the device; returns the flag that holds its update back."""
+        return self.verdicts.judge(self.state.step + 1, loss, None if self.ctx.scaler else grad_norm,
+                                   self.pipe is None or self.pipe.has_last)
 
     def _read_verdicts(self) -> bool:
-        """Read the verdicts kept since the last read (one copy to the host) and act on them in step order:
-        count and log skipped steps (too many in a row: checkpoint and stop), log spikes and roll back.
-        Returns whether the run rolled back."""
-        if not self.verdicts:
-            return False
-        steps = [step for step, _ in self.verdicts]
-        rows = torch.stack([row for _, row in self.verdicts]).cpu()
-        self.verdicts = []
-        cells = self.world * 3
-        for step, row in zip(steps, rows):
-            table = row[:cells].view(self.world, 3)
-            spike, mean, median, limit = row[cells:].tolist()
+        """Act on the verdicts kept since the last read, in step order: count and log skipped steps (too
+        many in a row: checkpoint and stop), log spikes and roll back. Returns whether the run rolled back."""
+        for step, found, spike in self.verdicts.read():
             if self.cfg.guard:
-                self._count_skip(step, NonFinite.from_table(table))
-            if spike and self._on_spike(Spike(step, mean, median, limit, int(table[:, LOSS].argmax()))):
-                self.verdicts = []
+                self._count_skip(step, found)
+            if spike is not None and self._on_spike(spike):
                 return True
         return False
 
