@@ -144,7 +144,7 @@ class Trainer:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
-        self.optimizer = build_optimizer(self.model, cfg.optim, self.device, self.precision)
+        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision)
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)

@@ -288,7 +288,7 @@ def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over)
     model = build_parallel_model(cfg, dims, torch.device("cpu"), precision)
     ctx = TrainStepContext(torch.device("cpu"), precision, cfg.parallel.loss_parallel, dims.fsdp_enabled,
                            cfg.parallel.no_sync_accumulation)
-    return cfg, dims, model, build_optimizer(model, cfg.optim, torch.device("cpu"), precision), ctx
+    return cfg, dims, model, build_optimizer(model, cfg.optim, precision), ctx
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:

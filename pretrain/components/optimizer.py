@@ -11,8 +11,7 @@ from torch.distributed.tensor import DTensor
 from pretrain.config import OptimConfig
 
 
-def build_optimizer(model: torch.nn.Module, opt: OptimConfig, device: torch.device,
-                    precision: str = "fp32") -> torch.optim.AdamW:
+def build_optimizer(model: torch.nn.Module, opt: OptimConfig, precision: str = "fp32") -> torch.optim.AdamW:
     """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains). Fused (one
     kernel, and a skipped step decided on the device through its ``found_inf``) wherever the parameters
     live on the GPU, and on the CPU except under fp16 (torch's CPU fused AdamW rejects the loss scaler's
