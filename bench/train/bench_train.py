@@ -32,7 +32,7 @@ def bare_loop(cfg, batches: list[torch.Tensor]) -> list[float]:
     """The minimal eager loop: same model config, seed and batches; returns per-step seconds."""
     model = Llama(cfg.model)
     model.init_weights(cfg.seed)
-    opt = build_optimizer(model, cfg.optim, torch.device("cpu"))
+    opt = build_optimizer(model, cfg.optim)
     times = []
     for batch in batches:
         t0 = time.perf_counter()

@@ -92,7 +92,7 @@ def test_selective_checkpointing_recomputes_to_the_same_gradients(one_torch_thre
     the backward pass) the gradients are those of the plain pass."""
     from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
-    from pretrain.distributed.parallel_dims import _save_matmuls_policy
+    from pretrain.distributed.activation_checkpoint import _save_matmuls_policy
 
     cp, seq_len = 2, 32
     attend = ContextParallelAttention(None, cp, 1, seq_len).attend_gathered

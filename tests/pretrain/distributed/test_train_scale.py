@@ -176,7 +176,7 @@ def _recomputed(modes: dict[str, dict[str, int]]) -> dict[str, int]:
 
 def test_selective_checkpointing_recomputes_no_matmul_and_no_attention(one_torch_thread):
     from pretrain.models.llama import Llama
-    from pretrain.distributed.parallel_dims import apply_activation_checkpointing
+    from pretrain.distributed.activation_checkpoint import apply_activation_checkpointing
 
     cfg = _config({}, model=SMALL | {"n_kv_heads": 2}).model
     modes = {}
@@ -288,7 +288,7 @@ def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over)
     model = build_parallel_model(cfg, dims, torch.device("cpu"), precision)
     ctx = TrainStepContext(torch.device("cpu"), precision, cfg.parallel.loss_parallel, dims.fsdp_enabled,
                            cfg.parallel.no_sync_accumulation)
-    return cfg, dims, model, build_optimizer(model, cfg.optim, torch.device("cpu")), ctx
+    return cfg, dims, model, build_optimizer(model, cfg.optim, precision), ctx
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
