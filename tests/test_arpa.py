@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_tokenize import load_texts
 
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 from dataprep.quality.arpa import kenlm_token_logprobs, load_kenlm, read_arpa, write_arpa
 from dataprep.quality.ngram_lm import pack, unpack
 from dataprep.quality.perplexity import PerplexityModel, train_model

@@ -13,8 +13,8 @@ import pytest
 
 from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.classify.reference import DCLM_RECIPE, precision_recall_at_shares, read_texts
-from dataprep.cli import main as dataprep_main
-from dataprep.commands.classifier import _split
+from pipelines.cli import main as dataprep_main
+from pipelines.commands.classifier import _split
 from dataprep.quality.classifier import QualityClassifier
 from dedup_corpus import real_documents
 from pipelines.sample_texts import sample_texts

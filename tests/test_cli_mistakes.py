@@ -41,7 +41,7 @@ CASES = [
 
 def _dataprep(args: list[str], cwd) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.run([sys.executable, "-m", "dataprep.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("args, status, expected", CASES, ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(CASES)])

@@ -1,7 +1,8 @@
-"""``dataprep`` command line: one subcommand per module, each exposing ``add_arguments`` and ``main``.
+"""What the ``dataprep`` and ``pretrain`` commands share: each maps subcommands to modules exposing
+``add_arguments`` and ``main`` (``pipelines.cli``, ``pretrain.cli``), and ``dispatch`` runs one.
 
-Modules are imported only when their command runs, so ``dataprep --help`` stays fast and a missing
-optional dependency breaks only the command that needs it (with the extra to install).
+Modules are imported only when their command runs, so ``--help`` stays fast and a missing optional
+dependency breaks only the command that needs it (with the extra to install).
 
 Conventions shared by every command of ``dataprep`` and ``pretrain``: exit status 0 on success, 1 when
 the work failed, 2 for a usage or configuration error (one message, no traceback; ``CCP_DEBUG=1`` shows
@@ -14,44 +15,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from types import ModuleType
 
 from pydantic import ValidationError
 
 from dataprep.core.extras import EXTRAS, install_command
 from dataprep.core.validation import WorkFailed, describe
-
-
-def _spark_run() -> ModuleType:
-    """``dataprep run``: the Spark side's command, imported only when it runs."""
-    from pipelines import run
-
-    return run
-
-
-def _spark_train_tokenizer() -> ModuleType:
-    """``dataprep train-tokenizer``: the Spark side's command, imported only when it runs."""
-    from pipelines import train_tokenizer
-
-    return train_tokenizer
-
-
-# command -> (module name, or a function importing the module; one-line help). Each module defines
-# add_arguments(parser) and main(args) -> int.
-COMMANDS = {
-    "run": (_spark_run, "run a cleaning pipeline config on Spark (local[*] by default)"),
-    "stages": ("dataprep.commands.stages", "list every stage and its parameters (the config reference)"),
-    "demo-data": ("dataprep.commands.demo", "write the bundled sample WARC used by the demo"),
-    "train-ppl-model": ("dataprep.commands.perplexity", "train a CCNet-style n-gram perplexity model"),
-    "arpa": ("dataprep.quality.arpa", "convert a perplexity model's n-gram model to or from ARPA (KenLM, CCNet)"),
-    "train-classifier": ("dataprep.commands.classifier", "train a fastText quality/toxicity classifier"),
-    "train-tokenizer": (_spark_train_tokenizer, "train a SentencePiece tokenizer on a cleaned corpus"),
-    "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
-    "index-shards": ("dataprep.tokenize.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
-    "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
-    "report": ("dataprep.commands.report", "write an HTML + Markdown report of a pipeline output"),
-    "estimate": ("dataprep.commands.estimate", "project a crawl's core-hours, wall time and sizes from a sample run"),
-}
 
 
 def build_parser(commands: dict, prog: str, description: str) -> argparse.ArgumentParser:
@@ -155,11 +123,3 @@ def _missing_package(command: str, exc: ModuleNotFoundError, as_json: bool = Fal
     if top not in EXTRAS:
         raise exc
     return fail(f"{command}: error: this command needs {top!r}, which is not installed: {install_command(top)}", 1, as_json)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return dispatch(COMMANDS, "dataprep", "Clean Common Crawl into a pretraining corpus.", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
