@@ -40,7 +40,7 @@ def train_from_dataframe(df, output_dir: str, training: TokenizerTraining) -> To
     return training.train(texts, output_dir, extra_meta=info)
 
 
-def read_corpus(spark, inputs: list[str], fmt: str = "auto", text_field: str = "text"):
+def text_dataframe(spark, inputs: list[str], fmt: str = "auto", text_field: str = "text"):
     """Parquet (pipeline output) or JSON Lines documents as a DataFrame with a ``text`` column."""
     files = expand_inputs(inputs)
     if fmt == "auto":

@@ -14,7 +14,7 @@ import pytest
 from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.classify.reference import DCLM_RECIPE, precision_recall_at_shares, read_texts
 from pipelines.cli import main as dataprep_main
-from pipelines.commands.classifier import _split
+from dataprep.classify.training import split_heldout
 from dataprep.quality.classifier import QualityClassifier
 from dedup_corpus import real_documents
 from pipelines.sample_texts import sample_texts
@@ -76,7 +76,7 @@ def test_reference_training_prints_heldout_precision_at_kept_shares(spark, share
     # recounted here by hand (the model's quality on 70 examples is noise; test_quality_classifier tests learning)
     positives, _ = read_texts([str(reference)])
     examples = [(t, "hq") for t in positives] + [(t, "cc") for t in sample_texts(spark, [crawl], 40, seed=3)]
-    held, _ = _split(examples, 0.3, 3)
+    held, _ = split_heldout(examples, 0.3, 3)
     scores = FastTextClassifier.load(str(out)).score([t for t, _ in held], "hq")
     reference_total = sum(label == "hq" for _, label in held)
     for row in report["heldout"]:

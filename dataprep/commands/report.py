@@ -17,7 +17,7 @@ from dataprep.core.storage import atomic_write_text, is_url, join_path
 from dataprep.report import SECTIONS_GROUP, Section
 from dataprep.report import sections as sec
 from dataprep.report.charts import Charts
-from dataprep.report.outputs import drop_examples, find_manifests, load_stats, read_corpus, source_funnel
+from dataprep.report.outputs import drop_examples, find_manifests, load_stats, read_corpus_sample, source_funnel
 from dataprep.report.render import render_html, render_markdown
 from dataprep.core.stats import StageStats
 
@@ -43,7 +43,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
     os.makedirs(dest, exist_ok=True)
     charts = Charts(dest)
-    sample, total = read_corpus(join_path(output_dir, "corpus"), max_docs)
+    sample, total = read_corpus_sample(join_path(output_dir, "corpus"), max_docs)
     manifests = find_manifests(output_dir)
     sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts),
                 sec.rules(stats, drop_examples(output_dir), charts),

@@ -48,7 +48,8 @@ from scipy.sparse.csgraph import connected_components
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.normalize import mix64, shingle_hashes
 from dataprep.dedup.weights import WEIGHT, parse_weights, weights_for
-from dataprep.core.stage import StageResult, register, split_by_reason, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import StageResult, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"

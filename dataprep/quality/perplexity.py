@@ -24,7 +24,8 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from dataprep.core.storage import atomic_directory, resolve_asset
 from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 MODEL_FORMAT = "ccpretrain-ppl-model"
 MODEL_VERSION = 1

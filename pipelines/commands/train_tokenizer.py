@@ -8,7 +8,7 @@ import argparse
 from dataprep.core.arguments import non_negative_int, output_folder, positive_float, positive_int, spark_master
 from dataprep.tokenize.stage import TokenizerTraining
 from dataprep.tokenize.tokenizer import tokenizer_exists
-from pipelines.train_tokenizer import read_corpus, train_from_dataframe
+from pipelines.train_tokenizer import text_dataframe, train_from_dataframe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
         exact_vocab_size=args.exact_vocab_size,
     )
     spark = get_spark(args.master, app_name="ccpretrain-train-tokenizer")
-    tok = train_from_dataframe(read_corpus(spark, args.input, args.format, args.text_field), args.output, training)
+    tok = train_from_dataframe(text_dataframe(spark, args.input, args.format, args.text_field), args.output, training)
     t = tok.meta["training"]
     print(
         f"tokenizer: {args.output} ({tok.meta['model_type']}, vocab {tok.vocab_size}, sha256 {tok.sha256[:12]}); "

@@ -58,7 +58,7 @@ def main(args) -> int:
 
     from dataprep.core.storage import check_output_path
     from pretrain.config import ConfigError, save_yaml
-    from pretrain.planning.data_constrained import read_corpus
+    from pretrain.components.shard_totals import shard_totals
     from pretrain.planning.sizing import PRESET_SIZES, resolve_model
 
     try:
@@ -92,7 +92,7 @@ def main(args) -> int:
         check_output_path(args.out, "--out", folder=False)
     # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
     # and their token count is the unique tokens the target repeats
-    corpus = read_corpus(args.data, required=False) if args.data else None
+    corpus = shard_totals(args.data, required=False) if args.data else None
     if corpus:
         cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
     unique = corpus["tokens"] if corpus else None

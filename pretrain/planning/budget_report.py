@@ -15,8 +15,8 @@ it sets D = E x U). --inference-tokens adds the size of least training + inferen
 
 from __future__ import annotations
 
-
 from dataprep.core.units import human
+from pretrain.components.shard_totals import shard_totals
 from pretrain.config import ModelConfig
 from pretrain.planning import data_constrained, hyperparameters, inference_aware
 from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
@@ -54,7 +54,7 @@ def _corpus(args) -> tuple[float | None, str, int | None]:
     if args.data and args.unique_tokens:
         raise ValueError("give --data or --unique-tokens, not both")
     if args.data:
-        corpus = data_constrained.read_corpus(args.data)
+        corpus = shard_totals(args.data)
         return (float(corpus["tokens"]), f"U = {corpus['tokens']:,} tokens in {corpus['documents']:,} documents "
                 f"(manifest of {', '.join(args.data)})", corpus["vocab_size"])
     if args.unique_tokens:
@@ -94,7 +94,7 @@ def _mixture_section(sources: list[dict], tokens: float) -> list[dict]:
     total = sum(float(s.get("weight", 1.0)) for s in sources)
     rows = []
     for s in sources:
-        unique = float(data_constrained.read_corpus([s["path"]])["tokens"])
+        unique = float(shard_totals([s["path"]])["tokens"])
         share = float(s.get("weight", 1.0)) / total
         drawn = share * tokens
         epochs = drawn / unique
