@@ -31,10 +31,10 @@ CASES = [
     (["train-classifier", "--input", "MISSING", "--output", "OUT/c.bin"], 2, "matches no file"),
     (["verify-shards", "MISSING"], 2, "manifest.json not found"),
     (["index-shards", "MISSING", "--vocab-size", "10", "--eos", "2"], 2, "MISSING"),
-    (["export-nanogpt", "MISSING", "OUT", "--val-fraction", "2"], 2, "--val-fraction"),
+    (["export-nanogpt", "MISSING", "--output", "OUT", "--val-fraction", "2"], 2, "--val-fraction"),
     (["report", "MISSING"], 2, "stats.json not found"),
     (["estimate", "MISSING", "--pages", "1000"], 2, "stats.json not found"),
-    (["arpa", "export", "MISSING", "FILE/out.arpa"], 2, "is a file, not a folder"),
+    (["arpa", "export", "MISSING", "--output", "FILE/out.arpa"], 2, "is a file, not a folder"),
     (["stages", "langd"], 2, "did you mean 'langid'"),
 ]
 

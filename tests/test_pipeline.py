@@ -78,7 +78,7 @@ def test_every_config_the_readme_names_exists_and_loads():
     from pretrain.config import load_model_config, load_train_config
 
     readme = (ROOT / "README.md").read_text()
-    written = set(re.findall(r"--out (configs/\S+\.yaml)", readme))  # outputs of `pretrain size/plan --out`
+    written = set(re.findall(r"--out(?:put)? (configs/\S+\.yaml)", readme))  # outputs of `pretrain size/plan --output`
     named = sorted(set(re.findall(r"configs/[\w/.-]+\.yaml", readme)) - written)
     assert "configs/pipeline/fineweb.yaml" in named and len(named) >= 5
     # a training config's `vocab_size: auto` reads its shards, which the demo writes (tests/test_tiny_cpu_config.py)

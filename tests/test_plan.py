@@ -66,7 +66,7 @@ def test_sizing_errors():
 
 def test_size_cli_writes_a_loadable_config(tmp_path, capsys):
     out = tmp_path / "m.yaml"
-    assert cli(["size", "350M", "--vocab-size", "50304", "--seq-len", "1024", "--out", str(out), "--json"]) == 0
+    assert cli(["size", "350M", "--vocab-size", "50304", "--seq-len", "1024", "--output", str(out), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     cfg = load_model_config(str(out))
     assert cfg.vocab_size == 50304 and cfg.max_seq_len == 1024
@@ -403,7 +403,7 @@ def test_emitted_training_config_round_trips(tmp_path):
 
 def test_plan_cli(tmp_path, capsys):
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "125m", "--gpus", "2", "--gpu", "a100-80gb", "--out", str(out), "--data", "tok",
+    assert cli(["plan", "125m", "--gpus", "2", "--gpu", "a100-80gb", "--output", str(out), "--data", "tok",
                 "--tokens", "2.5B", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["written"] == str(out) and load_train_config(str(out)).max_tokens == 2_500_000_000
@@ -413,15 +413,15 @@ def test_plan_cli(tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)
     assert (r["cluster"]["inter_node_gbs"], r["cluster"]["intra_node_gbs"]) == (12.5, 300)
     assert r["time"]["step_seconds"] == pytest.approx(r["time"]["step_breakdown"]["total"])
-    assert cli(["plan", "125m", "--out", str(out)]) == 2
-    assert "--out needs --data" in capsys.readouterr().err
+    assert cli(["plan", "125m", "--output", str(out)]) == 2
+    assert "--output needs --data" in capsys.readouterr().err
 
 
 def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
     """Without --lr or --global-batch the config gets DeepSeek LLM's for C = M D (M of the model, D the
     method's tokens), the batch the multiple of micro-batch x data-parallel ranks nearest the law's."""
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "1b", "--gpus", "8", "--out", str(out), "--data", "tok", "--json"]) == 0
+    assert cli(["plan", "1b", "--gpus", "8", "--output", str(out), "--data", "tok", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     h, lay, tc = r["hyperparameters"], r["layout"], load_train_config(str(out))
     cfg = preset("1b")
@@ -440,7 +440,7 @@ def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
 
 def test_values_the_user_sets_win_and_the_plan_says_they_differ(tmp_path, capsys):
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "1b", "--gpus", "8", "--global-batch", "512", "--lr", "1e-3", "--out", str(out),
+    assert cli(["plan", "1b", "--gpus", "8", "--global-batch", "512", "--lr", "1e-3", "--output", str(out),
                 "--data", "tok", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     h, tc = r["hyperparameters"], load_train_config(str(out))

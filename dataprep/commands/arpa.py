@@ -1,4 +1,4 @@
-"""``dataprep arpa export MODEL_DIR lm.arpa`` and ``dataprep arpa import lm.arpa --sp-model sp.model
+"""``dataprep arpa export MODEL_DIR --output lm.arpa`` and ``dataprep arpa import lm.arpa --sp-model sp.model
 --lang en --reference ref.jsonl --output MODEL_DIR``: a perplexity model's n-gram model to or from
 ARPA (``dataprep.quality.arpa``)."""
 
@@ -10,6 +10,7 @@ import os
 import shutil
 
 from dataprep.core.arguments import output_file, output_folder
+from dataprep.core.cli import add_output_argument
 from dataprep.quality.arpa import KENLM_FILE, read_arpa, write_arpa
 
 
@@ -17,14 +18,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     export = sub.add_parser("export", help="write a perplexity model's n-gram model as ARPA")
     export.add_argument("model_dir")
-    export.add_argument("output", type=output_file, help="ARPA file to write")
+    add_output_argument(export, type=output_file, metavar="FILE", help="ARPA file to write")
+    export.add_argument("arpa_file", nargs="?", type=output_file, help=argparse.SUPPRESS)  # the older spelling, for a release
     imp = sub.add_parser("import", help="a perplexity model directory from an ARPA file and its SentencePiece model")
     imp.add_argument("arpa")
     imp.add_argument("--sp-model", required=True, help="the SentencePiece model the ARPA's words are pieces of")
     imp.add_argument("--lang", required=True)
     imp.add_argument("--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs")
     imp.add_argument("--text-field", default="text")
-    imp.add_argument("--output", type=output_folder, required=True, help="model directory to write")
+    add_output_argument(imp, type=output_folder, required=True, metavar="DIR", help="model directory to write")
     imp.add_argument("--kenlm", action="store_true",
                      help="keep the ARPA file in the model and score as KenLM does (with the kenlm package when installed)")
 
@@ -36,9 +38,12 @@ def main(args: argparse.Namespace) -> int:
     from dataprep.quality.perplexity import PerplexityModel, load_model, write_model_files
 
     if args.action == "export":
+        output = args.output or args.arpa_file
+        if not output:
+            raise ValueError("give --output FILE: the ARPA file to write")
         model = PerplexityModel.load(args.model_dir)
-        counts = write_arpa(model.lm, model.sp, args.output)
-        print(json.dumps({"output": args.output, "order": model.lm.order, "ngrams": counts}))
+        counts = write_arpa(model.lm, model.sp, output)
+        print(json.dumps({"output": output, "order": model.lm.order, "ngrams": counts}))
         return 0
     sp = spm.SentencePieceProcessor(model_file=args.sp_model)
     lm = read_arpa(args.arpa, sp)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from types import ModuleType
 
 from pydantic import ValidationError
 
@@ -40,18 +41,35 @@ def add_set_argument(parser: argparse.ArgumentParser) -> None:
                              "(repeatable; also written --optim.lr 3e-4)")
 
 
+def add_output_argument(parser: argparse.ArgumentParser, *, old: tuple[str, ...] = (), **kwargs) -> argparse.Action:
+    """``--output``: where a command writes, one spelling for every command. The ``old`` spellings
+    (``--out``, ``--out-dir``) are still read, unlisted in ``--help``, for one release."""
+    action = parser.add_argument("--output", **kwargs)
+    for flag in old:
+        parser.add_argument(flag, dest=action.dest, type=kwargs.get("type"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return action
+
+
+def command_parser(commands: dict, prog: str, name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
+    """The module of command ``name`` (imported now) and its argument parser."""
+    command, help_text = commands[name]
+    module = command() if callable(command) else importlib.import_module(command)
+    parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=help_text)
+    module.add_arguments(parser)
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
+    return module, parser
+
+
 def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(commands, prog, description)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.error(f"unknown command {argv[0]!r}")
         return 0
-    command, help_text = commands[argv[0]]
     try:
-        module = command() if callable(command) else importlib.import_module(command)
+        module, sub = command_parser(commands, prog, argv[0])
     except ModuleNotFoundError as exc:
         return _missing_package(f"{prog} {argv[0]}", exc, "--json" in argv[1:])
-    sub = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=help_text)
     wants_json = "--json" in argv[1:]
 
     def usage_error(message: str):  # argparse's, without the whole usage block; plus the object --json promises
@@ -60,8 +78,6 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
         sub.exit(2, f"{prog} {argv[0]}: error: {message}\n(`{prog} {argv[0]} --help` lists its options)\n")
 
     sub.error = usage_error
-    module.add_arguments(sub)
-    sub.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
     rest = argv[1:]
     if any(action.dest == "set" for action in sub._actions):
         from dataprep.core.validation import ConfigError, split_dotted_options

@@ -2,7 +2,7 @@
 
 nanoGPT's ``train.py`` memory-maps these with ``np.memmap(path, dtype=np.uint16)``; documents are
 simply concatenated (ours already end with EOS). The last ``val_fraction`` of documents, in manifest
-order, go to ``val.bin``. The command: ``dataprep export-nanogpt SHARD_DIR OUT_DIR``.
+order, go to ``val.bin``. The command: ``dataprep export-nanogpt SHARD_DIR --output DIR``.
 """
 
 from __future__ import annotations

@@ -11,29 +11,32 @@ from pretrain.planning.budget_report import ALLOCATION_FITS, format_report, run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--compute", help="training compute in FLOPs, e.g. 1e21 or 5.76e23")
-    parser.add_argument("--gpus", type=int, help="GPU count (with --hours)")
-    parser.add_argument("--hours", type=float, help="wall-clock hours (with --gpus)")
-    parser.add_argument("--gpu", default="h100", help="GPU type for peak FLOP/s (default h100; see pretrain plan)")
-    parser.add_argument("--peak-flops", help="peak bf16 FLOP/s per GPU, overrides --gpu (e.g. 989e12)")
-    parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
-    parser.add_argument("--params", help="model size N, e.g. 1.3B: gives D")
-    parser.add_argument("--tokens", help="token count D, e.g. 300B: gives N (with --model: the run's tokens)")
-    parser.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs; "
+    given = parser.add_argument_group("what to size (give one)")
+    corpus = parser.add_argument_group("the corpus (repeated data)")
+    answer = parser.add_argument_group("the answer")
+    given.add_argument("--compute", help="training compute in FLOPs, e.g. 1e21 or 5.76e23")
+    given.add_argument("--gpus", type=int, help="GPU count (with --hours)")
+    given.add_argument("--hours", type=float, help="wall-clock hours (with --gpus)")
+    given.add_argument("--gpu", default="h100", help="GPU type for peak FLOP/s (default h100; see pretrain plan)")
+    given.add_argument("--peak-flops", help="peak bf16 FLOP/s per GPU, overrides --gpu (e.g. 989e12)")
+    given.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
+    given.add_argument("--params", help="model size N, e.g. 1.3B: gives D")
+    given.add_argument("--tokens", help="token count D, e.g. 300B: gives N (with --model: the run's tokens)")
+    given.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs; "
                         "with --tokens, a fixed run: its C, learning rate and batch")
-    parser.add_argument("--seq-len", type=int, help="the run's sequence length: Appendix F and DeepSeek FLOPs, batch "
+    given.add_argument("--seq-len", type=int, help="the run's sequence length: Appendix F and DeepSeek FLOPs, batch "
                         "in sequences (default: the model's, else 2048)")
-    parser.add_argument("--method", action="append", choices=list(METHODS),
+    answer.add_argument("--method", action="append", choices=list(METHODS),
                         help="method(s) to show (repeatable; default all)")
-    parser.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "
+    corpus.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "
                         "corpus's unique tokens U (repeatable; with --model, also the vocabulary); or one mixture "
                         "preset or file (llama1, web_wiki.yaml): also each source's epochs at its share of D")
-    parser.add_argument("--unique-tokens", help="unique tokens U of the corpus, e.g. 300B (instead of --data)")
-    parser.add_argument("--epochs", type=float, help="evaluate this many passes over the corpus (D = epochs x U)")
-    parser.add_argument("--fit", choices=FITS + ALLOCATION_FITS, default="approach3",
+    corpus.add_argument("--unique-tokens", help="unique tokens U of the corpus, e.g. 300B (instead of --data)")
+    corpus.add_argument("--epochs", type=float, help="evaluate this many passes over the corpus (D = epochs x U)")
+    answer.add_argument("--fit", choices=FITS + ALLOCATION_FITS, default="approach3",
                         help="the answer the learning rate and batch are sized for, and the loss fit of the "
                         "data-constrained and inference-aware answers, which deepseek lacks (default approach3)")
-    parser.add_argument("--inference-tokens", help="tokens the model will serve over its life, e.g. 2T: the N and D "
+    answer.add_argument("--inference-tokens", help="tokens the model will serve over its life, e.g. 2T: the N and D "
                         "of least training + inference FLOPs for the same loss")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

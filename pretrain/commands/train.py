@@ -9,7 +9,7 @@ import sys
 
 import torch.distributed as dist
 
-from dataprep.core.cli import add_set_argument
+from dataprep.core.cli import add_output_argument, add_set_argument
 from dataprep.core.storage import check_output_path
 from pretrain.components import checkpoint
 from pretrain.components.guard import NonFiniteError
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "that does not load is an error); latest-intact: the same, passing over newer "
                              "checkpoints that do not load, with a warning (for requeued jobs); PATH: from that "
                              "checkpoint; none (default): start fresh")
-    parser.add_argument("--out-dir", help="override out_dir of the config")
+    add_output_argument(parser, old=("--out-dir",), metavar="DIR", help="the run's folder: overrides out_dir of the config")
     parser.add_argument("--max-steps", type=int, help="override max_steps of the config")
     parser.add_argument("--stop-at-step", type=int, metavar="N",
                         help="checkpoint and exit at step N without changing the schedule's horizon "
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     sets = list(getattr(args, "set", None) or [])
-    sets += [f"{key}={value}" for key, value in (("out_dir", args.out_dir), ("max_steps", args.max_steps)) if value is not None]
+    sets += [f"{key}={value}" for key, value in (("out_dir", args.output), ("max_steps", args.max_steps)) if value is not None]
     cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
     check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
     if args.stop_at_step is not None and args.stop_at_step <= 0:
