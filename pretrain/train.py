@@ -29,7 +29,7 @@ from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.distributed.parallel_dims import ParallelDims, barrier, init_distributed, parallelize
-from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
+from pretrain.distributed.pipeline_parallel import PipelineParallelModel, build_pipeline
 from pretrain.inference.loading import save_run_dir
 from pretrain.models.llama import Llama, num_params
 from pretrain.planning.flops import flops_per_token
@@ -141,7 +141,7 @@ class Trainer:
         self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
                                            self.rank, self.world)
 
-    def _build_model(self) -> tuple[Pipeline | None, torch.nn.Module]:
+    def _build_model(self) -> tuple[PipelineParallelModel | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
         their module, the step runs the pipeline)."""
         cfg, dims, device = self.cfg, self.dims, self.device

@@ -245,10 +245,6 @@ class MinHashDedup(IndexedStage):
         top = (hashes >> np.uint64(32)).astype(np.uint32).view(np.int32)
         return [np.unique(top[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
 
-    def exact_jaccard(self, texts_a: list[str | None], texts_b: list[str | None]) -> list[float]:
-        """True Jaccard of the shingle sets of each pair of texts (1.0 for two empty texts)."""
-        return [jaccard(a, b) for a, b in zip(self.shingle_sets(texts_a), self.shingle_sets(texts_b))]
-
     def signature_batch(self, ids: list[str], texts: list[str | None]) -> pa.RecordBatch:
         """Documents with a signature as (id, sig list<int32>, keys list<int64>): what Spark shuffles."""
         sigs, valid = self.signatures(texts)

@@ -34,7 +34,7 @@ _MARKS = regex.compile(r"\p{Mn}+")
 _SPACES = re.compile(r"[ \t\u00a0\u2000-\u200b\u3000]+")
 
 
-def normalize(text: str) -> str:
+def ccnet_normalize(text: str) -> str:
     """CCNet's normalisation before tokenising: lower case, accents removed, digits -> 0, spaces
     collapsed (so perplexity reflects wording, not casing or numbers)."""
     text = text.lower()
@@ -44,7 +44,7 @@ def normalize(text: str) -> str:
 
 
 def _lines(text: str) -> list[str]:
-    return [line.strip() for line in normalize(text).split("\n") if line.strip()]
+    return [line.strip() for line in ccnet_normalize(text).split("\n") if line.strip()]
 
 
 class PerplexityModel:

@@ -13,7 +13,7 @@ import sys
 from dataprep.classify.reference import read_texts
 from dataprep.classify.training import by_language, language_model_path, read_labelled, train_labelled, train_reference
 from dataprep.core.arguments import fraction, output_file, positive_float, positive_int, spark_master
-from pipelines.sample_texts import sample_texts
+from pipelines.sample_texts import read_documents, sample_texts
 from pipelines.spark import get_spark
 
 
@@ -71,7 +71,7 @@ def _from_reference(args: argparse.Namespace) -> int:
         raise ValueError(f"no reference text in {args.positives}")
     count = args.negatives_count or len(positives)
     spark = get_spark(args.master, app_name="train-classifier")
-    negatives = sample_texts(spark, args.negatives, count, args.seed, args.text_field)
+    negatives = list(sample_texts(read_documents(spark, args.negatives, args.text_field), count, args.seed)[0])
     if not negatives:
         raise ValueError(f"no document with a {args.text_field!r} text in {args.negatives}")
     if len(negatives) < count:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import fields
 
 from pretrain.planning.budget import FITS, METHODS
-from pretrain.planning.budget_report import ALLOCATION_FITS, format_report, run
+from pretrain.planning.budget_report import ALLOCATION_FITS, BudgetQuestion, budget_answer, format_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    result = run(args)
+    result = budget_answer(BudgetQuestion(**{f.name: getattr(args, f.name) for f in fields(BudgetQuestion)}))
     print(json.dumps(result, indent=2) if args.json else format_report(result))
     return 0

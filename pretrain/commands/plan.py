@@ -7,9 +7,12 @@ import argparse
 import json
 
 from dataprep.core.cli import add_output_argument
-from pretrain.planning.budget import METHODS, parse_number, positive
-from pretrain.planning.hardware import get_gpu
+from dataprep.core.storage import check_output_path
+from pretrain.components.shard_totals import shard_totals
+from pretrain.config import save_yaml
+from pretrain.planning.budget import METHODS
 from pretrain.planning.plan import plan, train_config
+from pretrain.planning.plan_inputs import plan_gpu, plan_model, plan_tokens
 from pretrain.planning.plan_memory import PRECISIONS
 from pretrain.planning.plan_report import format_report
 
@@ -59,38 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from dataprep.core.storage import check_output_path
-    from pretrain.config import ConfigError, save_yaml
-    from pretrain.components.shard_totals import shard_totals
-    from pretrain.planning.sizing import PRESET_SIZES, resolve_model
-
-    try:
-        cfg = resolve_model(args.model)
-    except ConfigError:  # a model YAML that is missing or does not validate: its own message
-        raise
-    except ValueError:  # not a preset: a parameter count, shaped as pretrain size would
-        from pretrain.planning.sizing import size_model
-
-        try:
-            params = parse_number(args.model)
-        except ValueError:
-            raise ValueError(f"model {args.model!r} is not a model config YAML, a preset (tiny, "
-                             f"{', '.join(PRESET_SIZES)}) or a parameter count such as 1.3B") from None
-        cfg = size_model(params)
-        if args.seq_len:
-            cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, args.seq_len)})
-    gpu = get_gpu(args.gpu)
-    if args.gpu_memory_gb is not None:
-        gpu = replace(gpu, memory_gb=args.gpu_memory_gb)
-    if args.peak_flops is not None:
-        gpu = gpu.with_peak(args.precision, positive(parse_number(args.peak_flops), "--peak-flops"))
-    for flag in ("intra_node_gbs", "inter_node_gbs"):
-        if getattr(args, flag) is not None:
-            if not getattr(args, flag) > 0:
-                raise ValueError(f"--{flag.replace('_', '-')} must be positive")
-            gpu = replace(gpu, **{flag: getattr(args, flag)})
+    cfg = plan_model(args.model, args.seq_len)
+    gpu = plan_gpu(args.gpu, args.precision, args.gpu_memory_gb, args.peak_flops, args.intra_node_gbs, args.inter_node_gbs)
     if args.output and not args.data:
         raise ValueError("--output needs --data: the token-shard directory the training config reads")
     if args.output:
@@ -101,11 +74,7 @@ def main(args: argparse.Namespace) -> int:
     if corpus:
         cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
     unique = corpus["tokens"] if corpus else None
-    tokens, source = (parse_number(args.tokens) if args.tokens else None), "given"
-    if args.epochs is not None:
-        if args.tokens or unique is None or not args.epochs > 0:
-            raise ValueError("--epochs needs --data shards with a manifest, a positive count, and no --tokens")
-        tokens, source = args.epochs * unique, f"{args.epochs:g} epochs of the data"
+    tokens, source = plan_tokens(args.tokens, args.epochs, unique)
     result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
                   global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
                   gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
