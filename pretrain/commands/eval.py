@@ -5,14 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 
-from dataprep.core.storage import exists, join_path
-from dataprep.tokenize.manifest import MANIFEST_NAME
-from pretrain.components.device import resolve_device
-from pretrain.inference.evaluate import evaluate_shards, run_validation, tokenize_documents
-from pretrain.inference.loading import load_trained
+from pretrain.inference.evaluate import evaluate_checkpoint
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,30 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.max_batches is not None and args.max_batches < 1:
-        raise ValueError(f"--max-batches {args.max_batches}: must be at least 1")
-    trained = load_trained(args.checkpoint)
-    device = resolve_device(args.device)
-    run = trained.run
-    seq_len = args.seq_len if args.seq_len is not None else (run.seq_len if run else trained.model.max_seq_len)
-    batch_size = args.batch_size if args.batch_size is not None else (run.micro_batch_size if run else 8)
-    if seq_len > trained.model.max_seq_len or seq_len < 1 or batch_size < 1:
-        raise ValueError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
-    if args.data is None:
-        result = {"data": "validation split of the run", **run_validation(trained, device, args.max_batches)}
-    elif exists(join_path(args.data, MANIFEST_NAME)):  # a shard folder, local or at a URL
-        result = {"data": args.data, **evaluate_shards(trained, args.data, device, seq_len, batch_size, args.max_batches)}
-    else:
-        with tempfile.TemporaryDirectory(prefix="ccp-eval-") as tmp:
-            docs = tokenize_documents(args.data, trained, tmp, args.tokenizer, args.text_field)
-            shards = os.path.join(tmp, "shards")
-            result = {"data": args.data, **docs,
-                      **evaluate_shards(trained, shards, device, seq_len, batch_size, args.max_batches)}
-    result = {"checkpoint": trained.path, "step": trained.step, **result}
+    result = evaluate_checkpoint(args.checkpoint, args.data, args.device, args.seq_len, args.batch_size,
+                                 args.max_batches, args.tokenizer, args.text_field)
     if args.json:
         print(json.dumps(result))
     else:
         print(f"loss {result['loss']:.4f}  perplexity {result['perplexity']:.2f}  "
               f"({result['tokens']:,} tokens, {result['batches']} batches of seq_len {result['seq_len']}; "
-              f"{result['data']}; {trained.path})")
+              f"{result['data']}; {result['checkpoint']})")
     return 0

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 
 import pyarrow as pa
 
-from dataprep.core.storage import exists
+from dataprep.core.storage import exists, join_path
+from dataprep.tokenize.manifest import MANIFEST_NAME
 from pretrain.components.dataloader import Loader, Source, build_loaders
-from pretrain.components.device import resolve_precision
-from pretrain.inference.loading import Trained, find_tokenizer, model_for_inference
+from pretrain.components.device import resolve_device, resolve_precision
+from pretrain.inference.loading import Trained, find_tokenizer, load_trained, model_for_inference
 from pretrain.train_step import TrainStepContext, validation_loss
 
 
@@ -87,3 +89,31 @@ def _evaluate(trained: Trained, loader: Loader, n_batches: int, device, precisio
     seq_len = loader.sources[0].seq_len
     return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)), "tokens": n_batches * loader.global_batch * seq_len,
             "batches": n_batches, "seq_len": seq_len, "precision": precision}
+
+
+def evaluate_checkpoint(checkpoint: str, data: str | None = None, device: str = "auto", seq_len: int | None = None,
+                        batch_size: int | None = None, max_batches: int | None = None, tokenizer: str | None = None,
+                        text_field: str = "text") -> dict:
+    """Loss and perplexity of a checkpoint on ``data`` (a shard folder, local or at a URL, or documents
+    tokenized here with the run's tokenizer; None: the run's validation split), at the run's sequence
+    length and micro-batch unless given."""
+    if max_batches is not None and max_batches < 1:
+        raise ValueError(f"--max-batches {max_batches}: must be at least 1")
+    trained = load_trained(checkpoint)
+    device = resolve_device(device)
+    run = trained.run
+    seq_len = seq_len if seq_len is not None else (run.seq_len if run else trained.model.max_seq_len)
+    batch_size = batch_size if batch_size is not None else (run.micro_batch_size if run else 8)
+    if seq_len > trained.model.max_seq_len or seq_len < 1 or batch_size < 1:
+        raise ValueError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
+    if data is None:
+        result = {"data": "validation split of the run", **run_validation(trained, device, max_batches)}
+    elif exists(join_path(data, MANIFEST_NAME)):  # a shard folder, local or at a URL
+        result = {"data": data, **evaluate_shards(trained, data, device, seq_len, batch_size, max_batches)}
+    else:
+        with tempfile.TemporaryDirectory(prefix="ccp-eval-") as tmp:
+            docs = tokenize_documents(data, trained, tmp, tokenizer, text_field)
+            shards = os.path.join(tmp, "shards")
+            result = {"data": data, **docs,
+                      **evaluate_shards(trained, shards, device, seq_len, batch_size, max_batches)}
+    return {"checkpoint": trained.path, "step": trained.step, **result}
