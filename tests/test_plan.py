@@ -98,8 +98,8 @@ def test_textbook_7b_fp32():
 def test_zero_paper_figure_1():
     """Rajbhandari et al. 2020, Figure 1: 7.5B parameters, 64 GPUs, mixed precision with Adam (K = 12):
     120 GB baseline, 31.4 GB with P_os, 16.6 GB with P_os+g, 1.9 GB with P_os+g+p."""
-    totals = {stage: sum(model_states(SMALL, stage, dp=64, tp=1, precision="bf16", n_params=7.5e9).values()) / 1e9
-              for stage in ("ddp", "zero1", "zero2", "zero3")}
+    totals = {level: sum(model_states(SMALL, level, dp=64, tp=1, precision="bf16", n_params=7.5e9).values()) / 1e9
+              for level in ("ddp", "zero1", "zero2", "zero3")}
     assert {k: round(v, 1) for k, v in totals.items()} == {"ddp": 120.0, "zero1": 31.4, "zero2": 16.6, "zero3": 1.9}
 
 
@@ -192,11 +192,11 @@ def _gpu_with(total_bytes: float, slack: float = 0.0):
     return replace(H100, memory_gb=total_bytes / 1e9 + slack)
 
 
-def _need(cfg, stage, tp, ac, gpus, micro=4, global_batch=256):
+def _need(cfg, level, tp, ac, gpus, micro=4, global_batch=256):
     """A layout's memory as the planner sizes it for ``global_batch`` (accumulation keeps gradients at the loss;
     on a GPU, blocks are compiled where the trainer can: no TP)."""
     accum = global_batch // (micro * gpus // tp)
-    return layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro, grad_accum=accum,
+    return layout_memory(cfg, level, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro, grad_accum=accum,
                          compiled=tp == 1)["total"]
 
 
@@ -207,8 +207,8 @@ def test_walks_ddp_zero_micro_batch_checkpointing_in_order():
     steps = [("ddp", 1, "none", 4, "DDP x8"), ("zero2", 1, "none", 4, "ZeRO-2 x8"),
              ("zero3", 1, "none", 4, "FSDP (ZeRO-3) x8"), ("zero3", 1, "none", 1, "FSDP (ZeRO-3) x8 + micro-batch 1"),
              ("zero3", 1, "selective", 1, "FSDP (ZeRO-3) x8 + micro-batch 1 + selective checkpointing")]
-    for stage, tp, ac, micro, name in steps:
-        need = _need(cfg, stage, tp, ac, gpus, micro)
+    for level, tp, ac, micro, name in steps:
+        need = _need(cfg, level, tp, ac, gpus, micro)
         fits = plan(cfg, gpus=gpus, gpu=_gpu_with(need, 1e-9), global_batch=256)
         assert fits["layout"]["name"] == name  # at capacity (to a byte, GB round-trip): this layout
         shy = plan(cfg, gpus=gpus, gpu=_gpu_with(need, -1e-6), global_batch=256)

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TokenizerTraining()
     corpus.add_argument("--input", nargs="+", required=True, help="cleaned corpus: Parquet or JSONL files, folders or globs")
     sp.add_argument("--vocab-size", type=positive_int, required=True,
-                        help="vocabulary size including special and byte tokens; a sample too small for it gives the largest it supports")
+                    help="vocabulary size including special and byte tokens; a sample too small for it gives the largest it supports")
     sp.add_argument("--exact-vocab-size", action="store_true", help="a sample too small for --vocab-size is an error")
     parser.add_argument("--output", type=output_folder, required=True, help="tokenizer folder to write")
     sp.add_argument("--model-type", choices=["bpe", "unigram"], default=defaults.model_type)

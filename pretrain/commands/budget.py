@@ -24,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     given.add_argument("--params", help="model size N, e.g. 1.3B: gives D")
     given.add_argument("--tokens", help="token count D, e.g. 300B: gives N (with --model: the run's tokens)")
     given.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs; "
-                        "with --tokens, a fixed run: its C, learning rate and batch")
+                       "with --tokens, a fixed run: its C, learning rate and batch")
     given.add_argument("--seq-len", type=int, help="the run's sequence length: Appendix F and DeepSeek FLOPs, batch "
-                        "in sequences (default: the model's, else 2048)")
+                       "in sequences (default: the model's, else 2048)")
     answer.add_argument("--method", action="append", choices=list(METHODS),
                         help="method(s) to show (repeatable; default all)")
     corpus.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "

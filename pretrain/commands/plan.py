@@ -25,36 +25,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(70B: shaped by pretrain size)")
     cluster.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
     cluster.add_argument("--gpu", default="h100", help="GPU type: h100, h200, a100-80gb, a100-40gb, l4, ... "
-                        "(default h100)")
+                         "(default h100)")
     cluster.add_argument("--gpu-memory-gb", type=float, help="override the GPU's memory (GB)")
     cluster.add_argument("--peak-flops", help="override the GPU's peak FLOP/s at --precision, e.g. 989e12")
     cluster.add_argument("--intra-node-gbs", type=float, help="override GB/s per GPU per direction within a node "
-                        "(H100 SXM: 450, NVLink)")
+                         "(H100 SXM: 450, NVLink)")
     cluster.add_argument("--inter-node-gbs", type=float, help="override GB/s per GPU per direction across nodes "
-                        "(H100: 50, one 400 Gb/s InfiniBand NIC per GPU)")
+                         "(H100: 50, one 400 Gb/s InfiniBand NIC per GPU)")
     cluster.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
     run.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
     run.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
     run.add_argument("--global-batch", type=int, help="sequences per optimizer step (default: DeepSeek LLM's "
-                        "compute-optimal batch, rounded to a multiple of micro-batch x data-parallel ranks)")
+                     "compute-optimal batch, rounded to a multiple of micro-batch x data-parallel ranks)")
     run.add_argument("--lr", type=float, help="peak learning rate (default: DeepSeek LLM's compute-optimal one for "
-                        "this model and tokens)")
+                     "this model and tokens)")
     run.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
     cluster.add_argument("--precision", choices=list(PRECISIONS), default="bf16",
-                        help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
-                             "matmuls) or fp32: memory and the peak FLOP/s the step is timed at (H100: 989, 989, "
-                             "494.5, 67 TFLOP/s)")
+                         help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
+                              "matmuls) or fp32: memory and the peak FLOP/s the step is timed at (H100: 989, 989, "
+                              "494.5, 67 TFLOP/s)")
     run.add_argument("--no-sync-accumulation", action="store_true",
-                        help="accumulate gradients unsharded and reduce once per step (less communication; "
-                             "every GPU then holds the full fp32 gradients)")
+                     help="accumulate gradients unsharded and reduce once per step (less communication; "
+                          "every GPU then holds the full fp32 gradients)")
     run.add_argument("--max-bubble", type=float, default=0.1,
-                        help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)")
+                     help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)")
     cluster.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
     run.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the --method's D for N)")
     run.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
-                        "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
+                     "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
     run.add_argument("--method", choices=list(METHODS), default="approach1",
-                        help="scaling law for the default tokens (default approach1)")
+                     help="scaling law for the default tokens (default approach1)")
     add_output_argument(written, old=("--out",), metavar="FILE", help="write the chosen layout as a training config YAML for pretrain train")
     written.add_argument("--data", action="append", help="token-shard directory for --output (repeatable)")
     written.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
