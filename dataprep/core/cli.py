@@ -52,8 +52,8 @@ def add_output_argument(parser: argparse.ArgumentParser, *, old: tuple[str, ...]
 
 def command_parser(commands: dict, prog: str, name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
     """The module of command ``name`` (imported now) and its argument parser."""
-    command, help_text = commands[name]
-    module = command() if callable(command) else importlib.import_module(command)
+    module_name, help_text = commands[name]
+    module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=help_text)
     module.add_arguments(parser)
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
