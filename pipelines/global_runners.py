@@ -145,7 +145,7 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
                 applier.begin(key, pa.Table.from_arrays([batch.column("id").filter(has), *columns], names=["id", *fields]))
                 batch = batch.drop_columns([DECISION])
             out, reasons = applier.process(batch)
-            dropped = [None if r is None else applier.stage for r in reasons]
+            dropped = [None if r is None else applier.stage_name for r in reasons]
             out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(DROP_REASON, pa.array(reasons, pa.string()))
             yield from out.select(output_schema.names).cast(output_schema).to_batches()
         applier.finish()

@@ -1,12 +1,17 @@
-"""A seeded random sample of document texts from a pipeline output or a crawl, on Spark: the
-negatives of a classifier trained from reference text (DCLM samples them from the crawl it filters).
+"""A seeded uniform sample of document texts on Spark, the one rule for every sample: a tokenizer's
+training text (``dataprep train-tokenizer``, the ``tokenize`` stage on Spark) and the negatives of a
+classifier trained from reference text (DCLM samples them from the crawl it filters).
 
-Each text is ranked by a hash of itself and the seed and the lowest ``n`` are taken (Spark's top-k
-per partition, then one merge: no full sort, only ``n`` texts reach the driver), so the sample is the
-same at any partitioning and for any number of input files.
+Each kept text is ranked by a hash of the seed and itself and the lowest ``n`` are taken (a hash range
+first, then Spark's top-k: no full sort, only ``n`` texts reach the driver), so every document is equally
+likely and the sample is the same at any partitioning and for any number of input files. Rows a stage
+dropped (``drop_reason`` set) are never sampled.
 """
 
 from __future__ import annotations
+
+import math
+from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -39,8 +44,19 @@ def read_documents(spark: SparkSession, paths: list[str], text_field: str = "tex
     return out.where(F.col("text").isNotNull() & (F.length(F.trim("text")) > 0))
 
 
-def sample_texts(spark: SparkSession, paths: list[str], n: int, seed: int, text_field: str = "text") -> list[str]:
-    """Up to ``n`` texts drawn at random (seeded) from the documents at ``paths``."""
-    df = read_documents(spark, paths, text_field)
-    ranked = df.withColumn("_rank", F.xxhash64("text", F.lit(seed)))
-    return [row.text for row in ranked.orderBy("_rank", "text").limit(n).collect()]
+_HASH_RANGE = 10**9
+
+
+def sample_texts(df: DataFrame, n: int, seed: int = 0) -> tuple[Iterator[str], dict]:
+    """A uniform random sample of at most ``n`` non-empty texts of ``df`` (column ``text``; rows a stage
+    dropped left out), streamed to the driver in hash order, plus a description of how it was drawn."""
+    text = F.col("text")
+    kept = df.where(F.col(DROP_REASON).isNull()) if DROP_REASON in df.columns else df
+    docs = kept.select(text).where(text.isNotNull() & (F.length(text) > 0))
+    total = docs.count()
+    # Keep a little more than n / total by hash, then the n lowest hashes: exactly n when total >= n.
+    fraction = min(1.0, (n + 5 * math.sqrt(n) + 10) / max(total, 1))
+    h = F.pmod(F.xxhash64(F.lit(seed), text), F.lit(_HASH_RANGE))
+    sample = docs.select(text, h.alias("_h")).where(h < F.lit(math.ceil(fraction * _HASH_RANGE))).orderBy("_h", "text").limit(n)
+    info = {"corpus_documents": total, "sample_fraction": round(min(1.0, n / max(total, 1)), 6), "sampler": "xxhash64"}
+    return (row[0] for row in sample.toLocalIterator()), info

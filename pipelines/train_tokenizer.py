@@ -1,39 +1,16 @@
-"""``dataprep train-tokenizer``: SentencePiece trained on a uniform sample of a cleaned corpus.
+"""SentencePiece trained on a uniform sample of a cleaned corpus.
 
-The sample is drawn with Spark by hashing each text (xxhash64 with the seed) and keeping the lowest
-hashes: every document is equally likely, and the same corpus gives the same sample however it is
+The sample is ``pipelines.sample_texts``'s: the same corpus gives the same sample however it is
 partitioned, so the sample's SHA-256 in ``tokenizer_meta.json`` is reproducible. The ``tokenize``
 stage calls ``train_from_dataframe`` when its tokenizer does not exist yet.
 """
 
 from __future__ import annotations
 
-import argparse
-import math
-from typing import Iterator
-
-from dataprep.core.arguments import non_negative_int, output_folder, positive_float, positive_int, spark_master
 from dataprep.core.storage import expand_inputs
 from dataprep.tokenize.stage import TokenizerTraining
-from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists
-
-_HASH_RANGE = 10**9
-
-
-def sample_texts(df, n: int, seed: int = 0) -> tuple[Iterator[str], dict]:
-    """A uniform random sample of at most ``n`` non-empty texts of ``df`` (column ``text``), streamed
-    to the driver in hash order, plus a description of how it was drawn."""
-    from pyspark.sql import functions as F
-
-    text = F.col("text")
-    docs = df.select(text).where(text.isNotNull() & (F.length(text) > 0))
-    total = docs.count()
-    # Keep a little more than n / total by hash, then the n lowest hashes: exactly n when total >= n.
-    fraction = min(1.0, (n + 5 * math.sqrt(n) + 10) / max(total, 1))
-    h = F.pmod(F.xxhash64(F.lit(seed), text), F.lit(_HASH_RANGE))
-    sample = docs.select(text, h.alias("_h")).where(h < F.lit(math.ceil(fraction * _HASH_RANGE))).orderBy("_h", "text").limit(n)
-    info = {"corpus_documents": total, "sample_fraction": round(min(1.0, n / max(total, 1)), 6), "sampler": "xxhash64"}
-    return (row[0] for row in sample.toLocalIterator()), info
+from dataprep.tokenize.tokenizer import Tokenizer
+from pipelines.sample_texts import sample_texts
 
 
 def train_from_dataframe(df, output_dir: str, training: TokenizerTraining) -> Tokenizer:
@@ -42,7 +19,7 @@ def train_from_dataframe(df, output_dir: str, training: TokenizerTraining) -> To
     return training.train(texts, output_dir, extra_meta=info)
 
 
-def read_corpus(spark, inputs: list[str], fmt: str = "auto", text_field: str = "text"):
+def text_dataframe(spark, inputs: list[str], fmt: str = "auto", text_field: str = "text"):
     """Parquet (pipeline output) or JSON Lines documents as a DataFrame with a ``text`` column."""
     files = expand_inputs(inputs)
     if fmt == "auto":
@@ -56,45 +33,3 @@ def read_corpus(spark, inputs: list[str], fmt: str = "auto", text_field: str = "
     if text_field not in df.columns:
         raise ValueError(f"input has no {text_field!r} column (columns: {', '.join(df.columns)}); set --text-field")
     return df.withColumnRenamed(text_field, "text") if text_field != "text" else df
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = TokenizerTraining()
-    parser.add_argument("--input", nargs="+", required=True, help="cleaned corpus: Parquet or JSONL files, folders or globs")
-    parser.add_argument("--vocab-size", type=positive_int, required=True,
-                        help="vocabulary size including special and byte tokens; a sample too small for it gives the largest it supports")
-    parser.add_argument("--exact-vocab-size", action="store_true", help="a sample too small for --vocab-size is an error")
-    parser.add_argument("--output", type=output_folder, required=True, help="tokenizer folder to write")
-    parser.add_argument("--model-type", choices=["bpe", "unigram"], default=defaults.model_type)
-    parser.add_argument("--sample-documents", type=positive_int, default=defaults.sample_documents, help="documents in the uniform sample (default %(default)s)")
-    parser.add_argument("--input-sentence-size", type=non_negative_int, default=defaults.input_sentence_size, help="SentencePiece's sentence cap, 0 = all")
-    parser.add_argument("--character-coverage", type=positive_float, default=defaults.character_coverage)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--format", choices=["auto", "parquet", "jsonl"], default="auto")
-    parser.add_argument("--text-field", default="text")
-    parser.add_argument("--master", type=spark_master, default=None, help="Spark master (default: local[*] or spark-submit's)")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing tokenizer")
-
-
-def main(args: argparse.Namespace) -> int:
-    from pipelines.spark import get_spark
-
-    if tokenizer_exists(args.output) and not args.force:
-        raise ValueError(f"{args.output} already holds a tokenizer; pass --force to replace it (shards made with it will no longer verify)")
-    training = TokenizerTraining(
-        vocab_size=args.vocab_size,
-        model_type=args.model_type,
-        sample_documents=args.sample_documents,
-        input_sentence_size=args.input_sentence_size,
-        character_coverage=args.character_coverage,
-        seed=args.seed,
-        exact_vocab_size=args.exact_vocab_size,
-    )
-    spark = get_spark(args.master, app_name="ccpretrain-train-tokenizer")
-    tok = train_from_dataframe(read_corpus(spark, args.input, args.format, args.text_field), args.output, training)
-    t = tok.meta["training"]
-    print(
-        f"tokenizer: {args.output} ({tok.meta['model_type']}, vocab {tok.vocab_size}, sha256 {tok.sha256[:12]}); "
-        f"sample {t['sample_documents']} of {t['corpus_documents']} documents, {t['sample_bytes']} bytes"
-    )
-    return 0

@@ -1,20 +1,21 @@
-"""``pretrain`` command line; same dispatch as ``dataprep`` (see dataprep.cli)."""
+"""``pretrain`` command line: one module of ``pretrain.commands`` per subcommand, run by the dispatch
+``dataprep`` uses too (``dataprep.core.cli``)."""
 
 from __future__ import annotations
 
 import sys
 
-from dataprep.cli import dispatch
+from dataprep.core.cli import dispatch
 
 COMMANDS = {
-    "budget": ("pretrain.planning.budget_cli", "compute-optimal N and D for a budget, a corpus and an inference load"),
-    "size": ("pretrain.planning.sizing", "turn a parameter count into a Llama-style model config"),
-    "plan": ("pretrain.planning.plan_cli", "per-GPU memory, parallel layout and time to train"),
-    "train": ("pretrain.train", "train a model (one process; use torchrun -m pretrain.train for many)"),
-    "plot": ("pretrain.inference.plot", "plot loss and throughput curves of a run to PNG"),
-    "export": ("pretrain.inference.export", "export a checkpoint (Hugging Face Llama, safetensors)"),
-    "generate": ("pretrain.inference.generate", "sample text from a checkpoint"),
-    "eval": ("pretrain.inference.evaluate", "loss and perplexity of a checkpoint on held-out data"),
+    "budget": ("pretrain.commands.budget", "compute-optimal N and D for a budget, a corpus and an inference load"),
+    "size": ("pretrain.commands.size", "turn a parameter count into a Llama-style model config"),
+    "plan": ("pretrain.commands.plan", "per-GPU memory, parallel layout and time to train"),
+    "train": ("pretrain.commands.train", "train a model (one process; use torchrun -m pretrain.train for many)"),
+    "plot": ("pretrain.commands.plot", "plot loss and throughput curves of a run to PNG"),
+    "export": ("pretrain.commands.export", "export a checkpoint (Hugging Face Llama, safetensors)"),
+    "generate": ("pretrain.commands.generate", "sample text from a checkpoint"),
+    "eval": ("pretrain.commands.eval", "loss and perplexity of a checkpoint on held-out data"),
 }
 
 

@@ -367,11 +367,11 @@ def _vocab_from_data(data: dict) -> None:
     sources = sources.get("sources") if isinstance(sources, dict) else None
     if not isinstance(model, dict) or model.get("vocab_size", "auto") != "auto" or not isinstance(sources, list):
         return
-    from pretrain.planning.data_constrained import read_corpus
+    from pretrain.components.shard_totals import shard_totals
 
     paths = [s["path"] for s in sources if isinstance(s, dict) and isinstance(s.get("path"), str)]
     if paths:  # else validation names what is missing
-        data["model"] = {**model, "vocab_size": read_corpus(paths)["vocab_size"]}
+        data["model"] = {**model, "vocab_size": shard_totals(paths)["vocab_size"]}
 
 
 def save_yaml(model: BaseModel, path: str) -> None:

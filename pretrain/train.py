@@ -8,8 +8,6 @@ the loop (``Trainer.train``), the final weights (``Trainer.finish``). The step i
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import math
 import os
 import sys
@@ -18,14 +16,13 @@ import time
 import torch
 import torch.distributed as dist
 
-from dataprep.core.storage import check_output_path
 from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
-from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter
-from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
+from pretrain.components.guard import NonFinite, SkipCounter
+from pretrain.components.metrics import MetricsLogger, bubble_fraction
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
@@ -33,38 +30,15 @@ from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.verdicts import StepVerdicts
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
-from pretrain.config import ModelConfig, TrainConfig, load_train_config
+from pretrain.config import ModelConfig, TrainConfig
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
 from pretrain.distributed.process_group import barrier, init_distributed
-from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
+from pretrain.distributed.pipeline_parallel import PipelineParallelModel, build_pipeline
 from pretrain.inference.loading import save_run_dir
 from pretrain.models.llama import Llama, num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.train_step import StepOutcome, TrainStepContext, train_step, validation_loss
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="training config YAML (see configs/train/)")
-    parser.add_argument("--resume", default="none", metavar="auto|latest-intact|none|PATH",
-                        help="auto: continue from the latest checkpoint in the run's checkpoint dir, if any (one "
-                             "that does not load is an error); latest-intact: the same, passing over newer "
-                             "checkpoints that do not load, with a warning (for requeued jobs); PATH: from that "
-                             "checkpoint; none (default): start fresh")
-    parser.add_argument("--out-dir", help="override out_dir of the config")
-    parser.add_argument("--max-steps", type=int, help="override max_steps of the config")
-    parser.add_argument("--stop-at-step", type=int, metavar="N",
-                        help="checkpoint and exit at step N without changing the schedule's horizon "
-                             "(for jobs shorter than the run; continue with --resume auto)")
-    from dataprep.cli import add_set_argument
-
-    add_set_argument(parser)
-    parser.add_argument("--inject", action="append", default=[], metavar="KIND:step=N,rank=R",
-                        help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
-                             "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100), "
-                             "hang (the rank blocks at step N), kill (the rank is killed at step N), "
-                             "slow:rank=R,ms=M (the rank sleeps M ms every step); repeat for several")
-    parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
 # --- setup ------------------------------------------------------------------------------------------
@@ -174,7 +148,7 @@ class Trainer:
         self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
                                            self.rank, self.world)
 
-    def _build_model(self) -> tuple[Pipeline | None, torch.nn.Module]:
+    def _build_model(self) -> tuple[PipelineParallelModel | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
         their module, the step runs the pipeline)."""
         cfg, dims, device = self.cfg, self.dims, self.device
@@ -397,64 +371,7 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
     return records if trainer.rank == 0 else []
 
 
-def main(args: argparse.Namespace) -> int:
-    sets = list(getattr(args, "set", None) or [])
-    sets += [f"{key}={value}" for key, value in (("out_dir", args.out_dir), ("max_steps", args.max_steps)) if value is not None]
-    cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
-    check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
-    if args.stop_at_step is not None and args.stop_at_step <= 0:
-        raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
-    _check_paths(cfg, args.resume)
-    quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
-    try:
-        with quiet:
-            records = run(cfg, args.resume, args.stop_at_step, getattr(args, "inject", ()))
-    except (NonFiniteError, SpikeError) as exc:  # the run stopped on purpose: one clear line, its own exit status
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    final = os.path.join(cfg.out_dir, "model.safetensors")
-    if int(os.environ.get("RANK", "0")) == 0 and not getattr(args, "json", False):
-        _say_where(cfg, final)
-    if getattr(args, "json", False) and int(os.environ.get("RANK", "0")) == 0:
-        import json
+if __name__ == "__main__":  # torchrun -m pretrain.train CONFIG: the options, checks and messages of `pretrain train`
+    from pretrain.cli import main
 
-        print(json.dumps({"out_dir": os.path.abspath(cfg.out_dir), "steps": total_steps(cfg),
-                          "last_step": records[-1]["step"] if records else None,
-                          "loss": records[-1]["loss"] if records else None,
-                          "model": os.path.abspath(final) if os.path.exists(final) else None,
-                          "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
-    return 0
-
-
-def _check_paths(cfg: TrainConfig, resume: str) -> None:
-    """The run's paths, before any set-up: a file where a folder goes (or under one) is a usage error."""
-    if resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(resume):
-        raise ValueError(f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a "
-                         "checkpoints/step-* folder")
-    check_output_path(cfg.out_dir, "out_dir", folder=True)
-    check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
-    if cfg.data.cache.dir:
-        check_output_path(cfg.data.cache.dir, "data.cache.dir", folder=True)
-    if cfg.log.jsonl:
-        check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
-
-
-def _say_where(cfg: TrainConfig, final: str) -> None:
-    """The run's last line: where the model went and what to run next (or how to continue)."""
-    import shlex
-
-    if not os.path.exists(final):
-        print(f"checkpoints in {os.path.join(cfg.out_dir, cfg.checkpoint.dir)}: continue with --resume auto")
-        return
-    run = shlex.quote(cfg.out_dir)
-    print(f"model: {final}; next: pretrain eval {run} | pretrain generate {run} --prompt 'The' | "
-          f"pretrain export {run} --output {shlex.quote(os.path.join(cfg.out_dir, 'hf'))}")
-
-
-if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="python -m pretrain.train", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    sys.exit(main(_parser.parse_args()))
+    sys.exit(main(["train", *sys.argv[1:]]))

@@ -20,7 +20,7 @@ from pretrain.components.device import configure_attention, configure_matmul
 from pretrain.components.loss import cross_entropy
 from pretrain.components.optimizer import clip_grad_norm
 from pretrain.distributed.parallel_dims import ParallelDims
-from pretrain.distributed.pipeline_parallel import Pipeline
+from pretrain.distributed.pipeline_parallel import PipelineParallelModel
 
 
 class TrainStepContext:
@@ -76,9 +76,9 @@ class TrainStepContext:
 def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainStepContext) -> torch.Tensor:
     """Forward and backward over this rank's micro-batches; returns the mean loss (no host sync). FSDP
     reduce-scatters each micro-batch's gradients as they come (only the shards accumulate), unless
-    ``no_sync_accumulation`` defers that to the last micro-batch. A ``Pipeline`` runs its schedule
+    ``no_sync_accumulation`` defers that to the last micro-batch. A ``PipelineParallelModel`` runs its schedule
     over them (the loss is then zero on ranks without the last stage)."""
-    if isinstance(model, Pipeline):
+    if isinstance(model, PipelineParallelModel):
         return model.step(micro_batches, ctx)
     total = torch.zeros((), device=ctx.device)
     for i, batch in enumerate(micro_batches):
@@ -155,7 +155,7 @@ def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dims: 
     total = torch.zeros((), device=ctx.device)
     for i in range(n_batches):
         micro_batches = loader.batch_at(i * loader.global_batch)
-        if isinstance(model, Pipeline):
+        if isinstance(model, PipelineParallelModel):
             total += model.step(micro_batches, ctx, forward_only=True)
             continue
         for batch in micro_batches:
@@ -164,4 +164,4 @@ def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dims: 
     total /= n_batches
     if dims is None:
         return total.item()
-    return dims.mean_loss(total, holds_loss=not isinstance(model, Pipeline) or model.has_last)
+    return dims.mean_loss(total, holds_loss=not isinstance(model, PipelineParallelModel) or model.has_last)

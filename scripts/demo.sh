@@ -38,7 +38,7 @@ echo "training for $EPOCHS epochs"
 step "7. plan: memory and layout for the tiny model here; writes the training config for $EPOCHS epochs"
 pretrain plan tiny --gpus 1 --gpu cpu --peak-flops "$CPU_FLOPS" --precision fp32 \
   --seq-len 128 --micro-batch 8 --global-batch 16 --epochs "$EPOCHS" \
-  --data "$SHARDS" --run-dir "$OUT/train" --out "$OUT/train.yaml"
+  --data "$SHARDS" --run-dir "$OUT/train" --output "$OUT/train.yaml"
 
 step "8. short CPU training run, and its validation loss"
 pretrain train "$OUT/train.yaml"

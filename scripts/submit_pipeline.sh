@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Submit the cleaning pipeline (pipelines/run.py) to a Spark cluster with spark-submit (client mode).
+# Submit the cleaning pipeline (pipelines/cli.py run) to a Spark cluster with spark-submit (client mode).
 #
 #   scripts/submit_pipeline.sh [SPARK-SUBMIT OPTIONS --] CONFIG.yaml [--input PATH...] [--output DIR] [--force]
 #
@@ -67,4 +67,4 @@ fi
 # script folder pipelines/ first on sys.path, where its modules could shadow standard-library ones.
 export PYSPARK_DRIVER_PYTHON="$DRIVER_PY" PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1
 "$SPARK_SUBMIT" "${conf[@]}" --conf spark.pyspark.driver.python="$DRIVER_PY" "${submit_args[@]}" \
-  "$ROOT/pipelines/run.py" "$@"
+  "$ROOT/pipelines/cli.py" run "$@"

@@ -43,7 +43,7 @@ def reference_pages(shared: Path) -> list[str]:
 
 def crawl_corpus(work: Path, spark) -> str:
     """The demo crawl, extracted by a pipeline run: the corpus the negatives are drawn from."""
-    from dataprep.cli import main as dataprep_main
+    from pipelines.cli import main as dataprep_main
     from dataprep.core.config import load_config
     from pipelines.pipeline_run import run_pipeline
 
@@ -54,7 +54,7 @@ def crawl_corpus(work: Path, spark) -> str:
 
 
 def train(work: Path, negatives: str, small: bool, seed: int) -> str:
-    from dataprep.cli import main as dataprep_main
+    from pipelines.cli import main as dataprep_main
 
     positives = work / "reference.jsonl"
     positives.write_text("".join(json.dumps({"text": t}) + "\n" for t in reference_pages(SHARED)), encoding="utf-8")

@@ -100,7 +100,7 @@ def run_pipelines(out: Path, configs: dict[str, Path]) -> dict[str, dict]:
     """Run both pipelines on Spark; returns each corpus's documents and characters."""
     import pyarrow.parquet as pq
 
-    from dataprep.cli import main as dataprep_main
+    from pipelines.cli import main as dataprep_main
     from dataprep.core.config import load_config
     from pipelines.pipeline_run import run_pipeline
 

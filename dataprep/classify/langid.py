@@ -48,7 +48,8 @@ import regex
 from pydantic import Field, PrivateAttr, model_validator
 
 from dataprep.core.storage import resolve_asset
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 LABEL_PREFIX = "__label__"
 ENGLISH_MIN_LATIN = 0.8  # lingua may relabel a text as English only if this share of its letters is Latin

@@ -13,11 +13,12 @@ import sys
 from importlib.metadata import entry_points
 
 from dataprep.core.arguments import output_folder, positive_int
+from dataprep.core.cli import add_output_argument
 from dataprep.core.storage import atomic_write_text, is_url, join_path
 from dataprep.report import SECTIONS_GROUP, Section
 from dataprep.report import sections as sec
 from dataprep.report.charts import Charts
-from dataprep.report.outputs import drop_examples, find_manifests, load_stats, read_corpus, source_funnel
+from dataprep.report.outputs import drop_examples, find_manifests, load_stats, read_corpus_sample, source_funnel
 from dataprep.report.render import render_html, render_markdown
 from dataprep.core.stats import StageStats
 
@@ -43,7 +44,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
     os.makedirs(dest, exist_ok=True)
     charts = Charts(dest)
-    sample, total = read_corpus(join_path(output_dir, "corpus"), max_docs)
+    sample, total = read_corpus_sample(join_path(output_dir, "corpus"), max_docs)
     manifests = find_manifests(output_dir)
     sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts),
                 sec.rules(stats, drop_examples(output_dir), charts),
@@ -72,9 +73,9 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("output_dir", help="a `dataprep run` output folder (holding stats.json, steps/, corpus/)")
+    parser.add_argument("pipeline_output", metavar="OUTPUT_DIR", help="a `dataprep run` output folder (holding stats.json, steps/, corpus/)")
     parser.add_argument("--train-run", metavar="RUN_DIR", help="a training run folder (or its metrics JSONL): adds its curves")
-    parser.add_argument("--out", type=output_folder, metavar="DIR", help="where to write the report (default: OUTPUT_DIR/report)")
+    add_output_argument(parser, old=("--out",), type=output_folder, metavar="DIR", help="where to write the report (default: OUTPUT_DIR/report)")
     parser.add_argument("--max-docs", type=positive_int, default=1_000_000,
                         help="documents read for the distributions (default: %(default)s)")
 
@@ -82,6 +83,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.max_docs <= 0:
         raise ValueError("--max-docs must be positive")
-    html_path, md_path = build_report(args.output_dir, args.out, args.train_run, args.max_docs)
+    html_path, md_path = build_report(args.pipeline_output, args.output, args.train_run, args.max_docs)
     print(f"report: {html_path}\nsummary: {md_path}")
     return 0

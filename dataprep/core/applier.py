@@ -18,8 +18,8 @@ from dataprep.core.stage import DocumentStage, StageResult, split_by_reason, wit
 class Applier:
     """Applies a whole-corpus decision to one task's documents, batch by batch."""
 
-    def __init__(self, stage: str):
-        self.stage = stage
+    def __init__(self, stage_name: str):
+        self.stage_name = stage_name  # the whole-corpus stage's name, which its counts and drop reasons carry
 
     def output_fields(self, input_schema: pa.Schema) -> list[pa.Field]:
         """The columns ``process`` adds or replaces."""
@@ -46,7 +46,7 @@ class AppliedStage(DocumentStage):
 
     @property
     def name(self) -> str:  # type: ignore[override]
-        return self.applier.stage
+        return self.applier.stage_name
 
     def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
         return with_fields(input_schema, self.applier.output_fields(input_schema))

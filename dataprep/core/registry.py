@@ -1,24 +1,44 @@
 """Stage names in configs -> stage classes.
 
-A stage's one registration is its ``@register("name")`` decorator. The registry learns which module
-defines which name by reading dataprep's sources for that decorator, so it imports a stage's module
-only when a config names it; a stage whose optional dependency is missing says which package to
-install instead of silently disappearing from the list.
+``STAGE_CLASSES`` lists every stage a config can name, as ``"module:Class"``: the registry imports a
+stage's module only when a config names it, and a stage whose optional dependency is missing says which
+package to install instead of silently disappearing from the list. A stage class declares its name with
+``@register("name")``; a new stage is that decorator and one line in the table
+(tests/dataprep/test_registry.py checks the two agree and that no stage is left out).
 """
 
 from __future__ import annotations
 
 import importlib
-import re
-from functools import lru_cache
-from pathlib import Path
 
 from dataprep.core.extras import install_command
 
-STAGES: dict[str, type] = {}  # registered so far (imported modules, and stages of other packages)
+# name -> "module:Class", by package
+STAGE_CLASSES: dict[str, str] = {
+    "extract": "dataprep.html.extract:Extract",
+    "langid": "dataprep.classify.langid:LanguageID",
+    "gopher_quality": "dataprep.quality.gopher:GopherQuality",
+    "gopher_repetition": "dataprep.quality.gopher:GopherRepetition",
+    "c4_quality": "dataprep.quality.c4:C4Quality",
+    "fineweb_quality": "dataprep.quality.fineweb:FineWebQuality",
+    "wikipedia_quality": "dataprep.quality.wikipedia:WikipediaQuality",
+    "books_quality": "dataprep.quality.books:BooksQuality",
+    "quality_classifier": "dataprep.quality.classifier:QualityClassifier",
+    "perplexity": "dataprep.quality.perplexity:Perplexity",
+    "top_fraction": "dataprep.quality.top_fraction:TopFraction",
+    "url_filter": "dataprep.safety.url_filter:UrlFilter",
+    "harmful_content": "dataprep.safety.harmful:HarmfulContent",
+    "toxicity": "dataprep.safety.toxicity:ToxicityFilter",
+    "pii": "dataprep.safety.pii:PiiScrubber",
+    "exact_dedup": "dataprep.dedup.exact:ExactDedup",
+    "url_dedup": "dataprep.dedup.urls:UrlDedup",
+    "minhash_dedup": "dataprep.dedup.minhash:MinHashDedup",
+    "paragraph_dedup": "dataprep.dedup.paragraphs:ParagraphDedup",
+    "decontaminate": "dataprep.dedup.decontaminate:Decontaminate",
+    "tokenize": "dataprep.tokenize.stage:Tokenize",
+}
 
-_DECORATOR = re.compile(r'^@register\(\s*"([A-Za-z0-9_]+)"', re.M)
-_PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # dataprep/
+STAGES: dict[str, type] = {}  # classes registered so far: imported stage modules, and stages of other packages
 
 
 class MissingDependency(ImportError):
@@ -26,7 +46,7 @@ class MissingDependency(ImportError):
 
 
 def register(name: str):
-    """Class decorator: make a stage available to configs under ``name``."""
+    """Class decorator: the stage's name in configs (listed in ``STAGE_CLASSES`` for dataprep's own stages)."""
 
     def wrap(cls):
         cls.name = name
@@ -36,40 +56,30 @@ def register(name: str):
     return wrap
 
 
-@lru_cache(maxsize=1)
-def stage_modules() -> dict[str, str]:
-    """Stage name -> the dataprep module that registers it, read from the sources without importing."""
-    found: dict[str, str] = {}
-    for path in sorted(_PACKAGE_ROOT.rglob("*.py")):
-        names = _DECORATOR.findall(path.read_text(encoding="utf-8", errors="replace"))
-        module = ".".join(("dataprep", *path.relative_to(_PACKAGE_ROOT).with_suffix("").parts))
-        for name in names:
-            if name in found:
-                raise RuntimeError(f"stage {name!r} is registered twice: {found[name]} and {module}")
-            found[name] = module
-    return found
-
-
 def stage_names() -> list[str]:
-    return sorted(set(stage_modules()) | set(STAGES))
+    return sorted(set(STAGE_CLASSES) | set(STAGES))
 
 
 def stage_class(name: str) -> type:
     """The class registered as ``name``, importing its module on first use. Raises KeyError for an
     unknown name and MissingDependency (naming the package to install) for an unusable one."""
-    if name not in STAGES:
-        module = stage_modules().get(name)
-        if module is None:
-            from dataprep.core.validation import did_you_mean
+    if name in STAGES:
+        return STAGES[name]
+    if name not in STAGE_CLASSES:
+        from dataprep.core.validation import did_you_mean
 
-            raise KeyError(f"unknown stage {name!r}{did_you_mean(str(name), stage_names())} (known stages: {', '.join(stage_names())})")
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            missing = (exc.name or "").split(".")[0]
-            if not missing or missing in ("dataprep", "pipelines"):
-                raise
-            raise MissingDependency(
-                f"stage {name!r} needs the Python package {missing!r}, which is not installed: {install_command(missing)}"
-            ) from exc
-    return STAGES[name]
+        raise KeyError(f"unknown stage {name!r}{did_you_mean(str(name), stage_names())} (known stages: {', '.join(stage_names())})")
+    module_name, _, class_name = STAGE_CLASSES[name].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if not missing or missing in ("dataprep", "pipelines"):
+            raise
+        raise MissingDependency(
+            f"stage {name!r} needs the Python package {missing!r}, which is not installed: {install_command(missing)}"
+        ) from exc
+    cls = getattr(module, class_name)
+    if getattr(cls, "name", None) != name:
+        raise RuntimeError(f"STAGE_CLASSES[{name!r}] is {STAGE_CLASSES[name]}, whose @register name is {getattr(cls, 'name', None)!r}")
+    return cls

@@ -16,8 +16,8 @@ A stage can count events of its own (``self.count("routed_to_trafilatura")``); t
 beside kept and dropped. A document that makes a stage raise is dropped as ``error:<Exception>``; its
 message and the first tracebacks go to stats.json too, and the runner fails the step when a stage's
 errors exceed the error budget (a broken model must not silently drop a whole corpus). Parameters are pydantic fields, so a YAML config with an unknown key or a bad
-value fails before any work starts, with the key named. ``@register("name")`` makes a stage available
-to configs (``dataprep.core.registry``).
+value fails before any work starts, with the key named. ``@register("name")`` (``dataprep.core.registry``)
+names a stage for configs.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from typing import ClassVar, Iterable, NamedTuple
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, PrivateAttr
-
-from dataprep.core.registry import register  # noqa: F401 - stage modules take it from here with the base classes
 
 # Columns every document has, in this order; stages append attribute columns after them.
 DOC_SCHEMA = pa.schema(

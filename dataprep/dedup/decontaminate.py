@@ -26,7 +26,8 @@ from pydantic import Field
 
 from dataprep.dedup.normalize import is_unspaced, normalize, shingle_hashes
 from dataprep.core.storage import expand_inputs, open_stream, read_jsonl_records
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 REASON = "contaminated"
 MATCHED_BY = "contaminated_by"

@@ -16,7 +16,8 @@ from pydantic import Field
 
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.normalize import Normalization, normalize_many
-from dataprep.core.stage import StageResult, register, split_by_reason, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import StageResult, split_by_reason, with_column
 
 REASON = "exact_duplicate"
 CLUSTER = "exact_cluster"

@@ -48,7 +48,8 @@ from scipy.sparse.csgraph import connected_components
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.normalize import mix64, shingle_hashes
 from dataprep.dedup.weights import WEIGHT, parse_weights, weights_for
-from dataprep.core.stage import StageResult, register, split_by_reason, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import StageResult, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"
@@ -243,10 +244,6 @@ class MinHashDedup(IndexedStage):
         hashes, offsets = shingle_hashes(texts, self.ngram, self.char_ngram, self.chinese_words)
         top = (hashes >> np.uint64(32)).astype(np.uint32).view(np.int32)
         return [np.unique(top[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
-
-    def exact_jaccard(self, texts_a: list[str | None], texts_b: list[str | None]) -> list[float]:
-        """True Jaccard of the shingle sets of each pair of texts (1.0 for two empty texts)."""
-        return [jaccard(a, b) for a, b in zip(self.shingle_sets(texts_a), self.shingle_sets(texts_b))]
 
     def signature_batch(self, ids: list[str], texts: list[str | None]) -> pa.RecordBatch:
         """Documents with a signature as (id, sig list<int32>, keys list<int64>): what Spark shuffles."""

@@ -29,7 +29,8 @@ from pydantic import Field
 
 from dataprep.core.applier import Applier
 from dataprep.dedup.normalize import Normalization, normalize_many
-from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import GlobalStage, StageResult, split_by_reason, with_column
 
 REASON = "duplicate_paragraphs"
 CUTS = "_cuts"  # decision rows: the keys to cut from a document

@@ -18,7 +18,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import GlobalStage, StageResult, split_by_reason, with_column
 
 REASON = "url_duplicate"
 CLUSTER = "url_cluster"

@@ -27,7 +27,8 @@ from resiliparse.parse.html import HTMLTree
 from dataprep.html.boilerplate import drop_marked_elements, kept_share, marked_names, main_blocks, parse_blocks, render
 from dataprep.html.charset import decode_html
 from dataprep.html.time_limit import ExtractionTimeout, time_limit
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 PAYLOAD_COLUMNS = ("html", "charset")
 # Resiliparse's main-content heuristics (and our marked-element removal) take time quadratic in nesting

@@ -1,6 +1,5 @@
 """ARPA text format for the perplexity models, the format KenLM's ``lmplz`` writes and CCNet's models
-come in: ``dataprep arpa export MODEL_DIR lm.arpa`` and ``dataprep arpa import lm.arpa --sp-model
-sp.model --lang en --reference ref.jsonl --output MODEL_DIR``.
+come in (the command: ``dataprep arpa``).
 
 Words are the SentencePiece pieces (``<s>``, ``</s>``, ``<unk>`` for bos, eos, unk), as in CCNet.
 Scoring an imported model gives KenLM's numbers: a back-off weight missing from the file is 0, and our
@@ -16,14 +15,8 @@ and by our scorer (the same numbers) where it is not.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import shutil
-
 import numpy as np
 
-from dataprep.core.arguments import output_file, output_folder
 from dataprep.quality.ngram_lm import MAX_ORDER, NGramLM, pack, unpack
 
 NO_PROB = -99.0  # what KenLM writes for n-grams that are only contexts (e.g. <s>)
@@ -136,44 +129,3 @@ def kenlm_token_logprobs(model, sp, sentences) -> np.ndarray:
     scores = [score for ids in sentences
               for score, _, _ in model.full_scores(" ".join(words[i] for i in ids), bos=True, eos=True)]
     return np.array(scores, np.float64)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True)
-    export = sub.add_parser("export", help="write a perplexity model's n-gram model as ARPA")
-    export.add_argument("model_dir")
-    export.add_argument("output", type=output_file, help="ARPA file to write")
-    imp = sub.add_parser("import", help="a perplexity model directory from an ARPA file and its SentencePiece model")
-    imp.add_argument("arpa")
-    imp.add_argument("--sp-model", required=True, help="the SentencePiece model the ARPA's words are pieces of")
-    imp.add_argument("--lang", required=True)
-    imp.add_argument("--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs")
-    imp.add_argument("--text-field", default="text")
-    imp.add_argument("--output", type=output_folder, required=True, help="model directory to write")
-    imp.add_argument("--kenlm", action="store_true",
-                     help="keep the ARPA file in the model and score as KenLM does (with the kenlm package when installed)")
-
-
-def main(args: argparse.Namespace) -> int:
-    import sentencepiece as spm
-
-    from dataprep.core.storage import atomic_directory, read_jsonl_field
-    from dataprep.quality.perplexity import PerplexityModel, load_model, write_model_files
-
-    if args.action == "export":
-        model = PerplexityModel.load(args.model_dir)
-        counts = write_arpa(model.lm, model.sp, args.output)
-        print(json.dumps({"output": args.output, "order": model.lm.order, "ngrams": counts}))
-        return 0
-    sp = spm.SentencePieceProcessor(model_file=args.sp_model)
-    lm = read_arpa(args.arpa, sp)
-    held, _ = read_jsonl_field(args.reference, args.text_field)
-    with atomic_directory(args.output) as tmp:
-        shutil.copy(args.sp_model, os.path.join(tmp, "sp.model"))
-        if args.kenlm:
-            shutil.copy(args.arpa, os.path.join(tmp, KENLM_FILE))
-        meta = write_model_files(tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)},
-                                 kenlm=KENLM_FILE if args.kenlm else None)
-    load_model.cache_clear()
-    print(json.dumps({"output": args.output, **meta}))
-    return 0

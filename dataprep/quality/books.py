@@ -13,7 +13,8 @@ from collections import Counter
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.core.stage import DocumentStage, register
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage
 from dataprep.quality.base import of_kinds
 
 

@@ -12,7 +12,7 @@ import re
 
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, count_sentences, is_terminal_punct, split_words_cjk
-from dataprep.core.stage import register
+from dataprep.core.registry import register
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 END_PUNCTUATION = (".", "?", "!", '"', "'")

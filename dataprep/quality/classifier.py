@@ -15,7 +15,8 @@ from pydantic import Field, field_validator
 
 from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.core.storage import resolve_asset
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 
 DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "quality", "page_quality.bin")

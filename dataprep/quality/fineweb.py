@@ -13,7 +13,7 @@ from pydantic import Field
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.gopher import collapse_doubled_lines, find_duplicates
 from dataprep.quality.languages import TERMINAL_CLASS, is_terminal_punct, split_words
-from dataprep.core.stage import register
+from dataprep.core.registry import register
 
 # A sentence end inside a line: a stop, then closing brackets or quotes (German „…“ and »…« close with
 # initial quotes), emoji or markdown emphasis, then a space or the line's end. "3.5" and "example.com" are none.

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, LANGUAGES, is_symbol_word, split_words, stop_words
-from dataprep.core.stage import register
+from dataprep.core.registry import register
 
 _BULLETS = ("•", "-")
 _ELLIPSES = ("...", "…")

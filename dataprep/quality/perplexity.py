@@ -24,7 +24,8 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from dataprep.core.storage import atomic_directory, resolve_asset
 from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 MODEL_FORMAT = "ccpretrain-ppl-model"
 MODEL_VERSION = 1
@@ -33,7 +34,7 @@ _MARKS = regex.compile(r"\p{Mn}+")
 _SPACES = re.compile(r"[ \t\u00a0\u2000-\u200b\u3000]+")
 
 
-def normalize(text: str) -> str:
+def ccnet_normalize(text: str) -> str:
     """CCNet's normalisation before tokenising: lower case, accents removed, digits -> 0, spaces
     collapsed (so perplexity reflects wording, not casing or numbers)."""
     text = text.lower()
@@ -43,7 +44,7 @@ def normalize(text: str) -> str:
 
 
 def _lines(text: str) -> list[str]:
-    return [line.strip() for line in normalize(text).split("\n") if line.strip()]
+    return [line.strip() for line in ccnet_normalize(text).split("\n") if line.strip()]
 
 
 class PerplexityModel:

@@ -20,7 +20,8 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from dataprep.core.applier import Applier
-from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason
+from dataprep.core.registry import register
+from dataprep.core.stage import GlobalStage, StageResult, split_by_reason
 
 REASON = "below_top_fraction"
 NO_SCORE = "top_fraction_no_score"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.core.stage import DocumentStage, register
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage
 from dataprep.quality.base import of_kinds
 
 LIST_MARKER = "- "  # how the Wikipedia reader writes a list item

@@ -42,7 +42,7 @@ def _dataset(path: str):
     return ds.dataset(local, format="parquet", filesystem=fs if is_url(path) else None)
 
 
-def read_corpus(corpus_dir: str, max_docs: int) -> tuple[pa.Table | None, int]:
+def read_corpus_sample(corpus_dir: str, max_docs: int) -> tuple[pa.Table | None, int]:
     """Numeric columns, ``lang``, ``ppl_bucket`` and ``chars`` (text length) of at most ``max_docs``
     documents, whole files in a fixed random order; and the corpus's document count."""
     if not exists(corpus_dir):

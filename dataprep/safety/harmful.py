@@ -36,7 +36,8 @@ import pyarrow as pa
 from pydantic import Field
 
 from dataprep.safety.word_lists import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 DEFAULT_LISTS = ASSETS / "harmful"
 CATEGORIES = ("adult", "gambling")

@@ -20,7 +20,8 @@ from typing import Literal, NamedTuple
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 PiiType = Literal["email", "phone", "ip", "credit_card", "iban", "ssn", "cn_id"]
 PLACEHOLDERS = {

@@ -26,7 +26,8 @@ from pydantic import Field, model_validator
 
 from dataprep.core.storage import resolve_asset
 from dataprep.safety.word_lists import ASSETS, WordList, lang_key, load_lists, word_list
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 
 DEFAULT_LISTS = ASSETS / "toxic_words"
 _SENTENCE = re.compile(r"[^\n.!?。！？]*(?:[.!?]+(?=\s|$)|[。！？]+|\n|$)[^\S\n]*\n?")

@@ -30,7 +30,8 @@ from pydantic import Field, field_validator
 
 from dataprep.core.storage import resolve_asset
 from dataprep.safety.word_lists import ASSETS, literal_union
-from dataprep.core.stage import DocumentStage, register
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage
 
 DEFAULT_BLOCKLISTS = ASSETS / "blocklists"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")

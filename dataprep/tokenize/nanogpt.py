@@ -2,19 +2,16 @@
 
 nanoGPT's ``train.py`` memory-maps these with ``np.memmap(path, dtype=np.uint16)``; documents are
 simply concatenated (ours already end with EOS). The last ``val_fraction`` of documents, in manifest
-order, go to ``val.bin``. Run: ``python -m dataprep.tokenize.nanogpt SHARD_DIR OUT_DIR``.
+order, go to ``val.bin``. The command: ``dataprep export-nanogpt SHARD_DIR --output DIR``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 
 import numpy as np
 
-from dataprep.core.arguments import fraction, output_folder
 from dataprep.core.storage import atomic_output
 from dataprep.tokenize.shards import load_manifest, open_dataset
 
@@ -45,21 +42,3 @@ def export_nanogpt(directory: str, out_dir: str, val_fraction: float = 0.0005) -
                 counts["val"] += shard.num_tokens - cut
                 seen += shard.num_docs
     return {"train_tokens": counts["train"], "val_tokens": counts["val"], "val_documents": n_val}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", help="token-shard directory (manifest.json)")
-    parser.add_argument("out_dir", type=output_folder, help="folder for train.bin and val.bin")
-    parser.add_argument("--val-fraction", type=fraction, default=0.0005, help="share of documents for val.bin")
-
-
-def main(args: argparse.Namespace) -> int:
-    counts = export_nanogpt(args.dir, args.out_dir, args.val_fraction)
-    print(f"{args.out_dir}: train.bin {counts['train_tokens']} tokens, val.bin {counts['val_tokens']} tokens ({counts['val_documents']} documents)")
-    return 0
-
-
-if __name__ == "__main__":
-    cli = argparse.ArgumentParser(prog="python -m dataprep.tokenize.nanogpt", description=__doc__.splitlines()[0])
-    add_arguments(cli)
-    sys.exit(main(cli.parse_args()))

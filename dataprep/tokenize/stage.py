@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from dataprep.core.applier import Applier
 from dataprep.core.storage import join_path
-from dataprep.core.stage import GlobalStage, StageResult, register, split_by_reason, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import GlobalStage, StageResult, split_by_reason, with_column
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists, train_tokenizer

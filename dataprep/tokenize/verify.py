@@ -1,14 +1,13 @@
-"""``dataprep verify-shards DIR``: check a token-shard directory (or a URL) byte by byte against its manifest.
+"""Check a token-shard directory (or a URL) byte by byte against its manifest.
 
 Every ``.bin``/``.idx`` is re-hashed (SHA-256) and compared with ``manifest.json``, then opened to check
 its header, sizes, document and token counts, and every token id is checked to be below the manifest's
 ``vocab_size`` (an id beyond it fails training late); the tokenizer copy is checked against the manifest's
-tokenizer hash. Exit status 1 and one line per problem, each naming the shard, if anything is off.
+tokenizer hash. Each problem is one line naming the shard (the command: ``dataprep verify-shards``).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 from types import SimpleNamespace
@@ -115,23 +114,3 @@ def _open_shard(fs, directory: str, name: str):
     if bin_size != want:
         raise ShardError(f"shard {name}: .bin is {bin_size} bytes but .idx describes {want}: truncated or mismatched")
     return SimpleNamespace(dtype=dtype, num_docs=len(lengths), num_tokens=int(offsets[-1]))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", help="token-shard directory (holds manifest.json), local or a URL (s3://, https://)")
-    parser.add_argument("--quick", action="store_true", help="skip SHA-256 (structure and counts only)")
-
-
-def main(args: argparse.Namespace) -> int:
-    problems = verify_dataset(args.dir, checksums=not args.quick)
-    manifest = load_manifest(args.dir)
-    for problem in problems:
-        print(f"FAIL {problem}")
-    status = "FAILED" if problems else "OK"
-    print(
-        f"{status}: {manifest['num_shards'] if 'num_shards' in manifest else len(manifest['shards'])} shards, "
-        f"{manifest.get('documents', '?')} documents, {manifest.get('tokens', '?')} tokens ({manifest['dtype']}, "
-        f"vocab {manifest['vocab_size']}, tokenizer {str(manifest['tokenizer'].get('model_sha256'))[:12]})"
-        + (f"; {len(problems)} problem(s)" if problems else "")
-    )
-    return 1 if problems else 0

@@ -52,8 +52,6 @@ PIN_FILE = "pinned.json"  # a checkpoint kept beyond keep_last, and why
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
-ADDED_LATER = {"spikes", "batch"}  # components older checkpoints lack
-NESTED_PARAMS = re.compile(r"^optim\.param_groups\.\d+\.params$")
 
 
 # DCP's note on every save and load without a process group (one-process training, export, inference):
@@ -74,15 +72,13 @@ class ModelOptimizerState:
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer):
         self.model, self.optimizer = model, optimizer
 
-    def state_dict(self, flat_optimizer: bool = True) -> dict:
-        """``flat_optimizer`` False: the nested optimizer form of checkpoints written before the flat one."""
-        model_sd, optim_sd = get_state_dict(self.model, self.optimizer, options=FLAT_OPTIM if flat_optimizer else None)
+    def state_dict(self) -> dict:
+        model_sd, optim_sd = get_state_dict(self.model, self.optimizer, options=FLAT_OPTIM)
         return {"model": model_sd, "optim": optim_sd}
 
     def load_state_dict(self, state: Mapping) -> None:
-        options = None if "param_groups" in state["optim"] else FLAT_OPTIM
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
-                       options=options)
+                       options=FLAT_OPTIM)
 
 
 @dataclass
@@ -105,10 +101,8 @@ class TrainState:
         if state.get("model_config") != self.model_config:
             raise CheckpointError("it was trained with another model config")
         for name, component in self.components.items():
-            if name not in state and name not in ADDED_LATER:
+            if name not in state:
                 raise CheckpointError(f"{STATE_FILE} lacks {name}")
-            if name not in state:  # a checkpoint older than the component: it starts afresh
-                continue
             if component is not None and state[name] is not None:
                 component.load_state_dict(state[name])
         if state.get("data") != self.data:
@@ -322,9 +316,7 @@ def load(path: str, sharded: ModelOptimizerState, train_state: TrainState) -> No
         train_state.load_state_dict(state)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {path}: {exc}") from None
-    # checkpoints written before the flat optimizer state list each group's parameters ("...params")
-    nested = any(NESTED_PARAMS.match(key) for key in SafeReader(path).read_metadata().state_dict_metadata)
-    target = sharded.state_dict(flat_optimizer=not nested)
+    target = sharded.state_dict()
     try:
         dcp.load(target, storage_reader=SafeReader(path), planner=SafeLoadPlanner())
     except (Exception, dcp.CheckpointException) as exc:  # CheckpointException is a BaseException

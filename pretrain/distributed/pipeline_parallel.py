@@ -75,7 +75,7 @@ class RankStages(nn.Module):
 
 
 @dataclass
-class Pipeline:
+class PipelineParallelModel:
     """This rank's stages and the schedule that runs them."""
 
     schedule: object
@@ -99,7 +99,7 @@ class Pipeline:
 
 
 def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, param_dtype: torch.dtype | None,
-                   micro_batches: int) -> Pipeline:
+                   micro_batches: int) -> PipelineParallelModel:
     """Build, parallelize and initialise this rank's stages on the mesh ``dims`` built, and their schedule
     over ``micro_batches`` per step."""
     from torch.distributed.pipelining import PipelineStage
@@ -136,4 +136,4 @@ def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, p
         raise ValueError(f"pipeline schedule {par.pp_schedule} with pp={dims.pp} and {micro_batches} "
                          f"micro-batches per step: {exc}") from None
     indices = [stage.stage_index for stage in stages]
-    return Pipeline(schedule, modules, RankStages(modules), 0 in indices, n_stages - 1 in indices)
+    return PipelineParallelModel(schedule, modules, RankStages(modules), 0 in indices, n_stages - 1 in indices)

@@ -7,20 +7,12 @@ The same curves, with a summary of the run, are the Training section of ``datapr
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy as np
 
 from dataprep.report import Section
 from pretrain.components.metrics import read_metrics
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", help="a training run's out_dir (holding metrics.jsonl)")
-    parser.add_argument("--metrics", default="metrics.jsonl", help="metrics file name inside RUN_DIR")
-    parser.add_argument("-o", "--output", help="PNG path (default: RUN_DIR/curves.png)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
 def find_metrics(run: str, name: str = "metrics.jsonl") -> str:
@@ -122,22 +114,3 @@ def training_section(run: str, folder: str) -> Section:
         if values:
             rows.append([f"{label} (median)", f"{scale * np.median(values):,.1f}{unit}"])
     return Section("Training", images=[image], tables=[([], rows)])
-
-
-def main(args: argparse.Namespace) -> int:
-    from dataprep.core.storage import check_output_path
-
-    if args.output:
-        check_output_path(args.output, "--output", folder=False)
-    path = find_metrics(args.run_dir, args.metrics)
-    png = plot(path, args.output or os.path.join(args.run_dir, "curves.png"))
-    if args.json:
-        import json
-
-        train, val = train_and_val(path)
-        print(json.dumps({"png": os.path.abspath(png), "metrics": os.path.abspath(path), "last_step": train[-1]["step"],
-                          "loss": train[-1]["loss"], "val_loss": val[-1]["val_loss"] if val else None,
-                          "events": {kind: len(rs) for kind, rs in events(path).items()}}))
-    else:
-        print(png)
-    return 0

@@ -18,7 +18,6 @@ only approximately.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from pretrain.planning.budget import ParametricLoss, minimise_log
@@ -100,39 +99,3 @@ def at_epochs(law: ParametricLoss, epochs: float, unique: float, *, compute: flo
     if (compute is None) == (params is None):
         raise ValueError("give the compute or the parameter count the epochs are evaluated at")
     return allocation(law, params if params is not None else compute / (6 * tokens), tokens, unique)
-
-
-def read_corpus(directories: list[str], required: bool = True) -> dict | None:
-    """Unique tokens, documents and vocabulary of token-shard directories (local or URLs), from their manifests.
-
-    ``required=False`` skips directories without a manifest (shards not written yet) and answers None
-    when none has one."""
-    manifests = [m for m in (_manifest(d, required) for d in directories) if m is not None]
-    if not manifests:
-        return None
-    vocab = {m["vocab_size"] for m in manifests}
-    if len(vocab) > 1:
-        raise ValueError(f"{', '.join(directories)}: the shards use different vocabularies {sorted(vocab)}")
-    # copies written by rehydration (tokenize repeat_by) are not unique: count each document once
-    tokens = sum(m.get("unique_tokens", m.get("tokens", sum(s["tokens"] for s in m["shards"]))) for m in manifests)
-    if tokens <= 0:
-        raise ValueError(f"{', '.join(directories)}: the manifest counts no tokens")
-    return {"tokens": tokens, "documents": sum(m.get("unique_documents", m.get("documents", 0)) for m in manifests),
-            "vocab_size": vocab.pop(), "directories": list(directories)}
-
-
-def _manifest(directory: str, required: bool) -> dict | None:
-    """A local folder's or a URL's ``manifest.json``; None when it has none and it is not ``required``."""
-    from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
-    from pretrain.components.remote_shards import is_remote, load_remote_manifest
-
-    if not is_remote(directory):
-        if os.path.isfile(directory):
-            raise ValueError(f"--data {directory}: is a file; give the token-shard folder (with {MANIFEST_NAME})")
-        return load_manifest(directory) if required or os.path.exists(os.path.join(directory, MANIFEST_NAME)) else None
-    try:
-        return load_remote_manifest(directory)
-    except FileNotFoundError:
-        if required:
-            raise
-        return None

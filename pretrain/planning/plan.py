@@ -1,5 +1,5 @@
 """The planner behind ``pretrain plan``: the fastest parallel layout that fits, walking the decision tree
-with reasons, and time to train (the command: ``plan_cli.py``; its tables: ``plan_report.py``).
+with reasons, and time to train (the command: ``pretrain/commands/plan.py``; its tables: ``plan_report.py``).
 
 The walk (``_candidates``) goes from simplest to most involved: DDP; ZeRO-2; FSDP (ZeRO-3); a micro-batch
 of 1 before any recomputation; for long sequences context parallel first; selective then block
@@ -33,17 +33,17 @@ from pretrain.planning.plan_memory import (
 )
 
 LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
-STAGE_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
-# the stages the trainer runs, so the ones the memory table lists: ZeRO-1 (optimizer states alone sharded)
+ZERO_LEVEL_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
+# the ZeRO levels the trainer runs, so the ones the memory table lists: ZeRO-1 (optimizer states alone sharded)
 # has no FSDP2 form (FSDP2 shards the optimizer states with the gradients at least); plan_memory counts it
-RUNNABLE_STAGES = ("ddp", "zero2", "zero3")
+RUNNABLE_ZERO_LEVELS = ("ddp", "zero2", "zero3")
 
 
 @dataclass
 class Layout:
     """One point of the walk: the degrees of every mesh dimension and how each runs."""
 
-    stage: str  # one of RUNNABLE_STAGES
+    zero_level: str  # one of RUNNABLE_ZERO_LEVELS
     tp: int
     dp: int  # data-parallel ranks (replicas x shards)
     checkpointing: str
@@ -72,7 +72,7 @@ class Layout:
 
     @property
     def name(self) -> str:
-        parts = [] if self.dp == 1 and self.cp == 1 else [f"{STAGE_NAMES[self.stage]} x{self.dp}"]
+        parts = [] if self.dp == 1 and self.cp == 1 else [f"{ZERO_LEVEL_NAMES[self.zero_level]} x{self.dp}"]
         parts += [f"{label} {n}" for label, n in (("TP", self.tp), ("CP", self.cp)) if n > 1]
         if self.pp > 1:
             parts.append(f"PP {self.pp}" + (f" (interleaved x{self.stages_per_rank})" if self.stages_per_rank > 1 else ""))
@@ -87,7 +87,7 @@ class Layout:
 
     def degrees(self) -> dict:
         """Every degree of the mesh, as ``parallel:`` of a training config names them."""
-        replicate = self.dp if self.stage == "ddp" else 1
+        replicate = self.dp if self.zero_level == "ddp" else 1
         return {"dp_replicate": replicate, "dp_shard": self.dp // replicate, "tp": self.tp, "pp": self.pp,
                 "cp": self.cp, "offload": self.offload}
 
@@ -120,13 +120,13 @@ def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int, micro_batch: in
     out += [Layout(sharded, 1, gpus, ac, 1) for ac in ("selective", "block")]
     tps = _tp_degrees(cfg, gpus, gpus_per_node)
     for tp in tps:
-        stage = "zero3" if gpus > tp else "ddp"
-        out += [Layout(stage, tp, gpus // tp, ac, 1) for ac in ("none", "selective", "block")]
+        level = "zero3" if gpus > tp else "ddp"
+        out += [Layout(level, tp, gpus // tp, ac, 1) for ac in ("none", "selective", "block")]
     tp = tps[-1] if tps else 1
     pp = 2
     while pp <= cfg.n_layers and gpus % (tp * pp) == 0 and tp * pp <= gpus:
         dp = gpus // (tp * pp)
-        out += [Layout(stage, tp, dp, ac, 1, pp=pp) for stage in (("ddp", "zero2", "zero3") if dp > 1 else ("ddp",))
+        out += [Layout(level, tp, dp, ac, 1, pp=pp) for level in (("ddp", "zero2", "zero3") if dp > 1 else ("ddp",))
                 for ac in ("none", "selective", "block")]
         pp *= 2
     out += _cp_layouts(gpus, tp, seq_len, ("selective", "block"))
@@ -173,15 +173,15 @@ def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: M
         why = f"tensor parallel over {layout.tp} GPUs of a node splits weights and activations {layout.tp} ways"
     elif layout.micro_batch != previous.micro_batch:
         why = "a micro-batch of 1 (more accumulation steps) before recomputing anything"
-    elif layout.stage != previous.stage and layout.checkpointing == "none":
-        why = {"ddp": "DDP replicates what is left after TP and PP", "zero2": _ZERO2, "zero3": _ZERO3}[layout.stage]
+    elif layout.zero_level != previous.zero_level and layout.checkpointing == "none":
+        why = {"ddp": "DDP replicates what is left after TP and PP", "zero2": _ZERO2, "zero3": _ZERO3}[layout.zero_level]
         why = why.format(dp=layout.dp)
     elif layout.checkpointing != previous.checkpointing:
         why = {"selective": "selective checkpointing keeps matmul outputs, recomputes cheap elementwise ops",
                "block": "block checkpointing keeps only block inputs, recomputing each forward (~33% more compute)",
                "none": ""}[layout.checkpointing]
     else:
-        why = (_ZERO2 if layout.stage == "zero2" else _ZERO3).format(dp=layout.dp)
+        why = (_ZERO2 if layout.zero_level == "zero2" else _ZERO3).format(dp=layout.dp)
     return f"{layout.name}: {verdict}; {why}"
 
 
@@ -226,7 +226,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         layout.grad_accum = _accum_steps(global_batch, law, layout)
         # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
         layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
-        layout.memory = layout_memory(cfg, layout.stage, layout.tp, layout.checkpointing, gpus=gpus, seq_len=seq_len,
+        layout.memory = layout_memory(cfg, layout.zero_level, layout.tp, layout.checkpointing, gpus=gpus, seq_len=seq_len,
                                       micro_batch=layout.micro_batch, precision=precision,
                                       grad_accum=layout.grad_accum, no_sync=no_sync, pp=layout.pp, cp=layout.cp,
                                       offload=layout.offload, compiled=layout.compiled)
@@ -332,7 +332,7 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
     tokens_per_day = tokens_per_step / seconds * 86400
     kw = dict(gpus=gpus, seq_len=seq_len, micro_batch=micro_batch, precision=precision, grad_accum=chosen.grad_accum,
               no_sync=no_sync, pp=chosen.pp, cp=chosen.cp, offload=chosen.offload, compiled=chosen.compiled)
-    breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, **kw) for stage in RUNNABLE_STAGES}
+    breakdown = {tp: {level: layout_memory(cfg, level, tp, chosen.checkpointing, **kw) for level in RUNNABLE_ZERO_LEVELS}
                  for tp in sorted({1, chosen.tp, show_tp or 1}) if gpus % (tp * chosen.pp * chosen.cp) == 0}
     act = {ac: activations(cfg, seq_len // chosen.cp, micro_batch, ac, chosen.tp, precision, chosen.tp > 1,
                            bf16_stream=chosen.dp * chosen.cp > 1, compiled=chosen.compiled)["total"]
@@ -341,11 +341,11 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
         "model": {"params": n, "non_embedding_params": num_params(cfg, exclude_embedding=True), **cfg.model_dump()},
         "cluster": {"gpus": gpus, **gpu.to_dict()},
         "precision": precision, "seq_len": seq_len, "micro_batch": micro_batch,
-        "layout": {"name": chosen.name, "stage": chosen.stage, "dp": chosen.dp, **chosen.degrees(),
+        "layout": {"name": chosen.name, "zero_level": chosen.zero_level, "dp": chosen.dp, **chosen.degrees(),
                    "pp_schedule": chosen.schedule if chosen.pp > 1 else None,
                    "pp_stages_per_rank": chosen.stages_per_rank, "bubble": chosen.bubble,
                    "checkpointing": chosen.checkpointing, "compiled": chosen.compiled, "grad_accum": chosen.grad_accum,
-                   "no_sync_accumulation": no_sync, "reshard_after_forward": chosen.stage != "zero2",
+                   "no_sync_accumulation": no_sync, "reshard_after_forward": chosen.zero_level != "zero2",
                    "global_batch": global_batch, "tokens_per_step": tokens_per_step, "memory": chosen.memory,
                    "communication": communication(cfg, chosen, seq_len, precision)},
         "decisions": [t.reason for t in tried],

@@ -67,7 +67,7 @@ HOST_GBS = 50  # GB/s per GPU to host memory (PCIe Gen5 x16, ~64 nominal)
 HOST_ADAM_GBS = 37.5  # host memory bandwidth per GPU for the CPU AdamW step (~300 GB/s per 8-GPU node)
 
 
-def model_states(cfg: ModelConfig, stage: str, dp: int, tp: int, precision: str = "bf16",
+def model_states(cfg: ModelConfig, zero_level: str, dp: int, tp: int, precision: str = "bf16",
                  n_params: int | None = None, unsharded_grads: bool = False) -> dict[str, float]:
     """Bytes per GPU of weights, gradients and optimizer states (``n_params`` overrides the count);
     ``unsharded_grads``: gradients held whole in fp32 (no-sync accumulation under ZeRO-2/3)."""
@@ -75,9 +75,9 @@ def model_states(cfg: ModelConfig, stage: str, dp: int, tp: int, precision: str 
     replicated = (2 * cfg.n_layers + 1) * cfg.d_model if n_params is None else 0  # RMSNorm weights
     per_gpu = (total - replicated) / tp + replicated
     out = {}
-    for name, nbytes, sharded in zip(("params", "grads", "optimizer"), PRECISIONS[precision], SHARDED[stage]):
+    for name, nbytes, sharded in zip(("params", "grads", "optimizer"), PRECISIONS[precision], SHARDED[zero_level]):
         out[name] = per_gpu * nbytes / (dp if sharded else 1)
-    if unsharded_grads and SHARDED[stage][1] and dp > 1:
+    if unsharded_grads and SHARDED[zero_level][1] and dp > 1:
         out["grads"] = per_gpu * 4
     return out
 
@@ -134,7 +134,7 @@ def context_parallel_extra(cfg: ModelConfig, seq_len: int, micro_batch: int, cp:
     return saved + 2 * whole_kv
 
 
-def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
+def layout_memory(cfg: ModelConfig, zero_level: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
                   micro_batch: int, precision: str = "bf16", grad_accum: int = 1, no_sync: bool = False,
                   pp: int = 1, cp: int = 1, offload: bool = False, compiled: bool = False,
                   fsdp: bool | None = None) -> dict[str, float]:
@@ -146,8 +146,8 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
     the layers: one micro-batch's worth. Context parallelism splits activations cp ways (FSDP shards over
     dp x cp) and adds what ``context_parallel_extra`` counts. Offload moves the model states to host memory."""
     dp = gpus // (tp * pp * cp)
-    held = pp > 1 and stage in ("zero2", "zero3") and dp * cp > 1  # the schedule defers resharding
-    mem = model_states(cfg, stage, dp * cp, tp, precision, unsharded_grads=(no_sync and grad_accum > 1) or held)
+    held = pp > 1 and zero_level in ("zero2", "zero3") and dp * cp > 1  # the schedule defers resharding
+    mem = model_states(cfg, zero_level, dp * cp, tp, precision, unsharded_grads=(no_sync and grad_accum > 1) or held)
     mem = {k: v / pp for k, v in mem.items()}
     if offload:
         mem = {k: 0.0 for k in mem}
@@ -155,12 +155,12 @@ def layout_memory(cfg: ModelConfig, stage: str, tp: int, checkpointing: str, *, 
     act = activations(cfg, seq_len // cp, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1,
                       bf16_stream=fsdp, compiled=compiled)
     # gradients are fp32 for every precision (FSDP reduces in fp32); none exists at a single micro-batch's loss
-    fp32_grads = model_states(cfg, stage, dp * cp, tp, "fp32")["grads"] / pp
+    fp32_grads = model_states(cfg, zero_level, dp * cp, tp, "fp32")["grads"] / pp
     absent = 0.0 if grad_accum > 1 or pp > 1 or offload else fp32_grads
     mem["activations"] = max(act["total"] - absent, act["in_flight"])
     if cp > 1:
         mem["activations"] += context_parallel_extra(cfg, seq_len, micro_batch, cp, checkpointing, tp, precision)
-    sharding = stage in ("zero2", "zero3") and dp * cp > 1
+    sharding = zero_level in ("zero2", "zero3") and dp * cp > 1
     mem["fsdp_buffers"] = fsdp_buffers(cfg, tp, precision) if sharding or offload else 0.0
     if held:  # the stage's weights stay gathered between micro-batches
         mem["fsdp_buffers"] += num_params(cfg) / tp / pp * gathered_bytes(precision)
@@ -185,10 +185,10 @@ def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") 
     ring = lambda n: (n - 1) / n  # noqa: E731
     out = {"dp": 0.0, "tp": 0.0, "pp": 0.0, "cp": 0.0, "host": 0.0}
     shards = lay.dp * lay.cp
-    if lay.stage == "ddp":
+    if lay.zero_level == "ddp":
         out["dp"] = 2 * params * 4 * ring(shards)
     else:
-        gathers = 1 if lay.stage == "zero2" or lay.pp > 1 else 2
+        gathers = 1 if lay.zero_level == "zero2" or lay.pp > 1 else 2
         out["dp"] = (1 if lay.pp > 1 else m) * params * (gathers * gathered_bytes(precision) + 4) * ring(shards)
     if lay.offload:
         out["host"] = m * params / shards * (2 * 4 + 4)

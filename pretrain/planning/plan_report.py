@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataprep.core.units import human
 from pretrain.planning.budget import DEEPSEEK
 from pretrain.planning.hyperparameters import fit_note
-from pretrain.planning.plan import STAGE_NAMES
+from pretrain.planning.plan import ZERO_LEVEL_NAMES
 from pretrain.planning.plan_memory import GB, OVERLAP
 
 
@@ -34,10 +34,10 @@ def format_report(r: dict) -> str:
     for tp, rows in r["breakdown"].items():
         lines += ["", f"per-GPU memory, GB (TP {tp}, checkpointing: {lay['checkpointing']}):",
                   f"  {'':<15}{'params':>8}{'grads':>8}{'optim':>8}{'activ':>8}{'fsdp':>8}{'total':>8}"]
-        for stage, mem in rows.items():
+        for level, mem in rows.items():
             cells = "".join(f"{mem[k] / GB:>8.1f}" for k in ("params", "grads", "optimizer", "activations",
                                                              "fsdp_buffers", "total"))
-            lines.append(f"  {STAGE_NAMES[stage]:<15}{cells}")
+            lines.append(f"  {ZERO_LEVEL_NAMES[level]:<15}{cells}")
     acts = ", ".join(f"{k} {v / GB:.1f}" for k, v in r["activations_by_checkpointing"].items())
     lines += ["", f"activations per GPU by checkpointing (GB): {acts}",
               f"batch: {lay['global_batch']} sequences = micro-batch {r['micro_batch']} x {lay['dp']} data-parallel "

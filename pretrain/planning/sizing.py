@@ -18,15 +18,12 @@ table (a lookup, no FLOPs) but keeps the output projection, as Kaplan's non-embe
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 
-from dataprep.core.storage import check_output_path
 from dataprep.core.units import human
-from pretrain.planning.budget import parse_number
-from pretrain.config import ModelConfig, load_model_config, save_yaml
+from pretrain.config import ModelConfig, load_model_config
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import flops_per_token
 
@@ -103,42 +100,3 @@ def describe(cfg: ModelConfig) -> dict:
     counts = param_counts(cfg)
     return {"config": cfg.model_dump(), "params": counts, "head_dim": cfg.head_dim,
             "aspect_ratio": cfg.d_model / cfg.n_layers, "flops_per_token": flops_per_token(cfg, cfg.max_seq_len)}
-
-
-def add_arguments(parser) -> None:
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("params", nargs="?", help="target parameter count, e.g. 350M, 1.3B, 7e9")
-    what.add_argument("--preset", help=f"a preset: tiny, {', '.join(PRESET_SIZES)}")
-    parser.add_argument("--vocab-size", type=int, default=32000, help="tokenizer vocabulary (default 32000)")
-    parser.add_argument("--seq-len", type=int, default=2048, help="max_seq_len of the model (default 2048)")
-    parser.add_argument("--tie-embeddings", action="store_true", help="share input and output embeddings")
-    parser.add_argument("--out", help="write the model config YAML here (for pretrain train / plan)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def main(args) -> int:
-    if args.out:
-        check_output_path(args.out, "--out", folder=False)
-    if args.preset:
-        cfg = preset(args.preset)
-    else:
-        cfg = size_model(parse_number(args.params), args.vocab_size, args.seq_len, args.tie_embeddings)
-    info = describe(cfg)
-    if args.out:
-        save_yaml(cfg, args.out)
-        info["written"] = args.out
-    if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    p = info["params"]
-    rows = [("layers", cfg.n_layers), ("d_model", cfg.d_model), ("heads", f"{cfg.n_heads} x {cfg.head_dim}"),
-            ("kv heads", cfg.n_kv_heads), ("ffn (SwiGLU)", cfg.ffn_dim), ("vocab", cfg.vocab_size),
-            ("max seq len", cfg.max_seq_len), ("d_model / layers", f"{info['aspect_ratio']:.0f}"),
-            ("params", f"{p['total']:,} ({human(p['total'])})"),
-            ("params w/o embedding", f"{p['non_embedding']:,} ({human(p['non_embedding'])})"),
-            ("training FLOPs/token", f"{human(info['flops_per_token'])} (6N + attention at seq {cfg.max_seq_len})")]
-    for key, value in rows:
-        print(f"{key:<22} {value}")
-    if args.out:
-        print(f"wrote {args.out}")
-    return 0

@@ -11,7 +11,7 @@ import pytest
 
 from dataprep.core.config import check_stages, load_config
 from dataprep.commands.demo import load_pages, planted_pii, write_demo_warc, write_reference
-from dataprep.cli import main as dataprep_cli
+from pipelines.cli import main as dataprep_cli
 from dataprep.tokenize.manifest import load_manifest
 from pipelines.pipeline_run import run_pipeline
 

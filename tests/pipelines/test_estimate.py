@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 from dataprep.core.config import load_config
 from pipelines.pipeline_run import run_pipeline
 

@@ -19,7 +19,7 @@ from dataprep.core import storage
 from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import default_model_path
 from dataprep.core.stats import ErrorBudgetExceeded
-from pipelines import run as run_module
+from pipelines.commands import run as run_module
 from pipelines.pipeline_run import DONE_MARKER, ERRORS_FILE, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,6 +227,6 @@ def test_a_whole_input_without_documents_warns(spark, tmp_path, caplog):
 
 
 def test_piping_into_head_prints_no_traceback():
-    cmd = f"{sys.executable} -m dataprep.cli stages | head -1"
+    cmd = f"{sys.executable} -m pipelines.cli stages | head -1"
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.stdout.strip() and "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr

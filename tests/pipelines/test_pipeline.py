@@ -185,7 +185,7 @@ def test_kill_9_in_the_middle_then_resume_gives_the_same_documents(shared_data, 
         )
     )
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "dataprep.cli", "run", str(cfg)]
+    cmd = [sys.executable, "-m", "pipelines.cli", "run", str(cfg)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     step = tmp_path / "killed" / "steps" / "00_read-langid"
     deadline = time.time() + 300
@@ -219,7 +219,7 @@ def _counts(stats: dict) -> list[dict]:
 def test_every_stage_loads_and_is_documented(capsys):
     """A stage that fails to load would be unusable from configs; each one is in the config reference
     (``dataprep stages``, with a summary) and in docs/stages.md's table of stages."""
-    from dataprep.cli import main as dataprep_cli
+    from pipelines.cli import main as dataprep_cli
     from dataprep.core.registry import stage_class, stage_names
 
     names = stage_names()

@@ -36,7 +36,7 @@ def _snapshot(folder: Path) -> dict[str, str]:
 
 def _dataprep(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    code = "import sys; from dataprep.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -31,7 +31,7 @@ def test_sbatch_script_runs_the_pipeline_on_a_cluster_inside_the_allocation(tmp_
     (shims / "srun").write_text('#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\nexec "$@"\n')
     for shim in shims.iterdir():
         shim.chmod(0o755)
-    subprocess.run([sys.executable, "-m", "dataprep.cli", "demo-data", "--output", str(tmp_path / "input")],
+    subprocess.run([sys.executable, "-m", "pipelines.cli", "demo-data", "--output", str(tmp_path / "input")],
                    check=True, cwd=ROOT, capture_output=True)
     venv = Path(sys.executable).parent.parent
     env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}", "CCP_VENV": str(venv), "SPARK_LOCAL_IP": "127.0.0.1",

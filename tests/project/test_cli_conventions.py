@@ -14,7 +14,7 @@ import yaml
 from tokenizer_texts import load_texts, texts_table
 from train_fixtures import tiny_config
 
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 from dataprep.core.config import ConfigError, load_config
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import train_tokenizer

@@ -31,17 +31,17 @@ CASES = [
     (["train-classifier", "--input", "MISSING", "--output", "OUT/c.bin"], 2, "matches no file"),
     (["verify-shards", "MISSING"], 2, "manifest.json not found"),
     (["index-shards", "MISSING", "--vocab-size", "10", "--eos", "2"], 2, "MISSING"),
-    (["export-nanogpt", "MISSING", "OUT", "--val-fraction", "2"], 2, "--val-fraction"),
+    (["export-nanogpt", "MISSING", "--output", "OUT", "--val-fraction", "2"], 2, "--val-fraction"),
     (["report", "MISSING"], 2, "stats.json not found"),
     (["estimate", "MISSING", "--pages", "1000"], 2, "stats.json not found"),
-    (["arpa", "export", "MISSING", "FILE/out.arpa"], 2, "is a file, not a folder"),
+    (["arpa", "export", "MISSING", "--output", "FILE/out.arpa"], 2, "is a file, not a folder"),
     (["stages", "langd"], 2, "did you mean 'langid'"),
 ]
 
 
 def _dataprep(args: list[str], cwd) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.run([sys.executable, "-m", "dataprep.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("args, status, expected", CASES, ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(CASES)])

@@ -12,7 +12,7 @@ import pytest
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from dataprep.commands import demo
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 
 EXPECTED = {"good": 40, "pii": 6, "boilerplate": 8, "spam": 5, "toxic": 3, "blocked_url": 3,
             "near_duplicate": 6, "exact_duplicate": 2, "non_html": 2, "revisit": 1}

@@ -13,11 +13,11 @@ import pytest
 
 from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.classify.reference import DCLM_RECIPE, precision_recall_at_shares, read_texts
-from dataprep.cli import main as dataprep_main
-from dataprep.commands.classifier import _split
+from pipelines.cli import main as dataprep_main
+from dataprep.classify.training import split_heldout
 from dataprep.quality.classifier import QualityClassifier
 from dedup_corpus import real_documents
-from pipelines.sample_texts import sample_texts
+from pipelines.sample_texts import read_documents, sample_texts
 
 SMALL = ["--dim", "16", "--bucket", "20000", "--epoch", "30", "--lr", "0.1", "--min-count", "1", "--threads", "1"]  # DCLM's sizes need 100k+ examples
 
@@ -37,6 +37,10 @@ def _write_jsonl(path, texts, field="text"):
     return str(path)
 
 
+def _sample(spark, paths: list[str], n: int, seed: int) -> list[str]:
+    return list(sample_texts(read_documents(spark, paths), n, seed)[0])
+
+
 def test_negatives_are_a_seeded_sample_whatever_the_files(spark, shared_data, tmp_path):
     crawl = real_documents(shared_data)
     one = _write_jsonl(tmp_path / "all.jsonl", crawl)
@@ -44,18 +48,21 @@ def test_negatives_are_a_seeded_sample_whatever_the_files(spark, shared_data, tm
     for k in range(4):
         (tmp_path / "parts").mkdir(exist_ok=True)
         parts.append(_write_jsonl(tmp_path / "parts" / f"p{k}.jsonl", crawl[k::4]))
-    a = sample_texts(spark, [one], 12, seed=1)
+    a = _sample(spark, [one], 12, seed=1)
     assert len(a) == 12 and set(a) <= set(crawl)
-    assert sample_texts(spark, [str(tmp_path / "parts")], 12, seed=1) == a
-    assert sample_texts(spark, [one], 12, seed=2) != a
-    assert len(sample_texts(spark, [one], 10_000, seed=1)) == len(set(crawl)) or len(crawl) != len(set(crawl))
+    assert _sample(spark, [str(tmp_path / "parts")], 12, seed=1) == a
+    assert _sample(spark, [one], 12, seed=2) != a
+    assert len(_sample(spark, [one], 10_000, seed=1)) == len(set(crawl)) or len(crawl) != len(set(crawl))
     # a pipeline's output: only the kept documents are drawn
     dropped = pa.table({"text": ["DROPPED PAGE"] * 5 + crawl[:5], "drop_reason": ["x"] * 5 + [None] * 5})
     pq.write_table(dropped, tmp_path / "part-0.parquet")
-    assert sorted(sample_texts(spark, [str(tmp_path / "part-0.parquet")], 100, seed=0)) == sorted(crawl[:5])
+    assert sorted(_sample(spark, [str(tmp_path / "part-0.parquet")], 100, seed=0)) == sorted(crawl[:5])
+    # the same rule for a tokenizer's sample, drawn from the DataFrame as it is
+    texts, info = sample_texts(spark.read.parquet(str(tmp_path / "part-0.parquet")), 100, seed=0)
+    assert sorted(texts) == sorted(crawl[:5]) and info["corpus_documents"] == 5
     (tmp_path / "notes.txt").write_text("not a document file")
     with pytest.raises(ValueError, match="Parquet or JSONL"):
-        sample_texts(spark, [str(tmp_path / "notes.txt")], 1, seed=0)
+        _sample(spark, [str(tmp_path / "notes.txt")], 1, seed=0)
 
 
 def test_reference_training_prints_heldout_precision_at_kept_shares(spark, shared_data, sentences, tmp_path, capsys):
@@ -75,8 +82,8 @@ def test_reference_training_prints_heldout_precision_at_kept_shares(spark, share
     # the figures are those of the saved model on the held-out split: the same seeded sample and shuffle,
     # recounted here by hand (the model's quality on 70 examples is noise; test_quality_classifier tests learning)
     positives, _ = read_texts([str(reference)])
-    examples = [(t, "hq") for t in positives] + [(t, "cc") for t in sample_texts(spark, [crawl], 40, seed=3)]
-    held, _ = _split(examples, 0.3, 3)
+    examples = [(t, "hq") for t in positives] + [(t, "cc") for t in _sample(spark, [crawl], 40, seed=3)]
+    held, _ = split_heldout(examples, 0.3, 3)
     scores = FastTextClassifier.load(str(out)).score([t for t, _ in held], "hq")
     reference_total = sum(label == "hq" for _, label in held)
     for row in report["heldout"]:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from dataprep.classify.fasttext_classifier import FastTextClassifier
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 from dataprep.quality.classifier import QualityClassifier
 
 

@@ -92,7 +92,7 @@ def test_global_stages_name_their_spark_runner():
 def test_a_missing_optional_dependency_names_the_package(tmp_path, monkeypatch):
     (tmp_path / "needs_a_package.py").write_text("import no_such_package_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "stage_modules", lambda: {"fancy": "needs_a_package"})
+    monkeypatch.setitem(registry.STAGE_CLASSES, "fancy", "needs_a_package:Fancy")
     with pytest.raises(registry.MissingDependency, match="stage 'fancy' needs .*no_such_package_xyz.*pip install"):
         registry.stage_class("fancy")
     with pytest.raises(ConfigError, match=r"stages\[0\]: stage 'fancy' needs"):

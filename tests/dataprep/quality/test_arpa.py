@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from tokenizer_texts import load_texts
 
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 from dataprep.quality.arpa import kenlm_token_logprobs, load_kenlm, read_arpa, write_arpa
 from dataprep.quality.ngram_lm import pack, unpack
 from dataprep.quality.perplexity import PerplexityModel, train_model
@@ -111,7 +111,7 @@ def test_hand_written_arpa_follows_back_off_semantics(model, tmp_path):
 def test_cli_round_trip_gives_a_model_directory_with_the_same_perplexities(model, tmp_path, capsys):
     ppl, held = model
     arpa = str(tmp_path / "lm.arpa")
-    assert dataprep_main(["arpa", "export", ppl.directory, arpa]) == 0
+    assert dataprep_main(["arpa", "export", ppl.directory, "--output", arpa]) == 0
     assert json.loads(capsys.readouterr().out)["order"] == 3
     reference = tmp_path / "ref.jsonl"
     reference.write_text("".join(json.dumps({"text": t}) + "\n" for t in held))

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 from dataprep.quality.ngram_lm import NGramLM
 from dataprep.quality.perplexity import Perplexity, PerplexityModel, load_model
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.cli import main as dataprep
+from pipelines.cli import main as dataprep
 from dataprep.core.config import load_config, parse_stages
 from dataprep.commands.report import build_report
 from dataprep.core.runner import run_stages

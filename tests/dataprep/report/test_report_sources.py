@@ -7,7 +7,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from dataprep.cli import main as dataprep
+from pipelines.cli import main as dataprep
 from dataprep.core.config import load_config
 from pipelines.pipeline_run import run_pipeline
 

@@ -10,7 +10,7 @@ import yaml
 from test_shards import megatron_indexed_dataset
 from train_fixtures import tiny_config
 
-from dataprep.cli import main as dataprep_main
+from pipelines.cli import main as dataprep_main
 from pretrain.cli import main as pretrain_main
 
 VOCAB = 128

@@ -19,7 +19,7 @@ from dataprep.tokenize.verify import verify_dataset
 from dedup_corpus import real_documents
 from pipelines.pipeline_run import run_pipeline
 from pretrain.cli import main as pretrain_cli
-from pretrain.planning.data_constrained import read_corpus
+from pretrain.components.shard_totals import shard_totals
 
 WEIGHTS = {"2": 2.0, "3-10": 3.5}
 
@@ -74,8 +74,8 @@ def test_budget_unique_tokens_are_unchanged_by_repetition(spark, shared_data, to
     _, repeated = _run(spark, tmp_path, docs, tokenizer_dir, "repeated", repeat=True)
     plain_manifest = json.loads(open(f"{plain}/manifest.json").read())
     assert json.loads(open(f"{repeated}/manifest.json").read())["tokens"] > plain_manifest["tokens"]
-    assert read_corpus([repeated]) == {**read_corpus([plain]), "directories": [repeated]}
-    assert read_corpus([plain])["tokens"] == plain_manifest["tokens"]
+    assert shard_totals([repeated]) == {**shard_totals([plain]), "directories": [repeated]}
+    assert shard_totals([plain])["tokens"] == plain_manifest["tokens"]
     capsys.readouterr()  # the pipelines' own output
     assert pretrain_cli(["budget", "--compute", "1e18", "--data", repeated, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unique_tokens"] == plain_manifest["tokens"]

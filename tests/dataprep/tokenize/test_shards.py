@@ -195,7 +195,7 @@ def test_manifest_disagreement_and_missing_files(tmp_path):
 
 
 def test_verify_shards_command(tmp_path, capsys):
-    from dataprep.cli import main
+    from pipelines.cli import main
 
     prefix = make_dataset(tmp_path)
     assert main(["verify-shards", str(tmp_path)]) == 0
@@ -210,7 +210,7 @@ def test_verify_shards_command(tmp_path, capsys):
 def test_verify_shards_names_ids_beyond_the_manifest_vocabulary(tmp_path, capsys):
     """A manifest whose vocab_size is smaller than ids in its shards (every checksum intact) fails,
     naming the shard and the token offset; --quick reads no tokens and cannot see it."""
-    from dataprep.cli import main
+    from pipelines.cli import main
 
     make_dataset(tmp_path)
     manifest = load_manifest(str(tmp_path))

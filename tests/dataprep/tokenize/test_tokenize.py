@@ -161,7 +161,7 @@ def test_spark_stage_trains_then_shards_and_reruns_without_duplicates(spark, cor
 
 
 def test_train_tokenizer_command(spark, corpus, tmp_path, capsys):
-    from dataprep.cli import main
+    from pipelines.cli import main
 
     path = tmp_path / "corpus.jsonl"
     path.write_text("".join(json.dumps({"body": t}) + "\n" for t in corpus["train"][:1500]), encoding="utf-8")

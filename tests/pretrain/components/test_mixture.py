@@ -16,7 +16,8 @@ from pretrain.components.metrics import read_metrics, tracker_scalars
 from pretrain.config import load_train_config
 from pretrain.inference.plot import training_section
 from pretrain.mixture import presets
-from pretrain.planning.data_constrained import effective_tokens, read_corpus
+from pretrain.components.shard_totals import shard_totals
+from pretrain.planning.data_constrained import effective_tokens
 from pretrain.train import run
 
 
@@ -108,7 +109,7 @@ def _budget(capsys, *args) -> dict:
 
 def test_budget_on_a_mixture_gives_each_source_its_epochs_and_warns(built, monkeypatch, capsys):
     monkeypatch.chdir(built)
-    web, wiki = (read_corpus([f"out/{name}/shards"])["tokens"] for name in ("web", "wikipedia"))
+    web, wiki = (shard_totals([f"out/{name}/shards"])["tokens"] for name in ("web", "wikipedia"))
     rows = {r["name"]: r for r in _budget(capsys, "--data", "web_wiki", "--tokens", str(4 * web))["mixture"]}
     assert rows["web"]["tokens"] == pytest.approx(0.7 * 4 * web)
     assert rows["web"]["epochs"] == pytest.approx(0.7 * 4)

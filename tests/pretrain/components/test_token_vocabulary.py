@@ -93,7 +93,7 @@ def test_a_model_vocabulary_far_beyond_the_data_warns(dataset, tmp_path, capsys)
 
 
 def test_index_shards_names_an_id_beyond_the_vocabulary(dataset, tmp_path, capsys):
-    from dataprep.cli import main as dataprep_main
+    from pipelines.cli import main as dataprep_main
 
     bin_path, offset = _corrupt_copy(dataset, tmp_path / "bad")
     os.unlink(tmp_path / "bad" / "manifest.json")

@@ -115,7 +115,7 @@ def test_planner_zero2_holds_the_gathered_weights_of_the_fsdp4_zero2_run():
 
     cfg = ModelConfig(**MODEL)
     kw = dict(gpus=4, seq_len=16, micro_batch=2, precision="fp32")
-    zero2, zero3 = (layout_memory(cfg, stage, 1, "none", **kw) for stage in ("zero2", "zero3"))
+    zero2, zero3 = (layout_memory(cfg, level, 1, "none", **kw) for level in ("zero2", "zero3"))
     assert zero2["params"] == num_params(cfg) * 4 and zero3["params"] == num_params(cfg) * 4 / 4
     assert {k: v for k, v in zero2.items() if k not in ("params", "total")} == \
         {k: v for k, v in zero3.items() if k not in ("params", "total")}

@@ -87,7 +87,7 @@ def test_zero2_holds_every_block_gathered_from_forward_to_backward(fsdp2):
 
     cfg = _config({"tp": 1}, model=WIDE).model
     kw = dict(gpus=2, seq_len=17, micro_batch=2, precision="fp32")
-    zero2, zero3 = (layout_memory(cfg, stage, 1, "none", **kw)["total"] for stage in ("zero2", "zero3"))
+    zero2, zero3 = (layout_memory(cfg, level, 1, "none", **kw)["total"] for level in ("zero2", "zero3"))
     planned = zero2 - zero3
     for rank in fsdp2:
         assert rank["zero2_extra"] == pytest.approx(block_params(cfg) * 4, rel=0.1), rank["zero2_extra"]

@@ -215,7 +215,7 @@ def test_plan_inherits_the_epochs(tmp_path, capsys):
     shards = _manifest(tmp_path / "shards")
     out = tmp_path / "train.yaml"
     assert cli(["plan", "tiny", "--gpu", "cpu", "--precision", "fp32", "--seq-len", "128", "--data", shards,
-                "--epochs", "4", "--out", str(out), "--json"]) == 0
+                "--epochs", "4", "--output", str(out), "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["time"]["epochs"] == pytest.approx(4) and r["time"]["unique_tokens"] == DEMO_TOKENS
     assert r["model"]["vocab_size"] == DEMO_VOCAB
@@ -243,7 +243,7 @@ def test_budget_and_plan_read_the_manifest_at_a_url(tmp_path, capsys):
         from_url = json.loads(capsys.readouterr().out)
         out = tmp_path / "train.yaml"
         assert cli(["plan", "tiny", "--gpu", "cpu", "--precision", "fp32", "--seq-len", "128", "--data", url,
-                    "--epochs", "4", "--out", str(out), "--json"]) == 0
+                    "--epochs", "4", "--output", str(out), "--json"]) == 0
         planned = json.loads(capsys.readouterr().out)
         assert cli(["budget", "--compute", "1e21", "--data", f"{server.url}/elsewhere"]) == 2
         assert f"{server.url}/elsewhere/manifest.json not found" in capsys.readouterr().err

@@ -66,7 +66,7 @@ def test_sizing_errors():
 
 def test_size_cli_writes_a_loadable_config(tmp_path, capsys):
     out = tmp_path / "m.yaml"
-    assert cli(["size", "350M", "--vocab-size", "50304", "--seq-len", "1024", "--out", str(out), "--json"]) == 0
+    assert cli(["size", "350M", "--vocab-size", "50304", "--seq-len", "1024", "--output", str(out), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     cfg = load_model_config(str(out))
     assert cfg.vocab_size == 50304 and cfg.max_seq_len == 1024
@@ -98,8 +98,8 @@ def test_textbook_7b_fp32():
 def test_zero_paper_figure_1():
     """Rajbhandari et al. 2020, Figure 1: 7.5B parameters, 64 GPUs, mixed precision with Adam (K = 12):
     120 GB baseline, 31.4 GB with P_os, 16.6 GB with P_os+g, 1.9 GB with P_os+g+p."""
-    totals = {stage: sum(model_states(SMALL, stage, dp=64, tp=1, precision="bf16", n_params=7.5e9).values()) / 1e9
-              for stage in ("ddp", "zero1", "zero2", "zero3")}
+    totals = {level: sum(model_states(SMALL, level, dp=64, tp=1, precision="bf16", n_params=7.5e9).values()) / 1e9
+              for level in ("ddp", "zero1", "zero2", "zero3")}
     assert {k: round(v, 1) for k, v in totals.items()} == {"ddp": 120.0, "zero1": 31.4, "zero2": 16.6, "zero3": 1.9}
 
 
@@ -192,11 +192,11 @@ def _gpu_with(total_bytes: float, slack: float = 0.0):
     return replace(H100, memory_gb=total_bytes / 1e9 + slack)
 
 
-def _need(cfg, stage, tp, ac, gpus, micro=4, global_batch=256):
+def _need(cfg, level, tp, ac, gpus, micro=4, global_batch=256):
     """A layout's memory as the planner sizes it for ``global_batch`` (accumulation keeps gradients at the loss;
     on a GPU, blocks are compiled where the trainer can: no TP)."""
     accum = global_batch // (micro * gpus // tp)
-    return layout_memory(cfg, stage, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro, grad_accum=accum,
+    return layout_memory(cfg, level, tp, ac, gpus=gpus, seq_len=2048, micro_batch=micro, grad_accum=accum,
                          compiled=tp == 1)["total"]
 
 
@@ -207,8 +207,8 @@ def test_walks_ddp_zero_micro_batch_checkpointing_in_order():
     steps = [("ddp", 1, "none", 4, "DDP x8"), ("zero2", 1, "none", 4, "ZeRO-2 x8"),
              ("zero3", 1, "none", 4, "FSDP (ZeRO-3) x8"), ("zero3", 1, "none", 1, "FSDP (ZeRO-3) x8 + micro-batch 1"),
              ("zero3", 1, "selective", 1, "FSDP (ZeRO-3) x8 + micro-batch 1 + selective checkpointing")]
-    for stage, tp, ac, micro, name in steps:
-        need = _need(cfg, stage, tp, ac, gpus, micro)
+    for level, tp, ac, micro, name in steps:
+        need = _need(cfg, level, tp, ac, gpus, micro)
         fits = plan(cfg, gpus=gpus, gpu=_gpu_with(need, 1e-9), global_batch=256)
         assert fits["layout"]["name"] == name  # at capacity (to a byte, GB round-trip): this layout
         shy = plan(cfg, gpus=gpus, gpu=_gpu_with(need, -1e-6), global_batch=256)
@@ -295,7 +295,7 @@ def test_sensible_layouts_on_h100s(params, gpus, expect):
         slower = float(re.search(r"([+-]\d+)% time per token", fsdp).group(1))
         assert slower > 50, fsdp
     else:
-        assert lay["stage"] in ("zero2", "zero3")
+        assert lay["zero_level"] in ("zero2", "zero3")
 
 
 def test_links_a_dimension_crosses():
@@ -403,7 +403,7 @@ def test_emitted_training_config_round_trips(tmp_path):
 
 def test_plan_cli(tmp_path, capsys):
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "125m", "--gpus", "2", "--gpu", "a100-80gb", "--out", str(out), "--data", "tok",
+    assert cli(["plan", "125m", "--gpus", "2", "--gpu", "a100-80gb", "--output", str(out), "--data", "tok",
                 "--tokens", "2.5B", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["written"] == str(out) and load_train_config(str(out)).max_tokens == 2_500_000_000
@@ -413,15 +413,15 @@ def test_plan_cli(tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)
     assert (r["cluster"]["inter_node_gbs"], r["cluster"]["intra_node_gbs"]) == (12.5, 300)
     assert r["time"]["step_seconds"] == pytest.approx(r["time"]["step_breakdown"]["total"])
-    assert cli(["plan", "125m", "--out", str(out)]) == 2
-    assert "--out needs --data" in capsys.readouterr().err
+    assert cli(["plan", "125m", "--output", str(out)]) == 2
+    assert "--output needs --data" in capsys.readouterr().err
 
 
 def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
     """Without --lr or --global-batch the config gets DeepSeek LLM's for C = M D (M of the model, D the
     method's tokens), the batch the multiple of micro-batch x data-parallel ranks nearest the law's."""
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "1b", "--gpus", "8", "--out", str(out), "--data", "tok", "--json"]) == 0
+    assert cli(["plan", "1b", "--gpus", "8", "--output", str(out), "--data", "tok", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     h, lay, tc = r["hyperparameters"], r["layout"], load_train_config(str(out))
     cfg = preset("1b")
@@ -440,7 +440,7 @@ def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
 
 def test_values_the_user_sets_win_and_the_plan_says_they_differ(tmp_path, capsys):
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "1b", "--gpus", "8", "--global-batch", "512", "--lr", "1e-3", "--out", str(out),
+    assert cli(["plan", "1b", "--gpus", "8", "--global-batch", "512", "--lr", "1e-3", "--output", str(out),
                 "--data", "tok", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     h, tc = r["hyperparameters"], load_train_config(str(out))

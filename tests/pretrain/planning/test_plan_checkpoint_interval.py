@@ -51,7 +51,7 @@ def test_a_measured_save_time_goes_into_the_written_config(tmp_path, capsys):
         {"kind": "checkpoint", "step": s, "blocking_s": t, "async": False} for s, t in ((10, 4.0), (20, 6.0), (30, 5.0))]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "train.yaml"
-    assert cli(["plan", "1b", "--gpus", "8", "--mtbf-hours", "20000", "--save-from", str(run), "--out", str(out),
+    assert cli(["plan", "1b", "--gpus", "8", "--mtbf-hours", "20000", "--save-from", str(run), "--output", str(out),
                 "--data", "tok", "--json"]) == 0
     c = json.loads(capsys.readouterr().out)["checkpoint_interval"]
     assert c["save_s"] == 5.0 and c["save_from"] == f"measured in {run}"  # the median

@@ -58,8 +58,8 @@ CASES = [
     ("budget --compute 1e21 --seq-len 0", "--seq-len 0"),
     ("budget --compute 1e21 --peak-flops garbage", "garbage"),
     ("budget --compute 1e21 --gpu no-such-gpu", "no-such-gpu"),
-    ("size 125M --out a_file/model.yaml", "a_file"),
-    ("size 125M --out a_folder", "a_folder"),
+    ("size 125M --output a_file/model.yaml", "a_file"),
+    ("size 125M --output a_folder", "a_folder"),
     ("plan heads.yaml", HEADS),
     ("plan garbage", "preset"),
     ("plan broken.yaml", "broken.yaml"),
@@ -69,19 +69,19 @@ CASES = [
     ("plan 125m --seq-len 0", "sequence length"),
     ("plan 125m --max-bubble -1", "bubble"),
     ("plan 125m --data a_file", "a_file"),
-    ("plan 125m --data tokens --out a_folder", "a_folder"),
-    ("plan 125m --data tokens --out a_file/train.yaml", "a_file"),
+    ("plan 125m --data tokens --output a_folder", "a_folder"),
+    ("plan 125m --data tokens --output a_file/train.yaml", "a_file"),
     ("train train.yaml --set model=heads.yaml", HEADS),
     ("train train_heads.yaml", f"model: {HEADS}"),  # the model's own error, not every branch of a union
     ("train train.yaml --set model=missing.yaml", "missing.yaml"),
     ("train a_folder", "a_folder"),
     ("train broken.yaml", "broken.yaml"),
-    ("train train.yaml --out-dir a_file", "a_file"),
-    ("train train.yaml --out-dir fresh --set checkpoint.dir={root}/a_file", "a_file"),
-    ("train train.yaml --out-dir fresh --set log.jsonl={root}/a_file/metrics.jsonl", "a_file"),
+    ("train train.yaml --output a_file", "a_file"),
+    ("train train.yaml --output fresh --set checkpoint.dir={root}/a_file", "a_file"),
+    ("train train.yaml --output fresh --set log.jsonl={root}/a_file/metrics.jsonl", "a_file"),
     ("train train.yaml --resume nowhere", "nowhere"),
-    ("train train.yaml --out-dir fresh --set data.cache.dir={root}/a_file", "a_file"),
-    ("train train.yaml --out-dir fresh --set data.sources.0.path=http://127.0.0.1:9/shards --set data.cache.retries=0",
+    ("train train.yaml --output fresh --set data.cache.dir={root}/a_file", "a_file"),
+    ("train train.yaml --output fresh --set data.sources.0.path=http://127.0.0.1:9/shards --set data.cache.retries=0",
      "http://127.0.0.1:9/shards"),  # nothing listens on the discard port
     ("plot run -o a_folder", "a_folder"),
     ("plot run -o a_file/curves.png", "a_file"),
@@ -123,19 +123,19 @@ def test_a_damaged_newest_checkpoint_names_the_newest_that_loads_and_latest_inta
     shard = next(newest.glob("*.distcp"))
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])  # cut short after the save
 
-    strict = pretrain(root, "train", "train.yaml", "--out-dir", str(run), "--resume", "auto")
+    strict = pretrain(root, "train", "train.yaml", "--output", str(run), "--resume", "auto")
     assert strict.returncode == 2 and "Traceback" not in strict.stderr
     assert str(newest) in strict.stderr and f"the newest checkpoint that loads is {older}" in strict.stderr
     assert "--resume latest-intact" in strict.stderr
     assert not (run / "model.safetensors").exists()  # nothing ran
 
-    requeued = pretrain(root, "train", "train.yaml", "--out-dir", str(run), "--resume", "latest-intact")
+    requeued = pretrain(root, "train", "train.yaml", "--output", str(run), "--resume", "latest-intact")
     assert requeued.returncode == 0, requeued.stderr
     assert f"resuming from {older}: passed over newer checkpoint(s) that do not load: checkpoint {newest}" in requeued.stderr
     assert "starting at step 2" in requeued.stderr and DCP_NOTE not in requeued.stderr
     assert (run / "model.safetensors").exists()
     # its own save at step 4 replaced the damaged one: a plain --resume auto now loads it
-    again = pretrain(root, "train", "train.yaml", "--out-dir", str(run), "--resume", "auto", "--max-steps", "5")
+    again = pretrain(root, "train", "train.yaml", "--output", str(run), "--resume", "auto", "--max-steps", "5")
     assert again.returncode == 0 and "starting at step 4" in again.stderr, again.stderr
 
 

@@ -1,6 +1,6 @@
 """``dataprep run CONFIG.yaml``: the Common Crawl cleaning pipeline as a Spark job.
 
-Runs in local mode by default and unchanged under ``spark-submit`` (``spark-submit pipelines/run.py
+Runs in local mode by default and unchanged under ``spark-submit`` (``spark-submit pipelines/cli.py run
 CONFIG.yaml``); how a run resumes and fails is ``pipelines.pipeline_run``'s to say. Exit status 1 when
 a step's errors exceed the config's error budget or no input file holds a readable record.
 """
@@ -12,6 +12,7 @@ import json
 import sys
 
 from dataprep.core.arguments import output_folder, spark_master
+from dataprep.core.cli import add_set_argument, fail
 from dataprep.core.config import load_config
 from dataprep.core.stats import ErrorBudgetExceeded
 from dataprep.core.storage import join_path
@@ -19,8 +20,6 @@ from pipelines.pipeline_run import NoReadableInput, run_pipeline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from dataprep.cli import add_set_argument
-
     parser.add_argument("config", help="pipeline YAML, or a shipped preset's name (fineweb, ingest, ...)")
     parser.add_argument("--input", nargs="+", metavar="PATH", help="override input.paths: files, globs, *.paths.gz, s3:// URLs")
     parser.add_argument("--output", type=output_folder, metavar="DIR", help="override output.dir")
@@ -49,18 +48,9 @@ def main(args: argparse.Namespace) -> int:
         with progress:
             result = run_pipeline(config, force=args.force, overwrite=getattr(args, "overwrite", False))
     except (ErrorBudgetExceeded, NoReadableInput) as exc:
-        from dataprep.cli import fail
-
         return fail(f"dataprep run: {exc}", 1, getattr(args, "json", False))
     if getattr(args, "json", False):
         print(json.dumps({"output_dir": result.output_dir, "corpus_dir": result.corpus_dir, "files": result.files,
                           "skipped_steps": result.skipped_steps, "steps": result.steps, "stats": join_path(result.output_dir, "stats.json"),
                           "stages": [s.to_dict() for s in result.stats]}, ensure_ascii=False))
     return 0
-
-
-if __name__ == "__main__":  # spark-submit pipelines/run.py CONFIG.yaml [...]: the same checks and messages as `dataprep run`
-    from dataprep.cli import dispatch
-
-    this = sys.modules[__name__]
-    sys.exit(dispatch({"run": (lambda: this, "run a cleaning pipeline config on Spark")}, "dataprep", "", ["run", *sys.argv[1:]]))

@@ -15,9 +15,10 @@ it sets D = E x U). --inference-tokens adds the size of least training + inferen
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass, replace
 
 from dataprep.core.units import human
+from pretrain.components.shard_totals import shard_totals
 from pretrain.config import ModelConfig
 from pretrain.planning import data_constrained, hyperparameters, inference_aware
 from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
@@ -27,50 +28,44 @@ from pretrain.planning.data_constrained import Allocation, allocation, at_epochs
 ALLOCATION_FITS = ["deepseek"]  # --fit choices without a loss: they size N, D and the hyperparameters only
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--compute", help="training compute in FLOPs, e.g. 1e21 or 5.76e23")
-    parser.add_argument("--gpus", type=int, help="GPU count (with --hours)")
-    parser.add_argument("--hours", type=float, help="wall-clock hours (with --gpus)")
-    parser.add_argument("--gpu", default="h100", help="GPU type for peak FLOP/s (default h100; see pretrain plan)")
-    parser.add_argument("--peak-flops", help="peak bf16 FLOP/s per GPU, overrides --gpu (e.g. 989e12)")
-    parser.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
-    parser.add_argument("--params", help="model size N, e.g. 1.3B: gives D")
-    parser.add_argument("--tokens", help="token count D, e.g. 300B: gives N (with --model: the run's tokens)")
-    parser.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs; "
-                        "with --tokens, a fixed run: its C, learning rate and batch")
-    parser.add_argument("--seq-len", type=int, help="the run's sequence length: Appendix F and DeepSeek FLOPs, batch "
-                        "in sequences (default: the model's, else 2048)")
-    parser.add_argument("--method", action="append", choices=list(METHODS),
-                        help="method(s) to show (repeatable; default all)")
-    parser.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "
-                        "corpus's unique tokens U (repeatable; with --model, also the vocabulary); or one mixture "
-                        "preset or file (llama1, web_wiki.yaml): also each source's epochs at its share of D")
-    parser.add_argument("--unique-tokens", help="unique tokens U of the corpus, e.g. 300B (instead of --data)")
-    parser.add_argument("--epochs", type=float, help="evaluate this many passes over the corpus (D = epochs x U)")
-    parser.add_argument("--fit", choices=FITS + ALLOCATION_FITS, default="approach3",
-                        help="the answer the learning rate and batch are sized for, and the loss fit of the "
-                        "data-constrained and inference-aware answers, which deepseek lacks (default approach3)")
-    parser.add_argument("--inference-tokens", help="tokens the model will serve over its life, e.g. 2T: the N and D "
-                        "of least training + inference FLOPs for the same loss")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+@dataclass(frozen=True)
+class BudgetQuestion:
+    """What ``pretrain budget`` is asked, one field per flag (numbers as text take suffixes: 7B, 1.4T)."""
+
+    compute: str | None = None
+    gpus: int | None = None
+    hours: float | None = None
+    gpu: str = "h100"
+    peak_flops: str | None = None
+    mfu: float = 0.4
+    params: str | None = None
+    tokens: str | None = None
+    model: str | None = None
+    seq_len: int | None = None
+    method: list[str] | None = None
+    data: list[str] | None = None
+    unique_tokens: str | None = None
+    epochs: float | None = None
+    fit: str = "approach3"
+    inference_tokens: str | None = None
 
 
-def _budget_input(args, unique: float | None) -> tuple[dict, str]:
+def _budget_input(q: BudgetQuestion, unique: float | None) -> tuple[dict, str]:
     """The one given quantity as estimate() keyword arguments, and a line saying where it came from."""
-    if args.gpus is not None or args.hours is not None:
-        if args.gpus is None or args.hours is None:
+    if q.gpus is not None or q.hours is not None:
+        if q.gpus is None or q.hours is None:
             raise ValueError("--gpus and --hours go together")
         from pretrain.planning.hardware import get_gpu
 
-        peak = parse_number(args.peak_flops) if args.peak_flops else get_gpu(args.gpu).peak_flops_bf16
-        c = compute_from_gpus(args.gpus, args.hours, peak, args.mfu)
-        source = f"C = {args.gpus} GPUs x {args.hours:g} h x {peak:.3g} FLOP/s x MFU {args.mfu:g} = {c:.3g} FLOPs"
+        peak = parse_number(q.peak_flops) if q.peak_flops else get_gpu(q.gpu).peak_flops_bf16
+        c = compute_from_gpus(q.gpus, q.hours, peak, q.mfu)
+        source = f"C = {q.gpus} GPUs x {q.hours:g} h x {peak:.3g} FLOP/s x MFU {q.mfu:g} = {c:.3g} FLOPs"
         return {"compute": c}, source
-    given = {k: getattr(args, k) for k in ("compute", "params", "tokens") if getattr(args, k) is not None}
+    given = {k: getattr(q, k) for k in ("compute", "params", "tokens") if getattr(q, k) is not None}
     if len(given) > 1:
         raise ValueError("give only one of --compute, --params, --tokens, --gpus/--hours")
-    if not given and args.epochs is not None and unique is not None:
-        return {"tokens": args.epochs * unique}, f"D = {args.epochs:g} epochs x {human(unique)} unique tokens"
+    if not given and q.epochs is not None and unique is not None:
+        return {"tokens": q.epochs * unique}, f"D = {q.epochs:g} epochs x {human(unique)} unique tokens"
     if not given:
         raise ValueError("give one of --compute, --gpus/--hours, --params, --tokens, --model or --epochs with --data")
     (key, text), = given.items()
@@ -78,20 +73,20 @@ def _budget_input(args, unique: float | None) -> tuple[dict, str]:
     return {key: value}, f"given {key} = {value:.4g}"
 
 
-def _corpus(args) -> tuple[float | None, str, int | None]:
+def _corpus(q: BudgetQuestion) -> tuple[float | None, str, int | None]:
     """Unique tokens U, where they came from, and the shards' vocabulary (None without --data)."""
-    if args.data and args.unique_tokens:
+    if q.data and q.unique_tokens:
         raise ValueError("give --data or --unique-tokens, not both")
-    if args.data:
-        corpus = data_constrained.read_corpus(args.data)
+    if q.data:
+        corpus = shard_totals(q.data)
         return (float(corpus["tokens"]), f"U = {corpus['tokens']:,} tokens in {corpus['documents']:,} documents "
-                f"(manifest of {', '.join(args.data)})", corpus["vocab_size"])
-    if args.unique_tokens:
-        unique = parse_number(args.unique_tokens)
+                f"(manifest of {', '.join(q.data)})", corpus["vocab_size"])
+    if q.unique_tokens:
+        unique = parse_number(q.unique_tokens)
         if not unique > 0:
             raise ValueError(f"unique tokens must be positive, got {unique}")
         return unique, f"U = {human(unique)} unique tokens (given)", None
-    if args.epochs is not None:
+    if q.epochs is not None:
         raise ValueError("--epochs needs the corpus: --data SHARDS or --unique-tokens")
     return None, "", None
 
@@ -99,21 +94,20 @@ def _corpus(args) -> tuple[float | None, str, int | None]:
 USEFUL_EPOCHS = 4  # Muennighoff et al. 2023, Section 5: up to ~4 epochs are worth almost as much as fresh tokens
 
 
-def _mixture(args) -> list[dict] | None:
+def _mixture(q: BudgetQuestion) -> list[dict] | None:
     """The sources of a ``--data`` mixture (a preset name or YAML file, not a shard folder); --data then
     lists their folders. None when --data names shard folders."""
     import os
 
     from pretrain.mixture import check_built, find_mixture, load_mixture
 
-    specs = args.data or []
+    specs = q.data or []
     if not any(not os.path.isdir(d) and find_mixture(d) for d in specs):
         return None
     if len(specs) > 1:
         raise ValueError("--data takes one mixture, or shard folders: not both, nor two mixtures")
     sources = load_mixture(specs[0])
     check_built(sources)
-    args.data = [s["path"] for s in sources]
     return sources
 
 
@@ -123,7 +117,7 @@ def _mixture_section(sources: list[dict], tokens: float) -> list[dict]:
     total = sum(float(s.get("weight", 1.0)) for s in sources)
     rows = []
     for s in sources:
-        unique = float(data_constrained.read_corpus([s["path"]])["tokens"])
+        unique = float(shard_totals([s["path"]])["tokens"])
         share = float(s.get("weight", 1.0)) / total
         drawn = share * tokens
         epochs = drawn / unique
@@ -144,24 +138,24 @@ def _answer(a: Allocation, fit: str) -> dict:
     return a.to_dict() | {"loss_above_fresh_optimum": a.loss - estimate(fit, compute=a.flops).loss}
 
 
-def _data_section(args, law, ref, unique: float, fixed_params: bool) -> dict:
+def _data_section(q: BudgetQuestion, law, ref, unique: float, fixed_params: bool) -> dict:
     chinchilla = allocation(law, ref.params, ref.tokens, unique)
-    section = {"fit": args.fit, "compute": ref.flops, "unique_tokens": unique, "exceeds_unique": ref.tokens > unique,
-               "chinchilla": _answer(chinchilla, args.fit),
-               "best": _answer(best_allocation(law, ref.flops, unique), args.fit)}
-    if args.epochs is not None:
+    section = {"fit": q.fit, "compute": ref.flops, "unique_tokens": unique, "exceeds_unique": ref.tokens > unique,
+               "chinchilla": _answer(chinchilla, q.fit),
+               "best": _answer(best_allocation(law, ref.flops, unique), q.fit)}
+    if q.epochs is not None:
         fixed = {"params": ref.params} if fixed_params else {"compute": ref.flops}
-        section["at_epochs"] = _answer(at_epochs(law, args.epochs, unique, **fixed), args.fit)
+        section["at_epochs"] = _answer(at_epochs(law, q.epochs, unique, **fixed), q.fit)
     return section
 
 
-def _inference_section(args, law, reference: Allocation, unique: float | None) -> dict:
-    served = parse_number(args.inference_tokens)
+def _inference_section(q: BudgetQuestion, law, reference: Allocation, unique: float | None) -> dict:
+    served = parse_number(q.inference_tokens)
     if served < 0:
         raise ValueError(f"inference tokens must not be negative, got {served:g}")
     n, d = inference_aware.inference_optimal(lambda n, d: constrained_loss(law, n, d, unique), reference.loss,
                                              served, reference.params)
-    out = {"fit": args.fit, "inference_tokens": served, "target_loss": reference.loss}
+    out = {"fit": q.fit, "inference_tokens": served, "target_loss": reference.loss}
     for key, a in (("reference", reference), ("inference_optimal", allocation(law, n, d, unique))):
         out[key] = a.to_dict() | {"inference_flops": 2 * a.params * served,
                                   "lifetime_flops": inference_aware.lifetime_flops(a.params, a.tokens, served)}
@@ -169,20 +163,20 @@ def _inference_section(args, law, reference: Allocation, unique: float | None) -
     return out
 
 
-def _model(args, vocab: int | None) -> ModelConfig | None:
+def _model(q: BudgetQuestion, vocab: int | None) -> ModelConfig | None:
     """The --model config, at the shards' vocabulary when --data names shards (None without --model)."""
-    if not args.model:
+    if not q.model:
         return None
     from pretrain.planning.sizing import resolve_model
 
-    if any(getattr(args, k) is not None for k in ("compute", "params", "gpus", "hours")):
+    if any(getattr(q, k) is not None for k in ("compute", "params", "gpus", "hours")):
         raise ValueError("--model fixes N; give it alone or with --tokens (a fixed run), not with --compute, "
                          "--params or --gpus/--hours")
-    model = resolve_model(args.model)
+    model = resolve_model(q.model)
     return model if vocab is None else model.model_copy(update={"vocab_size": vocab})
 
 
-def _model_inputs(args, model: ModelConfig, seq_len: int) -> tuple[dict[str, dict], str, float | None]:
+def _model_inputs(q: BudgetQuestion, model: ModelConfig, seq_len: int) -> tuple[dict[str, dict], str, float | None]:
     """estimate() keywords per method: the model's N, or with --tokens the fixed run's compute, each counted
     its law's way; the line saying so; and the run's tokens (None without --tokens)."""
     from pretrain.models.llama import num_params
@@ -190,10 +184,10 @@ def _model_inputs(args, model: ModelConfig, seq_len: int) -> tuple[dict[str, dic
     from pretrain.planning.flops import compare
 
     n = num_params(model)
-    source = f"N = {n:,} parameters of {args.model}"
-    if args.tokens is None:
+    source = f"N = {n:,} parameters of {q.model}"
+    if q.tokens is None:
         return {m: {"params": params_of_model(m, model, seq_len)} for m in METHODS}, source, None
-    tokens = parse_number(args.tokens)
+    tokens = parse_number(q.tokens)
     if not tokens > 0:
         raise ValueError(f"token count must be positive, got {tokens:g}")
     flops = compare(model, tokens, seq_len)
@@ -202,27 +196,27 @@ def _model_inputs(args, model: ModelConfig, seq_len: int) -> tuple[dict[str, dic
     return {m: {"compute": 6 * params_of_model(m, model, seq_len) * tokens} for m in METHODS}, source, tokens
 
 
-def _loss_fit(args):
+def _loss_fit(q: BudgetQuestion):
     """The --fit's parametric loss, which the data-constrained and inference-aware answers need."""
-    if args.fit in ALLOCATION_FITS:
-        raise ValueError(f"--fit {args.fit} has no loss formula: the data-constrained and inference-aware answers "
+    if q.fit in ALLOCATION_FITS:
+        raise ValueError(f"--fit {q.fit} has no loss formula: the data-constrained and inference-aware answers "
                          f"need one of {', '.join(FITS)}")
-    return parametric_fit(args.fit)
+    return parametric_fit(q.fit)
 
 
-def _hyperparameters(args, ref, model: ModelConfig | None, seq_len: int, run_tokens: float | None) -> dict:
+def _hyperparameters(q: BudgetQuestion, ref, model: ModelConfig | None, seq_len: int, run_tokens: float | None) -> dict:
     """DeepSeek's learning rate and batch for the fixed run or the --fit answer: C = M D when the model is
     known, else the answer's C (6ND standing in for M D)."""
     if model is None:
         law = hyperparameters.optimal_hyperparameters(ref.flops, seq_len)
-        basis = f"C = {ref.flops:.3g} FLOPs ({args.fit}'s answer; its 6ND stands in for M x D)"
+        basis = f"C = {ref.flops:.3g} FLOPs ({q.fit}'s answer; its 6ND stands in for M x D)"
         return law.to_dict() | {"flops_per_token": None, "tokens": ref.tokens, "basis": basis}
     from pretrain.planning.flops import deepseek_flops_per_token
 
     m = deepseek_flops_per_token(model, seq_len)
     tokens = ref.tokens if run_tokens is None else run_tokens
     law = hyperparameters.optimal_hyperparameters(m * tokens, seq_len)
-    whose = "the run's" if run_tokens is not None else f"{args.fit}'s D"
+    whose = "the run's" if run_tokens is not None else f"{q.fit}'s D"
     basis = f"C = M x D = {m:.3g} FLOPs/token x {human(tokens)} tokens ({whose}) = {law.compute:.3g} FLOPs"
     return law.to_dict() | {"flops_per_token": m, "tokens": tokens, "basis": basis}
 
@@ -237,36 +231,40 @@ def _row(method: str, inputs: dict, unique: float | None) -> dict:
     return row
 
 
-def _check_flags(args) -> None:
+def _check_flags(q: BudgetQuestion) -> None:
     """Flags the chosen inputs may not use are checked too: a typo is never silently ignored."""
     from pretrain.planning.hardware import get_gpu
 
-    if not 0 < args.mfu <= 1:
-        raise ValueError(f"--mfu {args.mfu}: must be in (0, 1]")
-    if args.seq_len is not None and args.seq_len < 1:
-        raise ValueError(f"--seq-len {args.seq_len}: must be at least 1")
-    if args.peak_flops is not None:
-        positive(parse_number(args.peak_flops), "--peak-flops")
-    get_gpu(args.gpu)
+    if not 0 < q.mfu <= 1:
+        raise ValueError(f"--mfu {q.mfu}: must be in (0, 1]")
+    if q.seq_len is not None and q.seq_len < 1:
+        raise ValueError(f"--seq-len {q.seq_len}: must be at least 1")
+    if q.peak_flops is not None:
+        positive(parse_number(q.peak_flops), "--peak-flops")
+    get_gpu(q.gpu)
 
 
-def run(args) -> dict:
-    _check_flags(args)
-    if args.tokens is not None and args.epochs is not None:
+def budget_answer(q: BudgetQuestion) -> dict:
+    """Every method's N and D for the question, the learning rate and batch, and the sections the corpus
+    and the inference load call for; what ``pretrain budget --json`` prints."""
+    _check_flags(q)
+    if q.tokens is not None and q.epochs is not None:
         raise ValueError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
-    mixture = _mixture(args)
-    unique, unique_source, vocab = _corpus(args)
-    model = _model(args, vocab)
-    seq_len = args.seq_len or (model.max_seq_len if model else ModelConfig.model_fields["max_seq_len"].default)
+    mixture = _mixture(q)
+    if mixture is not None:  # the mixture's shard folders are the corpus
+        q = replace(q, data=[s["path"] for s in mixture])
+    unique, unique_source, vocab = _corpus(q)
+    model = _model(q, vocab)
+    seq_len = q.seq_len or (model.max_seq_len if model else ModelConfig.model_fields["max_seq_len"].default)
     run_tokens = None
     if model is not None:
-        inputs, source, run_tokens = _model_inputs(args, model, seq_len)
+        inputs, source, run_tokens = _model_inputs(q, model, seq_len)
     else:
-        given, source = _budget_input(args, unique)
+        given, source = _budget_input(q, unique)
         inputs = dict.fromkeys(METHODS, given)
-    rows = [_row(m, inputs[m], unique) for m in args.method or list(METHODS)]
+    rows = [_row(m, inputs[m], unique) for m in q.method or list(METHODS)]
     result = {"input": source, "unique_tokens": unique, "unique_tokens_source": unique_source or None,
-              "fit": args.fit, "estimates": rows,
+              "fit": q.fit, "estimates": rows,
               "extrapolated": any(r["params"] < FITTED_MIN_PARAMS or r["tokens"] < FITTED_MIN_TOKENS for r in rows)}
     if model is not None and run_tokens is None:
         from pretrain.planning.flops import compare
@@ -274,20 +272,20 @@ def run(args) -> dict:
         for row in result["estimates"]:
             # the architecture fixes N; D follows from each method's budget for it
             row["flops_for_model"] = compare(model, row["tokens"], seq_len)
-    ref = estimate(args.fit, **inputs[args.fit])
+    ref = estimate(q.fit, **inputs[q.fit])
     if mixture is not None:
         result["mixture"] = _mixture_section(mixture, ref.tokens if run_tokens is None else run_tokens)
-    result["hyperparameters"] = _hyperparameters(args, ref, model, seq_len, run_tokens)
-    if unique is not None or args.inference_tokens is not None:
-        law = _loss_fit(args)
+    result["hyperparameters"] = _hyperparameters(q, ref, model, seq_len, run_tokens)
+    if unique is not None or q.inference_tokens is not None:
+        law = _loss_fit(q)
         reference = allocation(law, ref.params, ref.tokens, None)
         if unique is not None:
-            fixed_params = "params" in inputs[args.fit]
-            result["data_constrained"] = _data_section(args, law, ref, unique, fixed_params=fixed_params)
+            fixed_params = "params" in inputs[q.fit]
+            result["data_constrained"] = _data_section(q, law, ref, unique, fixed_params=fixed_params)
             reference = best_allocation(law, ref.flops, unique)
-        if args.inference_tokens is not None:
-            result["inference_aware"] = _inference_section(args, law, reference, unique)
-    result["sources"] = {r["method"]: r["source"] for r in rows} | {args.fit: METHODS[args.fit].source,
+        if q.inference_tokens is not None:
+            result["inference_aware"] = _inference_section(q, law, reference, unique)
+    result["sources"] = {r["method"]: r["source"] for r in rows} | {q.fit: METHODS[q.fit].source,
                                                                      "hyperparameters": hyperparameters.SOURCE}
     if unique is not None:
         result["sources"]["R_D*, R_N*"] = data_constrained.SOURCE
@@ -295,7 +293,7 @@ def run(args) -> dict:
         result["sources"]["repetition per source"] = (
             f"Muennighoff et al. 2023, arXiv:2305.16264: up to ~{USEFUL_EPOCHS} epochs repeated data is worth almost "
             "as much as fresh (Section 5, Figure 3); a warning past that and past R_D* repeats")
-    if args.inference_tokens is not None:
+    if q.inference_tokens is not None:
         result["sources"]["inference-aware"] = inference_aware.SOURCE
     return result
 
@@ -366,9 +364,3 @@ def format_report(result: dict) -> str:
         name = key if law is None else law.name + (f" [{law.note}]" if law.note else "")
         lines.append(f"  {name}: {source}")
     return "\n".join(lines)
-
-
-def main(args) -> int:
-    result = run(args)
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
-    return 0

@@ -1,7 +1,8 @@
-"""``dataprep`` command line: one subcommand per module, each exposing ``add_arguments`` and ``main``.
+"""What the ``dataprep`` and ``pretrain`` commands share: each maps subcommands to modules exposing
+``add_arguments`` and ``main`` (``pipelines.cli``, ``pretrain.cli``), and ``dispatch`` runs one.
 
-Modules are imported only when their command runs, so ``dataprep --help`` stays fast and a missing
-optional dependency breaks only the command that needs it (with the extra to install).
+Modules are imported only when their command runs, so ``--help`` stays fast and a missing optional
+dependency breaks only the command that needs it (with the extra to install).
 
 Conventions shared by every command of ``dataprep`` and ``pretrain``: exit status 0 on success, 1 when
 the work failed, 2 for a usage or configuration error (one message, no traceback; ``CCP_DEBUG=1`` shows
@@ -22,38 +23,6 @@ from dataprep.core.extras import EXTRAS, install_command
 from dataprep.core.validation import WorkFailed, describe
 
 
-def _spark_run() -> ModuleType:
-    """``dataprep run``: the Spark side's command, imported only when it runs."""
-    from pipelines import run
-
-    return run
-
-
-def _spark_train_tokenizer() -> ModuleType:
-    """``dataprep train-tokenizer``: the Spark side's command, imported only when it runs."""
-    from pipelines import train_tokenizer
-
-    return train_tokenizer
-
-
-# command -> (module name, or a function importing the module; one-line help). Each module defines
-# add_arguments(parser) and main(args) -> int.
-COMMANDS = {
-    "run": (_spark_run, "run a cleaning pipeline config on Spark (local[*] by default)"),
-    "stages": ("dataprep.commands.stages", "list every stage and its parameters (the config reference)"),
-    "demo-data": ("dataprep.commands.demo", "write the bundled sample WARC used by the demo"),
-    "train-ppl-model": ("dataprep.commands.perplexity", "train a CCNet-style n-gram perplexity model"),
-    "arpa": ("dataprep.quality.arpa", "convert a perplexity model's n-gram model to or from ARPA (KenLM, CCNet)"),
-    "train-classifier": ("dataprep.commands.classifier", "train a fastText quality/toxicity classifier"),
-    "train-tokenizer": (_spark_train_tokenizer, "train a SentencePiece tokenizer on a cleaned corpus"),
-    "verify-shards": ("dataprep.tokenize.verify", "check every token shard against its manifest"),
-    "index-shards": ("dataprep.tokenize.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
-    "export-nanogpt": ("dataprep.tokenize.nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
-    "report": ("dataprep.commands.report", "write an HTML + Markdown report of a pipeline output"),
-    "estimate": ("dataprep.commands.estimate", "project a crawl's core-hours, wall time and sizes from a sample run"),
-}
-
-
 def build_parser(commands: dict, prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -72,18 +41,35 @@ def add_set_argument(parser: argparse.ArgumentParser) -> None:
                              "(repeatable; also written --optim.lr 3e-4)")
 
 
+def add_output_argument(parser: argparse.ArgumentParser, *, old: tuple[str, ...] = (), **kwargs) -> argparse.Action:
+    """``--output``: where a command writes, one spelling for every command. The ``old`` spellings
+    (``--out``, ``--out-dir``) are still read, unlisted in ``--help``, for one release."""
+    action = parser.add_argument("--output", **kwargs)
+    for flag in old:
+        parser.add_argument(flag, dest=action.dest, type=kwargs.get("type"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return action
+
+
+def command_parser(commands: dict, prog: str, name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
+    """The module of command ``name`` (imported now) and its argument parser."""
+    module_name, help_text = commands[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=help_text)
+    module.add_arguments(parser)
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
+    return module, parser
+
+
 def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(commands, prog, description)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         parser.print_help() if not argv or argv[0] in ("-h", "--help") else parser.error(f"unknown command {argv[0]!r}")
         return 0
-    command, help_text = commands[argv[0]]
     try:
-        module = command() if callable(command) else importlib.import_module(command)
+        module, sub = command_parser(commands, prog, argv[0])
     except ModuleNotFoundError as exc:
         return _missing_package(f"{prog} {argv[0]}", exc, "--json" in argv[1:])
-    sub = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=help_text)
     wants_json = "--json" in argv[1:]
 
     def usage_error(message: str):  # argparse's, without the whole usage block; plus the object --json promises
@@ -92,8 +78,6 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
         sub.exit(2, f"{prog} {argv[0]}: error: {message}\n(`{prog} {argv[0]} --help` lists its options)\n")
 
     sub.error = usage_error
-    module.add_arguments(sub)
-    sub.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
     rest = argv[1:]
     if any(action.dest == "set" for action in sub._actions):
         from dataprep.core.validation import ConfigError, split_dotted_options
@@ -155,11 +139,3 @@ def _missing_package(command: str, exc: ModuleNotFoundError, as_json: bool = Fal
     if top not in EXTRAS:
         raise exc
     return fail(f"{command}: error: this command needs {top!r}, which is not installed: {install_command(top)}", 1, as_json)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return dispatch(COMMANDS, "dataprep", "Clean Common Crawl into a pretraining corpus.", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

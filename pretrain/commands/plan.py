@@ -1,0 +1,104 @@
+"""``pretrain plan``: the fastest parallel layout that fits a model on a cluster, and time to train
+(the planner: ``pretrain.planning.plan``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from dataprep.core.cli import add_output_argument
+from dataprep.core.storage import check_output_path
+from pretrain.components.shard_totals import shard_totals
+from pretrain.config import save_yaml
+from pretrain.planning.budget import METHODS
+from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
+from pretrain.planning.plan import plan, train_config
+from pretrain.planning.plan_inputs import plan_gpu, plan_model, plan_tokens
+from pretrain.planning.plan_memory import PRECISIONS
+from pretrain.planning.plan_report import format_report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster = parser.add_argument_group("the cluster")
+    run = parser.add_argument_group("the run")
+    written = parser.add_argument_group("the training config it writes")
+    failures = parser.add_argument_group("checkpoint interval (Young/Daly)")
+    parser.add_argument("model", help="model config YAML, preset (tiny, 125m, 350m, 1b, 3b, 7b) or a parameter count "
+                        "(70B: shaped by pretrain size)")
+    cluster.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
+    cluster.add_argument("--gpu", default="h100", help="GPU type: h100, h200, a100-80gb, a100-40gb, l4, ... "
+                         "(default h100)")
+    cluster.add_argument("--gpu-memory-gb", type=float, help="override the GPU's memory (GB)")
+    cluster.add_argument("--peak-flops", help="override the GPU's peak FLOP/s at --precision, e.g. 989e12")
+    cluster.add_argument("--intra-node-gbs", type=float, help="override GB/s per GPU per direction within a node "
+                         "(H100 SXM: 450, NVLink)")
+    cluster.add_argument("--inter-node-gbs", type=float, help="override GB/s per GPU per direction across nodes "
+                         "(H100: 50, one 400 Gb/s InfiniBand NIC per GPU)")
+    cluster.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
+    run.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
+    run.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
+    run.add_argument("--global-batch", type=int, help="sequences per optimizer step (default: DeepSeek LLM's "
+                     "compute-optimal batch, rounded to a multiple of micro-batch x data-parallel ranks)")
+    run.add_argument("--lr", type=float, help="peak learning rate (default: DeepSeek LLM's compute-optimal one for "
+                     "this model and tokens)")
+    run.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
+    cluster.add_argument("--precision", choices=list(PRECISIONS), default="bf16",
+                         help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
+                              "matmuls) or fp32: memory and the peak FLOP/s the step is timed at (H100: 989, 989, "
+                              "494.5, 67 TFLOP/s)")
+    run.add_argument("--no-sync-accumulation", action="store_true",
+                     help="accumulate gradients unsharded and reduce once per step (less communication; "
+                          "every GPU then holds the full fp32 gradients)")
+    run.add_argument("--max-bubble", type=float, default=0.1,
+                     help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)")
+    cluster.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
+    run.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the --method's D for N)")
+    run.add_argument("--epochs", type=float, help="train on this many passes over the --data shards instead "
+                     "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
+    run.add_argument("--method", choices=list(METHODS), default="approach1",
+                     help="scaling law for the default tokens (default approach1)")
+    failures.add_argument("--mtbf-hours", type=float, metavar="H",
+                          help="mean time between failures of one GPU, in hours: print the checkpoint interval that "
+                               "loses least time (the job's MTBF is H / --gpus) and write it into --output")
+    failures.add_argument("--save-seconds", type=float, help="the blocking time of one save, as measured (default: "
+                          "estimated from the checkpoint size, see --write-gbs-per-node)")
+    failures.add_argument("--save-from", metavar="RUN_DIR", help="take the save time from a run's metrics (the median "
+                          "blocking_s of its kind: checkpoint records)")
+    failures.add_argument("--async-save", action="store_true", help="saves are asynchronous (only the copy to host "
+                          "memory blocks); --output then sets checkpoint.async_save")
+    failures.add_argument("--write-gbs-per-node", type=float, default=WRITE_GBS_PER_NODE,
+                          help=f"GB/s each node writes to the checkpoint storage, for the estimated save time "
+                               f"(default {WRITE_GBS_PER_NODE:g})")
+    add_output_argument(written, old=("--out",), metavar="FILE", help="write the chosen layout as a training config YAML for pretrain train")
+    written.add_argument("--data", action="append", help="token-shard directory for --output (repeatable)")
+    written.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = plan_model(args.model, args.seq_len)
+    gpu = plan_gpu(args.gpu, args.precision, args.gpu_memory_gb, args.peak_flops, args.intra_node_gbs, args.inter_node_gbs)
+    if args.output and not args.data:
+        raise ValueError("--output needs --data: the token-shard directory the training config reads")
+    if args.output:
+        check_output_path(args.output, "--output", folder=False)
+    # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
+    # and their token count is the unique tokens the target repeats
+    corpus = shard_totals(args.data, required=False) if args.data else None
+    if corpus:
+        cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
+    unique = corpus["tokens"] if corpus else None
+    tokens, source = plan_tokens(args.tokens, args.epochs, unique)
+    result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
+                  global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
+                  gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
+                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr)
+    if args.mtbf_hours is not None:
+        result["checkpoint_interval"] = plan_checkpoint_interval(
+            result, args.mtbf_hours, save_seconds=args.save_seconds, save_from=args.save_from,
+            async_save=args.async_save, write_gbs_per_node=args.write_gbs_per_node)
+    if args.output:
+        save_yaml(train_config(result, cfg, args.data, args.run_dir), args.output)
+        result["written"] = args.output
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0

@@ -1,0 +1,97 @@
+"""``pretrain train CONFIG``: train a model, in one process or one of torchrun's (``pretrain.train``)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+import torch.distributed as dist
+
+from dataprep.core.cli import add_output_argument, add_set_argument
+from dataprep.core.storage import check_output_path
+from pretrain.components import checkpoint
+from pretrain.components.guard import NonFiniteError
+from pretrain.components.metrics import check_trackers
+from pretrain.components.spikes import SpikeError
+from pretrain.config import TrainConfig, load_train_config
+from pretrain.train import run, total_steps
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="training config YAML (see configs/train/)")
+    parser.add_argument("--resume", default="none", metavar="auto|latest-intact|none|PATH",
+                        help="auto: continue from the latest checkpoint in the run's checkpoint dir, if any (one "
+                             "that does not load is an error); latest-intact: the same, passing over newer "
+                             "checkpoints that do not load, with a warning (for requeued jobs); PATH: from that "
+                             "checkpoint; none (default): start fresh")
+    add_output_argument(parser, old=("--out-dir",), metavar="DIR", help="the run's folder: overrides out_dir of the config")
+    parser.add_argument("--max-steps", type=int, help="override max_steps of the config")
+    parser.add_argument("--stop-at-step", type=int, metavar="N",
+                        help="checkpoint and exit at step N without changing the schedule's horizon "
+                             "(for jobs shorter than the run; continue with --resume auto)")
+    add_set_argument(parser)
+    parser.add_argument("--inject", action="append", default=[], metavar="KIND:step=N,rank=R",
+                        help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
+                             "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100), "
+                             "hang (the rank blocks at step N), kill (the rank is killed at step N), "
+                             "slow:rank=R,ms=M (the rank sleeps M ms every step); repeat for several")
+    parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
+
+
+def main(args: argparse.Namespace) -> int:
+    sets = list(getattr(args, "set", None) or [])
+    sets += [f"{key}={value}" for key, value in (("out_dir", args.output), ("max_steps", args.max_steps)) if value is not None]
+    cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
+    check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
+    if args.stop_at_step is not None and args.stop_at_step <= 0:
+        raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
+    _check_paths(cfg, args.resume)
+    quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
+    try:
+        with quiet:
+            records = run(cfg, args.resume, args.stop_at_step, getattr(args, "inject", ()))
+    except (NonFiniteError, SpikeError) as exc:  # the run stopped on purpose: one clear line, its own exit status
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    final = os.path.join(cfg.out_dir, "model.safetensors")
+    if int(os.environ.get("RANK", "0")) == 0 and not getattr(args, "json", False):
+        _say_where(cfg, final)
+    if getattr(args, "json", False) and int(os.environ.get("RANK", "0")) == 0:
+        import json
+
+        print(json.dumps({"out_dir": os.path.abspath(cfg.out_dir), "steps": total_steps(cfg),
+                          "last_step": records[-1]["step"] if records else None,
+                          "loss": records[-1]["loss"] if records else None,
+                          "model": os.path.abspath(final) if os.path.exists(final) else None,
+                          "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
+    return 0
+
+
+def _check_paths(cfg: TrainConfig, resume: str) -> None:
+    """The run's paths, before any set-up: a file where a folder goes (or under one) is a usage error."""
+    if resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(resume):
+        raise ValueError(f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a "
+                         "checkpoints/step-* folder")
+    check_output_path(cfg.out_dir, "out_dir", folder=True)
+    check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
+    if cfg.data.cache.dir:
+        check_output_path(cfg.data.cache.dir, "data.cache.dir", folder=True)
+    if cfg.log.jsonl:
+        check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
+
+
+def _say_where(cfg: TrainConfig, final: str) -> None:
+    """The run's last line: where the model went and what to run next (or how to continue)."""
+    import shlex
+
+    if not os.path.exists(final):
+        print(f"checkpoints in {os.path.join(cfg.out_dir, cfg.checkpoint.dir)}: continue with --resume auto")
+        return
+    run = shlex.quote(cfg.out_dir)
+    print(f"model: {final}; next: pretrain eval {run} | pretrain generate {run} --prompt 'The' | "
+          f"pretrain export {run} --output {shlex.quote(os.path.join(cfg.out_dir, 'hf'))}")
