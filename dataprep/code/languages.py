@@ -11,7 +11,12 @@ from __future__ import annotations
 import io
 import os
 
+import pyarrow as pa
 from identify import identify
+from pydantic import Field, field_validator
+
+from dataprep.core.stage import DocumentStage, register
+from dataprep.core.validation import did_you_mean
 
 # identify tag -> language name, in the order a file with several tags is decided
 LANGUAGES = {
@@ -50,3 +55,28 @@ def is_binary_name(path: str) -> bool:
 
 def _first_language(tags: set[str]) -> str | None:
     return next((name for tag, name in LANGUAGES.items() if tag in tags), None)
+
+
+@register("code_language")
+class CodeLanguage(DocumentStage):
+    """Keeps code files of the listed languages (every language ``LANGUAGES`` names when the list is empty);
+    drops a file neither its name nor its ``#!`` line places as ``no_language``, another language as
+    ``language:<name>``. Rows without a ``language`` column (not code) pass untouched."""
+
+    languages: list[str] = Field(default_factory=list, description="language names kept (Python, C++, ...); empty: every known one")
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, names: list[str]) -> list[str]:
+        known = sorted(set(LANGUAGES.values()))
+        for name in names:
+            if name not in known:
+                raise ValueError(f"unknown language {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+        return names
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+        if "language" not in batch.column_names:
+            return batch, [None] * batch.num_rows
+        wanted = set(self.languages)
+        return batch, [("no_language" if lang is None else None if not wanted or lang in wanted else f"language:{lang}")
+                       for lang in batch.column("language").to_pylist()]
