@@ -104,3 +104,22 @@ def test_the_same_corpus_from_one_archive_of_the_standard_library(spark, code_ru
 def test_a_rerun_after_a_crash_reuses_the_finished_tasks(spark, code_run):
     _, _, config, result = code_run
     assert corpus(rerun_after_a_crash(config, spark)) == corpus(result)
+
+
+def test_llama1_mixture_budgets_the_code_source(code_run, tmp_path, monkeypatch, capsys):
+    """llama1 carries code at GitHub's 4.5%; ``pretrain budget --data llama1`` gives it its tokens and epochs
+    (every source here stands in with the code run's shards)."""
+    from pretrain.cli import main as pretrain_main
+    from pretrain.mixture import load_mixture
+
+    _, _, _, result = code_run
+    sources = {s["name"]: s for s in load_mixture("llama1")}
+    assert sources["code"]["preset"] == "code" and sources["code"]["weight"] == 0.045
+    for source in sources.values():
+        (tmp_path / source["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / source["path"]).symlink_to(Path(result.output_dir) / "shards")
+    monkeypatch.chdir(tmp_path)
+    tokens = json.loads((Path(result.output_dir) / "shards" / "manifest.json").read_text())["tokens"]
+    assert pretrain_main(["budget", "--data", "llama1", "--tokens", str(100 * tokens), "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["mixture"]}
+    assert rows["code"]["tokens"] == pytest.approx(4.5 * tokens) and rows["code"]["epochs"] == pytest.approx(4.5)
