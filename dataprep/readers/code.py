@@ -31,6 +31,7 @@ import stat
 import tarfile
 import zipfile
 import zlib
+from functools import lru_cache
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -124,7 +125,10 @@ def _is_repository(folder: str) -> bool:
     return ".git" in names or any(is_license_file(n) and os.path.isfile(os.path.join(folder, n)) for n in names)
 
 
+@lru_cache(maxsize=1024)
 def _folder_license(folder: str) -> str:
+    """A repository folder's licence; cached, as every input below one folder (the standard library's
+    packages below its LICENSE.txt) asks for the same."""
     texts = []
     for name in sorted(os.listdir(folder)):
         full = os.path.join(folder, name)
