@@ -71,6 +71,7 @@ def test_a_tree_of_repositories_every_file_a_row(tmp_path):
     # a folder inside a repository finds the repository's root and licence above it
     kept_inner, _, _ = read(root / "tool" / "src")
     assert ("tool", "src/app.py", "Python", "MIT") in kept_rows(kept_inner)
+    assert kept_rows(read(root / "tool" / "src" / "app.py")[0]) == {("tool", "src/app.py", "Python", "MIT")}  # one file
 
 
 @pytest.mark.parametrize("kind", ["tar.gz", "zip"])
