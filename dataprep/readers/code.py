@@ -16,7 +16,7 @@ Every file becomes a row; those that cannot be text are counted drops of stage `
 binary name, or NUL bytes), ``undecodable`` (not UTF-8), ``too_large``, ``empty``, ``error:unreadable``;
 a broken archive keeps the files before the break and one ``error:truncated`` (``error:malformed_record``
 when nothing could be read). Version-control and bytecode-cache folders (``.git``, ``__pycache__``, ...)
-are counted as skipped records, by folder.
+are counted as skipped records: by folder in a folder, by file in an archive.
 """
 
 from __future__ import annotations
@@ -130,11 +130,14 @@ def _folder_license(folder: str) -> str:
     """A repository folder's licence; cached, as every input below one folder (the standard library's
     packages below its LICENSE.txt) asks for the same."""
     texts = []
-    for name in sorted(os.listdir(folder)):
-        full = os.path.join(folder, name)
-        if is_license_file(name) and os.path.isfile(full):
-            with open(full, "rb") as fh:
-                texts.append(fh.read(1 << 20).decode("utf-8", errors="replace"))
+    try:
+        for name in sorted(os.listdir(folder)):
+            full = os.path.join(folder, name)
+            if is_license_file(name) and os.path.isfile(full):
+                with open(full, "rb") as fh:
+                    texts.append(fh.read(1 << 20).decode("utf-8", errors="replace"))
+    except OSError:  # an unreadable licence is no licence: the policy decides
+        pass
     return license_of_files(texts) or NO_LICENSE
 
 
@@ -259,7 +262,7 @@ def _read_archive(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRe
             n += 1
             name = name.removeprefix("./")
             if data is None:
-                out.counters[f"{RECORDS_SKIPPED}{_skipped(name).strip('_.')}_folder"] += 1
+                out.counters[f"{RECORDS_SKIPPED}{_skipped(name).strip('_.')}_file"] += 1
                 continue
             root = _archive_root(name, roots)
             repo = posixpath.basename(root) or fallback
