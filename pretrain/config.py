@@ -152,6 +152,17 @@ class OptimConfig(StrictModel):
     schedule: Literal["cosine", "wsd", "constant"] = "cosine"
     warmup_steps: int = Field(100, ge=0)
     decay_fraction: float = Field(0.2, gt=0, le=1)  # WSD: final share of steps spent decaying
+    # when the global batch differs from the plan's or the resumed run's: sqrt scales the peak lr by
+    # sqrt(new / old) (AdamW's rule); warn keeps it and says so (pretrain/components/batch_change.py)
+    batch_change: Literal["sqrt", "warn"] = "sqrt"
+
+
+class PlannedConfig(StrictModel):
+    """What ``pretrain plan --out`` chose: the global batch the config's learning rate is for, and the
+    law's learning rate at it."""
+
+    global_batch_size: int = Field(gt=0)
+    law_lr: float = Field(gt=0)
 
 
 class CheckpointConfig(StrictModel):
@@ -221,9 +232,13 @@ class TrainConfig(StrictModel):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     out_dir: str = "runs/default"
+    # the non-finite guard: skip (on every rank) a step whose loss or gradient norm is inf/nan; off: every
+    # step updates (prices the guard's all-reduce on a GPU)
+    guard: bool = True
     # steps skipped in a row for a non-finite loss or gradient norm before the run checkpoints and stops
     max_consecutive_skips: int = Field(5, ge=0)
     spikes: SpikeConfig = Field(default_factory=SpikeConfig)
+    planned: PlannedConfig | None = None  # written by pretrain plan --out
     health: HealthConfig = Field(default_factory=HealthConfig)  # hang watchdog, straggler records
     # warm start: trained weights (our checkpoint, run folder or model.safetensors, or a Hugging Face Llama
     # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it

@@ -13,12 +13,14 @@ import contextlib
 import math
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 
 from dataprep.core.storage import check_output_path
 from pretrain.components import checkpoint
+from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
@@ -26,12 +28,15 @@ from pretrain.components.guard import NonFinite, NonFiniteError, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction, check_trackers
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
-from pretrain.components.spikes import Spike, SpikeDetector, SpikeError, rank_losses
+from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
+from pretrain.components.verdicts import StepVerdicts
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import ModelConfig, TrainConfig, load_train_config
-from pretrain.distributed.parallel_dims import ParallelDims, barrier, init_distributed, parallelize
+from pretrain.distributed.parallel_dims import ParallelDims
+from pretrain.distributed.parallelize import parallelize
+from pretrain.distributed.process_group import barrier, init_distributed
 from pretrain.distributed.pipeline_parallel import Pipeline, build_pipeline
 from pretrain.inference.loading import save_run_dir
 from pretrain.models.llama import Llama, num_params
@@ -139,18 +144,20 @@ class Trainer:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
-        self.optimizer = build_optimizer(self.model, cfg.optim, self.device)
+        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision)
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None))
-        self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold)
-        self.spike: Spike | None = None  # the spike found at the current step
+        self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
+        self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0
+        self.batch = BatchRecord(cfg.global_batch_size, cfg.optim.lr)  # what the lr is for, in checkpoints
+        self.batch_record: dict | None = None  # a batch change found on resume (``_apply_batch_rule``)
         components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
-                      "spikes": self.spikes}
+                      "spikes": self.spikes, "batch": self.batch}
         self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
                                 self.dims.degrees(), components)
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
@@ -190,6 +197,18 @@ class Trainer:
             checkpoint.load(path, self.model_state, self.state)
         elif self.cfg.init_from:
             warm_start(self.model, self.cfg.init_from, self.cfg.model)
+        self._apply_batch_rule()
+
+    def _apply_batch_rule(self) -> None:
+        """When the global batch is not the one the peak lr was chosen for (the resumed run's, else the
+        plan's), apply ``optim.batch_change`` and keep its record for the log."""
+        resumed, self.batch.resumed = self.batch.resumed, None
+        if resumed is not None:  # the run goes on at the rate it had (rescaled below if the batch changed)
+            self.batch.peak_lr = resumed["peak_lr"]
+        self.batch_record = batch_change(self.cfg, resumed, self.state.step)
+        if self.batch_record is not None:
+            self.batch.peak_lr = self.batch_record["lr"]
+            set_peak_lr(self.scheduler, self.batch.peak_lr)
 
     def start_logging(self) -> None:
         """Write the run folder, open the metrics and say what is about to run."""
@@ -199,6 +218,10 @@ class Trainer:
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
                                  flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
                                  wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
+        if self.batch_record is not None:
+            self.log.write(self.batch_record)
+            if self.rank == 0:
+                print(f"[train] {describe(self.batch_record)}", file=sys.stderr)
         accum = self.train_loader.grad_accum_steps
         self.pp_fields = {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, accum,
                                                        cfg.parallel.pp_stages_per_rank)} if dims.pp_enabled else {}
@@ -209,15 +232,19 @@ class Trainer:
                   f"{accum}, starting at step {self.state.step}", file=sys.stderr)
 
     def train(self, end: int) -> list[dict]:
-        """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged."""
+        """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged.
+        An ordinary step (none of these due, no straggler sample) reads nothing back from the device: the
+        verdicts of the steps since the last read (skips, spikes) are read on the next step that does."""
         cfg, state, records = self.cfg, self.state, []
         self.log.start(state.step)
         while state.step < end:
             outcome = self._step()
             state.step += 1
             self.log.count_tokens(self.tokens_per_step)
-            self._count_skip(outcome.non_finite)
-            if self.spike is not None and self._on_spike(self.spike):
+            if not self._reads_back(state.step, end):
+                self.watchdog.progress(state.step)
+                continue
+            if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
                 records.append(self._log_train(outcome.loss, outcome.grad_norm))
@@ -239,18 +266,29 @@ class Trainer:
         with self.stragglers.timing(step) as batch:
             self.faults.disrupt(step)  # injected hang, kill or slowness
             return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),
-                              self.ctx, self.cfg.optim.grad_clip, hold=self._judge_spike)
+                              self.ctx, self.cfg.optim.grad_clip, judge=self._judge)
 
-    def _judge_spike(self, loss: torch.Tensor) -> bool:
-        """Whether this step's loss (the mean over ranks, the same on every rank) is a spike whose update
-        every rank holds back (policies skip and rollback)."""
-        self.spike = None
-        if self.cfg.spikes.policy == "off":
-            return False
-        losses = rank_losses(loss, self.pipe is None or self.pipe.has_last)
-        mean = losses.sum().item() / (self.world // self.dims.pp)  # pipeline stages: only the last holds it
-        self.spike = self.spikes.observe(self.state.step + 1, mean, int(losses.argmax()))
-        return self.spike is not None and self.cfg.spikes.policy != "log"
+    def _reads_back(self, step: int, end: int) -> bool:
+        """Whether ``step`` logs, validates, checkpoints or samples stragglers (and so reads the device)."""
+        cfg = self.cfg
+        return (_due(step, cfg.log.every_steps, self.steps) or _due(step, cfg.checkpoint.every_steps, end)
+                or (self.val_loader is not None and _due(step, cfg.log.val_every_steps, self.steps))
+                or self.stragglers.sampled(step))
+
+    def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
+        """This step's verdict, kept on the device; returns the flag that holds its update back."""
+        return self.verdicts.judge(self.state.step + 1, loss, None if self.ctx.scaler else grad_norm,
+                                   self.pipe is None or self.pipe.has_last)
+
+    def _read_verdicts(self) -> bool:
+        """Act on the verdicts kept since the last read, in step order: count and log skipped steps (too
+        many in a row: checkpoint and stop), log spikes and roll back. Returns whether the run rolled back."""
+        for step, found, spike in self.verdicts.read():
+            if self.cfg.guard:
+                self._count_skip(step, found)
+            if spike is not None and self._on_spike(spike):
+                return True
+        return False
 
     def _on_spike(self, spike: Spike) -> bool:
         """Log the spike and keep the last checkpoint before it; under rollback, reload that checkpoint and
@@ -278,18 +316,18 @@ class Trainer:
         self.log.start(self.state.step)
         return True
 
-    def _count_skip(self, found: NonFinite | None) -> None:
+    def _count_skip(self, step: int, found: NonFinite | None) -> None:
         """Log a skipped step; past ``max_consecutive_skips`` in a row, checkpoint and stop with the reason."""
         if not self.skips.count(found):
             return
-        self.log.write(self.skips.record(self.state.step, found))
+        self.log.write(self.skips.record(step, found))
         if self.skips.exhausted:
             self._save()
-            raise self.skips.error(self.state.step, found)
+            raise self.skips.error(step, found)
 
     def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
         step = self.state.step
-        lr = self.cfg.optim.lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
+        lr = self.batch.peak_lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
         mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
         return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
                                   tokens=step * self.tokens_per_step, **self.pp_fields, **self._mixture_fields())
@@ -308,8 +346,13 @@ class Trainer:
         self.log.start(self.state.step)  # the pause is not training time
 
     def _save(self) -> None:
+        """Save (or start saving) a checkpoint; the time it blocked the loop goes into the metrics, where
+        ``pretrain plan --save-from`` reads it."""
         save = self.saver.save if self.saver else checkpoint.save
+        started = time.perf_counter()
         self.last_checkpoint = save(self.ckpt_root, self.model_state, self.state, self.cfg.checkpoint.keep_last)
+        self.log.write({"kind": "checkpoint", "step": self.state.step, "blocking_s": time.perf_counter() - started,
+                        "async": self.saver is not None})
         self.log.start(self.state.step)
 
     def settle_checkpoints(self) -> None:

@@ -1,7 +1,9 @@
 """One optimizer step of the training loop, and the validation loss, apart from the run around them
 (pretrain/train.py): ``train_step`` is ``accumulate_gradients`` (micro-batches forward/backward, or the
-pipeline schedule over them), then ``optimizer_step`` (fp16 unscale, clip, the non-finite guard, optimizer
-and scheduler step). ``TrainStepContext`` holds what a forward pass needs besides the model.
+pipeline schedule over them), then ``optimizer_step`` (fp16 unscale, clip, the run's verdict on the step
+(the non-finite guard, the spike detector), optimizer and scheduler step). Nothing here reads a value back
+to the host: a skipped update is decided on the device. ``TrainStepContext`` holds what a forward pass
+needs besides the model.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from pretrain.components.device import configure_attention, configure_matmul
-from pretrain.components.guard import NonFinite, find_non_finite
 from pretrain.components.loss import cross_entropy
 from pretrain.components.optimizer import clip_grad_norm
 from pretrain.distributed.parallel_dims import ParallelDims
@@ -93,40 +94,58 @@ def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainSte
 class StepOutcome(NamedTuple):
     loss: torch.Tensor
     grad_norm: torch.Tensor
-    non_finite: NonFinite | None  # why every rank skipped the update; None when it was made
+    skip: torch.Tensor | None  # on the device: 1 where every rank held the update back; None: not judged
+
+
+def step_optimizer(optimizer, skip: torch.Tensor | None) -> None:
+    """``optimizer.step()`` unless ``skip`` (a 0-d tensor on the device) is set. Fused AdamW takes it as
+    ``found_inf`` and leaves weights, moments and step count alone without a host sync; an optimizer
+    that cannot (not fused) reads the flag back."""
+    if skip is None:
+        optimizer.step()
+    elif getattr(optimizer, "_step_supports_amp_scaling", False):
+        optimizer.found_inf = skip.float()
+        try:
+            optimizer.step()
+        finally:
+            optimizer.found_inf = None
+    elif not skip.item():
+        optimizer.step()
 
 
 def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
-                   loss: torch.Tensor | None = None, hold: bool = False) -> tuple[torch.Tensor, NonFinite | None]:
-    """Unscale (fp16), clip, step; returns the gradient norm and, when ``loss`` is given, what the guard
-    found. Guarded, every rank skips the update when any rank's loss or gradient norm is not finite
-    (fp16: the scaler skips on inf/nan gradients itself, so the guard looks at the loss only); ``hold``
-    skips it too (a loss spike). A skipped step drops its gradients and leaves AdamW's moments alone; the
-    schedule advances as for any step."""
+                   judge: Callable[[torch.Tensor], torch.Tensor | None] | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Unscale (fp16), clip, step; returns the gradient norm and the skip flag. ``judge`` sees the
+    gradient norm and returns a flag (on the device; None: step) that holds the update back on every rank:
+    the non-finite guard, a loss spike. A skipped step drops its gradients and leaves AdamW's moments
+    alone; the schedule advances as for any step. fp16: the scaler skips on inf/nan gradients itself, and
+    the flag is read back."""
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
-    non_finite = None if loss is None else find_non_finite(loss, None if ctx.scaler else grad_norm)
+    skip = judge(grad_norm) if judge is not None else None
     if ctx.scaler:
-        if not hold:
+        if skip is None or not skip.item():
             ctx.scaler.step(optimizer)
         ctx.scaler.update()
-    elif non_finite is None and not hold:
-        optimizer.step()
+    else:
+        step_optimizer(optimizer, skip)
     optimizer.zero_grad(set_to_none=True)
     scheduler.step()
-    return grad_norm, non_finite
+    return grad_norm, skip
 
 
 def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
-               grad_clip: float, hold: Callable[[torch.Tensor], bool] | None = None) -> StepOutcome:
-    """One guarded optimizer step over this rank's micro-batches: (mean loss, grad norm) as tensors, and
-    what made every rank skip the update, if anything (the guard's one host sync). ``hold(loss)``, asked
-    on every rank between backward and update, may hold the update back (the spike detector)."""
+               grad_clip: float,
+               judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None] | None = None) -> StepOutcome:
+    """One optimizer step over this rank's micro-batches: (mean loss, grad norm, skip flag) as tensors.
+    ``judge(loss, grad_norm)``, asked on every rank between backward and update, may hold the update back
+    (the non-finite guard and the spike detector, pretrain/train.py)."""
     loss = accumulate_gradients(model, micro_batches, ctx)
-    held = hold is not None and hold(loss)
-    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, loss, held))
+    step_judge = None if judge is None else (lambda grad_norm: judge(loss, grad_norm))
+    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, step_judge))
 
 
 @torch.no_grad()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the test suite in the project virtualenv (created on first use). Extra arguments go to pytest.
+# Runs the test suite in the project virtualenv (created on first use). Extra arguments go to pytest;
+# --fast leaves out the slow and cluster tests (the developer loop; CI runs everything).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/env.sh"
@@ -11,4 +12,8 @@ if ! python -c "import kenlm" 2>/dev/null && [ ! -e "$VIRTUAL_ENV/.kenlm-build-f
   python -m pip install -q "kenlm==0.3.0" || { touch "$VIRTUAL_ENV/.kenlm-build-failed"; echo "[test] kenlm did not build: its agreement test is skipped"; }
 fi
 export SPARK_LOCAL_IP=127.0.0.1
-exec python -m pytest -q -p no:cacheprovider "$@"
+ARGS=()
+for arg in "$@"; do
+  if [ "$arg" = "--fast" ]; then ARGS+=(-m "not slow and not cluster"); else ARGS+=("$arg"); fi
+done
+exec python -m pytest -q -p no:cacheprovider "${ARGS[@]}"

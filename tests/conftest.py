@@ -14,6 +14,9 @@ SHARED_DATA = Path(os.environ.get("CCP_SHARED_DATA", ROOT.parent / "shared" / "d
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Test files that run themselves as workers (torchrun, subprocesses) import the shared helpers too.
+SUPPORT = str(ROOT / "tests" / "support")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH", "")) if p)
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +47,18 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# Modules of many processes, subprocess CLIs or fresh virtualenvs: `scripts/test.sh --fast` leaves them out
+# (with the `cluster` tests); CI runs everything.
+SLOW_MODULES = {
+    "test_install.py", "test_train_3d.py", "test_train_parallel.py", "test_train_scale.py", "test_slurm_train.py",
+    "test_train_health.py", "test_train_guard.py", "test_context_parallel.py", "test_pretrain_cli_errors.py",
+    "test_cli_mistakes.py", "test_task_resume.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -1,4 +1,4 @@
-"""The fault-injection cases (bench/faults/fault_cases.py, asserted by tests/test_fault_injection.py), each in a
+"""The fault-injection cases (bench/faults/fault_cases.py, asserted by tests/pipelines/test_fault_injection.py), each in a
 fresh process: outcome, wall time and peak RSS of the Python process (for the Spark case, the driver's;
 Spark's JVM is not included).
 

@@ -1,7 +1,7 @@
 """Messy-input cases for the cleaning pipeline: each writes its own fixture into a folder, runs the real
 reader or stage on it and returns what happened (kept ids, drop reasons, counters).
 
-``tests/test_fault_injection.py`` asserts on these outcomes; ``bench/faults/bench_faults.py`` runs each in a
+``tests/pipelines/test_fault_injection.py`` asserts on these outcomes; ``bench/faults/bench_faults.py`` runs each in a
 fresh process and prints its outcome, time and peak RSS.
 """
 

@@ -117,10 +117,10 @@ def parallel_dims(fsdp: bool, device: torch.device) -> ParallelDims:
     return dims
 
 
-def adamw(model: torch.nn.Module, cfg: TrainConfig, device: torch.device, kind: str) -> torch.optim.AdamW:
+def adamw(model: torch.nn.Module, cfg: TrainConfig, kind: str) -> torch.optim.AdamW:
     """The training loop's AdamW (its parameter groups and hyperparameters) with the implementation asked
     for: ``fused`` (one kernel) or ``foreach`` (multi-tensor ops)."""
-    built = build_optimizer(model, cfg.optim, device)
+    built = build_optimizer(model, cfg.optim)
     # every group carries every hyperparameter; only the implementation flags come from the constructor
     groups = [{k: v for k, v in g.items() if k not in ("fused", "foreach")} for g in built.param_groups]
     return torch.optim.AdamW(groups, fused=kind == "fused", foreach=kind == "foreach")
@@ -237,7 +237,7 @@ def _train_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_f
         torch.cuda.reset_peak_memory_stats(device)
     dims = parallel_dims(case.fsdp, device)
     model = build_parallel_model(cfg, dims, device, case.precision)
-    optimizer = adamw(model, cfg, device, case.adamw)
+    optimizer = adamw(model, cfg, case.adamw)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, args.steps, cfg.optim))
     ctx = TrainStepContext(device, case.precision, loss_parallel=False, fsdp=dims.fsdp_enabled)
     # an explicit --attention overrides what the training context chose

@@ -23,7 +23,7 @@ import torch
 from pretrain.config import load_train_config
 from pretrain.models.llama import num_params
 from pretrain.train import Trainer
-from tests.train_fixtures import make_token_dataset, tiny_config
+from tests.support.train_fixtures import make_token_dataset, tiny_config
 
 
 def one_round(trainer: Trainer, steps: int) -> dict:

@@ -25,14 +25,14 @@ from pretrain.config import load_train_config
 from pretrain.models.llama import Llama
 from pretrain.components.optimizer import build_optimizer
 from pretrain.train import run
-from tests.train_fixtures import make_token_dataset, tiny_config
+from tests.support.train_fixtures import make_token_dataset, tiny_config
 
 
 def bare_loop(cfg, batches: list[torch.Tensor]) -> list[float]:
     """The minimal eager loop: same model config, seed and batches; returns per-step seconds."""
     model = Llama(cfg.model)
     model.init_weights(cfg.seed)
-    opt = build_optimizer(model, cfg.optim, torch.device("cpu"))
+    opt = build_optimizer(model, cfg.optim)
     times = []
     for batch in batches:
         t0 = time.perf_counter()

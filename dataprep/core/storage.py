@@ -63,7 +63,7 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) 
         found = []
         for match in matches:
             if fs.isdir(match):
-                found.extend(p for p in fs.find(match) if not os.path.basename(p).startswith((".", "_")))
+                found.extend(p for p in fs.find(match) if not os.path.basename(p).startswith((".", "_")) and not _hf_metadata(fs, p))
             elif fs.exists(match):
                 found.append(match)
         if not found:
@@ -71,6 +71,16 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) 
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         files.extend(f if protocol in ("file", "local") else f"{protocol}://{f}" for f in found)
     return sorted(dict.fromkeys(files))
+
+
+HF_DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
+
+
+def _hf_metadata(fs, path: str) -> bool:
+    """A Hugging Face ``save_to_disk`` folder's bookkeeping files: its documents are the ``.arrow`` files
+    beside them."""
+    folder, name = os.path.split(path)
+    return name in HF_DATASET_METADATA and (name == "dataset_dict.json" or bool(fs.glob(f"{folder}/*.arrow")))
 
 
 @contextmanager

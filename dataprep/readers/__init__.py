@@ -1,7 +1,8 @@
 """Readers: stream one input file into batches of documents, every record kept or dropped with a reason.
 
 Formats: WARC response records (HTML kept as bytes for ``extract``), WET conversion records (text),
-and JSONL(.gz) / Parquet documents (re-cleaning an existing corpus). Nothing is lost silently: a
+JSONL(.gz) / Parquet documents (re-cleaning an existing corpus) and Hugging Face datasets saved to disk
+(their Arrow files). Nothing is lost silently: a
 response that is not a usable document is a dropped row of stage ``read`` (``non_html``, ``revisit``,
 ``too_large``, ``empty``, ``http_status:4xx``, ...); records that are no documents at all (WARC
 requests, warcinfo, metadata, ...) are counted by record type (``StageStats.records_skipped``), apart
@@ -30,7 +31,7 @@ from dataprep.readers.arxiv import read_arxiv
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason, read_schema
 from dataprep.readers.books import read_book
 from dataprep.readers.code import expand_code_inputs, read_code
-from dataprep.readers.documents import read_jsonl, read_parquet
+from dataprep.readers.documents import read_arrow, read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
 from dataprep.readers.stackexchange import read_stackexchange
 from dataprep.readers.wikipedia import read_wikipedia
@@ -60,7 +61,7 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
         yield out.flush()
 
 
-_READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet, "wikipedia": read_wikipedia,
+_READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet, "arrow": read_arrow, "wikipedia": read_wikipedia,
             "stackexchange": read_stackexchange, "books": read_book, "arxiv": read_arxiv, "code": read_code}
 
 
@@ -97,7 +98,7 @@ def _is_empty(path: str) -> bool:
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
-    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``wikipedia``, ``stackexchange``, ``books`` (Project
+    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``arrow`` (a Hugging Face dataset on disk), ``wikipedia``, ``stackexchange``, ``books`` (Project
     Gutenberg) or ``arxiv`` (LaTeX, tar archives): from the config, the extension, else the first bytes."""
     if declared != "auto":
         return "warc" if declared in ("warc", "wet") else declared
@@ -108,6 +109,8 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
         return "jsonl"
     if name.endswith(".parquet"):
         return "parquet"
+    if name.endswith(".arrow"):  # a Hugging Face dataset's save_to_disk files
+        return "arrow"
     if name.endswith((".tex", ".tar", ".tgz")):
         return "arxiv"
     with open_stream(path, decompress=False) as fh:
@@ -121,6 +124,8 @@ def detect_format(path: str, declared: str = "auto") -> str | None:
         return "warc"
     if head.startswith(b"PAR1"):
         return "parquet"
+    if head.startswith(b"ARROW1"):
+        return "arrow"
     if head.lstrip().startswith(b"{"):
         return "jsonl"
     if b"<mediawiki" in head:

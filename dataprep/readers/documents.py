@@ -72,21 +72,54 @@ def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRes
         except (pa.ArrowException, OSError) as exc:  # no Parquet footer: not Parquet, or cut short
             out.file_error("error:corrupt_parquet", "not a readable Parquet file", exc)
             return
-        names = parquet.schema_arrow.names
-        if cfg.text_field not in names:
-            raise ValueError(f"{path}: no column {cfg.text_field!r} (input.text_field); columns: {', '.join(names)}")
-        wanted = {"text": cfg.text_field, "id": cfg.id_field, "url": "url", "date": "date", "source_kind": "source_kind"}
-        columns = sorted({c for c in wanted.values() if c in names})
-        n = 0
+        columns = _columns(path, cfg, parquet.schema_arrow.names)
+        yield from _table_documents(parquet.iter_batches(batch_size=cfg.batch_size, columns=columns), cfg, out,
+                                    "error:corrupt_parquet")
+
+
+def read_arrow(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    """Arrow IPC files, as a Hugging Face dataset's ``save_to_disk`` writes them (stream format) or the
+    random-access file format."""
+    with open_stream(path, decompress=False) as fh:
         try:
-            for batch in parquet.iter_batches(batch_size=cfg.batch_size, columns=columns):
-                out.bytes_read += int(pc.sum(pc.binary_length(batch.column(cfg.text_field))).as_py() or 0)
-                data = batch.to_pydict()
-                values = {k: data.get(c, [None] * batch.num_rows) for k, c in wanted.items()}
-                for text, doc_id, url, date, kind in zip(*values.values()):
-                    if out.full():  # per row: batch_bytes can end a batch inside a read batch
-                        yield out.flush()
-                    n += 1
-                    _text_document(out, cfg, n, text, doc_id, url, date, kind)
+            head = fh.read(6)
+            fh.seek(0)
+            reader = pa.ipc.open_file(fh) if head == b"ARROW1" else pa.ipc.open_stream(fh)
         except (pa.ArrowException, OSError) as exc:
-            out.file_error("error:corrupt_parquet", f"reading stopped after row {n}", exc)
+            out.file_error("error:corrupt_arrow", "not a readable Arrow IPC file", exc)
+            return
+        columns = _columns(path, cfg, reader.schema.names)
+        if isinstance(reader, pa.ipc.RecordBatchFileReader):
+            batches = (reader.get_batch(i).select(columns) for i in range(reader.num_record_batches))
+        else:
+            batches = (batch.select(columns) for batch in reader)
+        yield from _table_documents(batches, cfg, out, "error:corrupt_arrow")
+
+
+def _columns(path: str, cfg: InputConfig, names: list[str]) -> list[str]:
+    """The columns a document needs, by ``input.text_field`` / ``input.id_field``; a missing text column is a
+    config error naming the columns there are."""
+    if cfg.text_field not in names:
+        raise ValueError(f"{path}: no column {cfg.text_field!r} (input.text_field); columns: {', '.join(names)}")
+    return sorted({c for c in _wanted(cfg).values() if c in names})
+
+
+def _wanted(cfg: InputConfig) -> dict[str, str]:
+    return {"text": cfg.text_field, "id": cfg.id_field, "url": "url", "date": "date", "source_kind": "source_kind"}
+
+
+def _table_documents(batches, cfg: InputConfig, out: Batches, damaged: str) -> Iterator[StageResult]:
+    """Rows of columnar batches as documents; a file that breaks part-way keeps the rows read before."""
+    wanted, n = _wanted(cfg), 0
+    try:
+        for batch in batches:
+            out.bytes_read += int(pc.sum(pc.binary_length(batch.column(cfg.text_field))).as_py() or 0)
+            data = batch.to_pydict()
+            values = {k: data.get(c, [None] * batch.num_rows) for k, c in wanted.items()}
+            for text, doc_id, url, date, kind in zip(*values.values()):
+                if out.full():  # per row: batch_bytes can end a batch inside a read batch
+                    yield out.flush()
+                n += 1
+                _text_document(out, cfg, n, text, doc_id, url, date, kind)
+    except (pa.ArrowException, OSError) as exc:
+        out.file_error(damaged, f"reading stopped after row {n}", exc)

@@ -2,7 +2,7 @@
 
 Shards are the dataset's natural units: ``datasets`` splits them across DataLoader workers and
 ``.shuffle(seed, buffer_size)`` shuffles their order as well as documents within a buffer.
-``datasets`` is optional (``pip install datasets``); nothing else here needs it.
+``datasets`` comes with ``ccpretrain[hf]``; nothing else here needs it.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from dataprep.tokenize.shards import IndexedShard, open_dataset
 
 
 def iterable_dataset(directory: str):
-    """An IterableDataset over every document of the shard directory, in manifest order."""
+    """An IterableDataset over every document of the shard directory, in manifest order, for a training loop
+    built on Hugging Face (``Trainer``, ``accelerate``) rather than ``pretrain train``."""
     try:
         import datasets
     except ModuleNotFoundError:
-        raise ModuleNotFoundError("the datasets adapter needs `pip install datasets`", name="datasets") from None
+        raise ModuleNotFoundError("token shards as a Hugging Face dataset need `pip install 'ccpretrain[hf]'`", name="datasets") from None
     shards = open_dataset(directory)  # validates every shard against the manifest up front
     features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value(str(shards[0].dtype) if shards else "int32"))})
     prefixes = [os.path.abspath(s.prefix) for s in shards]

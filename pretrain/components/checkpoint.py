@@ -44,7 +44,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from dataprep.core.storage import atomic_write_text
 from pretrain.components.safe_reader import SafeLoadPlanner, SafeReader
-from pretrain.distributed.parallel_dims import barrier, global_rank
+from pretrain.distributed.process_group import barrier, global_rank
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "train_state.json"
@@ -52,7 +52,7 @@ PIN_FILE = "pinned.json"  # a checkpoint kept beyond keep_last, and why
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
-ADDED_LATER = {"spikes"}  # components older checkpoints lack
+ADDED_LATER = {"spikes", "batch"}  # components older checkpoints lack
 NESTED_PARAMS = re.compile(r"^optim\.param_groups\.\d+\.params$")
 
 

@@ -1,11 +1,12 @@
 """The non-finite guard: a step whose loss or gradient norm is inf or nan on any rank is skipped on every
 rank (no optimizer update, the gradients dropped), counted and logged; too many in a row stop the run.
 
-Every rank reaches the same verdict from one all-reduce of a small flag table (a row per rank: loss not
-finite, grad norm not finite), so no rank steps while another skips, and the table says which rank saw
-what. The verdict costs one host sync per step: whether to call ``optimizer.step`` is decided on the host.
+Every rank reaches the same verdict from one all-reduce of a small table (a row per rank: loss not finite,
+grad norm not finite, the loss itself for the spike detector), so no rank steps while another skips, and
+the table says which rank saw what. The verdict stays on the device: it reaches the optimizer as fused
+AdamW's ``found_inf`` (the kernel leaves weights, moments and step count alone when it is set), and the
+host reads the table only on steps that log, validate or checkpoint (``NonFinite.from_table``).
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 CAUSES = ("loss", "grad_norm")
+LOSS_NOT_FINITE, GRAD_NORM_NOT_FINITE, LOSS = range(3)  # the columns of ``step_table``
 
 
 class NonFiniteError(RuntimeError):
@@ -37,21 +39,40 @@ class NonFinite:
         """The first rank at fault: a non-finite loss is where a bad gradient comes from."""
         return (self.loss_ranks or self.grad_norm_ranks)[0]
 
+    @classmethod
+    def from_table(cls, table: torch.Tensor) -> "NonFinite | None":
+        """What a host copy of ``step_table`` says; None when every value was finite."""
+        bad = table[:, :LOSS] > 0
+        if not bad.any():
+            return None
+        ranks = [tuple(bad[:, column].nonzero().flatten().tolist()) for column in (LOSS_NOT_FINITE, GRAD_NORM_NOT_FINITE)]
+        return cls(*ranks)
+
+
+def step_table(loss: torch.Tensor, grad_norm: torch.Tensor | None, holds_loss: bool = True) -> torch.Tensor:
+    """Every rank's (loss not finite, grad norm not finite, loss) as a world x 3 table on the device, the
+    same on every rank: one all-reduce over the world, no read back. ``grad_norm`` None: not checked (fp16:
+    the scaler judges gradients); ``holds_loss`` false: a pipeline stage without the loss (zeros)."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    table = torch.zeros(world, 3, device=loss.device)
+    value = loss.detach().float() if holds_loss else torch.zeros((), device=loss.device)
+    norm = grad_norm.detach() if grad_norm is not None else torch.zeros((), device=loss.device)
+    table[rank] = torch.stack([(~torch.isfinite(value)).float(), (~torch.isfinite(norm)).float(), value])
+    if world > 1:
+        dist.all_reduce(table)
+    return table
+
+
+def any_non_finite(table: torch.Tensor) -> torch.Tensor:
+    """The guard's verdict on the device: a 0-d float, 1 where some rank saw a non-finite value."""
+    return (table[:, :LOSS] > 0).any().float()
+
 
 def find_non_finite(loss: torch.Tensor, grad_norm: torch.Tensor | None) -> NonFinite | None:
     """Which ranks' loss or gradient norm (None: not checked) is not finite; None when every value on
-    every rank is. A collective over the world group."""
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    norm = grad_norm if grad_norm is not None else torch.zeros((), device=loss.device)
-    flags = torch.zeros(world, 2, device=loss.device)
-    flags[rank] = torch.stack([~torch.isfinite(loss.detach()), ~torch.isfinite(norm.detach())]).float()
-    if world > 1:
-        dist.all_reduce(flags)
-    bad = flags.cpu() > 0
-    if not bad.any():
-        return None
-    return NonFinite(tuple(bad[:, 0].nonzero().flatten().tolist()), tuple(bad[:, 1].nonzero().flatten().tolist()))
+    every rank is. A collective over the world group, read back at once."""
+    return NonFinite.from_table(step_table(loss, grad_norm).cpu())
 
 
 class SkipCounter:

@@ -11,15 +11,18 @@ from torch.distributed.tensor import DTensor
 from pretrain.config import OptimConfig
 
 
-def build_optimizer(model: torch.nn.Module, opt: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains). Fused where the
-    parameters live on the GPU (offloaded ones live in host memory)."""
+def build_optimizer(model: torch.nn.Module, opt: OptimConfig, precision: str = "fp32") -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains). Fused (one
+    kernel, and a skipped step decided on the device through its ``found_inf``) wherever the parameters
+    live on the GPU, and on the CPU except under fp16 (torch's CPU fused AdamW rejects the loss scaler's
+    found_inf on sharded parameters)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": opt.weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
-    fused = device.type == "cuda" and all(p.device.type == "cuda" for p in params)
+    fused = all(p.device.type == "cuda" for p in params) or (
+        precision != "fp16" and all(p.device.type in ("cuda", "cpu") for p in params))
     return torch.optim.AdamW(groups, lr=opt.lr, betas=opt.betas, eps=opt.eps, fused=fused)
 
 

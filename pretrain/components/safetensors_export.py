@@ -16,7 +16,7 @@ import torch
 
 from dataprep.core.storage import atomic_output
 from pretrain.components.checkpoint import read_model_weights
-from pretrain.distributed.parallel_dims import barrier, global_rank
+from pretrain.distributed.process_group import barrier, global_rank
 
 _SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                       torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",

@@ -7,21 +7,20 @@ raise the bar for the next one as a mean and variance (or an EMA of them) would,
 the median above the current level, which errs towards no alarm. A scale floor of a tenth of a percent of
 the median keeps a window of near-identical losses from flagging noise.
 
-Every rank judges the same numbers: each rank's loss goes into one world-sized vector summed by an
-all-reduce, every rank takes the same mean from it, so all ranks reach the same verdict (and roll back
-together); the vector also says which rank saw the largest loss. The window is checkpointed with the run
-(``state_dict``), so a resumed or rolled-back run judges against the losses that led to its step.
+Every rank judges the same numbers: each rank's loss goes into the guard's world-sized table summed by
+one all-reduce (pretrain/components/guard.py), every rank takes the same mean from it, so all ranks reach
+the same verdict (and roll back together); the table also says which rank saw the largest loss. The window
+and the verdict stay on the device (``judge``): the host reads them on steps that log, validate or
+checkpoint. The window is checkpointed with the run (``state_dict``), so a resumed or rolled-back run
+judges against the losses that led to its step.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
-import numpy as np
 import torch
-import torch.distributed as dist
 
 MAD_TO_STD = 1.4826
 SCALE_FLOOR = 1e-3  # relative to the median
@@ -29,19 +28,6 @@ SCALE_FLOOR = 1e-3  # relative to the median
 
 class SpikeError(RuntimeError):
     """Spikes kept coming after ``max_rollbacks`` rollbacks: the run stops rather than loop."""
-
-
-def rank_losses(loss: torch.Tensor, holds_loss: bool = True) -> torch.Tensor:
-    """Every rank's loss, as a vector indexed by global rank (a collective over the world); zero for a rank
-    that holds no loss (a pipeline stage before the last)."""
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    losses = torch.zeros(world, device=loss.device)
-    if holds_loss:
-        losses[rank] = loss.detach().float()
-    if world > 1:
-        dist.all_reduce(losses)
-    return losses.cpu()
 
 
 @dataclass(frozen=True)
@@ -58,32 +44,62 @@ class Spike:
                 "median": self.median, "limit": self.limit, "policy": policy, "checkpoint_before": before}
 
 
-class SpikeDetector:
-    """The losses of the last ``window`` steps and the verdict on the next one (a torch ``Stateful``)."""
+class Verdict(NamedTuple):
+    """One step's judgement, on the device: ``spike`` (0-d bool), the window's ``median`` and the ``limit``."""
 
-    def __init__(self, window: int, threshold: float):
-        self.threshold = threshold
-        self.history: deque[tuple[int, float]] = deque(maxlen=window)
+    spike: torch.Tensor
+    median: torch.Tensor
+    limit: torch.Tensor
+
+
+class SpikeDetector:
+    """The losses of the last ``window`` steps, kept on ``device`` as a ring, and the verdict on the next
+    one (a torch ``Stateful``)."""
+
+    def __init__(self, window: int, threshold: float, device: torch.device | str = "cpu"):
+        self.window, self.threshold = window, threshold
+        self.losses = torch.zeros(window, dtype=torch.float64, device=device)
+        self.steps = torch.zeros(window, dtype=torch.int64, device=device)
+        self.count = torch.zeros((), dtype=torch.int64, device=device)  # finite losses seen
+
+    def judge(self, step: int, loss: torch.Tensor) -> Verdict:
+        """Judge ``step``'s loss (a 0-d tensor) against the window, then add it; a non-finite loss is the
+        guard's and is left out. No spike until the window is full. Nothing is read back."""
+        loss = loss.detach().to(self.losses)
+        finite = torch.isfinite(loss)
+        median = torch.quantile(self.losses, 0.5)
+        mad = torch.quantile((self.losses - median).abs(), 0.5)
+        limit = median + self.threshold * torch.maximum(MAD_TO_STD * mad, SCALE_FLOOR * median.abs())
+        spike = (self.count >= self.window) & finite & (loss > limit)
+        slot = (torch.arange(self.window, device=self.losses.device) == self.count % self.window) & finite
+        self.losses = torch.where(slot, loss, self.losses)
+        self.steps = torch.where(slot, step, self.steps)
+        self.count += finite.long()
+        return Verdict(spike, median, limit)
 
     def observe(self, step: int, loss: float, rank: int = 0) -> Spike | None:
-        """Judge ``step``'s loss against the window, then add it; a non-finite loss is the guard's and is
-        left out. No verdict until the window is full."""
-        if not math.isfinite(loss):
+        """``judge`` read back at once: the spike, if ``step``'s loss is one."""
+        verdict = self.judge(step, torch.tensor(loss))
+        if not verdict.spike.item():
             return None
-        spike = None
-        if len(self.history) == self.history.maxlen:
-            losses = np.array([value for _, value in self.history])
-            median = float(np.median(losses))
-            scale = max(MAD_TO_STD * float(np.median(np.abs(losses - median))), SCALE_FLOOR * abs(median))
-            limit = median + self.threshold * scale
-            if loss > limit:
-                spike = Spike(step, loss, median, limit, rank)
-        self.history.append((step, loss))
-        return spike
+        return Spike(step, loss, verdict.median.item(), verdict.limit.item(), rank)
+
+    @property
+    def history(self) -> list[tuple[int, float]]:
+        """The window's (step, loss) pairs, oldest first (a read back)."""
+        n = min(int(self.count), self.window)
+        pairs = sorted(zip(self.steps.tolist(), self.losses.tolist()))
+        return pairs[len(pairs) - n:]
 
     def state_dict(self) -> dict:
         return {"losses": [list(item) for item in self.history]}
 
     def load_state_dict(self, state: dict) -> None:
-        self.history.clear()
-        self.history.extend((int(step), float(loss)) for step, loss in state["losses"])
+        pairs = [(int(step), float(loss)) for step, loss in state["losses"]][-self.window:]
+        device = self.losses.device
+        self.losses = torch.zeros(self.window, dtype=torch.float64, device=device)
+        self.steps = torch.zeros(self.window, dtype=torch.int64, device=device)
+        if pairs:
+            self.steps[:len(pairs)] = torch.tensor([s for s, _ in pairs])
+            self.losses[:len(pairs)] = torch.tensor([v for _, v in pairs], dtype=torch.float64)
+        self.count = torch.tensor(len(pairs), device=device)

@@ -45,7 +45,8 @@ class StragglerMonitor:
     def _reset(self) -> None:
         self._steps, self._step_s, self._data_s, self._wait_s = 0, 0.0, 0.0, 0.0
 
-    def _sampled(self, step: int) -> bool:
+    def sampled(self, step: int) -> bool:
+        """Whether step ``step`` gathers every rank's figures (a collective)."""
         return self.every > 0 and step % self.every == 0
 
     @contextlib.contextmanager
@@ -62,7 +63,7 @@ class StragglerMonitor:
         batch = fetch()
         arrived = time.perf_counter()
         self._data_s += arrived - start
-        if self._sampled(step) and self.world > 1:
+        if self.sampled(step) and self.world > 1:
             dist.barrier()
             self._wait_s = time.perf_counter() - arrived
         return batch
@@ -70,7 +71,7 @@ class StragglerMonitor:
     def gather(self, step: int) -> dict | None:
         """After a sampled step, every rank's figures in one record (the same on every rank; a collective);
         None on other steps. Rank 0 warns of ranks that lag."""
-        if not self._sampled(step) or not self._steps:
+        if not self.sampled(step) or not self._steps:
             return None
         table = torch.zeros(self.world, len(COLUMNS), dtype=torch.float64, device=self.device)
         table[self.rank] = torch.tensor([self._step_s / self._steps, self._data_s / self._steps, self._wait_s,

@@ -16,7 +16,7 @@ keys, then the chunk's own causally) merged by their log-sum-exps. The all-gathe
 reduce-scatters the key/value gradients back to their owners. RoPE rotates each token by its global
 position (``Llama.positions``). Each rank's loss is the mean over its tokens, the same count on every
 rank, so the average over cp ranks is the sequence's loss; FSDP averages gradients over dp_shard x cp
-(pretrain/distributed/parallel_dims.py).
+(pretrain/distributed/parallelize.py).
 
 This runs on any backend (gloo included, our tests). torch's ring attention
 (``torch.distributed.tensor.experimental.context_parallel``) has no CPU kernel in torch 2.13; it

@@ -20,7 +20,8 @@ from torch import nn
 from pretrain.components.loss import cross_entropy
 from pretrain.config import MULTI_STAGE_SCHEDULES, ModelConfig, TrainConfig
 from pretrain.models.llama import Llama, block_params
-from pretrain.distributed.parallel_dims import ParallelDims, parallelize
+from pretrain.distributed.parallel_dims import ParallelDims
+from pretrain.distributed.parallelize import parallelize
 
 SCHEDULE_CLASSES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B",
                     "interleaved_zero_bubble": "InterleavedZeroBubble"}

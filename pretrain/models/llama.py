@@ -1,6 +1,6 @@
 """A Llama-style decoder: RMSNorm, rotary embeddings, SwiGLU, grouped-query attention.
 
-The model knows nothing of parallelism (pretrain/distributed/parallel_dims.py shards it from outside). Attention infers
+The model knows nothing of parallelism (pretrain/distributed/parallelize.py shards it from outside). Attention infers
 its number of local heads from the projection width, so tensor parallelism can split heads without
 the model knowing. Initialisation (``init_weights``): every weight is N(0, init_std), the two
 projections that write into the residual stream (``attention.wo``, ``feed_forward.w2``) use

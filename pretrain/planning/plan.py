@@ -25,7 +25,6 @@ from pretrain.planning.plan_memory import (
     GB,
     PRECISIONS,
     RECOMPUTE,
-    SHARDED,
     activations,
     communication,
     layout_memory,
@@ -35,13 +34,16 @@ from pretrain.planning.plan_memory import (
 
 LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
 STAGE_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
+# the stages the trainer runs, so the ones the memory table lists: ZeRO-1 (optimizer states alone sharded)
+# has no FSDP2 form (FSDP2 shards the optimizer states with the gradients at least); plan_memory counts it
+RUNNABLE_STAGES = ("ddp", "zero2", "zero3")
 
 
 @dataclass
 class Layout:
     """One point of the walk: the degrees of every mesh dimension and how each runs."""
 
-    stage: str  # ddp, zero2 or zero3 (zero1 appears in the breakdown table only)
+    stage: str  # one of RUNNABLE_STAGES
     tp: int
     dp: int  # data-parallel ranks (replicas x shards)
     checkpointing: str
@@ -254,6 +256,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     result = _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
                      tokens=tokens, show_tp=show_tp, tokens_source=tokens_source, unique_tokens=unique_tokens,
                      no_sync=no_sync)
+    result["cluster"]["gpus_per_node"] = gpus_per_node  # the one the layouts were chosen for
     result["hyperparameters"] = _hyperparameters(law, result, lr=lr, batch_given=global_batch is not None,
                                                  flops_per_token=deepseek_flops_per_token(cfg, seq_len))
     return result
@@ -329,7 +332,7 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
     tokens_per_day = tokens_per_step / seconds * 86400
     kw = dict(gpus=gpus, seq_len=seq_len, micro_batch=micro_batch, precision=precision, grad_accum=chosen.grad_accum,
               no_sync=no_sync, pp=chosen.pp, cp=chosen.cp, offload=chosen.offload, compiled=chosen.compiled)
-    breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, **kw) for stage in SHARDED}
+    breakdown = {tp: {stage: layout_memory(cfg, stage, tp, chosen.checkpointing, **kw) for stage in RUNNABLE_STAGES}
                  for tp in sorted({1, chosen.tp, show_tp or 1}) if gpus % (tp * chosen.pp * chosen.cp) == 0}
     act = {ac: activations(cfg, seq_len // chosen.cp, micro_batch, ac, chosen.tp, precision, chosen.tp > 1,
                            bf16_stream=chosen.dp * chosen.cp > 1, compiled=chosen.compiled)["total"]
@@ -375,4 +378,8 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
                      **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
                         if lay["pp"] > 1 else {})},
         "optim": {"lr": hyper["learning_rate"], "warmup_steps": hyper["warmup_steps"]}, "out_dir": out_dir,
+        "planned": {"global_batch_size": lay["global_batch"], "law_lr": hyper["law"]["learning_rate"]},
+        **({"checkpoint": {"every_steps": result["checkpoint_interval"]["every_steps"],
+                           "async_save": result["checkpoint_interval"]["async_save"]}}
+           if "checkpoint_interval" in result else {}),
     })

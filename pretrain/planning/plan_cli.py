@@ -6,6 +6,12 @@ from __future__ import annotations
 import json
 
 from pretrain.planning.budget import METHODS, parse_number, positive
+from pretrain.planning.checkpoint_interval import (
+    WRITE_GBS_PER_NODE,
+    checkpoint_interval,
+    estimated_save_seconds,
+    measured_save_seconds,
+)
 from pretrain.planning.hardware import get_gpu
 from pretrain.planning.plan import plan, train_config
 from pretrain.planning.plan_memory import PRECISIONS
@@ -47,6 +53,18 @@ def add_arguments(parser) -> None:
                         "(tokens = epochs x their manifest's token count; see pretrain budget --data)")
     parser.add_argument("--method", choices=list(METHODS), default="approach1",
                         help="scaling law for the default tokens (default approach1)")
+    parser.add_argument("--mtbf-hours", type=float, metavar="H",
+                        help="mean time between failures of one GPU, in hours: print the checkpoint interval that "
+                             "loses least time (Young/Daly, the job's MTBF is H / --gpus) and write it into --out")
+    parser.add_argument("--save-seconds", type=float, help="with --mtbf-hours: the blocking time of one save, as "
+                        "measured (default: estimated from the checkpoint size, see --write-gbs-per-node)")
+    parser.add_argument("--save-from", metavar="RUN_DIR", help="with --mtbf-hours: take the save time from a run's "
+                        "metrics (the median blocking_s of its kind: checkpoint records)")
+    parser.add_argument("--async-save", action="store_true", help="with --mtbf-hours: saves are asynchronous (only "
+                        "the copy to host memory blocks); --out then sets checkpoint.async_save")
+    parser.add_argument("--write-gbs-per-node", type=float, default=WRITE_GBS_PER_NODE,
+                        help=f"with --mtbf-hours: GB/s each node writes to the checkpoint storage, for the "
+                             f"estimated save time (default {WRITE_GBS_PER_NODE:g})")
     parser.add_argument("--out", help="write the chosen layout as a training config YAML for pretrain train")
     parser.add_argument("--data", action="append", help="token-shard directory for --out (repeatable)")
     parser.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
@@ -105,8 +123,35 @@ def main(args) -> int:
                   global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
                   gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
                   unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr)
+    if args.mtbf_hours is not None:
+        result["checkpoint_interval"] = plan_checkpoint_interval(
+            result, args.mtbf_hours, save_seconds=args.save_seconds, save_from=args.save_from,
+            async_save=args.async_save, write_gbs_per_node=args.write_gbs_per_node)
     if args.out:
         save_yaml(train_config(result, cfg, args.data, args.run_dir), args.out)
         result["written"] = args.out
     print(json.dumps(result, indent=2) if args.json else format_report(result))
     return 0
+
+
+def plan_checkpoint_interval(result: dict, mtbf_hours: float, *, save_seconds: float | None = None,
+                             save_from: str | None = None, async_save: bool = False,
+                             write_gbs_per_node: float = WRITE_GBS_PER_NODE) -> dict:
+    """Young/Daly's checkpoint interval for the planned job: the save time given, measured by a run, or
+    estimated from the checkpoint size; in the planned step time."""
+    if save_seconds is not None and save_from:
+        raise ValueError("--save-seconds and --save-from both give the save time: pass one")
+    if not write_gbs_per_node > 0:
+        raise ValueError("--write-gbs-per-node must be positive")
+    gpus = result["cluster"]["gpus"]
+    if save_seconds is not None:
+        save, source = save_seconds, "given"
+    elif save_from:
+        save, source = measured_save_seconds(save_from), f"measured in {save_from}"
+    else:
+        save = estimated_save_seconds(result["model"]["params"], gpus, result["cluster"]["gpus_per_node"], async_save,
+                                      write_gbs_per_node)
+        source = ("estimated: each GPU's shard copied to host memory (async save)" if async_save else
+                  f"estimated: {result['model']['params'] * 12 / 1e9:.0f} GB at {write_gbs_per_node:g} GB/s per node")
+    interval = checkpoint_interval(save, mtbf_hours, gpus, result["time"]["step_seconds"])
+    return interval | {"save_from": source, "async_save": async_save}

@@ -33,7 +33,7 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   (gradients are set to None after each step; later micro-batches find the earlier ones' gradients). At the
   end of backward: all gradients plus one block's activations and their gradients (and its recomputed
   activations under checkpointing). Checked against the peaks an H100 measured (docs/gpu.md; the
-  measurements are in tests/test_plan.py).
+  measurements are in tests/pretrain/planning/test_plan.py).
 - FSDP gathers one unit (a block, or the root: embeddings + output) ahead of use: two gathered units
   plus one unit of unsharded gradients.
 - context parallelism builds no attention mask; each layer keeps the whole sequence's keys and values for

@@ -52,6 +52,8 @@ def format_report(r: dict) -> str:
     if t.get("epochs") is not None:
         lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "
                      f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
+    if "checkpoint_interval" in r:
+        lines.append(checkpoint_interval_line(r["checkpoint_interval"], r["cluster"]["gpus"]))
     if "written" in r:
         lines.append(f"wrote {r['written']}")
     return "\n".join(lines)
@@ -68,3 +70,11 @@ def _hyperparameter_lines(h: dict, micro_batch: int, dp: int) -> list[str]:
              f"{law['learning_rate']:.2e}, batch {human(law['batch_tokens'])} tokens = "
              f"{law['batch_sequences']:,.0f} sequences ({DEEPSEEK}, Section 3.1){fit_note(law)}"]
     return lines + [f"  differs from the law: {line}" for line in h["differs_from_law"]]
+
+
+def checkpoint_interval_line(c: dict, gpus: int) -> str:
+    """Young/Daly's interval and what it costs, with the figures it came from."""
+    return (f"checkpoint every {c['every_steps']:,} steps ({c['interval_s'] / 60:.1f} min; sqrt(2 x save "
+            f"{c['save_s']:.3g} s x job MTBF {c['mtbf_job_s'] / 3600:.3g} h) = {c['optimum_s'] / 60:.1f} min, job MTBF = "
+            f"{c['mtbf_hours_per_gpu']:g} h per GPU / {gpus} GPUs; save time {c['save_from']}): expected time "
+            f"lost {c['lost_fraction']:.2%} (saving + work redone after failures)")

@@ -1,0 +1,90 @@
+"""The demo config end to end on Spark: every cleaning stage on the bundled sample crawl, checked against
+what was planted in it (PII, toxic pages, blocked hosts, duplicates, boilerplate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from dataprep.core.config import check_stages, load_config
+from dataprep.commands.demo import load_pages, planted_pii, write_demo_warc, write_reference
+from dataprep.cli import main as dataprep_cli
+from dataprep.tokenize.manifest import load_manifest
+from pipelines.pipeline_run import run_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def demo_run(spark, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("demo")
+    warc = tmp / "demo.warc.gz"
+    write_demo_warc(str(warc))
+    write_reference(str(tmp / "reference.jsonl"))
+    cli = ["train-ppl-model", "--input", str(tmp / "reference.jsonl"), "--lang", "en", "--output", str(tmp / "ppl-en"), "--vocab-size", "500"]
+    assert dataprep_cli(cli) == 0
+    overrides = {"input": {"paths": [str(warc)]}, "output": {"dir": str(tmp / "out")}}
+    config = load_config(str(ROOT / "configs" / "pipeline" / "demo.yaml"), overrides, check_assets=False)
+    for stage in config.stages:  # point the demo's relative paths into the temporary folder
+        if stage.name == "perplexity":
+            stage.models = {"en": str(tmp / "ppl-en")}
+        if stage.name == "tokenize":
+            stage.tokenizer, stage.output_dir = str(tmp / "tokenizer"), str(tmp / "shards")
+    check_stages(config)  # the models it names now exist and load
+    result = run_pipeline(config, spark=spark)
+    corpus = pq.read_table(result.corpus_dir).to_pylist()
+    return result, {doc["url"]: doc for doc in corpus}, tmp
+
+
+def test_no_planted_pii_survives(demo_run):
+    _, corpus, _ = demo_run
+    text = "\n".join(doc["text"] for doc in corpus.values())
+    leaked = [(url, kind, value) for url, kind, value in planted_pii() if value in text]
+    assert not leaked
+    pii_pages = [p.url for p in load_pages("pii")]
+    assert [url for url in pii_pages if url not in corpus] == [], "PII pages are kept, redacted"
+    assert all(corpus[u]["pii_count"] > 0 for u in pii_pages)
+
+
+def test_toxic_blocked_spam_and_boilerplate_pages_are_dropped(demo_run):
+    _, corpus, _ = demo_run
+    for category in ("toxic", "blocked_url", "spam", "boilerplate"):
+        kept = [p.url for p in load_pages(category) if p.url in corpus]
+        assert not kept, f"{category} pages kept: {kept}"
+
+
+def test_good_pages_in_every_language_are_kept(demo_run):
+    """Every good page survives, itself or (when dedup kept the copy) exactly one of its duplicates."""
+    _, corpus, _ = demo_run
+    good = load_pages("good")
+    copies = {p.url: [p.url] for p in good}
+    for dup in load_pages("near_duplicate") + load_pages("exact_duplicate"):
+        copies[dup.source].append(dup.url)
+    assert {url: urls for url, urls in copies.items() if sum(u in corpus for u in urls) != 1} == {}
+    assert {p.lang for p in good if p.url in corpus} == {"en", "de", "fr", "es", "zh", "ru"}
+
+
+def test_duplicates_are_removed_once(demo_run):
+    result, corpus, _ = demo_run
+    stats = {s.stage: s for s in result.stats}
+    assert stats["exact_dedup"].docs_dropped == len(load_pages("exact_duplicate"))
+    assert stats["minhash_dedup"].docs_dropped == len(load_pages("near_duplicate"))
+    texts = [doc["text"] for doc in corpus.values()]
+    assert len(texts) == len(set(texts))
+
+
+def test_shards_and_stats_are_complete(demo_run):
+    result, corpus, tmp = demo_run
+    manifest = load_manifest(str(tmp / "shards"))
+    assert sum(s["documents"] for s in manifest["shards"]) == len(corpus)
+    assert sum(s["tokens"] for s in manifest["shards"]) == sum(doc["num_tokens"] for doc in corpus.values())
+    saved = json.loads((tmp / "out" / "stats.json").read_text())
+    names = [s["stage"] for s in saved["stages"]]
+    assert names[:3] == ["read", "extract", "langid"] and names[-1] == "tokenize"
+    for before, after in zip(saved["stages"][1:], saved["stages"][2:]):  # the funnel adds up
+        assert before["docs_kept"] == after["docs_in"], (before["stage"], after["stage"])
+    extract = next(s for s in saved["stages"] if s["stage"] == "extract")
+    assert extract["counters"].get("routed_to_trafilatura", 0) > 0, "the demo's listing pages go to Trafilatura"
