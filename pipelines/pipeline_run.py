@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
 from dataprep.core.storage import atomic_write_text, exists, expand_inputs, join_path, read_text, remove_tree
-from dataprep.readers import READ_SCHEMA, READ_STAGE
+from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
@@ -102,7 +102,8 @@ class PipelineRun:
 
     def run(self) -> RunResult:
         cfg = self.config
-        files = expand_inputs(cfg.input.paths) if cfg.input.paths else []
+        expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
+        files = expand(cfg.input.paths) if cfg.input.paths else []
         if not cfg.input.paths:
             raise ValueError("no input: set input.paths in the config or pass --input")
         self._claim_output(files)
@@ -245,7 +246,7 @@ class PipelineRun:
         stages = step.stages if stages is None else stages
 
         if step.reads_input:
-            input_dir, inputs, input_schema = None, files, READ_SCHEMA
+            input_dir, inputs, input_schema = None, files, read_schema(self.config.input.format)
         else:  # the previous step's parts, by name: a moved output folder keeps its finished tasks
             input_dir = join_path(previous_dir, DATA_DIR)
             inputs = parquet_parts(input_dir)

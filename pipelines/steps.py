@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from dataprep.core import storage
 from dataprep.core.config import InputConfig
-from dataprep.readers import READ_SCHEMA, READ_STAGE, iter_documents
+from dataprep.readers import READ_STAGE, iter_documents
 from dataprep.core.runner import blank_text, conform, run_fused
 from dataprep.core.applier import AppliedStage
 from dataprep.core.stage import DocumentStage, GlobalStage, Stage
@@ -139,7 +139,7 @@ def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputC
                 for result in iter_documents(path, input_cfg, read_stats):
                     if result.dropped.num_rows:
                         dropped_out.append(result.dropped)
-                    yield conform(result.kept, READ_SCHEMA)
+                    yield conform(result.kept, input_schema)
 
         def rows():
             for table in run_fused(source_batches(), stages, stats, schema, keep_dropped_text):

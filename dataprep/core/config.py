@@ -51,7 +51,7 @@ SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+
 
 class InputConfig(StrictModel):
     paths: list[str] = Field(default_factory=list, description="files, directories, globs, *.paths(.gz) listings, s3:// or https:// URLs")
-    format: Literal["auto", "warc", "wet", "jsonl", "parquet", "arrow", "wikipedia", "stackexchange", "books", "arxiv"] = "auto"
+    format: Literal["auto", "warc", "wet", "jsonl", "parquet", "arrow", "wikipedia", "stackexchange", "books", "arxiv", "code"] = "auto"
     paths_prefix: str = COMMON_CRAWL_PREFIX  # prepended to relative lines of a paths listing
     batch_size: int = Field(500, gt=0, description="documents per Arrow batch")
     batch_bytes: int = Field(64 << 20, gt=0, description="a batch also ends once its kept payloads reach this size (bytes of HTML, characters of text): bounds a worker's memory on crawls of large pages")

@@ -10,7 +10,7 @@ from __future__ import annotations
 EXTRAS = {
     "pyspark": "data", "pandas": "data", "resiliparse": "data", "trafilatura": "data", "fasttext": "data",
     "xxhash": "data", "profanity_check": "data", "jieba": "data", "opencc": "data", "lingua": "data",
-    "mwparserfromhell": "data",
+    "mwparserfromhell": "data", "identify": "data", "ukkonen": "data",
     "torch": "train", "safetensors": "train",
     "transformers": "hf", "tokenizers": "hf",
     "pythainlp": "th", "sudachipy": "ja", "sudachidict_core": "ja", "kenlm": "kenlm",

@@ -34,11 +34,13 @@ after normalization) have no signature and are never near-duplicates; exact dedu
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+import xxhash
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
@@ -46,7 +48,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from dataprep.dedup.index import NORMALIZER, IndexedStage
-from dataprep.dedup.normalize import mix64, shingle_hashes
+from dataprep.dedup.normalize import _windows, mix64, shingle_hashes
 from dataprep.dedup.weights import WEIGHT, parse_weights, weights_for
 from dataprep.core.registry import register
 from dataprep.core.stage import StageResult, split_by_reason, with_column
@@ -150,6 +152,21 @@ def component_roots(src: pa.Array, dst: pa.Array) -> tuple[pa.Array, pa.Array]:
     return nodes, nodes.take(pa.array(first[label]))
 
 
+_CODE_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+
+
+def code_shingle_hashes(texts: list[str | None], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``shingle_hashes`` for source code, as BigCode's near-dedup tokenizes it: ``n`` consecutive runs of
+    ASCII letters, digits and underscores, case kept (a file that differs only in layout, comments'
+    punctuation or operators' spacing has the same shingles)."""
+    tokens = [_CODE_TOKEN.findall(t or "") for t in texts]
+    counts = np.fromiter(map(len, tokens), dtype=np.int64, count=len(texts))
+    flat = [token for doc in tokens for token in doc]
+    hashes = np.fromiter((xxhash.xxh3_64_intdigest(token.encode()) for token in flat), dtype=np.uint64, count=len(flat))
+    token_doc = np.repeat(np.arange(len(texts)), counts)
+    return _windows(hashes, token_doc, np.full(len(texts), n), len(texts))
+
+
 @register("minhash_dedup")
 class MinHashDedup(IndexedStage):
     """Remove near-duplicate documents with MinHash LSH; keep the smallest id of each cluster."""
@@ -157,6 +174,9 @@ class MinHashDedup(IndexedStage):
     ngram: int = Field(5, ge=1, description="words per shingle")
     char_ngram: int = Field(5, ge=1, description="characters per shingle for Japanese, Thai, ... (and Chinese without chinese_words)")
     chinese_words: bool = Field(True, description="shingle Chinese by jieba words (ngram of them), not characters")
+    shingle: Literal["text", "code"] = Field(
+        "text", description="text: FineWeb-normalized words (lowercased, punctuation out); code: BigCode's tokens, "
+        "runs of letters, digits and _ as written (identifiers kept whole, case kept; operators and layout out)")
     num_perm: int = Field(112, ge=1, description="hash functions in a signature")
     bands: int = Field(14, ge=1)
     rows: int = Field(8, ge=1, description="hashes per band")
@@ -190,6 +210,8 @@ class MinHashDedup(IndexedStage):
     def index_config(self) -> dict:
         bands, rows = self.layout()
         shingling = {"ngram": self.ngram, "char_ngram": self.char_ngram, "chinese_words": self.chinese_words, "num_perm": self.num_perm, "seed": self.seed}
+        if self.shingle != "text":  # an index saved before the option keeps its config
+            shingling["shingle"] = self.shingle
         return {"stage": self.name, **shingling, "bands": bands, "rows": rows, "normalizer": NORMALIZER}
 
     @property
@@ -209,7 +231,7 @@ class MinHashDedup(IndexedStage):
 
     def signatures(self, texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
         """(uint32 array [documents, num_perm], bool array: the document has a signature)."""
-        hashes, offsets = shingle_hashes(texts, self.ngram, self.char_ngram, self.chinese_words)
+        hashes, offsets = self.shingle_hashes(texts)
         valid = np.diff(offsets) > 0
         x = (hashes >> np.uint64(32)).astype(np.uint32)
         starts = offsets[:-1][valid]
@@ -229,6 +251,12 @@ class MinHashDedup(IndexedStage):
         sigs[valid] = by_perm.T
         return sigs, valid
 
+    def shingle_hashes(self, texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+        """64-bit shingle hashes of each text (one array) and offsets [len(texts) + 1]."""
+        if self.shingle == "code":
+            return code_shingle_hashes(texts, self.ngram)
+        return shingle_hashes(texts, self.ngram, self.char_ngram, self.chinese_words)
+
     def band_keys(self, sigs: np.ndarray) -> np.ndarray:
         """int64 array [documents, bands]: a 64-bit hash of each band's hash values (and its index)."""
         bands, rows = self.layout()
@@ -241,7 +269,7 @@ class MinHashDedup(IndexedStage):
         """Sorted distinct shingle hashes of each text, what ``exact`` verification compares: their top
         32 bits (int32), half the data to join, and two sets of 1,000 shingles share a false match
         with probability ~1e-4 (a Jaccard error of ~1e-3 when they do)."""
-        hashes, offsets = shingle_hashes(texts, self.ngram, self.char_ngram, self.chinese_words)
+        hashes, offsets = self.shingle_hashes(texts)
         top = (hashes >> np.uint64(32)).astype(np.uint32).view(np.int32)
         return [np.unique(top[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
 

@@ -28,8 +28,9 @@ from typing import Iterator
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
 from dataprep.readers.arxiv import read_arxiv
-from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason
+from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason, read_schema
 from dataprep.readers.books import read_book
+from dataprep.readers.code import expand_code_inputs, read_code
 from dataprep.readers.documents import read_arrow, read_jsonl, read_parquet
 from dataprep.readers.warc import dechunk, decode_payload, read_warc
 from dataprep.readers.stackexchange import read_stackexchange
@@ -37,7 +38,8 @@ from dataprep.readers.wikipedia import read_wikipedia
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import StageStats
 
-__all__ = ["READ_SCHEMA", "READ_STAGE", "dechunk", "decode_payload", "detect_format", "iter_documents"]
+__all__ = ["READ_SCHEMA", "READ_STAGE", "dechunk", "decode_payload", "detect_format", "expand_code_inputs", "iter_documents",
+           "read_schema"]
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +62,15 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
 
 
 _READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet, "arrow": read_arrow, "wikipedia": read_wikipedia,
-            "stackexchange": read_stackexchange, "books": read_book, "arxiv": read_arxiv}
+            "stackexchange": read_stackexchange, "books": read_book, "arxiv": read_arxiv, "code": read_code}
 
 
 def _format_to_read(path: str, cfg: InputConfig, out: Batches) -> str | None:
     """The format to read ``path`` as; None once a file with nothing to read is counted (empty,
-    unreadable, its first bytes not decompressing, or of no format we know)."""
+    unreadable, its first bytes not decompressing, or of no format we know). Code inputs are folders
+    too: the code reader counts what it cannot read itself."""
+    if cfg.format == "code":
+        return "code"
     try:
         if _is_empty(path):
             log.warning("%s: empty file", path)

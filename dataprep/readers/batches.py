@@ -20,7 +20,7 @@ READ_STAGE = "read"  # the stage name of reader skips in stats and dropped rows
 # Every reader yields READ_SCHEMA whatever the format (so a job may mix formats): DOC_SCHEMA plus
 # ``html`` (raw payload, transfer/content encodings removed), ``charset`` (declared by HTTP or <meta>),
 # ``content_type`` (text/plain for WET), ``cc_lang`` (WARC-Identified-Content-Language, if any) and
-# ``source_kind`` (web, wikipedia, books, arxiv, stackexchange: which cleaning and mixture weight fit it;
+# ``source_kind`` (web, wikipedia, books, arxiv, stackexchange, code: which cleaning and mixture weight fit it;
 # ``source`` stays the input file). ``extract`` turns html + charset into text and drops both columns.
 READ_SCHEMA = pa.schema(
     list(DOC_SCHEMA)
@@ -32,6 +32,22 @@ READ_SCHEMA = pa.schema(
         ("source_kind", pa.string()),
     ]
 )
+# The code reader's rows add where each file lies and what it is (``dataprep.readers.code``).
+CODE_READ_SCHEMA = pa.schema(
+    list(READ_SCHEMA)
+    + [
+        ("path", pa.string()),  # the file's path inside its repository
+        ("repo", pa.string()),
+        ("language", pa.string()),  # None: neither its name nor a #! line says one (code_language drops it)
+        ("license", pa.string()),  # SPDX id or expression of the repository's licence; "none" when it names none
+        ("size", pa.int64()),  # bytes of the file
+    ]
+)
+
+
+def read_schema(input_format: str) -> pa.Schema:
+    """The schema readers yield for ``input.format``: code files carry more columns than documents."""
+    return CODE_READ_SCHEMA if input_format == "code" else READ_SCHEMA
 
 
 class Batches:
@@ -40,6 +56,7 @@ class Batches:
     def __init__(self, source: str, batch_size: int, batch_bytes: int, stats: StageStats | None = None) -> None:
         self.source, self.batch_size, self.batch_bytes, self.stats = source, batch_size, batch_bytes, stats
         self.kind = WEB  # a reader of another source sets its own; a row may carry its own source_kind
+        self.schema = READ_SCHEMA  # the code reader's rows have more columns
         self.kept: list[dict] = []
         self.kept_bytes = 0  # payload (html or text) of the kept rows
         self.dropped: list[dict] = []
@@ -94,8 +111,8 @@ class Batches:
         self.drop(reason, BadInputFile(message), id=hash_id(self.source, -1 - at))
 
     def flush(self) -> StageResult:
-        kept = pa.Table.from_pylist(self.kept, schema=READ_SCHEMA)
-        dropped = mark_dropped(pa.Table.from_pylist(self.dropped, schema=READ_SCHEMA), READ_STAGE, self.reasons)
+        kept = pa.Table.from_pylist(self.kept, schema=self.schema)
+        dropped = mark_dropped(pa.Table.from_pylist(self.dropped, schema=self.schema), READ_STAGE, self.reasons)
         result = StageResult(kept, dropped)
         if self.stats is not None:
             self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read,

@@ -1,0 +1,370 @@
+"""Source code -> one row per file, with its repository, path, language, licence and size.
+
+Inputs (``input.format: code``), each one Spark task:
+- a folder: a repository, a git checkout (``.git`` skipped) or a folder of repositories. A file's repository is
+  the nearest folder above it holding a licence file (LICENSE, COPYING, ...) or ``.git``, looked for up
+  from the file through the folder given and above it; where there is none, the folder given.
+- an installed package, a ``*.dist-info`` folder: the files its RECORD lists, its licence from its
+  metadata (a ``site-packages`` folder given as input becomes one input per package: ``expand_code_inputs``);
+- a ``.tar`` (``.tar.gz``, ``.tgz``, ...) or ``.zip`` of repositories, streamed twice: once for the licence
+  files and ``.git`` folders that say where repositories begin, once for the files. In an archive a file's
+  repository is the nearest folder holding a licence file or ``.git``, else its top folder;
+- The Stack-style records, ``.jsonl(.gz)`` or ``.parquet``: ``content`` with ``path``, ``repo`` and
+  ``license`` (also The Stack v1's ``max_stars_repo_*`` names, ``text``, ``lang``).
+
+Every file becomes a row; those that cannot be text are counted drops of stage ``read``: ``binary`` (a
+binary name, or NUL bytes), ``undecodable`` (not UTF-8), ``too_large``, ``empty``, ``error:unreadable``;
+a broken archive keeps the files before the break and one ``error:truncated`` (``error:malformed_record``
+when nothing could be read). Version-control and bytecode-cache folders (``.git``, ``__pycache__``, ...)
+are counted as skipped records: by folder in a folder, by file in an archive.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import hashlib
+import json
+import os
+import posixpath
+import stat
+import tarfile
+import zipfile
+import zlib
+from functools import lru_cache
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dataprep.code.languages import is_binary_name, language
+from dataprep.code.licenses import NO_LICENSE, is_license_file, license_of_files, license_of_metadata
+from dataprep.core.config import InputConfig
+from dataprep.core.stage import StageResult
+from dataprep.core.stats import RECORDS_SKIPPED
+from dataprep.core.storage import expand_inputs, is_url, open_stream
+from dataprep.readers.batches import CODE_READ_SCHEMA, Batches, broken_file_reason, hash_id
+
+KIND = "code"
+SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__"}
+_ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
+_RECORDS = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz", ".parquet")
+_FIELDS = {"content": ("content", "text"), "path": ("path", "max_stars_repo_path", "file_path"),
+           "repo": ("repo", "repo_name", "max_stars_repo_name"), "language": ("language", "lang"),
+           "license": ("license", "licenses", "max_stars_repo_licenses", "detected_licenses", "license_type")}
+
+
+def expand_code_inputs(patterns: list[str]) -> list[str]:
+    """The inputs of a code run, one Spark task each: folders, ``*.dist-info`` folders (a folder holding them,
+    such as ``site-packages``, gives one per package), archives and record files. Raises FileNotFoundError
+    naming a pattern that matches nothing."""
+    inputs: list[str] = []
+    for pattern in patterns:
+        if is_url(pattern):
+            inputs.extend(expand_inputs([pattern]))
+            continue
+        matches = sorted(glob.glob(pattern)) if any(ch in pattern for ch in "*?[") else [pattern]
+        matches = [m for m in matches if os.path.exists(m)]
+        if not matches:
+            raise FileNotFoundError(f"input {pattern!r} matches no file or folder")
+        for match in matches:
+            packages = sorted(glob.glob(os.path.join(glob.escape(match), "*.dist-info"))) if os.path.isdir(match) else []
+            inputs.extend(packages or [match])
+    return list(dict.fromkeys(inputs))
+
+
+def read_code(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    out.kind, out.schema = KIND, CODE_READ_SCHEMA
+    name = path.rstrip("/").lower()
+    if not is_url(path) and os.path.isdir(path):
+        reader = _read_package if name.endswith(".dist-info") else _read_tree
+    elif name.endswith(_ARCHIVES):
+        reader = _read_archive
+    elif name.endswith(_RECORDS):
+        reader = _read_parquet_records if name.endswith(".parquet") else _read_jsonl_records
+    else:  # one source file: its repository is found above it
+        reader = _read_tree
+    yield from reader(path, cfg, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# One file
+
+
+def _add_file(out: Batches, cfg: InputConfig, repo: str, path: str, data: bytes, license: str | None, size: int,
+              lang: str | None = None, doc_id: str | None = None) -> None:
+    """Keep a file's text, or drop it with the reason it cannot be text."""
+    out.bytes_read += len(data)
+    row = {"id": doc_id or file_id(repo, path), "url": None, "date": None, "path": path, "repo": repo,
+           "language": lang or language(path, data[:256]), "license": license or NO_LICENSE, "size": size}
+    if is_binary_name(path) or b"\0" in data[:8192]:
+        return out.drop("binary", **row)
+    if size > cfg.max_document_bytes:
+        return out.drop("too_large", **row)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return out.drop("undecodable", **row)
+    out.keep_text(text, cfg.max_document_bytes, **row)
+
+
+def file_id(repo: str, path: str) -> str:
+    """A file's id from its repository and path: the same file read from a folder or an archive is one id."""
+    return "code-" + hashlib.blake2b(f"{repo}\0{path}".encode(), digest_size=16).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Folders
+
+
+def _is_repository(folder: str) -> bool:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return ".git" in names or any(is_license_file(n) and os.path.isfile(os.path.join(folder, n)) for n in names)
+
+
+@lru_cache(maxsize=1024)
+def _folder_license(folder: str) -> str:
+    """A repository folder's licence; cached, as every input below one folder (the standard library's
+    packages below its LICENSE.txt) asks for the same."""
+    texts = []
+    try:
+        for name in sorted(os.listdir(folder)):
+            full = os.path.join(folder, name)
+            if is_license_file(name) and os.path.isfile(full):
+                with open(full, "rb") as fh:
+                    texts.append(fh.read(1 << 20).decode("utf-8", errors="replace"))
+    except OSError:  # an unreadable licence is no licence: the policy decides
+        pass
+    return license_of_files(texts) or NO_LICENSE
+
+
+def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    top = os.path.abspath(path)
+    if os.path.isfile(top):
+        top, only = os.path.dirname(top), os.path.basename(top)
+    else:
+        only = None
+    above = next((p for p in _parents(top) if _is_repository(p)), None)
+    roots = {top: top if _is_repository(top) else above or top}  # folder -> its repository's folder
+    licenses: dict[str, str] = {}
+    for folder, dirs, files in os.walk(top, onerror=lambda exc: out.file_error("error:unreadable", "cannot list a folder", exc)):
+        for skipped in [d for d in dirs if d in SKIPPED_FOLDERS]:
+            out.counters[f"{RECORDS_SKIPPED}{skipped.strip('_.')}_folder"] += 1
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
+        if only is not None:
+            dirs[:], files = [], [only]
+        root = roots.get(folder) or (folder if _is_repository(folder) else roots[os.path.dirname(folder)])
+        roots[folder] = root
+        if root not in licenses:
+            licenses[root] = _folder_license(root)
+        for name in sorted(files):
+            if out.full():
+                yield out.flush()
+            full = os.path.join(folder, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            repo = os.path.basename(root)
+            try:
+                info = os.stat(full)
+                if not stat.S_ISREG(info.st_mode):  # fifos, sockets, devices: nothing to read
+                    out.counters[f"{RECORDS_SKIPPED}not_a_file"] += 1
+                    continue
+                with open(full, "rb") as fh:
+                    data = fh.read(cfg.max_document_bytes + 1)
+            except OSError as exc:
+                out.drop("error:unreadable", exc, id=file_id(repo, rel), path=rel, repo=repo)
+                continue
+            _add_file(out, cfg, repo, rel, data, licenses[root], info.st_size)
+
+
+def _parents(folder: str) -> Iterator[str]:
+    while (parent := os.path.dirname(folder)) != folder:
+        yield parent
+        folder = parent
+
+
+def _read_package(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    """An installed package: the files its ``*.dist-info/RECORD`` lists, beside the dist-info folder."""
+    dist = os.path.abspath(path)
+    site, repo = os.path.dirname(dist), os.path.basename(dist).removesuffix(".dist-info")
+    try:
+        with open(os.path.join(dist, "METADATA"), encoding="utf-8", errors="replace") as fh:
+            metadata = fh.read()
+        with open(os.path.join(dist, "RECORD"), encoding="utf-8", newline="") as fh:
+            listed = [row[0] for row in csv.reader(fh) if row]
+    except OSError as exc:
+        out.file_error("error:malformed_record", "an installed package needs METADATA and RECORD", exc)
+        return
+    license_texts = []
+    for folder, _, files in os.walk(dist):
+        for name in sorted(files):
+            if is_license_file(name) or os.path.relpath(folder, dist).split(os.sep)[0] == "licenses":
+                with open(os.path.join(folder, name), "rb") as fh:
+                    license_texts.append(fh.read(1 << 20).decode("utf-8", errors="replace"))
+    license = license_of_metadata(metadata, license_texts)
+    own = os.path.basename(dist) + "/"
+    for rel in sorted(set(listed)):
+        parts = rel.split("/")
+        if rel.startswith(("/", "../")) or rel.startswith(own) or ".." in parts:
+            continue  # scripts outside site-packages, and the package's own metadata
+        if SKIPPED_FOLDERS.intersection(parts[:-1]):
+            out.counters[f"{RECORDS_SKIPPED}cached_file"] += 1
+            continue
+        if out.full():
+            yield out.flush()
+        full = os.path.join(site, *parts)
+        try:
+            with open(full, "rb") as fh:
+                data = fh.read(cfg.max_document_bytes + 1)
+            size = os.path.getsize(full)
+        except OSError as exc:
+            out.drop("error:unreadable", exc, id=file_id(repo, rel), path=rel, repo=repo)
+            continue
+        _add_file(out, cfg, repo, rel, data, license, size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Archives
+
+
+def _members(path: str, wanted: Callable[[str], bool], limit: int) -> Iterator[tuple[str, int, bytes | None]]:
+    """An archive's files in order: (name, size, the first ``limit + 1`` bytes if ``wanted(name)`` else None)."""
+    with open_stream(path, decompress=False) as raw:
+        if path.lower().endswith(".zip"):
+            with zipfile.ZipFile(raw) as archive:
+                for info in archive.infolist():
+                    if not info.is_dir():
+                        data = None
+                        if wanted(info.filename):
+                            with archive.open(info) as fh:
+                                data = fh.read(limit + 1)
+                        yield info.filename, info.file_size, data
+            return
+        with tarfile.open(fileobj=raw, mode="r|*") as archive:
+            for member in archive:
+                if member.isfile():
+                    yield member.name, member.size, archive.extractfile(member).read(limit + 1) if wanted(member.name) else None
+
+
+def _read_archive(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    roots, texts = _archive_repositories(path)
+    licenses = {root: license_of_files(found) or NO_LICENSE for root, found in texts.items()}
+    fallback = os.path.basename(path.rstrip("/"))
+    for suffix in _ARCHIVES:
+        fallback = fallback.removesuffix(suffix)
+    n = 0
+    try:
+        for name, size, data in _members(path, lambda name: not _skipped(name), cfg.max_document_bytes):
+            if out.full():
+                yield out.flush()
+            n += 1
+            name = name.removeprefix("./")
+            if data is None:
+                out.counters[f"{RECORDS_SKIPPED}{_skipped(name).strip('_.')}_file"] += 1
+                continue
+            root = _archive_root(name, roots)
+            repo = posixpath.basename(root) or fallback
+            rel = name[len(root) + 1:] if root else name
+            _add_file(out, cfg, repo, rel, data, licenses.get(root, NO_LICENSE), size)
+    except (EOFError, tarfile.ReadError, zipfile.BadZipFile, OSError, zlib.error) as exc:  # a cut or corrupt archive
+        reason = broken_file_reason(exc) if n else "error:malformed_record"
+        out.file_error("error:truncated" if n and reason == "error:malformed_record" else reason,
+                       f"archive reading stopped after {n} files", exc)
+
+
+def _skipped(name: str) -> str | None:
+    """The version-control or cache folder a member lies in, if any."""
+    return next((part for part in name.split("/")[:-1] if part in SKIPPED_FOLDERS), None)
+
+
+def _archive_repositories(path: str) -> tuple[set[str], dict[str, list[str]]]:
+    """The folders of an archive where repositories begin (a licence file or ``.git`` inside; every top
+    folder too) and each one's licence texts. A broken archive gives what was read before the break."""
+    roots: set[str] = set()
+    texts: dict[str, list[str]] = {}
+    try:
+        for name, _, data in _members(path, lambda name: is_license_file(posixpath.basename(name)), 1 << 20):
+            name = name.removeprefix("./")
+            folder = posixpath.dirname(name)
+            roots.add(name.split("/", 1)[0] if "/" in name else "")
+            if "/.git/" in f"/{name}":
+                roots.add(name.split("/.git/", 1)[0] if not name.startswith(".git/") else "")
+            elif data is not None:
+                roots.add(folder)
+                texts.setdefault(folder, []).append(data.decode("utf-8", errors="replace"))
+    except (EOFError, tarfile.ReadError, zipfile.BadZipFile, OSError, zlib.error):
+        pass  # the second pass counts the damage
+    return roots, texts
+
+
+def _archive_root(name: str, roots: set[str]) -> str:
+    folder = posixpath.dirname(name)
+    while folder and folder not in roots:
+        folder = posixpath.dirname(folder)
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------
+# The Stack-style records
+
+
+def _record(out: Batches, cfg: InputConfig, record: dict, n: int) -> None:
+    def field(key):
+        return next((record[k] for k in _FIELDS[key] if record.get(k) is not None), None)
+
+    content, path, repo, license = field("content"), field("path"), field("repo"), field("license")
+    if isinstance(license, (list, tuple)):
+        license = " AND ".join(sorted(str(x) for x in license)) or None
+    path = path if isinstance(path, str) else ""
+    repo = repo if isinstance(repo, str) else ""
+    doc_id = record.get("id") or record.get("blob_id") or record.get("hexsha")
+    row = {"id": str(doc_id) if doc_id else (file_id(repo, path) if path else hash_id(out.source, n)),
+           "path": path or None, "repo": repo or None, "license": license if isinstance(license, str) else NO_LICENSE}
+    if content is None:
+        return out.drop("missing_field:content", **row)
+    if not isinstance(content, (str, bytes)):
+        return out.drop("error:malformed_record", **row)
+    data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
+    lang = field("language")
+    size = record.get("size") if isinstance(record.get("size"), int) else len(data)
+    _add_file(out, cfg, repo, path, data, row["license"], size, lang if isinstance(lang, str) else None, row["id"])
+
+
+def _read_jsonl_records(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    n = 0
+    with open_stream(path) as fh:
+        try:
+            for line in fh:
+                if out.full():
+                    yield out.flush()
+                n += 1
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+                if not isinstance(record, dict):
+                    out.drop("error:malformed_record", id=hash_id(path, n))
+                    continue
+                _record(out, cfg, record, n)
+        except (EOFError, OSError, zlib.error) as exc:
+            out.file_error(broken_file_reason(exc), f"reading stopped after line {n}", exc)
+
+
+def _read_parquet_records(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    n = 0
+    with open_stream(path, decompress=False) as fh:
+        try:
+            parquet = pq.ParquetFile(fh)
+            for batch in parquet.iter_batches(batch_size=cfg.batch_size):
+                for record in batch.to_pylist():
+                    if out.full():
+                        yield out.flush()
+                    n += 1
+                    _record(out, cfg, record, n)
+        except (pa.ArrowException, OSError) as exc:
+            out.file_error("error:corrupt_parquet", f"reading stopped after row {n}", exc)
+
