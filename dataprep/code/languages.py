@@ -15,7 +15,8 @@ import pyarrow as pa
 from identify import identify
 from pydantic import Field, field_validator
 
-from dataprep.core.stage import DocumentStage, register
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage
 from dataprep.core.validation import did_you_mean
 
 # identify tag -> language name, in the order a file with several tags is decided

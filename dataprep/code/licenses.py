@@ -23,7 +23,8 @@ import pyarrow as pa
 from pydantic import Field
 from identify import identify
 
-from dataprep.core.stage import DocumentStage, register
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage
 
 LICENSE_NAMES = re.compile(r"^(licen[cs]e|copying|unlicense)([.\-_].*)?$", re.IGNORECASE)
 NO_LICENSE = "none"  # the license column of a file whose repository names no licence we can tell

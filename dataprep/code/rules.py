@@ -17,7 +17,8 @@ import re
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from dataprep.core.stage import DocumentStage, register
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage
 
 CODE = "code"
 

@@ -17,7 +17,8 @@ import re
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.core.stage import DocumentStage, register, with_column
+from dataprep.core.registry import register
+from dataprep.core.stage import DocumentStage, with_column
 from dataprep.safety.pii import Span, redact
 
 _B = r"(?<![A-Za-z0-9_\-])"  # a token starts after a non-token character

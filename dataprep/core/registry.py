@@ -4,7 +4,7 @@
 stage's module only when a config names it, and a stage whose optional dependency is missing says which
 package to install instead of silently disappearing from the list. A stage class declares its name with
 ``@register("name")``; a new stage is that decorator and one line in the table
-(tests/dataprep/test_registry.py checks the two agree and that no stage is left out).
+(tests/dataprep/core/test_registry.py checks the two agree and that no stage is left out).
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ STAGE_CLASSES: dict[str, str] = {
     "paragraph_dedup": "dataprep.dedup.paragraphs:ParagraphDedup",
     "decontaminate": "dataprep.dedup.decontaminate:Decontaminate",
     "tokenize": "dataprep.tokenize.stage:Tokenize",
+    "code_license": "dataprep.code.licenses:CodeLicense",
+    "code_language": "dataprep.code.languages:CodeLanguage",
+    "code_quality": "dataprep.code.rules:CodeQuality",
+    "code_secrets": "dataprep.code.secrets:CodeSecrets",
 }
 
 STAGES: dict[str, type] = {}  # classes registered so far: imported stage modules, and stages of other packages
