@@ -36,7 +36,7 @@ DETECTORS: dict[str, re.Pattern] = {
     "jwt": re.compile(_B + r"eyJ[A-Za-z0-9_\-]{10,2000}\.eyJ[A-Za-z0-9_\-]{10,4000}\.[A-Za-z0-9_\-]{10,1000}" + _E),
     # password = "...", PASSWORD: ..., "api_key": "...", DB_PASS=...
     "password": re.compile(
-        r"(?i:[\w.\-]*(?:password|passwd|pwd|passphrase|secret|api_?key|access_?token|auth_?token|db_pass)[\w.\-]*)[\"']?"
+        r"(?i:password|passwd|pwd|passphrase|secret|api_?key|access_?token|auth_?token|db_pass)[\w.\-]{0,40}[\"']?"
         r"[ \t]*(?::=|=>|=|:)[ \t]*(?:(?P<q>[\"'])(?P<v>[^\"'\n]{1,200})(?P=q)|(?P<u>[^\s\"',;#)]{1,200}))"
     ),
     # scheme://user:password@host

@@ -1,0 +1,45 @@
+"""code_secrets: planted secrets become typed placeholders and are counted; look-alikes (documentation
+keys, placeholders, references, hashes, UUIDs) stay; the labelled set keeps its precision and recall."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from bench.code.secrets_eval import evaluate
+from dataprep.core.config import parse_stages
+
+CONFIG = '''
+aws_access_key_id = "AKIA2E0A8F3B244C9986"
+example_key = "AKIAIOSFODNN7EXAMPLE"
+password = "Tr0ub4dor&3x"
+db_password = os.environ["DB_PASSWORD"]
+api_key = "your-api-key-here"
+url = "postgresql://app:q8XnR2vLk4pZ@db.internal/main"
+commit = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+request_id = "3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b"
+'''
+
+
+def test_secrets_are_replaced_and_counted_and_look_alikes_stay():
+    table = pa.table({"id": ["a"], "text": [CONFIG]})
+    out = parse_stages([{"stage": "code_secrets"}])[0].apply(table).kept
+    text = out.column("text")[0].as_py()
+    assert 'aws_access_key_id = "<SECRET_AWS_KEY>"' in text and 'password = "<SECRET_PASSWORD>"' in text
+    assert "postgresql://app:<SECRET_PASSWORD>@db.internal/main" in text
+    for stays in ("AKIAIOSFODNN7EXAMPLE", 'os.environ["DB_PASSWORD"]', "your-api-key-here", "9fceb02d0ae598e95dc970b74767f19372d61af8",
+                  "3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b"):  # fmt: skip
+        assert stays in text
+    assert out.column("secrets_aws_key")[0].as_py() == 1 and out.column("secrets_password")[0].as_py() == 1
+    assert out.column("secrets_count")[0].as_py() == 3
+
+
+def test_an_unknown_type_is_a_config_error():
+    with pytest.raises(ValueError, match="aws_keys"):
+        parse_stages([{"stage": "code_secrets", "types": ["aws_keys"]}])
+
+
+def test_labelled_secrets_keep_their_precision_and_recall():
+    scores = evaluate()
+    assert scores["all"]["tp"] + scores["all"]["fn"] >= 70
+    assert scores["all"]["recall"] == 1.0 and scores["all"]["precision"] >= 0.98, scores["all"]
