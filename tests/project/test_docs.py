@@ -81,6 +81,7 @@ DOTTED = re.compile(r"(?<![\w./-])((?:dataprep|pipelines|pretrain|bench)(?:\.\w+
 NOT_REPO_FILES = {
     "docs/s": "documents per second",
     "job.yaml": "the user's own config in an example",
+    "_pb2.py": "a file-name pattern (protobuf's generated modules) code_quality drops",
 }
 
 
