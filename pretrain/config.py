@@ -31,6 +31,11 @@ class ModelConfig(StrictModel):
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
     init_std: float = 0.02
+    # scaled_normal: N(0, init_std), the projections into the residual stream (wo, w2) scaled by
+    # 1/sqrt(2 n_layers) (GPT-2, Megatron); normal: N(0, init_std) for every matrix (OLMo 2)
+    init: Literal["scaled_normal", "normal"] = "scaled_normal"
+    qk_norm: bool = False  # RMSNorm over each head of q and k before RoPE (OLMo 2, Qwen3): bounds attention logits
+    z_loss: float = Field(0.0, ge=0.0)  # coefficient of mean(logsumexp(logits)^2) added to the loss (PaLM)
 
     @model_validator(mode="after")
     def _check_heads(self) -> "ModelConfig":
@@ -262,6 +267,9 @@ class TrainConfig(StrictModel):
                 raise ValueError(f"parallel.tp={tp} must divide model.{name}={getattr(self.model, name)}")
         if self.model.tie_embeddings and (tp > 1 or par.pp > 1):
             raise ValueError("model.tie_embeddings is not supported with tensor or pipeline parallelism")
+        if self.model.z_loss and par.pp > 1:
+            raise ValueError("model.z_loss is not supported with pipeline parallelism (the schedules' loss is the "
+                             "cross-entropy alone): set parallel.pp=1 or model.z_loss=0")
         if self.model.n_layers < par.num_stages:
             raise ValueError(f"model.n_layers={self.model.n_layers} cannot fill {par.num_stages} pipeline "
                              f"stages (pp {par.pp} x pp_stages_per_rank {par.pp_stages_per_rank})")

@@ -124,7 +124,8 @@ class Trainer:
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
-                                    pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None))
+                                    pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None),
+                                    z_loss=cfg.model.z_loss)
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
         self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0
@@ -303,8 +304,9 @@ class Trainer:
         step = self.state.step
         lr = self.batch.peak_lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
         mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
+        z = {"z_loss": self.dims.mean_loss(self.ctx.z_total, True)} if self.cfg.model.z_loss else {}
         return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
-                                  tokens=step * self.tokens_per_step, **self.pp_fields, **self._mixture_fields())
+                                  tokens=step * self.tokens_per_step, **z, **self.pp_fields, **self._mixture_fields())
 
     def _mixture_fields(self) -> dict:
         """With several sources, the training tokens drawn from each so far and their shares (host counts)."""

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from pretrain.components.device import configure_attention, configure_matmul
-from pretrain.components.loss import cross_entropy
+from pretrain.components.loss import cross_entropy, z_loss
 from pretrain.components.optimizer import clip_grad_norm
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.pipeline_parallel import PipelineParallelModel
@@ -31,8 +31,11 @@ class TrainStepContext:
     faults, for drills)."""
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
-                 no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None):
+                 no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None,
+                 z_loss: float = 0.0):
         self.device = device
+        # the z-loss coefficient; z_total: this step's mean z-loss, on the device (logged apart from the loss)
+        self.z_loss, self.z_total, self.micro_batches = z_loss, torch.zeros((), device=device), 1
         self.no_sync = fsdp and no_sync_accumulation
         self.pp_group, self.positions = pp_group, positions
         self.nan_loss = False
@@ -59,7 +62,8 @@ class TrainStepContext:
         elif precision == "fp16":
             self.scaler = torch.amp.GradScaler(device.type)
 
-    def loss(self, model, batch: torch.Tensor) -> torch.Tensor:
+    def loss(self, model, batch: torch.Tensor, train: bool = True) -> torch.Tensor:
+        """The training objective of one micro-batch (cross-entropy, plus the z-loss when ``train``)."""
         batch = batch.to(self.device, non_blocking=True)
         inputs, targets = batch[:, :-1], batch[:, 1:]
         if self.positions is not None:  # context parallel: this rank's chunks of each sequence
@@ -68,6 +72,10 @@ class TrainStepContext:
             logits = model(inputs)
         with self.loss_ctx():
             loss = cross_entropy(logits, targets)
+            if self.z_loss and train:
+                z = z_loss(logits)
+                self.z_total = self.z_total + (z.full_tensor() if isinstance(z, DTensor) else z).detach() / self.micro_batches
+                loss = loss + self.z_loss * z
         if self.loss_scale != 1:
             loss = loss * self.loss_scale
         return loss * float("nan") if self.nan_loss else loss
@@ -81,6 +89,7 @@ def accumulate_gradients(model, micro_batches: list[torch.Tensor], ctx: TrainSte
     if isinstance(model, PipelineParallelModel):
         return model.step(micro_batches, ctx)
     total = torch.zeros((), device=ctx.device)
+    ctx.z_total, ctx.micro_batches = torch.zeros((), device=ctx.device), len(micro_batches)
     for i, batch in enumerate(micro_batches):
         if ctx.no_sync:
             model.set_requires_gradient_sync(i == len(micro_batches) - 1)
@@ -159,7 +168,7 @@ def validation_loss(model, loader, n_batches: int, ctx: TrainStepContext, dims: 
             total += model.step(micro_batches, ctx, forward_only=True)
             continue
         for batch in micro_batches:
-            loss = ctx.loss(model, batch)
+            loss = ctx.loss(model, batch, train=False)
             total += (loss.full_tensor() if isinstance(loss, DTensor) else loss) / len(micro_batches)
     total /= n_batches
     if dims is None:

@@ -10,6 +10,7 @@ import os
 from dataprep.core.storage import check_output_path
 from pretrain.inference.export import DTYPES, export_hf, import_hf
 from pretrain.inference.loading import find_tokenizer, load_trained
+from pretrain.models.hf_adapter import check_hf_exportable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,7 @@ def main(args: argparse.Namespace) -> int:
                      "model": cfg.model_dump(mode="json")})
             return 0
         trained = load_trained(args.checkpoint)
+        check_hf_exportable(trained.model)
         tokenizer, manifest = find_tokenizer(trained, args.tokenizer)
         export_hf(trained, tokenizer, args.output, manifest, args.dtype, args.overwrite)
     except FileExistsError as exc:  # an output folder in the way: a usage error, reported in one line

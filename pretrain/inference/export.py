@@ -35,11 +35,12 @@ def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dic
     add_bos = bool((manifest or {}).get("add_bos", False))
     # No max_length: transformers warns on every generate() call when the saved config sets it.
     generation = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.pad_id}
+    config = to_hf_config(trained.model, tokenizer, dtype)  # a model Llama's format cannot carry stops here
     with atomic_directory(output, overwrite) as tmp:
         # renamed, not copied; each tensor converted just before it is written
         write_safetensors(os.path.join(tmp, "model.safetensors"), to_hf(trained.weights, trained.model),
                           {"format": "pt"}, dtype=DTYPES[dtype])
-        for name, data in (("config.json", to_hf_config(trained.model, tokenizer, dtype)),
+        for name, data in (("config.json", config),
                            ("generation_config.json", generation)):
             atomic_write_text(os.path.join(tmp, name), json.dumps(data, indent=2) + "\n")
         write_hf_tokenizer(tokenizer, tmp, add_bos=add_bos, model_max_length=trained.model.max_seq_len)

@@ -56,8 +56,16 @@ def from_hf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, tor
     return weights
 
 
+def check_hf_exportable(cfg: ModelConfig) -> None:
+    """Refuse, before any work, a model that Llama's Hugging Face format cannot carry."""
+    if cfg.qk_norm:
+        raise ValueError("model.qk_norm: Llama's Hugging Face format has no q/k norms, so this model cannot be "
+                         "exported with --to hf (its checkpoint and model.safetensors still serve eval and generate)")
+
+
 def to_hf_config(cfg: ModelConfig, tokenizer, dtype: str) -> dict:
     """LlamaConfig fields (``config.json``) for our model; special token ids from ``tokenizer``."""
+    check_hf_exportable(cfg)
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",

@@ -2,10 +2,11 @@
 
 The model knows nothing of parallelism (pretrain/distributed/parallelize.py shards it from outside). Attention infers
 its number of local heads from the projection width, so tensor parallelism can split heads without
-the model knowing. Initialisation (``init_weights``): every weight is N(0, init_std), the two
-projections that write into the residual stream (``attention.wo``, ``feed_forward.w2``) use
-init_std / sqrt(2 * n_layers) as in GPT-2, so the residual variance does not grow with depth; norms
-start at 1. Parameters are created uninitialised so the model can be built on the meta device, and
+the model knowing. Initialisation (``init_weights``): every weight is N(0, init_std); under the default
+``init: scaled_normal`` the two projections that write into the residual stream (``attention.wo``,
+``feed_forward.w2``) use init_std / sqrt(2 * n_layers) as in GPT-2 and Megatron, so the residual variance
+does not grow with depth (``init: normal`` keeps them at init_std, as OLMo 2 does); norms start at 1.
+``qk_norm`` adds an RMSNorm over each head of q and k before RoPE. Parameters are created uninitialised so the model can be built on the meta device, and
 initialised where they live: a sharded parameter (DTensor) draws only its own rows and columns, with the
 same values a whole tensor would hold, so no process ever builds the full model.
 """
@@ -92,6 +93,9 @@ class Attention(nn.Module):
         self.wk = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wv = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
+        # one weight per head dimension, shared by the heads, so tensor parallelism splitting heads keeps it whole
+        self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         bsz, seq, _ = x.shape
@@ -99,6 +103,8 @@ class Attention(nn.Module):
         q = self.wq(x).view(bsz, seq, -1, self.head_dim)
         k = self.wk(x).view(bsz, seq, -1, self.head_dim)
         v = self.wv(x).view(bsz, seq, -1, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, heads, seq, head_dim)
         out = self.attend(q, k, v)
@@ -173,7 +179,8 @@ class Llama(nn.Module):
         """Initialise as described in the module docstring, deterministic given ``seed`` and independent of
         how the parameters are sharded: each rank fills only its own shard (``fill_normal``)."""
         seed = 0 if seed is None else seed
-        std, out_std = self.cfg.init_std, self.cfg.init_std / math.sqrt(2 * self.cfg.n_layers)
+        std = self.cfg.init_std
+        out_std = std / math.sqrt(2 * self.cfg.n_layers) if self.cfg.init == "scaled_normal" else std
         for name, p in self.named_parameters():
             name = parameter_name(name)
             if p.ndim == 1:
@@ -205,10 +212,11 @@ class Llama(nn.Module):
 
 def block_params(cfg: ModelConfig, norms: bool = True) -> int:
     """Parameters of one block: four attention projections and three SwiGLU matrices, plus (``norms``) the
-    two RMSNorm gains, which hold no matmul and so cost no FLOPs."""
+    two RMSNorm gains and, with ``qk_norm``, the q and k norms' (head_dim each), which hold no matmul and so
+    cost no FLOPs."""
     d, kv = cfg.d_model, cfg.n_kv_heads * cfg.head_dim
     matrices = 2 * d * d + 2 * d * kv + 3 * d * cfg.ffn_dim
-    return matrices + (2 * d if norms else 0)
+    return matrices + ((2 * d + (2 * cfg.head_dim if cfg.qk_norm else 0)) if norms else 0)
 
 
 def num_params(cfg: ModelConfig, exclude_embedding: bool = False) -> int:

@@ -21,9 +21,11 @@ from pretrain.models.llama import num_params
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token: 6N (forward + backward matmuls, N without the input embedding) plus
     12·L·H·Q·T for the attention scores and their weighted sum (PaLM appendix B; causal masking not
-    subtracted, as is customary for MFU)."""
+    subtracted, as is customary for MFU). The z-loss adds a logsumexp over the vocabulary and its gradient,
+    about 4 FLOPs per logit; qk_norm's norms, like the others, are elementwise and not counted."""
     n = num_params(cfg, exclude_embedding=True)
-    return 6 * n + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
+    z_loss = 4 * cfg.vocab_size if cfg.z_loss else 0
+    return 6 * n + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len + z_loss
 
 
 def deepseek_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
