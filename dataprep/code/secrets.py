@@ -49,11 +49,12 @@ PLACEHOLDERS["connection_string"] = PLACEHOLDERS["password"] = "<SECRET_PASSWORD
 # A value that says it is an example, a placeholder or a reference to something else.
 _EXAMPLE = re.compile(
     r"example|sample|dummy|placeholder|your[_\-\s]|yourkey|here\b|changeme|fake|test_?key|redacted|secret_?key_?here|"
-    r"x{4,}|\*{3,}|\.{3}|<[^>]*>|\$\{|\{\{|\{[\w.]*\}|%\(|%s|^\$\w+$|^env\b|os\.environ|getenv|process\.env|none|null|true|false",
+    r"x{4,}|\*{3,}|\.{3}|<[^>]*>|\$\{|\{\{|\{[^}]*\}|%\(|%s|^\$\w+$|^env\b|os\.environ|getenv|process\.env|none|null|true|false|"
+    r"^(?:pass(?:word)?|secret|token|pwd)$",
     re.I,
 )
-# An unquoted value that reads as code (a name, an attribute, a call) is a reference, not a password.
-_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*(\(.*)?$")
+# An unquoted value that reads as code (a name, an attribute, a call, a subscript or type) is a reference, not a password.
+_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*([(\[].*)?$")
 
 
 def is_example(value: str, quoted: bool = True) -> bool:
