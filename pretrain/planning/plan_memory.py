@@ -29,7 +29,7 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   2022).
 - the step's peak is the larger of two moments. At the loss: every saved activation plus the loss's fp32
   buffers (log-probabilities, their gradient and the logits' gradient: 12 bytes per vocabulary entry per
-  token, split t ways under loss parallelism), while no gradient exists yet when a step has one micro-batch
+  token, 16 with the z-loss's fp32 logits, split t ways under loss parallelism), while no gradient exists yet when a step has one micro-batch
   (gradients are set to None after each step; later micro-batches find the earlier ones' gradients). At the
   end of backward: all gradients plus one block's activations and their gradients (and its recomputed
   activations under checkpointing). Checked against the peaks an H100 measured (docs/gpu.md; the
@@ -58,6 +58,7 @@ SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2":
            "zero3": (True, True, True)}  # (weights, gradients, optimizer) sharded over data parallel
 ELEM = {"bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4}  # bytes per activation element
 LOSS_BYTES = 12  # per vocabulary entry per token at the loss: fp32 log-probabilities, their and the logits' gradients
+Z_LOSS_BYTES = 4  # the z-loss's logsumexp keeps its own fp32 copy of the logits for the backward pass
 GB = 1e9
 RECOMPUTE = {"none": 1.0, "selective": 1.02, "block": 4 / 3}  # compute per step relative to no recomputation:
 # selective re-runs only elementwise ops (no matmul FLOPs, a few % of the time: memory-bound kernels), block
@@ -102,7 +103,8 @@ def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing:
     # activations under checkpointing
     in_flight = full if checkpointing == "none" else 2 * full
     layers = tokens * (cfg.n_layers * per_layer + norm) / tp  # + the final norm
-    logits = tokens * cfg.vocab_size * LOSS_BYTES / (tp if loss_parallel else 1)
+    loss_bytes = LOSS_BYTES + (Z_LOSS_BYTES if cfg.z_loss else 0)
+    logits = tokens * cfg.vocab_size * loss_bytes / (tp if loss_parallel else 1)
     return {"per_token_layer": per_layer, "layers": layers, "logits": logits, "total": layers + logits,
             "in_flight": tokens * in_flight / tp}
 
