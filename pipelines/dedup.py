@@ -133,7 +133,8 @@ def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
 
 
 def url_clusters(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
-    """The cluster rows of the documents whose normalized URL another shares."""
+    """The Spark form of ``UrlDedup.decide`` (the same rule, as a window over the URL key): the cluster
+    rows of the documents whose normalized URL another shares."""
 
     def key_batches(batches):
         for rb in batches:

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage, with_fields
-from dataprep.dedup import minhash, urls
+from dataprep.dedup import minhash
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.minhash import MinHashDedup
@@ -83,7 +83,7 @@ GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
         prepare=lambda stage: (signature_rows(stage), SIGNATURE_SCHEMA)),
     UrlDedup: GlobalRunner(
         lambda df, stage, ctx: (url_clusters(df, stage, ctx), {}),
-        lambda stage, state, ctx: MarkDuplicates(stage.name, urls.REASON, urls.CLUSTER, urls.CLUSTER_SIZE)),
+        lambda stage, state, ctx: stage.applier(state)),
     ParagraphDedup: GlobalRunner(
         lambda df, stage, ctx: (cuts_by_document(df, stage, ctx)[0], {}),
         lambda stage, state, ctx: CutParagraphs(stage),
