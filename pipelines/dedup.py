@@ -102,20 +102,12 @@ def _write_clusters(clusters: DataFrame, ctx, cluster: str, size: str) -> None:
 # Exact
 
 
-# A document's text hash: the rows the pipeline's prepare tasks save for exact dedup
-HASH_SCHEMA = pa.schema([("id", pa.string()), ("hash", pa.binary())])
-
-
-def hash_rows(stage: ExactDedup):
-    """Kept documents (a batch with id and text) -> their hash rows (HASH_SCHEMA)."""
-    return lambda batch: pa.table([batch.column("id"), pa.array(stage.text_hashes(batch.column("text").to_pylist()), pa.binary())], schema=HASH_SCHEMA)
-
-
 def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
-    """The cluster rows (``dataprep.dedup.marks``) of the documents whose normalized text another shares;
-    the hashes are those the pipeline's tasks saved (``ctx.prepared``) when there are."""
+    """The Spark form of ``ExactDedup.decide`` (the same rule, as a window over the hash): the cluster
+    rows of the documents whose normalized text another shares; the hashes are those the pipeline's
+    tasks saved (``ctx.prepared``) when there are."""
     prepared = getattr(ctx, "prepared", None)
-    hashes = prepared if prepared is not None else _rows_of(df, hash_rows(stage), HASH_SCHEMA)
+    hashes = prepared if prepared is not None else _rows_of(df, stage.prepare, stage.prepared_schema)
     earlier = _earlier(df, stage, ["hash"])
     if earlier is not None:
         hashes = hashes.unionByName(earlier)
@@ -141,7 +133,8 @@ def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
 
 
 def url_clusters(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
-    """The cluster rows of the documents whose normalized URL another shares."""
+    """The Spark form of ``UrlDedup.decide`` (the same rule, as a window over the URL key): the cluster
+    rows of the documents whose normalized URL another shares."""
 
     def key_batches(batches):
         for rb in batches:

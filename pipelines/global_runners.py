@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage, with_fields
-from dataprep.dedup import exact, minhash, urls
+from dataprep.dedup import minhash
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.minhash import MinHashDedup
@@ -43,7 +43,7 @@ from dataprep.dedup.urls import UrlDedup
 from dataprep.quality.top_fraction import CutBelow, TopFraction
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.stage import Tokenize, WriteShards
-from pipelines.dedup import BROADCAST_ROWS, HASH_SCHEMA, SIGNATURE_SCHEMA, exact_clusters, hash_rows, minhash_clusters, signature_rows, url_clusters
+from pipelines.dedup import BROADCAST_ROWS, SIGNATURE_SCHEMA, exact_clusters, minhash_clusters, signature_rows, url_clusters
 from pipelines.paragraph_dedup import KEY_SCHEMA, cuts_by_document, key_rows
 from pipelines.progress import timed
 from pipelines.token_shards import output_dir, trained_tokenizer
@@ -74,8 +74,8 @@ def _tokenize_complete(stage: Tokenize, state: dict, ctx, finished) -> None:
 GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
     ExactDedup: GlobalRunner(
         lambda df, stage, ctx: (exact_clusters(df, stage, ctx), {}),
-        lambda stage, state, ctx: MarkDuplicates(stage.name, exact.REASON, exact.CLUSTER, exact.CLUSTER_SIZE),
-        prepare=lambda stage: (hash_rows(stage), HASH_SCHEMA)),
+        lambda stage, state, ctx: stage.applier(state),
+        prepare=lambda stage: (stage.prepare, stage.prepared_schema)),
     MinHashDedup: GlobalRunner(
         lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}),
         lambda stage, state, ctx: MarkDuplicates(stage.name, minhash.REASON, minhash.CLUSTER, minhash.CLUSTER_SIZE,
@@ -83,7 +83,7 @@ GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
         prepare=lambda stage: (signature_rows(stage), SIGNATURE_SCHEMA)),
     UrlDedup: GlobalRunner(
         lambda df, stage, ctx: (url_clusters(df, stage, ctx), {}),
-        lambda stage, state, ctx: MarkDuplicates(stage.name, urls.REASON, urls.CLUSTER, urls.CLUSTER_SIZE)),
+        lambda stage, state, ctx: stage.applier(state)),
     ParagraphDedup: GlobalRunner(
         lambda df, stage, ctx: (cuts_by_document(df, stage, ctx)[0], {}),
         lambda stage, state, ctx: CutParagraphs(stage),

@@ -204,12 +204,37 @@ class DocumentStage(Stage):
 
 
 class GlobalStage(Stage):
-    """A stage over the whole corpus. Its Spark implementation lives on the Spark side, which maps
-    stages to runners (a lower layer names no higher one); ``run_local`` is the in-memory one, for
-    tests and small inputs."""
+    """A stage over the whole corpus, declared once in three parts that both runners execute:
+
+    - ``prepare(documents) -> rows`` in ``prepared_schema`` (None: no per-document part): what each
+      document contributes to the decision (a hash, a signature); Spark runs it as tasks over parts.
+    - ``decide(rows, documents) -> (decisions, state)``: the in-memory form of the whole-corpus decision
+      (decision rows keyed by ``id``, or None; ``state`` as JSON). Spark runs its own form of the same
+      algorithm where the data is too big for the driver (``pipelines.global_runners``).
+    - ``applier(state)``: the per-task half (``dataprep.core.applier.Applier``) both runners apply.
+
+    ``run_local`` is the in-memory runner of these parts. A stage not yet split this way overrides it."""
+
+    prepared_schema: ClassVar[pa.Schema | None] = None
+
+    def prepare(self, documents: pa.Table) -> pa.Table:
+        raise NotImplementedError
+
+    def decide(self, prepared: pa.Table | None, documents: pa.Table) -> tuple[pa.Table | None, dict]:
+        raise NotImplementedError
+
+    def applier(self, state: dict):
+        raise NotImplementedError
 
     def run_local(self, table: pa.Table) -> StageResult:
-        raise NotImplementedError
+        """Prepare every document, decide over all of them, apply the decision: in memory, one table."""
+        prepared = self.prepare(table) if self.prepared_schema is not None else None
+        decisions, state = self.decide(prepared, table)
+        applier = self.applier(state)
+        applier.begin("in-memory", decisions)
+        out, reasons = applier.process(table)
+        applier.finish()
+        return split_by_reason(out, reasons, self.name)
 
 
 # ---------------------------------------------------------------------------------------------

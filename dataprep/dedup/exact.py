@@ -2,22 +2,28 @@
 of each group is kept, the others are dropped as ``exact_duplicate``.
 
 Columns added to every row: ``exact_cluster`` (the id kept for the group) and ``exact_cluster_size``
-(documents in the group; 1 for a unique text). The Spark side holds its runner.
+(documents in the group; 1 for a unique text).
+
+One definition, run by both runners (``dataprep.core.stage.GlobalStage``): ``prepare`` hashes each
+document, ``decide`` groups the hashes (its Spark form, ``pipelines.dedup.exact_clusters``, is the same
+rule as a window over the hash: smallest id and count per group; tests/dataprep/dedup/test_dedup.py
+checks that both keep the same documents), ``applier`` marks and drops the duplicates.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 from pydantic import Field
 
 from dataprep.dedup.index import NORMALIZER, IndexedStage
+from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.normalize import Normalization, normalize_many
 from dataprep.core.registry import register
-from dataprep.core.stage import StageResult, split_by_reason, with_column
 
 REASON = "exact_duplicate"
 CLUSTER = "exact_cluster"
@@ -40,6 +46,8 @@ class ExactDedup(IndexedStage):
     hash: Literal["xxh128", "xxh64", "sha1"] = "xxh128"
     write_clusters: bool = Field(False, description="Spark: write id -> group for groups of 2+ under the step dir")
 
+    prepared_schema: ClassVar[pa.Schema] = pa.schema([("id", pa.string()), ("hash", pa.binary())])
+
     def index_config(self) -> dict:
         return {"stage": self.name, "normalization": self.normalization, "hash": self.hash, "normalizer": NORMALIZER}
 
@@ -48,22 +56,22 @@ class ExactDedup(IndexedStage):
         digest = _HASHES[self.hash]
         return [digest(t.encode("utf-8", "surrogatepass")) for t in normalize_many(texts, self.normalization)]
 
-    def run_local(self, table: pa.Table) -> StageResult:
+    def prepare(self, documents: pa.Table) -> pa.Table:
+        """Each document's id and normalized-text digest."""
+        hashes = pa.array(self.text_hashes(documents.column("text").to_pylist()), pa.binary())
+        return pa.table([documents.column("id"), hashes], schema=self.prepared_schema)
+
+    def decide(self, prepared: pa.Table, documents: pa.Table) -> tuple[pa.Table, dict]:
+        """Cluster rows (``dataprep.dedup.marks``) of the texts shared by 2+ documents: the group's
+        smallest id is kept."""
         self.check_local()
-        ids = table.column("id").to_pylist()
-        if any(i is None for i in ids):
+        if prepared.column("id").null_count:
             raise ValueError("exact_dedup: every document needs a non-null id")
-        groups: dict[bytes, list[int]] = {}
-        for row, h in enumerate(self.text_hashes(table.column("text").to_pylist())):
-            groups.setdefault(h, []).append(row)
-        keep_id = [""] * len(ids)
-        size = [0] * len(ids)
-        for rows in groups.values():
-            kept = min(ids[r] for r in rows)
-            for r in rows:
-                keep_id[r], size[r] = kept, len(rows)
-        table = table.drop_columns([c for c in (CLUSTER, CLUSTER_SIZE) if c in table.column_names])
-        table = with_column(table, CLUSTER, keep_id, pa.string())
-        table = with_column(table, CLUSTER_SIZE, size, pa.int64())
-        reasons = [None if ids[r] == keep_id[r] else REASON for r in range(len(ids))]
-        return split_by_reason(table, reasons, self.name)
+        groups = prepared.group_by("hash").aggregate([("id", "min"), ("id", "count")])
+        groups = groups.filter(pc.greater(groups.column("id_count"), 1))
+        rows = prepared.join(groups, "hash", join_type="inner")
+        return pa.table({"id": rows.column("id"), CLUSTER: rows.column("id_min"),
+                         CLUSTER_SIZE: rows.column("id_count").cast(pa.int64())}), {}
+
+    def applier(self, state: dict) -> MarkDuplicates:
+        return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE)

@@ -4,7 +4,11 @@ The same page crawled twice (two snapshots, http and https, with and without ``w
 parameter appended) is one URL after ``normalize_url``; the copy kept is the latest fetch (``date``;
 ties: the longer text) or the longest text (ties: the later fetch), then the smallest id. Documents
 without a usable URL are never duplicates. Columns added: ``url_cluster`` (the id kept for the URL)
-and ``url_cluster_size``. The Spark side holds its runner.
+and ``url_cluster_size``.
+
+One definition, run by both runners: ``prepare`` (key rows), ``decide`` (its Spark form,
+``pipelines.dedup.url_clusters``, is the same rule as a window over the URL key; test_dedup_urls.py
+checks that both keep the same documents) and ``applier``.
 """
 
 from __future__ import annotations
@@ -12,14 +16,15 @@ from __future__ import annotations
 import fnmatch
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Literal
+from typing import ClassVar, Literal
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 import pyarrow as pa
 from pydantic import Field
 
 from dataprep.core.registry import register
-from dataprep.core.stage import GlobalStage, StageResult, split_by_reason, with_column
+from dataprep.core.stage import GlobalStage
+from dataprep.dedup.marks import MarkDuplicates
 
 REASON = "url_duplicate"
 CLUSTER = "url_cluster"
@@ -97,22 +102,30 @@ class UrlDedup(GlobalStage):
         """The two columns that pick the kept copy, both largest first (then the smallest id)."""
         return ("fetched", "length") if self.keep == "latest" else ("length", "fetched")
 
-    def run_local(self, table: pa.Table) -> StageResult:
-        ids = table.column("id").to_pylist()
-        if any(i is None for i in ids):
+    prepared_schema: ClassVar[pa.Schema] = pa.schema([("id", pa.string()), ("url_key", pa.string()), ("fetched", pa.string()), ("length", pa.int64())])
+
+    def prepare(self, documents: pa.Table) -> pa.Table:
+        """The key row of each document with a usable URL (Spark computes the lengths on the JVM and
+        calls ``key_batch`` itself, so the texts never reach Python)."""
+        lengths = [len(t) if t else 0 for t in documents.column("text").to_pylist()]
+        columns = (documents.column(c).to_pylist() for c in ("id", "url", "date"))
+        return pa.Table.from_batches([self.key_batch(*columns, lengths)])
+
+    def decide(self, prepared: pa.Table, documents: pa.Table) -> tuple[pa.Table, dict]:
+        """Cluster rows of the URLs shared by 2+ documents: the preferred copy is kept, then the smallest id."""
+        if documents.column("id").null_count:
             raise ValueError("url_dedup: every document needs a non-null id")
-        lengths = [len(t) if t else 0 for t in table.column("text").to_pylist()]
-        rows = self.key_batch(ids, table.column("url").to_pylist(), table.column("date").to_pylist(), lengths).to_pylist()
         groups: dict[str, list[dict]] = {}
-        for row in sorted(rows, key=lambda r: r["id"]):
+        for row in sorted(prepared.to_pylist(), key=lambda r: r["id"]):
             groups.setdefault(row["url_key"], []).append(row)
         first, second = self.preference
-        kept_for, size = {}, {}
-        for members in groups.values():
+        rows = []
+        for members in (m for m in groups.values() if len(m) > 1):
             best = sorted(members, key=lambda r: (r[first], r[second]), reverse=True)[0]  # stable: smallest id on ties
-            for r in members:
-                kept_for[r["id"]], size[r["id"]] = best["id"], len(members)
-        cluster = [kept_for.get(i, i) for i in ids]
-        table = with_column(table, CLUSTER, cluster, pa.string())
-        table = with_column(table, CLUSTER_SIZE, [size.get(i, 1) for i in ids], pa.int64())
-        return split_by_reason(table, [None if c == i else REASON for i, c in zip(ids, cluster)], self.name)
+            rows += [(r["id"], best["id"], len(members)) for r in members]
+        columns = list(zip(*rows)) if rows else [[], [], []]
+        return pa.table({"id": pa.array(columns[0], pa.string()), CLUSTER: pa.array(columns[1], pa.string()),
+                         CLUSTER_SIZE: pa.array(columns[2], pa.int64())}), {}
+
+    def applier(self, state: dict) -> MarkDuplicates:
+        return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE)

@@ -8,6 +8,7 @@ import random
 from types import SimpleNamespace
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -266,12 +267,18 @@ def test_spark_verification_modes(spark):
 
 
 def test_spark_exact_matches_local(spark, corpus):
+    """One definition, two runners: Spark keeps the same documents (ids and text) as the in-memory run."""
     from pipelines.global_runners import run_global
 
     table = doc_table(corpus)
     local = ExactDedup().run_local(table)
+    assert local.dropped.num_rows > 0  # the corpus has planted exact duplicates
     rows = run_global(spark.createDataFrame(table.to_pandas()).repartition(3), ExactDedup()).collect()
-    assert {r.id for r in rows if r.drop_reason is None} == set(local.kept.column("id").to_pylist())
+    kept = zip(local.kept.column("id").to_pylist(), local.kept.column("text").to_pylist())
+    assert {(r.id, r.text) for r in rows if r.drop_reason is None} == set(kept)
+    assert {r.id: r.exact_cluster_size for r in rows} == dict(zip(*(
+        pa.concat_tables([local.kept.select(["id", "exact_cluster_size"]), local.dropped.select(["id", "exact_cluster_size"])]).column(c).to_pylist()
+        for c in ("id", "exact_cluster_size"))))
     assert {r.id: r.exact_cluster for r in rows if r.drop_reason} == dict(
         zip(local.dropped.column("id").to_pylist(), local.dropped.column("exact_cluster").to_pylist())
     )

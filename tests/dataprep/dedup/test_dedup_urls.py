@@ -90,4 +90,5 @@ def test_spark_matches_local_for_any_partitioning(spark, crawl):
     for partitions in (1, 4):
         rows = run_global(df.repartition(partitions), UrlDedup()).collect()
         assert {r.id for r in rows if r.drop_reason is None} == _kept(local)
+        assert {(r.id, r.text) for r in rows if r.drop_reason is None} == set(zip(*(local.kept.column(c).to_pylist() for c in ("id", "text"))))
         assert {r.id: r.url_cluster for r in rows if r.drop_reason} == expected
