@@ -18,7 +18,8 @@ import pytest
 from dataprep.code.licenses import CodeLicense
 from dataprep.core.config import load_config
 from pipelines.pipeline_run import run_pipeline
-from code_tree import TREE, tar_bytes, write_tree
+from archives import tar_bytes
+from code_tree import TREE, write_tree
 from test_task_resume import rerun_after_a_crash
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

@@ -3,8 +3,6 @@ a git checkout, one GPL-licensed), files of several languages, and files that ca
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
 
 MIT = """MIT License
@@ -57,13 +55,3 @@ def write_tree(root: Path, files: dict[str, bytes] = TREE) -> Path:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
     return root
-
-
-def tar_bytes(files: dict[str, bytes], mode: str = "w:gz") -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=mode) as archive:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buf.getvalue()

@@ -4,7 +4,6 @@ bibliography; binary files and cut archives are counted; the ``arxiv`` preset on
 from __future__ import annotations
 
 import gzip
-import io
 import tarfile
 from collections import Counter
 from pathlib import Path
@@ -18,6 +17,7 @@ from dataprep.core.stats import StageStats
 from dataprep.readers import detect_format, iter_documents
 from dataprep.readers.arxiv import clean_tex
 from pipelines.pipeline_run import run_pipeline
+from archives import tar_bytes
 from resume import rerun_after_a_crash
 
 PAPER = Path(__file__).resolve().parents[2] / "data/arxiv/2401.00001"
@@ -28,16 +28,6 @@ KEPT = ["\\section{Introduction}", "Tide tables are old, but TideNet{} learns th
 GONE = ["\\documentclass", "\\usepackage", "\\newcommand", "\\def", "\\maketitle", "abstract", "We predict tides",
         "TODO", "trailing comment", "unused draft", "thebibliography", "bibitem", "Admiralty", "\\end{document}",
         "\\model", "\\data", "\\err", "\\full"]
-
-
-def tar(files: dict[str, bytes], mode: str = "w:gz") -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=mode) as archive:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def paper_files() -> dict[str, bytes]:
@@ -55,7 +45,7 @@ def reasons(dropped: pa.Table) -> Counter:
 
 def test_paper_keeps_its_sections_with_macros_expanded(tmp_path):
     path = tmp_path / "2401.00001.tar.gz"
-    path.write_bytes(tar(paper_files()))
+    path.write_bytes(tar_bytes(paper_files()))
     assert detect_format(str(path)) == "arxiv"
     kept, dropped = read_all(path)
     row = kept.to_pylist()[0]
@@ -70,7 +60,7 @@ def test_binary_files_and_figures_are_counted_and_the_paper_kept(tmp_path):
     files = {**paper_files(), "figure.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "plot.eps.gz": gzip.compress(b"%!PS"),
              "notes.tex": b"\0\x01\x02binary"}
     path = tmp_path / "2401.00001.tar.gz"
-    path.write_bytes(tar(files))
+    path.write_bytes(tar_bytes(files))
     stats = StageStats("read")
     kept, dropped = read_all(path, stats)
     clean, _ = read_all(PAPER / "main.tex")  # one file alone: main.tex's sections only
@@ -82,11 +72,11 @@ def test_binary_files_and_figures_are_counted_and_the_paper_kept(tmp_path):
 
 def test_bulk_archive_of_papers_and_a_cut_one(tmp_path):
     single = b"\\documentclass{article}\\begin{document}\\section{Only}One file, \\x.\\end{document}\n"
-    papers = {"2401/2401.00001.gz": gzip.compress(tar(paper_files(), "w")),
+    papers = {"2401/2401.00001.gz": gzip.compress(tar_bytes(paper_files(), "w")),
               "2401/2401.00002.gz": gzip.compress(b"\\def\\x{expanded}\n" + single),
               "2401/2401.00003.gz": gzip.compress(b"\\documentclass{article} No sections at all.")}
     bulk = tmp_path / "arXiv_src_2401_001.tar"
-    bulk.write_bytes(tar(papers, "w"))
+    bulk.write_bytes(tar_bytes(papers, "w"))
     kept, dropped = read_all(bulk)
     assert kept.column("id").to_pylist() == ["arxiv-2401.00001", "arxiv-2401.00002"]
     assert kept.column("text")[1].as_py() == "\\section{Only}One file, expanded.\n"
@@ -110,10 +100,10 @@ def test_arxiv_preset_on_spark_same_corpus_from_one_or_four_files(spark, tmp_pat
     for i in range(1, 5):
         files = paper_files()
         files["main.tex"] = files["main.tex"].replace(b"Tide tables", f"Paper {i}: tide tables".encode())
-        papers[f"2401.0000{i}"] = tar(files, "w")
+        papers[f"2401.0000{i}"] = tar_bytes(files, "w")
     one, four = tmp_path / "one", tmp_path / "four"
     one.mkdir(), four.mkdir()
-    (one / "arXiv_src_2401_001.tar").write_bytes(tar({f"{k}.gz": gzip.compress(v) for k, v in papers.items()}
+    (one / "arXiv_src_2401_001.tar").write_bytes(tar_bytes({f"{k}.gz": gzip.compress(v) for k, v in papers.items()}
                                                     | {"2401.00009.gz": b"not gzip"}, "w"))
     for k, v in papers.items():
         (four / f"{k}.tar.gz").write_bytes(gzip.compress(v))

@@ -22,7 +22,8 @@ from dataprep.core.stats import StageStats
 from dataprep.dedup.minhash import MinHashDedup, jaccard
 from dataprep.readers import expand_code_inputs, iter_documents
 
-from code_tree import EXPECTED_DROPPED, EXPECTED_KEPT, GPL3, MIT, TREE, tar_bytes, write_tree
+from archives import tar_bytes
+from code_tree import EXPECTED_DROPPED, EXPECTED_KEPT, GPL3, MIT, TREE, write_tree
 
 def read(path, **cfg) -> tuple[pa.Table, pa.Table, StageStats]:
     stats = StageStats("read")
