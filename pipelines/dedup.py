@@ -155,18 +155,9 @@ def url_clusters(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
 # MinHash
 
 
-# A document's MinHash signature and band keys: the rows the pipeline's prepare tasks save
-SIGNATURE_SCHEMA = pa.schema([("id", pa.string()), ("sig", pa.list_(pa.int32())), ("keys", pa.list_(pa.int64()))])
-
-
-def signature_rows(stage: MinHashDedup):
-    """Kept documents (a batch with id and text) -> their signature rows (SIGNATURE_SCHEMA)."""
-    return lambda batch: pa.Table.from_batches([stage.signature_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())])
-
-
 def signatures(df: DataFrame, stage: MinHashDedup) -> DataFrame:
     """(id, sig array<int>, keys array<bigint>) for every document that has shingles."""
-    return _rows_of(df, signature_rows(stage), SIGNATURE_SCHEMA)
+    return _rows_of(df, stage.prepare, stage.prepared_schema)
 
 
 def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:

@@ -1,100 +1,78 @@
-"""Which Spark code runs each global (whole-corpus) stage: the map lives here, on the Spark side, so the
-stages in ``dataprep`` never name the code that runs them on Spark.
+"""The Spark form of each global (whole-corpus) stage's decision: the map lives here, on the Spark side,
+so the stages in ``dataprep`` never name the code that runs them on Spark.
 
-A global stage runs in two halves (``GlobalRunner``):
+A global stage (``dataprep.core.stage.GlobalStage``) declares its parts once: ``prepare`` (per document),
+``decide`` (in memory), ``applier`` (per task) and ``complete`` (after the tasks). On Spark every part
+but ``decide`` runs as it is; ``decide`` has a Spark form of the same rule (``GlobalRunner.decide``):
 
-- ``decide(df, stage, ctx) -> (rows, state)``: what needs every document, on Spark. ``df`` holds the
-  documents still kept. ``rows``: decision rows keyed by ``id`` for the documents the decision
-  concerns (a dedup's clusters, the paragraphs to cut), or None; ``state``: anything else the tasks
-  need, as JSON (score cut-offs). It may record counters on the stage and write side outputs under
-  ``ctx.step_dir`` (a ``pipelines.steps.StepContext``); nothing may be collected on the driver in bulk.
-- ``applier(stage, state, ctx)``: the per-task half (``dataprep.core.applier.Applier``), run on each part
-  of the previous step's output with the decision rows of that part's documents.
-- ``prepare(stage) -> (fn, schema)``, optional: the per-document part of the decision (exact dedup's
-  hashes, MinHash signatures, paragraph dedup's window keys). The pipeline runs ``fn`` (a batch of kept
-  documents' ``pipelines.steps.PREPARE_COLUMNS`` -> a table in ``schema``) as tasks over the previous
-  step's parts and saves their rows with a marker each, so a run that dies while deciding keeps the
-  tasks that finished; ``decide`` then finds the rows in ``ctx.prepared`` (None: compute them).
-- ``complete(stage, state, ctx, finished)``, optional: on the driver after every task, ``finished``
-  iterating what each task's ``Applier.finish`` returned (tokenize writes its manifest from them).
+- ``decide(df, stage, ctx) -> (rows, state)``: ``df`` holds the documents still kept. ``rows``: decision
+  rows keyed by ``id`` for the documents the decision concerns (a dedup's clusters, the paragraphs to
+  cut) as a DataFrame, or None; ``state``: anything else the tasks need, as JSON (score cut-offs). It
+  may record counters on the stage and write side outputs under ``ctx.step_dir`` (a
+  ``pipelines.steps.StepContext``); nothing may be collected on the driver in bulk.
+- ``prepares``: the pipeline runs ``stage.prepare`` over the kept documents'
+  ``pipelines.steps.PREPARE_COLUMNS`` as tasks over the previous step's parts and saves their rows with
+  a marker each, so a run that dies while deciding keeps the tasks that finished; ``decide`` then finds
+  the rows in ``ctx.prepared`` (None: it computes them).
 
-The pipeline (``pipelines.pipeline_run``) saves the decision, then runs the tasks like a document step's,
-so a run that dies after deciding keeps the decision, and one that dies among the tasks keeps those
-that finished. ``run_global`` does both halves on one DataFrame, with the same appliers.
+The pipeline (``pipelines.pipeline_run``) saves the decision, then runs ``stage.applier(state)`` on
+each part like a document step's, so a run that dies after deciding keeps the decision, and one that
+dies among the tasks keeps those that finished. ``run_global`` does it all on one DataFrame.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage, with_fields
-from dataprep.dedup import minhash
+from dataprep.core.storage import join_path
 from dataprep.dedup.exact import ExactDedup
-from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.minhash import MinHashDedup
-from dataprep.dedup.paragraphs import CutParagraphs, ParagraphDedup
+from dataprep.dedup.paragraphs import ParagraphDedup
 from dataprep.dedup.urls import UrlDedup
-from dataprep.quality.top_fraction import CutBelow, TopFraction
-from dataprep.tokenize.manifest import begin_dataset, finish_dataset
-from dataprep.tokenize.stage import Tokenize, WriteShards
-from pipelines.dedup import BROADCAST_ROWS, SIGNATURE_SCHEMA, exact_clusters, minhash_clusters, signature_rows, url_clusters
-from pipelines.paragraph_dedup import KEY_SCHEMA, cuts_by_document, key_rows
+from dataprep.quality.top_fraction import TopFraction
+from dataprep.tokenize.stage import Tokenize
+from pipelines.dedup import BROADCAST_ROWS, exact_clusters, minhash_clusters, url_clusters
+from pipelines.paragraph_dedup import cuts_by_document
 from pipelines.progress import timed
-from pipelines.token_shards import output_dir, trained_tokenizer
 from pipelines.top_fraction import top_fraction_cutoffs
+from pipelines.train_tokenizer import stage_tokenizer
+
+SHARDS_DIR = "shards"
 
 
 @dataclass(frozen=True)
 class GlobalRunner:
     decide: Callable
-    applier: Callable
-    complete: Callable | None = None
-    prepare: Callable | None = None
+    prepares: bool = False
 
 
-def _tokenize_decide(df, stage: Tokenize, ctx):
-    trained_tokenizer(df, stage)  # trained once when asked and missing; tasks load it
-    begin_dataset(output_dir(stage, ctx))  # no manifest while shards change
-    return None, {}
+def _tokenize_decide(df: DataFrame, stage: Tokenize, ctx) -> tuple[None, dict]:
+    """The tokenizer, trained once on Spark's draw of the shared sample when asked and missing."""
+    shards_dir = stage.shards_dir or (join_path(ctx.step_dir, SHARDS_DIR) if ctx is not None else None)
+    if not shards_dir:
+        raise ValueError("tokenize: set output_dir to run the stage outside a pipeline")
+    stage_tokenizer(df, stage)
+    return None, stage.begin_shards(shards_dir)
 
 
-def _tokenize_complete(stage: Tokenize, state: dict, ctx, finished) -> None:
-    shards = [shard for task in finished for shard in task.get("shards", [])]
-    finish_dataset(output_dir(stage, ctx), shards, stage.load_tokenizer(), stage.manifest_extra())
-
-
-# Stage class -> its Spark runner; a subclass runs on its parent's. Another package's global stage
-# adds its own entry.
+# Stage class -> the Spark form of its decision; a subclass runs on its parent's. Another package's
+# global stage adds its own entry.
 GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
-    ExactDedup: GlobalRunner(
-        lambda df, stage, ctx: (exact_clusters(df, stage, ctx), {}),
-        lambda stage, state, ctx: stage.applier(state),
-        prepare=lambda stage: (stage.prepare, stage.prepared_schema)),
-    MinHashDedup: GlobalRunner(
-        lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}),
-        lambda stage, state, ctx: MarkDuplicates(stage.name, minhash.REASON, minhash.CLUSTER, minhash.CLUSTER_SIZE,
-                                                 stage.weight_ranges() if stage.sample_weights else None),
-        prepare=lambda stage: (signature_rows(stage), SIGNATURE_SCHEMA)),
-    UrlDedup: GlobalRunner(
-        lambda df, stage, ctx: (url_clusters(df, stage, ctx), {}),
-        lambda stage, state, ctx: stage.applier(state)),
-    ParagraphDedup: GlobalRunner(
-        lambda df, stage, ctx: (cuts_by_document(df, stage, ctx)[0], {}),
-        lambda stage, state, ctx: CutParagraphs(stage),
-        prepare=lambda stage: (key_rows(stage), KEY_SCHEMA)),
-    Tokenize: GlobalRunner(
-        _tokenize_decide,
-        lambda stage, state, ctx: WriteShards(stage, stage.load_tokenizer(), output_dir(stage, ctx)),
-        _tokenize_complete),
-    TopFraction: GlobalRunner(
-        lambda df, stage, ctx: (None, {"cutoffs": top_fraction_cutoffs(df, stage)}),
-        lambda stage, state, ctx: CutBelow(stage, state["cutoffs"])),
+    ExactDedup: GlobalRunner(lambda df, stage, ctx: (exact_clusters(df, stage, ctx), {}), prepares=True),
+    MinHashDedup: GlobalRunner(lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}), prepares=True),
+    UrlDedup: GlobalRunner(lambda df, stage, ctx: (url_clusters(df, stage, ctx), {})),
+    ParagraphDedup: GlobalRunner(lambda df, stage, ctx: (cuts_by_document(df, stage, ctx)[0], {}), prepares=True),
+    Tokenize: GlobalRunner(_tokenize_decide),
+    TopFraction: GlobalRunner(lambda df, stage, ctx: (None, {"cutoffs": top_fraction_cutoffs(df, stage)})),
 }
 
 
@@ -106,22 +84,29 @@ def global_runner(stage: GlobalStage) -> GlobalRunner:
     raise TypeError(f"global stage {stage.name!r} has no Spark runner (add its class to pipelines.global_runners.GLOBAL_RUNNERS)")
 
 
+def completes(stage: GlobalStage) -> bool:
+    """Whether ``stage`` has work after its tasks (its own ``complete``)."""
+    return type(stage).complete is not GlobalStage.complete
+
+
 DECISION = "_decision"  # the decision row of each document, joined on for run_global
 
 
+FINISHED = "_finished"  # run_global: one row per task with what its applier's finish returned (JSON)
+
+
 def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
-    """Both halves of a whole-corpus stage on one DataFrame (tests, benches, notebooks): decide over
-    ``df``, then every Spark task applies the decision to its documents with the pipeline's applier.
-    Every document stays; those the stage drops get ``drop_stage`` / ``drop_reason``."""
-    if isinstance(stage, Tokenize):
-        raise TypeError("tokenize writes shards: use pipelines.token_shards.run_tokenize")
+    """Every part of a whole-corpus stage on one DataFrame (tests, benches, notebooks): decide over
+    ``df``, every Spark task applies the decision to its documents with the stage's applier, then the
+    stage completes (tokenize: computed here, so its shards and manifest exist on return). Every
+    document stays; those the stage drops get ``drop_stage`` / ``drop_reason``."""
     df = df.drop(*[c for c in (DROP_STAGE, DROP_REASON, DECISION) if c in df.columns])
-    runner = global_runner(stage)
-    rows, state = runner.decide(df, stage, ctx)
-    applier = runner.applier(stage, state, ctx)
+    rows, state = global_runner(stage).decide(df, stage, ctx)
+    applier = stage.applier(state)
+    finishes = completes(stage)
     input_schema = to_arrow_schema(df.schema)
-    output_schema = with_fields(input_schema, applier.output_fields(input_schema) + [
-        pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())])
+    extra = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())] + ([pa.field(FINISHED, pa.string())] if finishes else [])
+    output_schema = with_fields(input_schema, applier.output_fields(input_schema) + extra)
     has_rows = rows is not None  # the closure below must not hold the DataFrame
     fields = [c for c in rows.columns if c != "id"] if has_rows else []
     if has_rows:
@@ -133,7 +118,7 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
     def apply(batches):
         from pyspark import TaskContext
 
-        key = f"partition-{TaskContext.get().partitionId()}"
+        key = f"{TaskContext.get().partitionId():05d}"
         if not has_rows:
             applier.begin(key, None)
         for rb in batches:
@@ -147,7 +132,18 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
             out, reasons = applier.process(batch)
             dropped = [None if r is None else applier.stage_name for r in reasons]
             out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(DROP_REASON, pa.array(reasons, pa.string()))
+            if finishes:
+                out = out.append_column(FINISHED, pa.nulls(out.num_rows, pa.string()))
             yield from out.select(output_schema.names).cast(output_schema).to_batches()
-        applier.finish()
+        finished = applier.finish()
+        if finishes:  # one more row, all null but FINISHED
+            row = {f.name: pa.nulls(1, f.type) for f in output_schema}
+            row[FINISHED] = pa.array([json.dumps(finished or {})], pa.string())
+            yield from pa.table(row, schema=output_schema).to_batches()
 
-    return df.mapInArrow(timed(apply), from_arrow_schema(output_schema))
+    out = df.mapInArrow(timed(apply), from_arrow_schema(output_schema))
+    if not finishes:
+        return out
+    out = out.persist(StorageLevel.DISK_ONLY)  # computed once: the tasks' side effects are not repeated
+    stage.complete(state, [json.loads(r[0]) for r in out.where(F.col(FINISHED).isNotNull()).select(FINISHED).collect()])
+    return out.where(F.col(FINISHED).isNull()).drop(FINISHED)

@@ -11,7 +11,6 @@ Nothing but the three counters reaches the driver; the result does not depend on
 
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -20,20 +19,11 @@ from dataprep.dedup.paragraphs import CUTS, ParagraphDedup
 from pipelines.dedup import _materialize, _rows_of
 
 
-# A document's window keys: the rows the pipeline's prepare tasks save
-KEY_SCHEMA = pa.schema([("id", pa.string()), ("key", pa.int64())])
-
-
-def key_rows(stage: ParagraphDedup):
-    """Kept documents (a batch with id and text) -> (id, key) for each distinct key of each (KEY_SCHEMA)."""
-    return lambda batch: pa.Table.from_batches([stage.key_batch(batch.column("id").to_pylist(), batch.column("text").to_pylist())])
-
-
 def cuts(df: DataFrame, stage: ParagraphDedup, ctx=None) -> DataFrame:
     """(id, key): the keys to cut from each document; the keys of every document are those the
     pipeline's tasks saved (``ctx.prepared``) when there are."""
     prepared = getattr(ctx, "prepared", None)
-    rows = prepared if prepared is not None else _rows_of(df, key_rows(stage), KEY_SCHEMA)
+    rows = prepared if prepared is not None else _rows_of(df, stage.prepare, stage.prepared_schema)
     by_key = Window.partitionBy("key")
     rows = rows.select("id", "key", F.count("*").over(by_key).alias("docs"), F.min("id").over(by_key).alias("first"))
     rows = rows.where(F.col("docs") > stage.max_documents)

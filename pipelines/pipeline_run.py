@@ -315,18 +315,18 @@ class PipelineRun:
         """A global step: its decision over the whole corpus (kept from a previous run that made it with
         this config), then its applier run on each part of the previous step as tasks, which a rerun
         keeps as it keeps a fused step's."""
-        from pipelines.global_runners import global_runner
+        from pipelines.global_runners import completes, global_runner
 
         stage = step.stages[0]
         runner = global_runner(stage)
         ctx = StepContext(spark=self.spark, step_dir=step_dir, config=self.config)
         decided = self._decide(step, step_dir, previous_dir, fingerprint, runner, ctx)
         remove_tree(join_path(step_dir, PREPARED_DIR))  # the decision holds what the tasks need of it
-        applied = AppliedStage(applier=runner.applier(stage, decided["state"], ctx))
+        applied = AppliedStage(applier=stage.applier(decided["state"]))
         decisions = join_path(step_dir, DECISIONS_DIR) if decided["rows"] else None
         stats, tasks = self._run_fused(step, step_dir, [], previous_dir, f"{fingerprint}-{decided['run']}", [applied], decisions)
-        if runner.complete is not None:
-            runner.complete(stage, decided["state"], ctx, read_markers(self.spark, step_dir))
+        if completes(stage):
+            stage.complete(decided["state"], read_markers(self.spark, step_dir))
         stats[0].merge(StageStats.from_dict(decided["stats"]))
         return stats, tasks
 
@@ -349,8 +349,8 @@ class PipelineRun:
         context = self.spark.sparkContext
         t0 = time.perf_counter()
         prepared_cpu = prepared_seconds = 0.0
-        if runner.prepare is not None:
-            ctx.prepared, prepared_cpu, prepared_seconds = self._prepare(step, step_dir, previous_dir, fingerprint, runner.prepare(stage))
+        if runner.prepares:
+            ctx.prepared, prepared_cpu, prepared_seconds = self._prepare(step, step_dir, previous_dir, fingerprint, (stage.prepare, stage.prepared_schema))
         group = f"dataprep-{step.name}-{uuid.uuid4().hex}"
         context.setJobGroup(group, f"dataprep step {step.name}: decide", interruptOnCancel=True)
         try:
@@ -378,7 +378,7 @@ class PipelineRun:
         return decided
 
     def _prepare(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str, prepare) -> tuple:
-        """Run the per-document part of a decision (``GlobalRunner.prepare``) as tasks over the previous
+        """Run the per-document part of a decision (the stage's ``prepare``) as tasks over the previous
         step's parts, keeping those a previous run finished with this config (``pipelines.tasks``);
         return the rows as a DataFrame, and the CPU and task seconds of all tasks."""
         from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema

@@ -2,10 +2,11 @@
 training text (``dataprep train-tokenizer``, the ``tokenize`` stage on Spark) and the negatives of a
 classifier trained from reference text (DCLM samples them from the crawl it filters).
 
-Each kept text is ranked by a hash of the seed and itself and the lowest ``n`` are taken (a hash range
-first, then Spark's top-k: no full sort, only ``n`` texts reach the driver), so every document is equally
-likely and the sample is the same at any partitioning and for any number of input files. Rows a stage
-dropped (``drop_reason`` set) are never sampled.
+The rule is ``dataprep.core.sampling``'s, the in-memory runner's too: each kept text is ranked by a hash
+of the seed and itself and the lowest ``n`` are taken (a rank range first, then Spark's top-k: no full
+sort, only ``n`` texts reach the driver), so every document is equally likely and the sample is the same
+at any partitioning, for any number of input files, and in memory. Rows a stage dropped
+(``drop_reason`` set) are never sampled.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Iterator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dataprep.core.sampling import RANK_RANGE, oversampled_fraction, sample_info
 from dataprep.core.stage import DROP_REASON
 from dataprep.core.storage import expand_inputs
 
@@ -44,9 +46,6 @@ def read_documents(spark: SparkSession, paths: list[str], text_field: str = "tex
     return out.where(F.col("text").isNotNull() & (F.length(F.trim("text")) > 0))
 
 
-_HASH_RANGE = 10**9
-
-
 def sample_texts(df: DataFrame, n: int, seed: int = 0) -> tuple[Iterator[str], dict]:
     """A uniform random sample of at most ``n`` non-empty texts of ``df`` (column ``text``; rows a stage
     dropped left out), streamed to the driver in hash order, plus a description of how it was drawn."""
@@ -54,9 +53,8 @@ def sample_texts(df: DataFrame, n: int, seed: int = 0) -> tuple[Iterator[str], d
     kept = df.where(F.col(DROP_REASON).isNull()) if DROP_REASON in df.columns else df
     docs = kept.select(text).where(text.isNotNull() & (F.length(text) > 0))
     total = docs.count()
-    # Keep a little more than n / total by hash, then the n lowest hashes: exactly n when total >= n.
-    fraction = min(1.0, (n + 5 * math.sqrt(n) + 10) / max(total, 1))
-    h = F.pmod(F.xxhash64(F.lit(seed), text), F.lit(_HASH_RANGE))
-    sample = docs.select(text, h.alias("_h")).where(h < F.lit(math.ceil(fraction * _HASH_RANGE))).orderBy("_h", "text").limit(n)
-    info = {"corpus_documents": total, "sample_fraction": round(min(1.0, n / max(total, 1)), 6), "sampler": "xxhash64"}
-    return (row[0] for row in sample.toLocalIterator()), info
+    # Keep a little more than n / total by rank, then the n lowest ranks: exactly n when total >= n.
+    rank = F.pmod(F.xxhash64(F.lit(seed), text), F.lit(RANK_RANGE))
+    cut = math.ceil(oversampled_fraction(n, total) * RANK_RANGE)
+    sample = docs.select(text, rank.alias("_rank")).where(rank < F.lit(cut)).orderBy("_rank", "text").limit(n)
+    return (row[0] for row in sample.toLocalIterator()), sample_info(total, n)

@@ -27,7 +27,7 @@ from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
 from pipelines.tasks import read_decisions, read_kept, task_key, write_task
 
-# The columns a global step's prepare function reads of each document (``GlobalRunner.prepare``)
+# The columns a global stage's ``prepare`` reads of each document in a pipeline (``GlobalRunner.prepares``)
 PREPARE_COLUMNS = ("id", "text")
 # Local input files smaller than this share a first-step task (Spark's own maxPartitionBytes default):
 # a task costs the executor a Parquet writer, a commit and a stats file however few pages it holds.

@@ -204,16 +204,19 @@ class DocumentStage(Stage):
 
 
 class GlobalStage(Stage):
-    """A stage over the whole corpus, declared once in three parts that both runners execute:
+    """A stage over the whole corpus, declared once in parts that both runners execute:
 
     - ``prepare(documents) -> rows`` in ``prepared_schema`` (None: no per-document part): what each
       document contributes to the decision (a hash, a signature); Spark runs it as tasks over parts.
     - ``decide(rows, documents) -> (decisions, state)``: the in-memory form of the whole-corpus decision
       (decision rows keyed by ``id``, or None; ``state`` as JSON). Spark runs its own form of the same
-      algorithm where the data is too big for the driver (``pipelines.global_runners``).
+      rule where the data is too big for the driver (``pipelines.global_runners``); a test per stage
+      checks that both give the same documents.
     - ``applier(state)``: the per-task half (``dataprep.core.applier.Applier``) both runners apply.
+    - ``complete(state, finished)``, optional: after every task, with what each task's
+      ``Applier.finish`` returned (tokenize writes its manifest from them).
 
-    ``run_local`` is the in-memory runner of these parts. A stage not yet split this way overrides it."""
+    ``run_local`` is the in-memory runner of these parts: one table, one task."""
 
     prepared_schema: ClassVar[pa.Schema | None] = None
 
@@ -226,15 +229,21 @@ class GlobalStage(Stage):
     def applier(self, state: dict):
         raise NotImplementedError
 
+    def complete(self, state: dict, finished: Iterable[dict]) -> None:
+        """Nothing to do after the tasks by default."""
+
     def run_local(self, table: pa.Table) -> StageResult:
-        """Prepare every document, decide over all of them, apply the decision: in memory, one table."""
+        """Prepare every document, decide over all of them, apply the decision: in memory, one task."""
         prepared = self.prepare(table) if self.prepared_schema is not None else None
         decisions, state = self.decide(prepared, table)
         applier = self.applier(state)
-        applier.begin("in-memory", decisions)
+        applier.begin(LOCAL_TASK, decisions)
         out, reasons = applier.process(table)
-        applier.finish()
+        self.complete(state, [applier.finish() or {}])
         return split_by_reason(out, reasons, self.name)
+
+
+LOCAL_TASK = "00000"  # the task key of an in-memory run (names a tokenize run's shards)
 
 
 # ---------------------------------------------------------------------------------------------

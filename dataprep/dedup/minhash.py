@@ -1,6 +1,8 @@
 """MinHash LSH near-duplicate removal (FineWeb defaults: 5-gram shingles, 112 hashes as 14 bands x 8).
 
-Pipeline, the same here (``run_local``, in memory) and on Spark (its runner on the Spark side):
+One definition, run by both runners (``dataprep.core.stage.GlobalStage``): ``prepare`` computes the
+signatures, ``decide`` the clusters (its Spark form, ``pipelines.dedup.minhash_clusters``, is the same
+rule on DataFrames), ``applier`` marks and drops the duplicates. The steps:
 1. signature per document: FineWeb normalization and 64-bit shingle hashes for a whole batch at once
    (``normalize.shingle_hashes``, numpy), then ``num_perm`` minimums of random affine maps
    ``a * x + b mod 2**32`` (a odd) over the shingles' 32-bit hashes. Each map is a bijection and the
@@ -37,7 +39,7 @@ import math
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import xxhash
@@ -48,10 +50,10 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from dataprep.dedup.index import NORMALIZER, IndexedStage
+from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.normalize import _windows, mix64, shingle_hashes
-from dataprep.dedup.weights import WEIGHT, parse_weights, weights_for
+from dataprep.dedup.weights import parse_weights
 from dataprep.core.registry import register
-from dataprep.core.stage import StageResult, split_by_reason, with_column
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"
@@ -59,6 +61,8 @@ CLUSTER_SIZE = "dup_cluster_size"
 # verify=exact trusts the signatures alone where the chance of deciding differently from the true
 # Jaccard is below this, for a pair right at the threshold (far less for pairs further away).
 SURE = 1e-4
+# A document's MinHash signature and band keys: the rows ``prepare`` gives (Spark's prepare tasks save them)
+SIGNATURE_SCHEMA = pa.schema([("id", pa.string()), ("sig", pa.list_(pa.int32())), ("keys", pa.list_(pa.int64()))])
 # Signatures are computed over groups of documents with about this many shingles (cache-sized arrays).
 SHINGLE_GROUP = 1 << 16
 
@@ -290,31 +294,34 @@ class MinHashDedup(IndexedStage):
         values = np.concatenate(sets) if sets else np.zeros(0, np.int32)
         return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()), pa.ListArray.from_arrays(offsets, values)], names=["id", "shingles"])
 
-    def run_local(self, table: pa.Table) -> StageResult:
-        self.check_local()
-        ids = table.column("id").to_pylist()
-        if any(i is None for i in ids):
-            raise ValueError("minhash_dedup: every document needs a non-null id")
-        texts = table.column("text").to_pylist()
-        sigs, valid = self.signatures(texts)
-        keys = self.band_keys(sigs[valid])
-        owners = np.repeat(np.asarray(ids, dtype=object)[valid], keys.shape[1])
-        edges = bucket_edges(pa.array(keys.ravel()), pa.array(owners, pa.string()))
-        if self.verify != "none":
-            edges = self._verify_local(edges, sigs, texts, {i: row for row, i in enumerate(ids)})
-        roots = dict(zip(*(a.to_pylist() for a in component_roots(edges["src"], edges["dst"]))))
-        cluster = [roots.get(i, i) for i in ids]
-        sizes = Counter(cluster)
-        table = table.drop_columns([c for c in (CLUSTER, CLUSTER_SIZE) if c in table.column_names])
-        table = with_column(table, CLUSTER, cluster, pa.string())
-        table = with_column(table, CLUSTER_SIZE, [sizes[c] for c in cluster], pa.int64())
-        if self.sample_weights:
-            table = with_column(table, WEIGHT, weights_for([sizes[c] for c in cluster], self.weight_ranges()), pa.float64())
-        reasons = [None if c == i else REASON for i, c in zip(ids, cluster)]
-        return split_by_reason(table, reasons, self.name)
+    prepared_schema: ClassVar[pa.Schema] = SIGNATURE_SCHEMA
 
-    def _verify_local(self, edges: pa.Table, sigs: np.ndarray, texts: list[str | None], row: dict[str, int]) -> pa.Table:
-        """The edges that pass verification, decided as on Spark."""
+    def prepare(self, documents: pa.Table) -> pa.Table:
+        """The signature rows of the documents that have shingles."""
+        return pa.Table.from_batches([self.signature_batch(documents.column("id").to_pylist(), documents.column("text").to_pylist())])
+
+    def decide(self, prepared: pa.Table, documents: pa.Table) -> tuple[pa.Table, dict]:
+        """Cluster rows (``dataprep.dedup.marks``) of the documents with near-duplicates: band buckets,
+        verification, connected components; each component keeps its smallest id."""
+        self.check_local()
+        if documents.column("id").null_count:
+            raise ValueError("minhash_dedup: every document needs a non-null id")
+        keys = prepared.column("keys").combine_chunks()
+        owners = prepared.column("id").take(pc.list_parent_indices(keys))
+        edges = bucket_edges(keys.flatten(), owners)
+        if self.verify != "none":
+            edges = self._verified(edges, prepared, documents)
+        nodes, roots = component_roots(edges["src"], edges["dst"])
+        sizes = Counter(roots.to_pylist())
+        return pa.table({"id": nodes, CLUSTER: roots, CLUSTER_SIZE: pa.array([sizes[r] for r in roots.to_pylist()], pa.int64())}), {}
+
+    def applier(self, state: dict) -> MarkDuplicates:
+        return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE, self.weight_ranges() if self.sample_weights else None)
+
+    def _verified(self, edges: pa.Table, prepared: pa.Table, documents: pa.Table) -> pa.Table:
+        """The edges that pass verification, decided by the same rule as on Spark."""
+        row = {i: n for n, i in enumerate(prepared.column("id").to_pylist())}
+        sigs = np.asarray(prepared.column("sig").combine_chunks().flatten().to_numpy()).reshape(-1, self.num_perm)
         a = np.array([row[i] for i in edges["src"].to_pylist()], dtype=np.int64)
         b = np.array([row[i] for i in edges["dst"].to_pylist()], dtype=np.int64)
         matches = np.count_nonzero(sigs[a] == sigs[b], axis=1)
@@ -323,8 +330,10 @@ class MinHashDedup(IndexedStage):
         low, high = self.signature_bounds()
         keep = matches >= high
         doubt = np.flatnonzero((matches >= low) & ~keep)
+        ids = prepared.column("id").to_pylist()
         nodes = np.unique(np.concatenate([a[doubt], b[doubt]]))
-        sets = dict(zip(nodes.tolist(), self.shingle_sets([texts[i] for i in nodes])))
+        text_of = dict(zip(documents.column("id").to_pylist(), documents.column("text").to_pylist()))
+        sets = dict(zip(nodes.tolist(), self.shingle_sets([text_of[ids[i]] for i in nodes])))
         for k in doubt:
             keep[k] = jaccard(sets[a[k]], sets[b[k]]) >= self.threshold
         return edges.filter(pa.array(keep))

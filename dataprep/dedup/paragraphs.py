@@ -12,15 +12,15 @@ are left byte for byte as they were.
 A document counts a key once however often it repeats it (repetition inside one document is
 ``gopher_repetition``'s business). 64-bit keys: among 10^10 distinct paragraphs, the chance that a
 unique one collides with one of 10^8 duplicated ones is about 5%, and the cost is one wrongly cut
-paragraph. On Spark (its runner on the Spark side) keys are shuffled
-by hash, never gathered on the driver.
+paragraph. One definition, run by both runners (``dataprep.core.stage.GlobalStage``): ``prepare`` hashes
+the windows, ``decide`` finds the keys to cut (on Spark, ``pipelines.paragraph_dedup``: keys shuffled by
+hash, never gathered on the driver), ``CutParagraphs`` cuts them.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,10 +30,12 @@ from pydantic import Field
 from dataprep.core.applier import Applier
 from dataprep.dedup.normalize import Normalization, normalize_many
 from dataprep.core.registry import register
-from dataprep.core.stage import GlobalStage, StageResult, split_by_reason, with_column
+from dataprep.core.stage import GlobalStage, with_column
 
 REASON = "duplicate_paragraphs"
 CUTS = "_cuts"  # decision rows: the keys to cut from a document
+# A document's window keys, one row per distinct key: what ``prepare`` gives (Spark's prepare tasks save them)
+KEY_SCHEMA = pa.schema([("id", pa.string()), ("key", pa.int64())])
 # Separators kept between segments (a capturing group, so re.split returns them too).
 _SEPARATORS = {
     "line": re.compile(r"(\r?\n)"),
@@ -112,40 +114,34 @@ class ParagraphDedup(GlobalStage):
                 reasons[i] = REASON
         return new_texts, reasons
 
-    def removals_by_document(self, ids: list[str], found: list[list[tuple[int, list[int]]]]) -> tuple[list[list[int]], dict]:
-        """Per document, the keys to cut from it, and the counts the Spark runner reports too."""
-        holders: dict[int, list[str]] = defaultdict(list)
-        for doc_id, windows in zip(ids, found):
-            for key in {k for k, _ in windows}:
-                holders[key].append(doc_id)
-        cut: dict[str, list[int]] = defaultdict(list)
-        duplicated = 0
-        for key, docs in holders.items():
-            if len(docs) <= self.max_documents:
-                continue
-            duplicated += 1
-            first = min(docs) if self.keep == "first" else None
-            for doc_id in docs:
-                if doc_id != first:
-                    cut[doc_id].append(key)
-        counts = {"duplicated_segments": duplicated, "segments_removed": sum(map(len, cut.values())), "documents_changed": len(cut)}
-        return [cut.get(i) for i in ids], counts
+    prepared_schema: ClassVar[pa.Schema] = KEY_SCHEMA
+
+    def prepare(self, documents: pa.Table) -> pa.Table:
+        """(id, key) for each distinct window key of each document."""
+        return pa.Table.from_batches([self.key_batch(documents.column("id").to_pylist(), documents.column("text").to_pylist())])
+
+    def decide(self, prepared: pa.Table, documents: pa.Table) -> tuple[pa.Table, dict]:
+        """Decision rows (id, CUTS) of the documents that lose segments: the keys held by more than
+        ``max_documents`` documents, except in the smallest id with ``keep: first``. Spark's form of
+        the same rule is ``pipelines.paragraph_dedup.cuts_by_document``."""
+        if documents.column("id").null_count:
+            raise ValueError("paragraph_dedup: every document needs a non-null id")
+        holders = prepared.group_by("key").aggregate([("id", "count"), ("id", "min")])
+        duplicated = holders.filter(pc.greater(holders.column("id_count"), self.max_documents))
+        cut = prepared.join(duplicated, "key", join_type="inner")
+        if self.keep == "first":
+            cut = cut.filter(pc.not_equal(cut.column("id"), cut.column("id_min")))
+        rows = cut.select(["id", "key"]).group_by("id").aggregate([("key", "list")]).rename_columns(["id", CUTS])
+        self.record({"duplicated_segments": duplicated.num_rows, "segments_removed": cut.num_rows, "documents_changed": rows.num_rows})
+        return rows, {}
+
+    def applier(self, state: dict) -> "CutParagraphs":
+        return CutParagraphs(self)
 
     def record(self, counts: dict) -> None:
         """Report the counts of a run (in memory or on Spark) as this stage's counters."""
         for event, n in counts.items():
             self.count(event, int(n))
-
-    def run_local(self, table: pa.Table) -> StageResult:
-        ids = table.column("id").to_pylist()
-        if any(i is None for i in ids):
-            raise ValueError("paragraph_dedup: every document needs a non-null id")
-        texts = table.column("text").to_pylist()
-        removals, counts = self.removals_by_document(ids, self.windows(texts))
-        self.record(counts)
-        new_texts, reasons = self.remove(texts, removals)
-        table = with_column(table, "text", pa.array(new_texts, table.schema.field("text").type))
-        return split_by_reason(table, reasons, self.name)
 
 
 class CutParagraphs(Applier):

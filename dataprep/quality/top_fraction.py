@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 
 from dataprep.core.applier import Applier
 from dataprep.core.registry import register
-from dataprep.core.stage import GlobalStage, StageResult, split_by_reason
+from dataprep.core.stage import GlobalStage
 
 REASON = "below_top_fraction"
 NO_SCORE = "top_fraction_no_score"
@@ -96,22 +96,24 @@ class TopFraction(GlobalStage):
         self.note("cutoffs", {g: cutoffs[g] for g in sorted(cutoffs)})
         self.note("relative_error", {g: errors.get(g, 0.0) for g in sorted(cutoffs)})
 
-    def run_local(self, table: pa.Table) -> StageResult:
-        """Exact selection in memory."""
-        self.check_columns(table.column_names)
-        self.check_type(table)
-        scores = table.column(self.score).to_pylist()
-        groups = self.groups(table)
+    def decide(self, prepared: None, documents: pa.Table) -> tuple[None, dict]:
+        """The exact cut-off of each group (or the given ones). Spark's form, with its quantile sketch
+        above ``exact_below``, is ``pipelines.top_fraction.top_fraction_cutoffs``."""
+        self.check_columns(documents.column_names)
+        self.check_type(documents)
         if self.cutoffs is not None:
             cutoffs = dict(self.cutoffs)
         else:
             by_group: dict[str, list[float]] = {}
-            for score, group in zip(scores, groups):
+            for score, group in zip(documents.column(self.score).to_pylist(), self.groups(documents)):
                 if score is not None and not math.isnan(score):
                     by_group.setdefault(group, []).append(float(score))
             cutoffs = {g: self.cutoff_of(s) for g, s in by_group.items()}
         self.record(cutoffs, {})
-        return split_by_reason(table, self.reasons(scores, groups, cutoffs), self.name)
+        return None, {"cutoffs": cutoffs}
+
+    def applier(self, state: dict) -> "CutBelow":
+        return CutBelow(self, state["cutoffs"])
 
 
 class CutBelow(Applier):

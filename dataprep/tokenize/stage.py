@@ -4,8 +4,10 @@ Each document becomes its token ids plus EOS (BOS optional) in a shard of about 
 tokens. Documents stay in the step's output with a ``num_tokens`` column; the only ones dropped are
 those with no text (reason ``empty``: they would add nothing but an EOS) and those the encoder rejects
 (``error:<Exception>``). If the tokenizer folder does not exist yet and ``train`` is given, the
-tokenizer is first trained on a uniform sample of the incoming documents, so one config goes from
-corpus to tokenizer to shards. The Spark side holds its runner.
+tokenizer is first trained on a uniform sample of the incoming documents (``dataprep.core.sampling``:
+the same sample in memory and on Spark), so one config goes from corpus to tokenizer to shards. The
+stage is a ``GlobalStage``: the tokenizer is its decision, ``WriteShards`` its per-task half, the
+manifest its completion.
 
 Rehydration (FineWeb-2's way): with ``repeat_by: sample_weight`` (the column ``minhash_dedup:
 sample_weights`` writes) each document is written as many times as its weight says, so the training
@@ -29,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from dataprep.core.applier import Applier
 from dataprep.core.storage import join_path
 from dataprep.core.registry import register
-from dataprep.core.stage import GlobalStage, StageResult, split_by_reason, with_column
+from dataprep.core.sampling import sample_texts
+from dataprep.core.stage import GlobalStage, with_column
 from dataprep.tokenize.manifest import begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists, train_tokenizer
@@ -46,7 +49,7 @@ class TokenizerTraining(BaseModel):
                             "vocabulary it supports, with a warning")
     exact_vocab_size: bool = Field(False, description="a sample too small for vocab_size is an error instead")
     model_type: Literal["bpe", "unigram"] = "bpe"
-    sample_documents: int = Field(100_000, gt=0, description="uniform sample of the corpus, drawn by text hash")
+    sample_documents: int = Field(100_000, gt=0, description="uniform sample of the corpus, drawn by text hash (the same in memory and on Spark)")
     input_sentence_size: int = Field(0, ge=0, description="SentencePiece's own sentence cap; 0 = all")
     character_coverage: float = Field(0.9995, gt=0, le=1)
     seed: int = 0
@@ -161,23 +164,28 @@ class Tokenize(GlobalStage):
         except Exception as exc:  # noqa: BLE001 - counted as a drop reason
             return exc
 
-    def run_local(self, table: pa.Table) -> StageResult:
-        """In memory: train if needed, encode, write shards and manifest to ``output_dir``."""
-        if not self.output_dir:
+    def decide(self, prepared: None, documents: pa.Table) -> tuple[None, dict]:
+        """The tokenizer is the decision: trained on the shared sample of the documents
+        (``dataprep.core.sampling``, the one Spark draws) when asked and missing. Shards start over."""
+        if not self.shards_dir:
             raise ValueError("tokenize: set output_dir to run the stage outside a pipeline")
-        texts = table.column("text").to_pylist()
-        sample = None
-        if self.train and not tokenizer_exists(self.tokenizer_dir):  # uniform sample, in corpus order
-            rng = np.random.default_rng(self.train.seed)
-            n = min(self.train.sample_documents, len(texts))
-            sample = [texts[i] for i in np.sort(rng.choice(len(texts), n, replace=False))]
-        tokenizer = self.load_tokenizer(sample)
-        begin_dataset(self.output_dir)
-        writer = WriteShards(self, tokenizer, self.output_dir)
-        writer.begin("00000", None)
-        out, reasons = writer.process(table)
-        finish_dataset(self.output_dir, writer.finish()["shards"], tokenizer, self.manifest_extra())
-        return split_by_reason(out, reasons, self.name)
+        if self.train and not tokenizer_exists(self.tokenizer_dir):
+            texts, info = sample_texts(documents.column("text").to_pylist(), self.train.sample_documents, self.train.seed)
+            self.train.train(texts, self.tokenizer_dir, extra_meta=info)
+        return None, self.begin_shards(self.shards_dir)
+
+    def begin_shards(self, shards_dir: str) -> dict:
+        """Clear the manifest (none while shards change); the state both runners' tasks read."""
+        begin_dataset(shards_dir)
+        return {"shards_dir": shards_dir}
+
+    def applier(self, state: dict) -> "WriteShards":
+        return WriteShards(self, self.load_tokenizer(), state["shards_dir"])
+
+    def complete(self, state: dict, finished: Iterable[dict]) -> None:
+        """Write the manifest from every task's shards, last: its presence means the dataset is whole."""
+        shards = [shard for task in finished for shard in task.get("shards", [])]
+        finish_dataset(state["shards_dir"], shards, self.load_tokenizer(), self.manifest_extra())
 
     def manifest_extra(self) -> dict:
         return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard, "repeat_by": self.repeat_by}

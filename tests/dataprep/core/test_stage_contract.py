@@ -79,14 +79,22 @@ def test_extract_reports_pages_routed_to_trafilatura():
     assert stats.counters["routed_to_trafilatura"] == 1
 
 
-def test_global_stages_name_their_spark_runner():
+def test_every_global_stage_is_one_definition_with_a_spark_decision():
+    """No global stage writes its own in-memory runner: it declares the parts, and Spark knows its decision."""
     from pipelines.global_runners import global_runner
 
+    found = []
     for name in registry.stage_names():
         cls = registry.stage_class(name)
-        if issubclass(cls, GlobalStage):
-            runner = global_runner(cls.model_construct())
-            assert callable(runner.decide) and callable(runner.applier), name
+        if not issubclass(cls, GlobalStage):
+            continue
+        found.append(name)
+        assert all("run_local" not in base.__dict__ for base in cls.__mro__ if base is not GlobalStage), f"{name} overrides run_local"
+        assert cls.decide is not GlobalStage.decide and cls.applier is not GlobalStage.applier, name
+        assert cls.prepared_schema is None or cls.prepare is not GlobalStage.prepare, name
+        runner = global_runner(cls.model_construct())
+        assert not runner.prepares or cls.prepared_schema is not None, name
+    assert set(found) >= {"exact_dedup", "minhash_dedup", "url_dedup", "paragraph_dedup", "top_fraction", "tokenize"}
 
 
 def test_a_missing_optional_dependency_names_the_package(tmp_path, monkeypatch):

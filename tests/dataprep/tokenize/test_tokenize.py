@@ -124,8 +124,8 @@ def test_stage_config_is_validated(tmp_path):
 
 
 def test_spark_stage_trains_then_shards_and_reruns_without_duplicates(spark, corpus, tmp_path):
+    from pipelines.global_runners import run_global
     from pipelines.steps import StepContext
-    from pipelines.token_shards import run_tokenize
 
     texts = corpus["train"][:3000] + [""]
     pq.write_table(texts_table(texts), tmp_path / "docs.parquet")
@@ -136,7 +136,7 @@ def test_spark_stage_trains_then_shards_and_reruns_without_duplicates(spark, cor
         tokens_per_shard=20_000,
     )
     ctx = StepContext(spark=spark, step_dir=str(tmp_path / "step"), config=None)
-    out = run_tokenize(df.repartition(3), stage, ctx).toPandas()
+    out = run_global(df.repartition(3), stage, ctx).toPandas()
     tok = Tokenizer.load(str(tmp_path / "tok"))
     assert tok.meta["training"]["sample_documents"] == 2000 and tok.meta["training"]["corpus_documents"] == 3000
     assert len(out) == len(texts) and out["drop_reason"].tolist().count("empty") == 1
@@ -150,7 +150,7 @@ def test_spark_stage_trains_then_shards_and_reruns_without_duplicates(spark, cor
     # and a stray shard: old shards are replaced, not added to, and the debris is removed.
     (tmp_path / "step" / "shards" / ".tmp-shard-00002-00000-abc.bin").write_bytes(b"partial")
     (tmp_path / "step" / "shards" / "shard-00009-00000.bin").write_bytes(b"stray")
-    run_tokenize(df.repartition(2), stage, ctx).count()
+    run_global(df.repartition(2), stage, ctx).count()
     second = load_manifest(shard_dir)
     assert {s["name"][:11] for s in second["shards"]} == {"shard-00000", "shard-00001"}
     on_disk = sorted(f for f in os.listdir(shard_dir) if f not in ("manifest.json", "tokenizer"))
