@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import glob
 import hashlib
-import json
 import os
 import posixpath
 import stat
@@ -44,6 +43,7 @@ from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import expand_inputs, is_url, open_stream
 from dataprep.readers.batches import CODE_READ_SCHEMA, Batches, broken_file_reason, hash_id
+from dataprep.readers.documents import jsonl_records
 
 KIND = "code"
 SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__"}
@@ -333,25 +333,7 @@ def _record(out: Batches, cfg: InputConfig, record: dict, n: int) -> None:
 
 
 def _read_jsonl_records(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
-    n = 0
-    with open_stream(path) as fh:
-        try:
-            for line in fh:
-                if out.full():
-                    yield out.flush()
-                n += 1
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    record = None
-                if not isinstance(record, dict):
-                    out.drop("error:malformed_record", id=hash_id(path, n))
-                    continue
-                _record(out, cfg, record, n)
-        except (EOFError, OSError, zlib.error) as exc:
-            out.file_error(broken_file_reason(exc), f"reading stopped after line {n}", exc)
+    yield from jsonl_records(path, cfg, out, lambda record, n: _record(out, cfg, record, n), count_lines=False)
 
 
 def _read_parquet_records(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:

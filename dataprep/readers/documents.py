@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +35,19 @@ def _text_document(out: Batches, cfg: InputConfig, n: int, text, doc_id, url, da
 
 
 def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
+    def document(doc: dict, n: int) -> None:
+        _text_document(out, cfg, n, doc.get(cfg.text_field), doc.get(cfg.id_field), doc.get("url"), doc.get("date", doc.get("created")),
+                       doc.get("source_kind"))
+
+    yield from jsonl_records(path, cfg, out, document)
+
+
+def jsonl_records(path: str, cfg: InputConfig, out: Batches, handle: Callable[[dict, int], None],
+                  count_lines: bool = True) -> Iterator[StageResult]:
+    """Call ``handle(record, line number)`` for each JSON object of a JSON Lines file, yielding full batches.
+    A line too long to be a document is skipped without being held (``too_large``), one that is not a JSON
+    object is counted (``error:malformed_record``), and a cut or corrupt gzip keeps what was read. The
+    lines' bytes count as read unless ``handle`` counts the payload itself (``count_lines=False``)."""
     limit = cfg.max_document_bytes * 2 + 65536  # JSON escaping can double the text's size
     n = 0
     with open_stream(path) as fh:
@@ -43,7 +56,7 @@ def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                 if out.full():
                     yield out.flush()
                 n += 1
-                out.bytes_read += len(line)
+                out.bytes_read += len(line) if count_lines else 0
                 if len(line) >= limit and not line.endswith(b"\n"):
                     while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
                         pass  # skip the rest of an enormous line without holding it
@@ -52,15 +65,13 @@ def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                 if not line.strip():
                     continue
                 try:
-                    doc = json.loads(line.decode("utf-8", errors="replace"))
+                    record = json.loads(line.decode("utf-8", errors="replace"))
                 except ValueError:
-                    doc = None
-                if not isinstance(doc, dict):
+                    record = None
+                if not isinstance(record, dict):
                     out.drop("error:malformed_record", id=hash_id(path, n))
                     continue
-                date = doc.get("date", doc.get("created"))
-                _text_document(out, cfg, n, doc.get(cfg.text_field), doc.get(cfg.id_field), doc.get("url"), date,
-                               doc.get("source_kind"))
+                handle(record, n)
         except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt gzip: keep what was read
             out.file_error(broken_file_reason(exc), f"reading stopped after line {n}", exc)
 

@@ -189,7 +189,10 @@ def find_tokenizer(trained: Trained, override: str | None = None) -> tuple[Token
             raise FileNotFoundError(f"the run's data source {source.path!r} is not reachable from here; pass --tokenizer DIR")
         else:
             manifest = load_manifest(source.path)
-        found.setdefault(manifest["tokenizer"]["model_sha256"], (source.path, manifest))
+        sha = (manifest.get("tokenizer") or {}).get("model_sha256")
+        if not sha:
+            raise FileNotFoundError(f"{source.path}: its manifest names no tokenizer model (shards indexed without one); pass --tokenizer DIR")
+        found.setdefault(sha, (source.path, manifest))
     if len(found) > 1:
         raise ValueError(f"the run's data sources use {len(found)} different tokenizers; pass --tokenizer DIR")
     (sha, (source_path, manifest)), = found.items()

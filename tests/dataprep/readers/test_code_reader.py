@@ -123,11 +123,12 @@ def test_stack_style_records(tmp_path):
         {"path": "no_content.py", "repo": "o/r"},
     ]
     jsonl = tmp_path / "stack.jsonl"
-    jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n{broken\n")
-    kept, dropped, _ = read(jsonl)
+    huge = {"content": "x = 1\n" * 40_000, "path": "huge.py", "repo": "o/r"}  # a line no document may be: never held whole
+    jsonl.write_text("\n".join(json.dumps(r) for r in records + [huge]) + "\n{broken\n")
+    kept, dropped, _ = read(jsonl, max_document_bytes=50_000)
     assert [(r["id"].startswith("code-"), r["repo"], r["path"], r["language"], r["license"]) for r in kept.to_pylist()] == [
         (True, "o/r", "a.py", "Python", "MIT"), (False, "o/s", "src/x.rs", "Rust", "Apache-2.0 AND MIT")]
-    assert reasons(dropped) == {"missing_field:content": 1, "error:malformed_record": 1}
+    assert reasons(dropped) == {"missing_field:content": 1, "error:malformed_record": 1, "too_large": 1}
     parquet = tmp_path / "stack.parquet"
     columns = sorted({k for r in records[:2] for k in r})
     pq.write_table(pa.Table.from_pylist([{k: r.get(k) for k in columns} for r in records[:2]]), parquet)

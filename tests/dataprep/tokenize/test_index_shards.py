@@ -43,6 +43,10 @@ def test_megatron_shards_get_a_manifest_and_train(tmp_path, capsys, one_torch_th
     assert pretrain_main(["train", str(tmp_path / "train.yaml"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["last_step"] == 3 and result["loss"] > 0
+    # shards indexed without a tokenizer: exporting the model asks for one, in one line
+    assert pretrain_main(["export", str(tmp_path / "run"), "--output", str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert "names no tokenizer model" in err and "pass --tokenizer DIR" in err and len(err.strip().splitlines()) == 1
 
 
 def test_index_shards_refuses_a_folder_without_shards(tmp_path, capsys):
