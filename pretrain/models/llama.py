@@ -85,6 +85,9 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
 
 
 class Attention(nn.Module):
+    # diagnostics (pretrain/components/diagnostics.py) set it for one step: called with this step's q and k
+    probe = None
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.attend = causal_attention  # context parallelism swaps in its own (pretrain/distributed/context_parallel.py)
@@ -107,6 +110,8 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, heads, seq, head_dim)
+        if self.probe is not None:
+            self.probe(q.detach(), k.detach())
         out = self.attend(q, k, v)
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
 
@@ -143,6 +148,8 @@ class Llama(nn.Module):
     parallelism sets ``positions``, this rank's token positions in the sequence (RoPE angles)."""
 
     positions: torch.Tensor | None = None
+    # diagnostics set it for one step: called with each layer's output into the residual stream
+    probe = None
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -169,9 +176,16 @@ class Llama(nn.Module):
         else:
             positions = self.positions.to(self.rope_cos.device)
             rope = (self.rope_cos[positions], self.rope_sin[positions])
-        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
-        for block in self.layers.values():
+        if self.tok_embeddings is not None:
+            h = self.tok_embeddings(tokens)
+            if self.probe is not None:
+                self.probe("embeddings", h)
+        else:
+            h = tokens
+        for name, block in self.layers.items():
             h = block(h, rope)
+            if self.probe is not None:
+                self.probe(f"block.{name}", h)
         return self.output(self.norm(h)) if self.output is not None else h
 
     @torch.no_grad()
