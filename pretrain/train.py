@@ -245,8 +245,8 @@ class Trainer:
         spikes = self.faults.take("spike", step)
         self.ctx.loss_scale = spikes[0].scale if spikes else 1
         diagnostics = self.diagnostics if self._diagnostic(step) else None
-        if diagnostics is not None:
-            diagnostics.begin()
+        if diagnostics is not None:  # no activations while a pipeline's first step infers its shapes
+            diagnostics.begin(activations=self.pipe is None or self.pipe.shapes_known)
         with self.stragglers.timing(step) as batch:
             self.faults.disrupt(step)  # injected hang, kill or slowness
             return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),

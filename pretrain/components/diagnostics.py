@@ -19,7 +19,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Replicate
 
 from pretrain.models.llama import Attention, parameter_name
 
@@ -44,13 +44,21 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-def copies(p: torch.Tensor, ranks_per_stage: int) -> int:
-    """How many ranks hold each element of ``p``: the ranks of its pipeline stage over the number of
+def copies(t: torch.Tensor, ranks_per_stage: int) -> int:
+    """How many ranks hold each element of ``t``: the ranks of its pipeline stage over the number of
     distinct shards (the mesh dimensions it is sharded on; replicated ones hold copies)."""
     shards = 1
-    if isinstance(p, DTensor):
-        shards = math.prod(p.device_mesh.size(i) for i, placement in enumerate(p.placements) if placement.is_shard())
+    if isinstance(t, DTensor):
+        shards = math.prod(t.device_mesh.size(i) for i, placement in enumerate(t.placements) if placement.is_shard())
     return ranks_per_stage // shards
+
+
+def summed(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with its partial sums added up (a tensor-parallel gradient of a replicated weight, such as a
+    norm gain, is a partial sum on each rank), so its local part is a piece of the whole."""
+    if isinstance(t, DTensor) and any(placement.is_partial() for placement in t.placements):
+        return t.redistribute(t.device_mesh, [Replicate() if pl.is_partial() else pl for pl in t.placements])
+    return t
 
 
 @torch.no_grad()
@@ -81,24 +89,26 @@ class LayerDiagnostics:
         named = list(model.named_parameters())
         self.params = [p for _, p in named]
         self.rows = torch.tensor([self.row[layer_of(name)] for name, _ in named], device=device)
-        self.shares = torch.tensor([1 / copies(p, ranks_per_stage) for p in self.params], device=device)
+        self.ranks_per_stage = ranks_per_stage
+        self.param_copies = [copies(p, ranks_per_stage) for p in self.params]
         self.stages, self.device = stages, device
         self.attentions = [(self.row[f"block.{name}"], module) for stage in stages if logits
                            for name, block in stage.layers.items() for module in block.modules()
                            if isinstance(module, Attention)]
         self.active = False
 
-    def begin(self) -> None:
-        """Arm the probes for the coming step: each block's output and its attention's q and k."""
+    def begin(self, activations: bool = True) -> None:
+        """Arm the probes for the coming step: each block's output and its attention's q and k (unless not
+        ``activations``: a forward pass that also runs on placeholder tensors)."""
         n = len(self.names)
         self.act_sq = torch.zeros(n, device=self.device)
         self.counts = [0] * n
         self.maxima = torch.full((2, n), -math.inf, device=self.device)  # act_max, attn_logit_max
         self.grad_sq = torch.zeros(n, device=self.device)
         self.before: list[torch.Tensor] = []
-        for stage in self.stages:
+        for stage in self.stages if activations else ():
             stage.probe = self.residual
-        for row, attention in self.attentions:
+        for row, attention in self.attentions if activations else ():
             attention.probe = partial(self.attention_logits, row)
         self.active = True
 
@@ -114,19 +124,22 @@ class LayerDiagnostics:
         self.maxima[1, row] = torch.maximum(self.maxima[1, row], max_attention_logit(q, k))
 
     @torch.no_grad()
-    def _per_layer(self, tensors: list[torch.Tensor | None]) -> torch.Tensor:
-        """Squared norms of parameter-shaped tensors summed per layer, each counted once over the ranks."""
+    def _per_layer(self, tensors: list[torch.Tensor | None], counts: list[int] | None = None) -> torch.Tensor:
+        """Squared norms of this rank's parts of the parameters' tensors, summed per layer; each element is
+        counted once over the ranks (``counts``: the ranks holding each, default the parameters')."""
+        counts = counts or self.param_copies
         zero = torch.zeros((), device=self.device)
-        squares = torch.stack([zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32) ** 2
-                               for t in tensors])
-        return torch.zeros(len(self.names), device=self.device).index_add_(0, self.rows, squares * self.shares)
+        squares = torch.stack([zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32) ** 2 / n
+                               for t, n in zip(tensors, counts)])
+        return torch.zeros(len(self.names), device=self.device).index_add_(0, self.rows, squares)
 
     @torch.no_grad()
     def gradients(self) -> None:
         """Before clipping and the update: the gradients' norms, and the weights the step starts from."""
         if not self.active:
             return
-        self.grad_sq = self._per_layer([p.grad for p in self.params])
+        grads = [None if p.grad is None else summed(p.grad) for p in self.params]
+        self.grad_sq = self._per_layer(grads, [copies(g, self.ranks_per_stage) for g in grads])
         self.before = [_local(p.detach()).clone() for p in self.params]
 
     @torch.no_grad()
