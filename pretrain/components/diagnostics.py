@@ -129,7 +129,8 @@ class LayerDiagnostics:
         counted once over the ranks (``counts``: the ranks holding each, default the parameters')."""
         counts = counts or self.param_copies
         zero = torch.zeros((), device=self.device)
-        squares = torch.stack([zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32) ** 2 / n
+        # .to: offloaded shards live in host memory (a copy to the device, not a read back)
+        squares = torch.stack([zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32).to(self.device) ** 2 / n
                                for t, n in zip(tensors, counts)])
         return torch.zeros(len(self.names), device=self.device).index_add_(0, self.rows, squares)
 

@@ -21,11 +21,12 @@ from pretrain.train import Trainer
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _trainer(tmp_path, **log) -> Trainer:
+def _trainer(tmp_path, max_steps: int = 2, **log) -> Trainer:
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
-    cfg = load_train_config(tiny_config(data, tmp_path / "run", max_steps=2,
+    cfg = load_train_config(tiny_config(data, tmp_path / "run", max_steps=max_steps,
                                         log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, **log},
-                                        checkpoint={"every_steps": 100, "keep_last": 1}))
+                                        checkpoint={"every_steps": 100, "keep_last": 1},
+                                        health={"straggler_every_steps": 0}))
     trainer = Trainer(cfg)
     trainer.resume(None)
     trainer.start_logging()
@@ -128,3 +129,30 @@ def test_every_n_steps_and_the_last(tmp_path):
            if r["kind"] == "diagnostics"]
     assert got == [2]  # step 3 is past the horizon: the last step measures instead
     assert trainer.model.probe is None  # disarmed after its step
+
+
+def test_steps_between_diagnostics_read_nothing_back(tmp_path):
+    """Diagnostics on: an ordinary step still reads nothing back, and a diagnostic step's own read is one
+    ``tolist``."""
+    from test_train_no_host_sync import reads_recorded
+
+    trainer = _trainer(tmp_path, max_steps=6, diagnostics_every_steps=3, every_steps=4)
+    where = [None]
+    step, read = trainer._step, trainer.diagnostics.read
+
+    def located_step():
+        where[0] = ("loop", trainer.state.step + 1)
+        return step()
+
+    def located_read(at):
+        where[0] = ("diagnostics", at)
+        record = read(at)
+        where[0] = ("loop", at)
+        return record
+
+    trainer._step, trainer.diagnostics.read = located_step, located_read
+    with reads_recorded(where) as calls:
+        trainer.train(end=6)
+    trainer.finish()
+    assert sorted({at for (_, at), _ in calls}) == [3, 4, 6], calls  # diagnostics 3, 6; logging 4, 6
+    assert [name for (phase, at), name in calls if phase == "diagnostics"] == ["tolist", "tolist"]  # steps 3, 6
