@@ -6,7 +6,9 @@ the model knowing. Initialisation (``init_weights``): every weight is N(0, init_
 ``init: scaled_normal`` the two projections that write into the residual stream (``attention.wo``,
 ``feed_forward.w2``) use init_std / sqrt(2 * n_layers) as in GPT-2 and Megatron, so the residual variance
 does not grow with depth (``init: normal`` keeps them at init_std, as OLMo 2 does); norms start at 1.
-``qk_norm`` adds an RMSNorm over each head of q and k before RoPE. Parameters are created uninitialised so the model can be built on the meta device, and
+``qk_norm`` adds an RMSNorm over each head of q and k before RoPE. ``probe`` (the model's, each attention's): None
+except on a step that measures per-layer diagnostics, when the run sets it to see each layer's output and
+each attention's q and k. Parameters are created uninitialised so the model can be built on the meta device, and
 initialised where they live: a sharded parameter (DTensor) draws only its own rows and columns, with the
 same values a whole tensor would hold, so no process ever builds the full model.
 """
@@ -85,7 +87,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
 
 
 class Attention(nn.Module):
-    # diagnostics (pretrain/components/diagnostics.py) set it for one step: called with this step's q and k
+    # set for a diagnostics step: called with the step's q and k (batch, heads, seq, head_dim)
     probe = None
 
     def __init__(self, cfg: ModelConfig):
