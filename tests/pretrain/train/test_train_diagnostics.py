@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _trainer(tmp_path, max_steps: int = 2, **log) -> Trainer:
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
-    cfg = load_train_config(tiny_config(data, tmp_path / "run", max_steps=max_steps,
+    cfg = load_train_config(tiny_config(data, tmp_path / "run", max_steps=max_steps, device="cpu",
                                         log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, **log},
                                         checkpoint={"every_steps": 100, "keep_last": 1},
                                         health={"straggler_every_steps": 0}))
