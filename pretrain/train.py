@@ -119,9 +119,11 @@ class Trainer:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
-        self.diagnostics = LayerDiagnostics(self.model, self.pipe.stages if self.pipe else [self.model],
-                                            cfg.model.n_layers, self.device, self.world // self.dims.pp,
-                                            logits=not self.dims.cp_enabled) if cfg.log.diagnostics_every_steps else None
+        self.diagnostics = None  # per-layer diagnostics (log.diagnostics_every_steps)
+        if cfg.log.diagnostics_every_steps:
+            self.diagnostics = LayerDiagnostics(self.model, self.pipe.stages if self.pipe else [self.model],
+                                                cfg.model.n_layers, self.device, self.world // self.dims.pp,
+                                                logits=not self.dims.cp_enabled)
         self.optimizer = build_optimizer(self.model, cfg.optim, self.precision)
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
@@ -224,7 +226,8 @@ class Trainer:
                 self.watchdog.progress(state.step)
                 continue
             if self._diagnostic(state.step):  # the step that ran, even if a spike now rolls it back
-                self._log_diagnostics(state.step)
+                record = self.diagnostics.read(state.step)  # a collective: every rank reads
+                self.log.write(record, line=diagnostics_summary(record))
             if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
@@ -255,10 +258,6 @@ class Trainer:
     def _diagnostic(self, step: int) -> bool:
         """Whether ``step`` measures the per-layer diagnostics (``log.diagnostics_every_steps``)."""
         return self.diagnostics is not None and _due(step, self.cfg.log.diagnostics_every_steps, self.steps)
-
-    def _log_diagnostics(self, step: int) -> None:
-        record = self.diagnostics.read(step)  # a collective: every rank reads
-        self.log.write(record, line=diagnostics_summary(record))
 
     def _reads_back(self, step: int, end: int) -> bool:
         """Whether ``step`` logs, validates, checkpoints, samples stragglers or measures diagnostics (and so

@@ -129,9 +129,10 @@ class LayerDiagnostics:
         counted once over the ranks (``counts``: the ranks holding each, default the parameters')."""
         counts = counts or self.param_copies
         zero = torch.zeros((), device=self.device)
-        # .to: offloaded shards live in host memory (a copy to the device, not a read back)
-        squares = torch.stack([zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32).to(self.device) ** 2 / n
-                               for t, n in zip(tensors, counts)])
+        def square(t: torch.Tensor) -> torch.Tensor:  # .to: offloaded shards live in host memory (a copy, not a read)
+            return torch.linalg.vector_norm(_local(t), dtype=torch.float32).to(self.device) ** 2
+
+        squares = torch.stack([zero if t is None else square(t) / n for t, n in zip(tensors, counts)])
         return torch.zeros(len(self.names), device=self.device).index_add_(0, self.rows, squares)
 
     @torch.no_grad()

@@ -66,7 +66,8 @@ def diagnostics_grid(metrics_path: str) -> dict[str, tuple[list[str], list[int],
         layers = list(dict.fromkeys(key.split("/", 1)[1] for r in records for key in r
                                     if key.startswith(quantity + "/")))
         if layers:
-            values = np.array([[r.get(f"{quantity}/{layer}", np.nan) for r in records] for layer in layers], dtype=float)
+            values = np.array([[r.get(f"{quantity}/{layer}", np.nan) for r in records] for layer in layers],
+                              dtype=float)
             grids[quantity] = (layers, steps, values)
     return grids
 
