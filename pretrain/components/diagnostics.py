@@ -14,6 +14,7 @@ its own layers and zeros for the rest, so every rank ends with the whole model's
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from functools import partial
 
 import torch
@@ -124,16 +125,15 @@ class LayerDiagnostics:
         self.maxima[1, row] = torch.maximum(self.maxima[1, row], max_attention_logit(q, k))
 
     @torch.no_grad()
-    def _per_layer(self, tensors: list[torch.Tensor | None], counts: list[int] | None = None) -> torch.Tensor:
-        """Squared norms of this rank's parts of the parameters' tensors, summed per layer; each element is
-        counted once over the ranks (``counts``: the ranks holding each, default the parameters')."""
-        counts = counts or self.param_copies
+    def _per_layer(self, tensors: Iterable[torch.Tensor | None], counts: list[int] | None = None) -> torch.Tensor:
+        """Squared norms of this rank's parts of the parameters' tensors (one each, in order), summed per
+        layer; each element is counted once over the ranks (``counts``: the ranks holding each, by default
+        the parameters'). ``.to``: offloaded shards live in host memory (a copy to the device, not a read)."""
         zero = torch.zeros((), device=self.device)
-        def square(t: torch.Tensor) -> torch.Tensor:  # .to: offloaded shards live in host memory (a copy, not a read)
-            return torch.linalg.vector_norm(_local(t), dtype=torch.float32).to(self.device) ** 2
-
-        squares = torch.stack([zero if t is None else square(t) / n for t, n in zip(tensors, counts)])
-        return torch.zeros(len(self.names), device=self.device).index_add_(0, self.rows, squares)
+        norms = (zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32).to(self.device)
+                 for t in tensors)
+        squares = [norm ** 2 / n for norm, n in zip(norms, counts or self.param_copies)]
+        return torch.zeros(len(self.names), device=self.device).index_add_(0, self.rows, torch.stack(squares))
 
     @torch.no_grad()
     def gradients(self) -> None:
@@ -153,10 +153,9 @@ class LayerDiagnostics:
             attention.probe = None
         self.active = False
         after = [_local(p.detach()) for p in self.params]
-        delta = [a - b for a, b in zip(after, self.before)] if self.before else [torch.zeros_like(a) for a in after]
-        sums = torch.stack([self.grad_sq, self._per_layer(after), self._per_layer(delta),
-                            self._per_layer(self.before or after), self.act_sq,
-                            torch.tensor(self.counts, dtype=torch.float32, device=self.device)])
+        delta = (a - b for a, b in zip(after, self.before))  # one parameter's update at a time
+        sums = torch.stack([self.grad_sq, self._per_layer(after), self._per_layer(delta), self._per_layer(self.before),
+                            self.act_sq, torch.tensor(self.counts, dtype=torch.float32, device=self.device)])
         maxima = self.maxima
         if dist.is_initialized() and dist.get_world_size() > 1:
             dist.all_reduce(sums)
