@@ -96,7 +96,6 @@ class LayerDiagnostics:
         self.attentions = [(self.row[f"block.{name}"], module) for stage in stages if logits
                            for name, block in stage.layers.items() for module in block.modules()
                            if isinstance(module, Attention)]
-        self.active = False
 
     def begin(self, activations: bool = True) -> None:
         """Arm the probes for the coming step: each block's output and its attention's q and k (unless not
@@ -111,7 +110,6 @@ class LayerDiagnostics:
             stage.probe = self.residual
         for row, attention in self.attentions if activations else ():
             attention.probe = partial(self.attention_logits, row)
-        self.active = True
 
     @torch.no_grad()
     def residual(self, layer: str, h: torch.Tensor) -> None:
@@ -138,8 +136,6 @@ class LayerDiagnostics:
     @torch.no_grad()
     def gradients(self) -> None:
         """Before clipping and the update: the gradients' norms, and the weights the step starts from."""
-        if not self.active:
-            return
         grads = [None if p.grad is None else summed(p.grad) for p in self.params]
         self.grad_sq = self._per_layer(grads, [copies(g, self.ranks_per_stage) for g in grads])
         self.before = [_local(p.detach()).clone() for p in self.params]
@@ -151,7 +147,6 @@ class LayerDiagnostics:
             stage.probe = None
         for _, attention in self.attentions:
             attention.probe = None
-        self.active = False
         after = [_local(p.detach()) for p in self.params]
         delta = (a - b for a, b in zip(after, self.before))  # one parameter's update at a time
         sums = torch.stack([self.grad_sq, self._per_layer(after), self._per_layer(delta), self._per_layer(self.before),
