@@ -1,5 +1,6 @@
 """``pretrain plot`` draws a run's per-layer diagnostics as heat maps (layer x step) beside its curves: the
-grid it draws holds every logged value, and the PNG is written; a run without diagnostics gets none."""
+grid it draws holds every logged value, and the PNG is written (and shown in the report's Training section);
+a run without diagnostics gets none."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from train_fixtures import make_token_dataset, tiny_config
 from pretrain.cli import main as pretrain_main
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
-from pretrain.inference.plot import diagnostics_grid
+from pretrain.inference.plot import diagnostics_grid, training_section
 from pretrain.train import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -46,6 +47,10 @@ def test_heat_maps_hold_every_diagnostic_value(tmp_path, capsys):
 
     image = imread(result["diagnostics_png"])
     assert image.ndim == 3 and image.shape[0] > 600 and np.ptp(image) > 0  # three rows of maps, not blank
+
+    section = training_section(str(out), str(tmp_path))  # the report's Training section shows them too
+    assert section.images == ["training.png", "training-diagnostics.png"]
+    assert (tmp_path / "training-diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # the same run without its diagnostics records: the curves only
     (tmp_path / "plain.jsonl").write_text("".join(line for line in open(metrics) if '"diagnostics"' not in line))
