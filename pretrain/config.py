@@ -218,6 +218,9 @@ class LogConfig(StrictModel):
     wandb: WandbConfig | None = None  # Weights & Biases run (ccpretrain[wandb])
     val_every_steps: int = Field(200, gt=0)
     val_batches: int = Field(10, gt=0)
+    # per-layer gradient, weight, update, activation and attention-logit norms every N steps
+    # (pretrain/components/diagnostics.py); 0: off (a diagnostic step reads back and copies the weights)
+    diagnostics_every_steps: int = Field(0, ge=0)
 
 
 class TrainConfig(StrictModel):

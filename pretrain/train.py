@@ -20,6 +20,7 @@ from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.device import resolve_device, resolve_precision
+from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summary
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
@@ -118,6 +119,11 @@ class Trainer:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
+        self.diagnostics = None  # per-layer diagnostics (log.diagnostics_every_steps)
+        if cfg.log.diagnostics_every_steps:
+            self.diagnostics = LayerDiagnostics(self.model, self.pipe.stages if self.pipe else [self.model],
+                                                cfg.model.n_layers, self.device, self.world // self.dims.pp,
+                                                logits=not self.dims.cp_enabled)
         self.optimizer = build_optimizer(self.model, cfg.optim, self.precision)
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
@@ -219,6 +225,9 @@ class Trainer:
             if not self._reads_back(state.step, end):
                 self.watchdog.progress(state.step)
                 continue
+            if self._diagnostic(state.step):  # the step that ran, even if a spike now rolls it back
+                record = self.diagnostics.read(state.step)  # a collective: every rank reads
+                self.log.write(record, line=diagnostics_summary(record))
             if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
@@ -238,17 +247,25 @@ class Trainer:
         self.ctx.nan_loss = self.faults.fire("nan", step)
         spikes = self.faults.take("spike", step)
         self.ctx.loss_scale = spikes[0].scale if spikes else 1
+        diagnostics = self.diagnostics if self._diagnostic(step) else None
+        if diagnostics is not None:  # no activations while a pipeline's first step infers its shapes
+            diagnostics.begin(activations=self.pipe is None or self.pipe.shapes_known)
         with self.stragglers.timing(step) as batch:
             self.faults.disrupt(step)  # injected hang, kill or slowness
             return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),
-                              self.ctx, self.cfg.optim.grad_clip, judge=self._judge)
+                              self.ctx, self.cfg.optim.grad_clip, judge=self._judge, diagnostics=diagnostics)
+
+    def _diagnostic(self, step: int) -> bool:
+        """Whether ``step`` measures the per-layer diagnostics (``log.diagnostics_every_steps``)."""
+        return self.diagnostics is not None and _due(step, self.cfg.log.diagnostics_every_steps, self.steps)
 
     def _reads_back(self, step: int, end: int) -> bool:
-        """Whether ``step`` logs, validates, checkpoints or samples stragglers (and so reads the device)."""
+        """Whether ``step`` logs, validates, checkpoints, samples stragglers or measures diagnostics (and so
+        reads the device)."""
         cfg = self.cfg
         return (_due(step, cfg.log.every_steps, self.steps) or _due(step, cfg.checkpoint.every_steps, end)
                 or (self.val_loader is not None and _due(step, cfg.log.val_every_steps, self.steps))
-                or self.stragglers.sampled(step))
+                or self.stragglers.sampled(step) or self._diagnostic(step))
 
     def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
         """This step's verdict, kept on the device; returns the flag that holds its update back."""

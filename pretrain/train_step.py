@@ -17,6 +17,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from pretrain.components.device import configure_attention, configure_matmul
+from pretrain.components.diagnostics import LayerDiagnostics
 from pretrain.components.loss import cross_entropy, z_loss
 from pretrain.components.optimizer import clip_grad_norm
 from pretrain.distributed.parallel_dims import ParallelDims
@@ -123,15 +124,18 @@ def step_optimizer(optimizer, skip: torch.Tensor | None) -> None:
 
 
 def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
-                   judge: Callable[[torch.Tensor], torch.Tensor | None] | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   judge: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
+                   diagnostics: LayerDiagnostics | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Unscale (fp16), clip, step; returns the gradient norm and the skip flag. ``judge`` sees the
     gradient norm and returns a flag (on the device; None: step) that holds the update back on every rank:
     the non-finite guard, a loss spike. A skipped step drops its gradients and leaves AdamW's moments
     alone; the schedule advances as for any step. fp16: the scaler skips on inf/nan gradients itself, and
-    the flag is read back."""
+    the flag is read back. ``diagnostics`` (a diagnostic step) sees the unclipped gradients and the weights
+    before the update."""
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
+    if diagnostics is not None:
+        diagnostics.gradients()
     params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
     skip = judge(grad_norm) if judge is not None else None
@@ -148,13 +152,15 @@ def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float
 
 def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
                grad_clip: float,
-               judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None] | None = None) -> StepOutcome:
+               judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None] | None = None,
+               diagnostics: LayerDiagnostics | None = None) -> StepOutcome:
     """One optimizer step over this rank's micro-batches: (mean loss, grad norm, skip flag) as tensors.
     ``judge(loss, grad_norm)``, asked on every rank between backward and update, may hold the update back
-    (the non-finite guard and the spike detector, pretrain/train.py)."""
+    (the non-finite guard and the spike detector, pretrain/train.py). ``diagnostics``: armed for this step
+    (its probes see the forward pass; ``read`` it after)."""
     loss = accumulate_gradients(model, micro_batches, ctx)
     step_judge = None if judge is None else (lambda grad_norm: judge(loss, grad_norm))
-    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, step_judge))
+    return StepOutcome(loss, *optimizer_step(optimizer, scheduler, ctx, grad_clip, step_judge, diagnostics))
 
 
 @torch.no_grad()

@@ -119,7 +119,9 @@ class MetricsLogger:
         self.write(record)
         return record
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict, line: str | None = None) -> None:
+        """Write ``record`` to the JSONL file and the trackers, and to the console as ``line`` (default: every
+        field)."""
         if not self.enabled:
             return
         record = {"time": time.time(), **record}
@@ -133,7 +135,7 @@ class MetricsLogger:
                     self._tb.add_scalar(key, value, record["step"])
             if self._wandb:
                 self._wandb.log(scalars, step=record["step"])
-        print(" | ".join(_fmt(k, v) for k, v in record.items() if k != "time"), file=sys.stderr, flush=True)
+        print(line or " | ".join(_fmt(k, v) for k, v in record.items() if k != "time"), file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._jsonl:

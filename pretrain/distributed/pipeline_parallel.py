@@ -83,6 +83,8 @@ class PipelineParallelModel:
     module: RankStages
     has_first: bool
     has_last: bool
+    # the first run of the schedule infers the stages' shapes with a forward pass on placeholder tensors
+    shapes_known: bool = False
 
     def step(self, micro_batches: list[torch.Tensor], ctx, forward_only: bool = False) -> torch.Tensor:
         """Forward (and backward) over the micro-batches (``ctx``: a ``pretrain.train_step.TrainStepContext``);
@@ -93,6 +95,7 @@ class PipelineParallelModel:
         run = self.schedule.eval if forward_only else self.schedule.step
         with ctx.autocast(), ctx.loss_ctx():
             run(*([inputs] if self.has_first else []), target=targets if self.has_last else None, losses=losses)
+        self.shapes_known = True
         if not self.has_last:
             return torch.zeros((), device=ctx.device)
         return torch.stack([loss.detach() for loss in losses]).mean()

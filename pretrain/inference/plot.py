@@ -1,5 +1,7 @@
 """``pretrain plot RUN_DIR``: loss (train and validation) and throughput curves of a run, as one PNG, with
-the run's events (skipped steps, loss spikes, rollbacks) marked on the loss curve.
+the run's events (skipped steps, loss spikes, rollbacks) marked on the loss curve; and when the run logged
+per-layer diagnostics (``log.diagnostics_every_steps``), one heat map (layer x step) per quantity, as a
+second PNG beside it (``diagnostics_png``).
 
 The same curves, with a summary of the run, are the Training section of ``dataprep report --train-run``
 (``training_section``, registered under the ``ccpretrain.report_sections`` entry points).
@@ -12,6 +14,7 @@ import os
 import numpy as np
 
 from dataprep.report import Section
+from pretrain.components.diagnostics import QUANTITIES
 from pretrain.components.metrics import read_metrics
 
 
@@ -51,6 +54,65 @@ def describe_events(found: dict[str, list[dict]]) -> str:
     return ", ".join(f"{len(rs)} {EVENTS[kind][0]}{'s' if len(rs) > 1 else ''} (step{'s' if len(rs) > 1 else ''} "
                      f"{', '.join(str(r['step']) for r in rs[:5])}{', ...' if len(rs) > 5 else ''})"
                      for kind, rs in found.items())
+
+
+def diagnostics_grid(metrics_path: str) -> dict[str, tuple[list[str], list[int], np.ndarray]]:
+    """Each diagnostic quantity the run logged as (layers input to output, steps, values layers x steps;
+    NaN where a step lacks the value)."""
+    records = [r for r in read_metrics(metrics_path) if r.get("kind") == "diagnostics"]
+    steps = [r["step"] for r in records]
+    grids = {}
+    for quantity in QUANTITIES:
+        layers = list(dict.fromkeys(key.split("/", 1)[1] for r in records for key in r
+                                    if key.startswith(quantity + "/")))
+        if layers:
+            values = np.array([[r.get(f"{quantity}/{layer}", np.nan) for r in records] for layer in layers],
+                              dtype=float)
+            grids[quantity] = (layers, steps, values)
+    return grids
+
+
+def diagnostics_png(png_path: str) -> str:
+    """Where the heat maps go: beside the curves (``curves.png`` -> ``curves-diagnostics.png``)."""
+    root, ext = os.path.splitext(png_path)
+    return f"{root}-diagnostics{ext or '.png'}"
+
+
+def plot_diagnostics(metrics_path: str, png_path: str) -> str | None:
+    """One heat map per diagnostic quantity, layers (embeddings at the bottom, head at the top) by steps,
+    on a log colour scale where the values are positive; None when the run logged no diagnostics."""
+    grids = diagnostics_grid(metrics_path)
+    if not grids:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import MaxNLocator
+
+    rows = -(-len(grids) // 2)
+    fig, axes = plt.subplots(rows, 2, figsize=(12, 3.2 * rows), squeeze=False)
+    for ax, (quantity, (layers, steps, values)) in zip(axes.flat, grids.items()):
+        finite = values[np.isfinite(values)]
+        norm = LogNorm() if finite.size and (finite > 0).all() else None
+        mesh = ax.pcolormesh(steps, np.arange(len(layers)), np.ma.masked_invalid(values), shading="nearest",
+                             norm=norm, cmap="viridis")
+        ax.set_yticks(np.arange(len(layers)), layers, fontsize=7 if len(layers) < 20 else 5)
+        ax.set_title(quantity)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.colorbar(mesh, ax=ax)
+    for ax in list(axes.flat)[len(grids):]:
+        ax.axis("off")
+    fig.suptitle(os.path.basename(os.path.dirname(os.path.abspath(metrics_path))) + ": per-layer diagnostics")
+    fig.tight_layout()
+    from dataprep.core.storage import atomic_output
+
+    with atomic_output(png_path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    return png_path
 
 
 def plot(metrics_path: str, png_path: str) -> str:
@@ -95,6 +157,7 @@ def training_section(run: str, folder: str) -> Section:
     run's loss, validation and throughput in a few rows."""
     path = find_metrics(run)
     image = os.path.basename(plot(path, os.path.join(folder, "training.png")))
+    diagnostics = plot_diagnostics(path, os.path.join(folder, "training-diagnostics.png"))
     train, val = train_and_val(path)
     rows = [["metrics", path], ["steps logged", f"{len(train):,} (last step {int(train[-1]['step']):,})"],
             ["train loss first → last", f"{train[0]['loss']:.4f} → {train[-1]['loss']:.4f}"]]
@@ -113,4 +176,5 @@ def training_section(run: str, folder: str) -> Section:
         values = [r[key] for r in train if key in r]
         if values:
             rows.append([f"{label} (median)", f"{scale * np.median(values):,.1f}{unit}"])
-    return Section("Training", images=[image], tables=[([], rows)])
+    images = [image] + ([os.path.basename(diagnostics)] if diagnostics else [])
+    return Section("Training", images=images, tables=[([], rows)])

@@ -6,7 +6,9 @@ the model knowing. Initialisation (``init_weights``): every weight is N(0, init_
 ``init: scaled_normal`` the two projections that write into the residual stream (``attention.wo``,
 ``feed_forward.w2``) use init_std / sqrt(2 * n_layers) as in GPT-2 and Megatron, so the residual variance
 does not grow with depth (``init: normal`` keeps them at init_std, as OLMo 2 does); norms start at 1.
-``qk_norm`` adds an RMSNorm over each head of q and k before RoPE. Parameters are created uninitialised so the model can be built on the meta device, and
+``qk_norm`` adds an RMSNorm over each head of q and k before RoPE. ``probe`` (the model's, each attention's): None
+except on a step that measures per-layer diagnostics, when the run sets it to see each layer's output and
+each attention's q and k. Parameters are created uninitialised so the model can be built on the meta device, and
 initialised where they live: a sharded parameter (DTensor) draws only its own rows and columns, with the
 same values a whole tensor would hold, so no process ever builds the full model.
 """
@@ -85,6 +87,9 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
 
 
 class Attention(nn.Module):
+    # set for a diagnostics step: called with the step's q and k (batch, heads, seq, head_dim)
+    probe = None
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.attend = causal_attention  # context parallelism swaps in its own (pretrain/distributed/context_parallel.py)
@@ -107,6 +112,8 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, heads, seq, head_dim)
+        if self.probe is not None:
+            self.probe(q.detach(), k.detach())
         out = self.attend(q, k, v)
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
 
@@ -143,6 +150,8 @@ class Llama(nn.Module):
     parallelism sets ``positions``, this rank's token positions in the sequence (RoPE angles)."""
 
     positions: torch.Tensor | None = None
+    # diagnostics set it for one step: called with each layer's output into the residual stream
+    probe = None
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -169,9 +178,16 @@ class Llama(nn.Module):
         else:
             positions = self.positions.to(self.rope_cos.device)
             rope = (self.rope_cos[positions], self.rope_sin[positions])
-        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
-        for block in self.layers.values():
+        if self.tok_embeddings is not None:
+            h = self.tok_embeddings(tokens)
+            if self.probe is not None:
+                self.probe("embeddings", h)
+        else:
+            h = tokens
+        for name, block in self.layers.items():
             h = block(h, rope)
+            if self.probe is not None:
+                self.probe(f"block.{name}", h)
         return self.output(self.norm(h)) if self.output is not None else h
 
     @torch.no_grad()

@@ -1,4 +1,5 @@
-"""Experiment tracking: TensorBoard and Weights & Biases (offline) receive ``train/`` and ``val/`` tags;
+"""Experiment tracking: TensorBoard and Weights & Biases (offline) receive ``train/``, ``val/`` and
+``diagnostics/`` tags;
 a configured tracker whose package is missing stops ``pretrain train`` before any set-up."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def test_tensorboard_and_wandb_get_prefixed_tags(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     data = make_token_dataset(tmp_path / "tokens", n_docs=40)
     cfg = tiny_config(data, tmp_path / "run", max_steps=4, log={"every_steps": 1, "val_every_steps": 2,
+                      "diagnostics_every_steps": 2,
                       "tensorboard": "tb", "wandb": {"project": "ccp-test", "mode": "offline"}})
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -35,6 +37,8 @@ def test_tensorboard_and_wandb_get_prefixed_tags(tmp_path, monkeypatch):
     assert {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "val/loss"} <= tags, tags
     assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4]
     assert [e.step for e in events.Scalars("val/loss")] == [2, 4]
+    assert [e.step for e in events.Scalars("diagnostics/grad_norm/block.1")] == [2, 4]
+    assert {"diagnostics/update_ratio/head", "diagnostics/attn_logit_max/block.0"} <= tags, tags
     runs = glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*" / "run-*.wandb"))
     assert len(runs) == 1 and os.path.getsize(runs[0]) > 0
 

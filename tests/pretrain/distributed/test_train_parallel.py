@@ -49,9 +49,9 @@ def run_single_process(cfg: dict) -> None:
         torch.set_num_threads(threads)
 
 
-def _torchrun(args: list[str], timeout: int = 400) -> None:
+def _torchrun(args: list[str], timeout: int = 400, processes: int = 4) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CCP_DEBUG": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", *args]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", *args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
 
