@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dataprep.code.languages import is_binary_name, language
+from dataprep.code.rules import VENDORED_DIRS
 from dataprep.code.licenses import NO_LICENSE, is_license_file, license_of_files, license_of_metadata
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
@@ -156,8 +157,11 @@ def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
         if only is not None:
             dirs[:], files = [], [only]
-        root = roots.get(folder) or (folder if _is_repository(folder) else roots[os.path.dirname(folder)])
-        roots[folder] = root
+        if folder not in roots:  # a folder with its own .git or licence is a repository, unless vendored into one
+            outer = roots[os.path.dirname(folder)]
+            vendored = VENDORED_DIRS.intersection(os.path.relpath(folder, outer).split(os.sep))
+            roots[folder] = folder if _is_repository(folder) and not vendored else outer
+        root = roots[folder]
         if root not in licenses:
             licenses[root] = _folder_license(root)
         for name in sorted(files):
@@ -280,8 +284,8 @@ def _skipped(name: str) -> str | None:
 
 
 def _archive_repositories(path: str) -> tuple[set[str], dict[str, list[str]]]:
-    """The folders of an archive where repositories begin (a licence file or ``.git`` inside; every top
-    folder too) and each one's licence texts. A broken archive gives what was read before the break."""
+    """The folders of an archive where repositories begin (a licence file or ``.git`` inside, outside
+    vendored folders; every top folder too) and each one's licence texts. A broken archive gives what was read before the break."""
     roots: set[str] = set()
     texts: dict[str, list[str]] = {}
     try:
@@ -291,7 +295,7 @@ def _archive_repositories(path: str) -> tuple[set[str], dict[str, list[str]]]:
             roots.add(name.split("/", 1)[0] if "/" in name else "")
             if "/.git/" in f"/{name}":
                 roots.add(name.split("/.git/", 1)[0] if not name.startswith(".git/") else "")
-            elif data is not None:
+            elif data is not None and not VENDORED_DIRS.intersection(folder.split("/")):  # a vendored copy stays in its repository
                 roots.add(folder)
                 texts.setdefault(folder, []).append(data.decode("utf-8", errors="replace"))
     except (EOFError, tarfile.ReadError, zipfile.BadZipFile, OSError, zlib.error):

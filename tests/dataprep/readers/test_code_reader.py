@@ -75,6 +75,23 @@ def test_a_tree_of_repositories_every_file_a_row(tmp_path):
     assert kept_rows(read(root / "tool" / "src" / "app.py")[0]) == {("tool", "src/app.py", "Python", "MIT")}  # one file
 
 
+def test_vendored_copies_stay_in_their_repository_where_the_vendored_rule_sees_them(tmp_path):
+    """pip's ``_vendor/requests`` carries its own licence, but it is pip's copy, not a repository of its own."""
+    from dataprep.code.rules import path_reason
+
+    root = write_tree(tmp_path / "tool", {"LICENSE": MIT.encode(), "tool/main.py": b"print(1)\n", "tool/_vendor/lib/LICENSE": GPL3.encode(),
+                                        "tool/_vendor/lib/core.py": b"x = 1\n", "plugins/extra/LICENSE": GPL3.encode(),
+                                        "plugins/extra/plugin.py": b"y = 2\n"})
+    rows = {(r["repo"], r["path"], r["license"]) for r in read(root)[0].to_pylist() if r["path"].endswith(".py")}
+    assert rows == {("tool", "tool/main.py", "MIT"), ("tool", "tool/_vendor/lib/core.py", "MIT"), ("extra", "plugin.py", "GPL-3.0")}
+    assert path_reason("tool/_vendor/lib/core.py") == "vendored"
+    archive = tmp_path / "tool.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for file in sorted(p for p in root.rglob("*") if p.is_file()):
+            zf.write(file, "tool/" + file.relative_to(root).as_posix())
+    assert {(r["repo"], r["path"], r["license"]) for r in read(archive)[0].to_pylist() if r["path"].endswith(".py")} == rows
+
+
 @pytest.mark.parametrize("kind", ["tar.gz", "zip"])
 def test_an_archive_reads_as_the_folder_does(tmp_path, kind):
     files = {f"repos/{k}": v for k, v in TREE.items()}
