@@ -33,7 +33,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage, with_fields
-from dataprep.core.storage import join_path
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup
 from dataprep.dedup.paragraphs import ParagraphDedup
@@ -46,9 +45,6 @@ from pipelines.progress import timed
 from pipelines.top_fraction import top_fraction_cutoffs
 from pipelines.train_tokenizer import stage_tokenizer
 
-SHARDS_DIR = "shards"
-
-
 @dataclass(frozen=True)
 class GlobalRunner:
     decide: Callable
@@ -57,9 +53,7 @@ class GlobalRunner:
 
 def _tokenize_decide(df: DataFrame, stage: Tokenize, ctx) -> tuple[None, dict]:
     """The tokenizer, trained once on Spark's draw of the shared sample when asked and missing."""
-    shards_dir = stage.shards_dir or (join_path(ctx.step_dir, SHARDS_DIR) if ctx is not None else None)
-    if not shards_dir:
-        raise ValueError("tokenize: set output_dir to run the stage outside a pipeline")
+    shards_dir = stage.shards_folder(ctx.step_dir if ctx is not None else None)
     stage_tokenizer(df, stage)
     return None, stage.begin_shards(shards_dir)
 

@@ -12,7 +12,7 @@ COMMANDS = {
     "size": ("pretrain.commands.size", "turn a parameter count into a Llama-style model config"),
     "plan": ("pretrain.commands.plan", "per-GPU memory, parallel layout and time to train"),
     "train": ("pretrain.commands.train", "train a model (one process; use torchrun -m pretrain.train for many)"),
-    "plot": ("pretrain.commands.plot", "plot loss and throughput curves of a run to PNG"),
+    "plot": ("pretrain.commands.plot", "plot a run's loss and throughput curves (and per-layer diagnostics) to PNG"),
     "export": ("pretrain.commands.export", "export a checkpoint (Hugging Face Llama, safetensors)"),
     "generate": ("pretrain.commands.generate", "sample text from a checkpoint"),
     "eval": ("pretrain.commands.eval", "loss and perplexity of a checkpoint on held-out data"),

@@ -89,11 +89,6 @@ class Tokenize(GlobalStage):
         self._default_shards = join_path(output_dir, "shards")
 
     @property
-    def shards_dir(self) -> str | None:
-        """Where the shards go: the configured folder, else the run's ``<output>/shards``."""
-        return self.output_dir or self._default_shards
-
-    @property
     def tokenizer_dir(self) -> str:
         """The tokenizer folder: the configured one, else the run's ``<output>/tokenizer``."""
         path = self.tokenizer or self._default_tokenizer
@@ -167,12 +162,19 @@ class Tokenize(GlobalStage):
     def decide(self, prepared: None, documents: pa.Table) -> tuple[None, dict]:
         """The tokenizer is the decision: trained on the shared sample of the documents
         (``dataprep.core.sampling``, the one Spark draws) when asked and missing. Shards start over."""
-        if not self.shards_dir:
-            raise ValueError("tokenize: set output_dir to run the stage outside a pipeline")
+        shards_dir = self.shards_folder()
         if self.train and not tokenizer_exists(self.tokenizer_dir):
             texts, info = sample_texts(documents.column("text").to_pylist(), self.train.sample_documents, self.train.seed)
             self.train.train(texts, self.tokenizer_dir, extra_meta=info)
-        return None, self.begin_shards(self.shards_dir)
+        return None, self.begin_shards(shards_dir)
+
+    def shards_folder(self, step_dir: str | None = None) -> str:
+        """Where the shards go: the configured folder, else the run's ``<output>/shards``, else (a Spark
+        step without a run) the step's own ``shards``."""
+        folder = self.output_dir or self._default_shards or (join_path(step_dir, "shards") if step_dir else None)
+        if not folder:
+            raise ValueError("tokenize: set output_dir to run the stage outside a pipeline")
+        return folder
 
     def begin_shards(self, shards_dir: str) -> dict:
         """Clear the manifest (none while shards change); the state both runners' tasks read."""

@@ -107,6 +107,13 @@ def plot_diagnostics(metrics_path: str, png_path: str) -> str | None:
         ax.axis("off")
     fig.suptitle(os.path.basename(os.path.dirname(os.path.abspath(metrics_path))) + ": per-layer diagnostics")
     fig.tight_layout()
+    return _save(fig, png_path)
+
+
+def _save(fig, png_path: str) -> str:
+    """Write a figure as PNG atomically and free it."""
+    import matplotlib.pyplot as plt
+
     from dataprep.core.storage import atomic_output
 
     with atomic_output(png_path) as tmp:
@@ -144,12 +151,7 @@ def plot(metrics_path: str, png_path: str) -> str:
     ax_tps.grid(alpha=0.3)
     fig.suptitle(os.path.basename(os.path.dirname(os.path.abspath(metrics_path))))
     fig.tight_layout()
-    from dataprep.core.storage import atomic_output
-
-    with atomic_output(png_path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    return png_path
+    return _save(fig, png_path)
 
 
 def training_section(run: str, folder: str) -> Section:
