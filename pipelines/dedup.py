@@ -34,6 +34,7 @@ from dataprep.dedup.urls import UrlDedup
 from dataprep.core.storage import join_path
 from pipelines.progress import timed
 from pipelines.steps import PREPARE_COLUMNS
+from pipelines.run_folder import check_dataset_folder
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
 MAX_ROUNDS = 100
@@ -87,6 +88,7 @@ def _resolve_earlier(clusters: DataFrame, cluster: str) -> DataFrame:
 
 def _save_index(entries: DataFrame, stage: IndexedStage) -> None:
     """Write this run's kept entries (never those loaded from indexes) as a new index."""
+    check_dataset_folder(join_path(stage.save_index, DATA))  # Spark replaces it whole
     begin_write(stage.save_index)
     entries = _materialize(entries.where(~F.col("id").startswith(EARLIER)))
     entries.write.mode("overwrite").parquet(join_path(stage.save_index, DATA))

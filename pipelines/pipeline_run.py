@@ -37,7 +37,8 @@ from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
-from pipelines.run_folder import claim
+from dataprep.core.run_record import record_written
+from pipelines.run_folder import check_dataset_folder, claim
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, make_prepare_fn, plan_steps
 from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
@@ -148,6 +149,7 @@ class PipelineRun:
         save_json(all_stats, join_path(self.out, "stats.json"),
                   {"input_files": len(files), "cores": self.spark.sparkContext.defaultParallelism,
                    "corpus": corpus_dir, "steps": steps_done})
+        record_written(self.out, [path for stage in cfg.stages for path in stage.files_written()])
         print(format_table(all_stats), flush=True)
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
@@ -413,6 +415,7 @@ class PipelineRun:
             return
         df = self._kept(last_dir)
         df = df.drop(*[c for c in ("_bytes", "html") if c in df.columns])
+        check_dataset_folder(corpus_dir)
         self._write(df, corpus_dir)
         atomic_write_text(marker, json.dumps({"fingerprint": fingerprint}))
 

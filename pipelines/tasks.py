@@ -119,11 +119,12 @@ def reusable(markers: Iterable[dict], fingerprint: str, inputs: list[str], step_
 
 
 def remove_others(step_dir: str, keep: Iterable[str]) -> None:
-    """Delete every file of the step's rows and markers that is not a kept task's."""
+    """Delete every task file of the step's rows and markers (``part-*`` and temporaries) that is not a
+    kept task's; a file named otherwise is nobody's task and not ours to delete."""
     keep_names = {f"part-{key}.{ext}" for key in keep for ext in ("parquet", "json")}
     for sub in (DATA_DIR, STATS_DIR):
         folder = storage.join_path(step_dir, sub)
-        stale = [storage.join_path(folder, n) for n in _names(folder) if n not in keep_names]
+        stale = [storage.join_path(folder, n) for n in _names(folder) if n not in keep_names and n.startswith(("part-", ".tmp-"))]
         if stale:
             fs, _, paths = fsspec.get_fs_token_paths(stale)
             fs.rm(paths, recursive=True)

@@ -102,7 +102,7 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by the pipe
     except ModuleNotFoundError as exc:
         return _missing_package(f"{prog} {argv[0]}", exc, wants_json)
-    except (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, KeyError, WorkFailed) as exc:
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, KeyError, WorkFailed) as exc:
         # Configuration and input problems: one clear message, no traceback (set CCP_DEBUG=1 for it).
         import os
 

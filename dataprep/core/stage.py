@@ -139,6 +139,11 @@ class Stage(BaseModel):
         (the tokenizer it trains) records that place here. The config, and so the step's fingerprint,
         keeps the default, so a moved output folder still resumes."""
 
+    def files_written(self) -> list[str]:
+        """The files the stage wrote outside its step's rows (a trained tokenizer, token shards), for the
+        run's record: ``--overwrite`` removes what a run wrote and nothing else."""
+        return []
+
     def check_assets(self) -> None:
         """Load what the stage needs (models, tokenizers) so that a missing or broken file is a config
         error before Spark starts; raise ValueError or FileNotFoundError naming it."""

@@ -175,7 +175,8 @@ def atomic_write_text(path: str, text: str) -> None:
 def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
     """Yield a temporary local folder beside ``path``; when the block succeeds it replaces ``path``
     (a folder that exists and is not empty is an error unless ``overwrite``). A failure leaves
-    ``path`` as it was."""
+    ``path`` as it was. The folder replaced may hold only files the new one writes too (an earlier
+    output of the same command): a file of anyone else's is refused by name, never deleted."""
     path = os.path.abspath(path.removeprefix("file://"))
     check_output_path(path, "output", folder=True)
     if not overwrite and os.path.isdir(path) and os.listdir(path):
@@ -187,10 +188,19 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder the usual mode
         if os.path.isdir(path):
+            others = sorted(_relative_files(path) - _relative_files(tmp))
+            if others:
+                shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+                raise FileExistsError(f"{path} holds files this command does not write ({shown}): they are not "
+                                      "replaced; move them away or choose another output folder")
             shutil.rmtree(path)
         os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _relative_files(folder: str) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), folder) for d, _, files in os.walk(folder) for f in files}
 
 
 def check_output_path(path: str, flag: str, folder: bool) -> None:
