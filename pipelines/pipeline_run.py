@@ -54,6 +54,11 @@ class NoReadableInput(RuntimeError):
     """No input file held a readable record: the run fails instead of writing an empty corpus."""
 
 
+class NothingKept(RuntimeError):
+    """A stage dropped every document it was given: the run fails, after its stats and table, instead of
+    ending in a later stage's puzzling error or an empty corpus."""
+
+
 @dataclass
 class RunResult:
     output_dir: str
@@ -143,16 +148,32 @@ class PipelineRun:
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
             all_stats.extend(stats)
             previous_dir = step_dir
+            emptied = next((s for s in stats if not s.docs_kept and (s.docs_in or s.stage == READ_STAGE)), None)
+            if emptied:
+                self._save_stats(all_stats, len(files), steps_done, None)
+                raise NothingKept(self._nothing_kept(emptied))
         corpus_dir = join_path(self.out, "corpus")
         self._write_corpus(previous_dir, corpus_dir, fingerprint, redo)
-        all_stats = merge_all(all_stats)
-        save_json(all_stats, join_path(self.out, "stats.json"),
-                  {"input_files": len(files), "cores": self.spark.sparkContext.defaultParallelism,
-                   "corpus": corpus_dir, "steps": steps_done})
+        all_stats = self._save_stats(all_stats, len(files), steps_done, corpus_dir)
         record_written(self.out, [path for stage in cfg.stages for path in stage.files_written()])
-        print(format_table(all_stats), flush=True)
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
+
+    def _save_stats(self, stats: list[StageStats], files: int, steps_done: list[dict], corpus_dir: str | None) -> list[StageStats]:
+        """Write ``stats.json`` and print the per-stage table (the funnel); return the merged stats."""
+        stats = merge_all(stats)
+        save_json(stats, join_path(self.out, "stats.json"),
+                  {"input_files": files, "cores": self.spark.sparkContext.defaultParallelism, "corpus": corpus_dir, "steps": steps_done})
+        print(format_table(stats), flush=True)
+        return stats
+
+    def _nothing_kept(self, stage: StageStats) -> str:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in Counter(stage.dropped).most_common(3))
+        if not stage.docs_in:
+            return (f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of them a document): check "
+                    f"input.paths and input.format; per-stage counts: {join_path(self.out, 'stats.json')}")
+        return (f"stage {stage.stage} dropped all {stage.docs_in} documents it was given ({reasons or 'no reason recorded'}), "
+                f"so the run stops there with nothing kept; per-stage counts: {join_path(self.out, 'stats.json')}")
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -191,7 +212,7 @@ class PipelineRun:
     def _check_input_read(stats: list[StageStats], files: int) -> None:
         """Fail when no input file yielded a single readable record (every one empty, damaged or
         unreadable): an empty corpus with exit 0 would hide a wrong path or a broken download. Input
-        that reads but holds no document (only metadata records, say) is only warned about."""
+        that reads but holds no document (only metadata records, say) fails after its stats (``NothingKept``)."""
         read = next((s for s in stats if s.stage == READ_STAGE), None)
         if read is None:
             return
@@ -205,8 +226,6 @@ class PipelineRun:
                 f"no readable input in {files} file{'s' * (files != 1)}: {', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
                 "Check input.paths (--input) and input.format"
             )
-        if read.docs_kept == 0:
-            log.warning("the input holds no documents (%d records read, all dropped): check input.paths and input.format", read.docs_in)
 
     def _ship_assets(self) -> None:
         """On a cluster, send the model files and folders stages name to every executor: their paths

@@ -48,7 +48,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     charts = Charts(dest)
     sample, total = read_corpus_sample(join_path(output_dir, "corpus"), max_docs)
     manifests = find_manifests(output_dir)
-    sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts),
+    sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts), sec.redactions(stats),
                 sec.rules(stats, drop_examples(output_dir), charts),
                 sec.sources(sample, total, stats, source_funnel(output_dir))]
     if sample is not None:

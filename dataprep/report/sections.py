@@ -102,13 +102,25 @@ def funnel(stats: list[StageStats], charts: Charts) -> Section | None:
     return s
 
 
+def redactions(stats: list[StageStats]) -> Section | None:
+    """What the pii and code_secrets stages replaced with placeholders (or only found, with redact: false)."""
+    rows = [[st.stage, event.split(":", 1)[1], event.split(":", 1)[0], _n(n)]
+            for st in stats for event, n in sorted(st.counters.items()) if event.startswith(("redacted:", "found:"))]
+    if not rows:
+        return None
+    total = sum(n for st in stats for event, n in st.counters.items() if event.startswith("redacted:"))
+    return Section("Redactions", [f"{_n(total)} secrets and pieces of personal data replaced by placeholders in kept "
+                                  "documents (found: counted only, the stage ran with redact: false)."],
+                   tables=[(["stage", "type", "action", "count"], rows)])
+
+
 def rules(stats: list[StageStats], examples: dict, charts: Charts, top: int = 20, per_stage: int = 15) -> Section | None:
     reasons = [(st, reason, n) for st in stats for reason, n in st.dropped.most_common()]
     if not reasons:
         return None
     s = Section("Removal per rule", ["Documents each rule removed, the share of its stage's input, and examples of what "
                                      "it removed: URL and the start of the text (the text only when the run set "
-                                     "output.write_dropped). What each quality preset costs on labelled pages: "
+                                     "output.write_dropped), personal data and secrets replaced by placeholders. What each quality preset costs on labelled pages: "
                                      "bench/quality/filter_eval.py."])
     color = {st.stage: f"C{i % 10}" for i, st in enumerate(stats)}
     biggest = sorted(reasons, key=lambda r: -r[2])[:top]

@@ -2,7 +2,8 @@
 
 Runs in local mode by default and unchanged under ``spark-submit`` (``spark-submit pipelines/cli.py run
 CONFIG.yaml``); how a run resumes and fails is ``pipelines.pipeline_run``'s to say. Exit status 1 when
-a step's errors exceed the config's error budget or no input file holds a readable record.
+a step's errors exceed the config's error budget, no input file holds a readable record, or a stage drops
+every document (after writing stats.json and printing the table).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataprep.core.cli import add_set_argument, fail
 from dataprep.core.config import load_config
 from dataprep.core.stats import ErrorBudgetExceeded
 from dataprep.core.storage import join_path
-from pipelines.pipeline_run import NoReadableInput, run_pipeline
+from pipelines.pipeline_run import NoReadableInput, NothingKept, run_pipeline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with progress:
             result = run_pipeline(config, force=args.force, overwrite=getattr(args, "overwrite", False))
-    except (ErrorBudgetExceeded, NoReadableInput) as exc:
+    except (ErrorBudgetExceeded, NoReadableInput, NothingKept) as exc:
         return fail(f"dataprep run: {exc}", 1, getattr(args, "json", False))
     if getattr(args, "json", False):
         print(json.dumps({"output_dir": result.output_dir, "corpus_dir": result.corpus_dir, "files": result.files,

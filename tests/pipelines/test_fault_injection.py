@@ -20,7 +20,7 @@ from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import default_model_path
 from dataprep.core.stats import ErrorBudgetExceeded
 from pipelines.commands import run as run_module
-from pipelines.pipeline_run import DONE_MARKER, ERRORS_FILE, run_pipeline
+from pipelines.pipeline_run import DONE_MARKER, ERRORS_FILE, NothingKept, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = [str(i) for i in range(cases.GOOD_PAGES)]
@@ -215,15 +215,17 @@ def test_progress_stats_files_and_bytes(spark, tmp_path, capsys):
     assert len(list((step / "_stats").glob("part-*.json"))) == 2
 
 
-def test_a_whole_input_without_documents_warns(spark, tmp_path, caplog):
-    """Input that reads but holds no document (here: only images) warns; input with nothing readable fails
+def test_a_whole_input_without_documents_fails_after_its_stats(spark, tmp_path, caplog):
+    """Input that reads but holds no document (here: only images) fails naming the stage that dropped
+    them, after writing stats.json; input with nothing readable fails sooner
     (tests/dataprep/readers/test_readers.py)."""
     (tmp_path / "empty.warc.gz").write_bytes(b"")
     images = cases.write_warc(tmp_path / "images.warc", [cases.warc_record(i, b"\x89PNG", headers="Content-Type: image/png") for i in range(3)], False)
     config = load_config({"input": {"paths": [str(tmp_path / "empty.warc.gz"), str(images)]}, "output": {"dir": str(tmp_path / "out")},
                           "stages": [{"stage": "extract"}]})
-    run_pipeline(config, spark=spark)
-    assert "the input holds no documents" in caplog.text and "1 input files are empty" in caplog.text
+    with pytest.raises(NothingKept, match="dropped all 3 documents"):
+        run_pipeline(config, spark=spark)
+    assert "1 input files are empty" in caplog.text and (tmp_path / "out" / "stats.json").exists()
 
 
 def test_piping_into_head_prints_no_traceback():
