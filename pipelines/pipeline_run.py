@@ -35,6 +35,7 @@ from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
+from pipelines.interrupt import check_interrupted, interruptible
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
 from dataprep.core.run_record import record_written
@@ -107,6 +108,11 @@ class PipelineRun:
         return self._spark
 
     def run(self) -> RunResult:
+        """Run the steps; Ctrl-C ends it with KeyboardInterrupt, keeping what finished (``interruptible``)."""
+        with interruptible():
+            return self._run()
+
+    def _run(self) -> RunResult:
         cfg = self.config
         expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
         files = expand(cfg.input.paths) if cfg.input.paths else []
@@ -122,6 +128,7 @@ class PipelineRun:
         previous_dir = None
         redo = self.force
         for step in self.steps:
+            check_interrupted()
             fingerprint = _fingerprint([fingerprint, step.fingerprint()])
             step_dir = join_path(self.out, "steps", step.name)
             marker = None if redo else _read_marker(join_path(step_dir, DONE_MARKER))
@@ -152,6 +159,7 @@ class PipelineRun:
             if emptied:
                 self._save_stats(all_stats, len(files), steps_done, None)
                 raise NothingKept(self._nothing_kept(emptied))
+        check_interrupted()
         corpus_dir = join_path(self.out, "corpus")
         self._write_corpus(previous_dir, corpus_dir, fingerprint, redo)
         all_stats = self._save_stats(all_stats, len(files), steps_done, corpus_dir)

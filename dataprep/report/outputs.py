@@ -17,9 +17,9 @@ import pyarrow.compute as pc
 
 from dataprep.code.secrets import PLACEHOLDERS as SECRET_PLACEHOLDERS
 from dataprep.code.secrets import find_secrets
-from dataprep.core.storage import exists, is_url, join_path, read_text
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import STATS_MARK
+from dataprep.core.storage import exists, is_url, join_path, read_text
 from dataprep.safety.pii import find_pii, redact
 from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
 

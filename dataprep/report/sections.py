@@ -109,8 +109,8 @@ def redactions(stats: list[StageStats]) -> Section | None:
     if not rows:
         return None
     total = sum(n for st in stats for event, n in st.counters.items() if event.startswith("redacted:"))
-    return Section("Redactions", [f"{_n(total)} secrets and pieces of personal data replaced by placeholders in kept "
-                                  "documents (found: counted only, the stage ran with redact: false)."],
+    return Section("Redactions", [(f"{_n(total)} secrets and pieces of personal data replaced by placeholders in kept "
+                                   "documents (found: counted only, the stage ran with redact: false).")],
                    tables=[(["stage", "type", "action", "count"], rows)])
 
 

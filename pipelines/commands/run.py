@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the result (output paths, per-stage stats) as JSON on stdout; progress goes to stderr")
 
 
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
 def main(args: argparse.Namespace) -> int:
     import contextlib
 
@@ -50,6 +53,10 @@ def main(args: argparse.Namespace) -> int:
             result = run_pipeline(config, force=args.force, overwrite=getattr(args, "overwrite", False))
     except (ErrorBudgetExceeded, NoReadableInput, NothingKept) as exc:
         return fail(f"dataprep run: {exc}", 1, getattr(args, "json", False))
+    except KeyboardInterrupt:  # Ctrl-C: what finished is kept, and the same command picks up from there
+        again = "the same command again" + (" without --force" if args.force else "")
+        return fail(f"dataprep run: interrupted; to resume, run {again}: the steps and tasks that finished are kept",
+                    INTERRUPTED, getattr(args, "json", False))
     if getattr(args, "json", False):
         print(json.dumps({"output_dir": result.output_dir, "corpus_dir": result.corpus_dir, "files": result.files,
                           "skipped_steps": result.skipped_steps, "steps": result.steps, "stats": join_path(result.output_dir, "stats.json"),
