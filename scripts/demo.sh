@@ -49,3 +49,4 @@ step "9. report"
 dataprep report "$OUT/pipeline" --train-run "$OUT/train"
 
 printf '\nDone. Cleaned corpus: %s/pipeline/corpus  shards: %s/pipeline/shards  model: %s/train  report: %s/pipeline/report/report.html\n' "$OUT" "$OUT" "$OUT" "$OUT"
+printf 'The commands live in .venv: in a new shell, run `source .venv/bin/activate` here first (README.md).\n'
