@@ -169,12 +169,15 @@ def test_a_stage_failing_every_document_fails_the_step_and_resume_after_the_fix(
 
 
 def test_errors_under_the_budget_are_counted_drops(spark, tmp_path):
+    """Within the budget (here every document may fail) errors are counted drops and the step is done;
+    as no document is left, the run then fails naming the stage."""
     config, model = _broken_model_config(tmp_path, max_fraction=1.0)
     checked = load_config(config)
     model.unlink()
-    result = run_pipeline(checked, spark=spark)
-    langid = next(s for s in result.stats if s.stage == "langid")
-    assert langid.dropped == {"error:FileNotFoundError": 30}
+    with pytest.raises(NothingKept, match="stage langid dropped all 30 documents it was given \\(30 error:FileNotFoundError\\)"):
+        run_pipeline(checked, spark=spark)
+    stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}
+    assert stats["langid"]["dropped"] == {"error:FileNotFoundError": 30}
     assert (tmp_path / "out" / "steps" / "02_langid" / DONE_MARKER).exists()
 
 
