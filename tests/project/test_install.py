@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA_ONLY = ["pyspark", "pandas", "trafilatura", "resiliparse", "fasttext", "xxhash", "profanity_check"]
 TRAIN_ONLY = ["torch", "safetensors"]

@@ -15,6 +15,8 @@ import pytest
 import yaml
 from train_fixtures import make_token_dataset, tiny_config
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 BAD_MODEL = {"vocab_size": 128, "d_model": 100, "n_layers": 2, "n_heads": 3, "n_kv_heads": 3, "ffn_dim": 64}
 HEADS = "d_model 100 is not divisible by n_heads 3"
 DCP_NOTE = "assuming the intent is to"  # torch's note on every one-process checkpoint save and load
