@@ -32,6 +32,7 @@ from pretrain.components.verdicts import StepVerdicts
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import ModelConfig, TrainConfig
+from pretrain.layout_rules import check_layout
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
 from pretrain.distributed.process_group import barrier, init_distributed
@@ -56,11 +57,8 @@ def _param_dtype(precision: str, dims: ParallelDims) -> torch.dtype | None:
 
 
 def _check_devices(cfg: TrainConfig, dims: ParallelDims, device: torch.device) -> None:
-    if cfg.model.tie_embeddings and dims.world_size > 1:
-        raise ValueError("model.tie_embeddings is supported in single-process training only (FSDP/TP would shard the shared weight twice)")
-    if cfg.parallel.offload and (device.type != "cuda" or not dims.fsdp_enabled):
-        raise ValueError("parallel.offload moves FSDP's shards to host memory: it needs CUDA and more than one "
-                         "data-parallel rank")
+    """The layout's rules again, now that the world size and the device are known."""
+    check_layout(cfg.parallel, cfg.model, world_size=dims.world_size, device_type=device.type)
 
 
 def _warn_unused_vocab(model: ModelConfig, data_vocab: int) -> None:
