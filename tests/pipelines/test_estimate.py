@@ -77,6 +77,10 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert dataprep_main(["estimate", str(sample_run), "--pages", "3000000000", "--cores", "500"]) == 0
     text = capsys.readouterr().out
     assert "wall time on 500 cores" in text and "assumptions:" in text and "exact_dedup *" in text
+    priced = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 10, "--price-per-core-hour", 0.04)
+    assert priced["money"] == pytest.approx(0.04 * large["core_hours"])
+    assert dataprep_main(["estimate", str(sample_run), "--pages", "1000000", "--price-per-core-hour", "0.04"]) == 0
+    assert f"money: {priced['money']:,.2f} for " in capsys.readouterr().out
 
 
 def test_two_samples_separate_fixed_costs(spark, shared_data, sample_run, capsys, tmp_path):

@@ -341,6 +341,8 @@ RUN = [
     ("pretrain plan configs/model/7b.yaml --gpus 8 --gpu h100 --micro-batch 4 --global-batch 512 "
      "--output configs/train/7b.yaml --data out/cc/shards", None),
     ("pretrain plan 70B --gpus 64 --seq-len 4096 --json", None),
+    ("pretrain plan 7b --gpus 64 --price-per-gpu-hour 2.5 --grid-gco2-per-kwh 385", None),
+    ("pretrain plan 7b --gpus 64 --compare-gpus h100,a100-80gb,h200 --price-per-gpu-hour 2.5", None),
     ("pretrain budget --compute 1e23 --data out/cc/shards", None),
     ("pretrain budget --compute 1e23 --unique-tokens 300B --epochs 4", None),
     ("pretrain budget --data out/cc/shards --epochs 4", None),
