@@ -198,6 +198,14 @@ class LogConfig(StrictModel):
     # per-layer gradient, weight, update, activation and attention-logit norms every N steps
     # (pretrain/components/diagnostics.py); 0: off (a diagnostic step reads back and copies the weights)
     diagnostics_every_steps: int = Field(0, ge=0)
+    # [START, END]: record those steps (END included) with torch.profiler (pretrain/components/profiling.py)
+    profile_steps: tuple[int, int] | None = None
+
+    @model_validator(mode="after")
+    def _profile_window(self):
+        if self.profile_steps is not None and not 1 <= self.profile_steps[0] <= self.profile_steps[1]:
+            raise ValueError(f"profile_steps {list(self.profile_steps)}: must be [START, END] with 1 <= START <= END")
+        return self
 
 
 class TrainConfig(StrictModel):

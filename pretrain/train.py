@@ -25,6 +25,7 @@ from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
+from pretrain.components.profiling import StepProfiler, profiled_step
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
@@ -152,6 +153,8 @@ class Trainer:
                                  os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None)
         self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
                                            self.rank, self.world)
+        window = cfg.log.profile_steps
+        self.profiler = StepProfiler(cfg.out_dir, *window, self.rank, self.world, self.device) if window else None
 
     def _build_model(self) -> tuple[PipelineParallelModel | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
@@ -248,9 +251,9 @@ class Trainer:
         diagnostics = self.diagnostics if self._diagnostic(step) else None
         if diagnostics is not None:  # no activations while a pipeline's first step infers its shapes
             diagnostics.begin(activations=self.pipe is None or self.pipe.shapes_known)
-        with self.stragglers.timing(step) as batch:
+        with self.stragglers.timing(step) as batch, profiled_step(self.profiler, step) as data:
             self.faults.disrupt(step)  # injected hang, kill or slowness
-            return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),
+            return train_step(self.stepper, self.optimizer, self.scheduler, batch(data(self.train_loader.next_step)),
                               self.ctx, self.cfg.optim.grad_clip, judge=self._judge, diagnostics=diagnostics)
 
     def _diagnostic(self, step: int) -> bool:
@@ -357,6 +360,8 @@ class Trainer:
         cfg, step = self.cfg, self.state.step
         if self.saver is not None:
             self.saver.close()
+        if self.profiler is not None:
+            self.profiler.close()  # a run that stopped inside the window: what it recorded
         if step == self.steps:
             path = os.path.join(cfg.out_dir, "model.safetensors")
             if self.pipe is None:

@@ -12,8 +12,8 @@ from dataprep.core.storage import check_output_path
 from pretrain.components.shard_totals import shard_totals
 from pretrain.config import save_yaml
 from pretrain.planning.budget import METHODS
-from pretrain.planning.cost import add_cost_arguments, cost_rates, format_comparison, format_cost, plan_cost
 from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
+from pretrain.planning.cost import add_cost_arguments, cost_rates, format_comparison, format_cost, plan_cost
 from pretrain.planning.plan import plan, train_config
 from pretrain.planning.plan_inputs import plan_gpu, plan_model, plan_tokens
 from pretrain.planning.plan_memory import PRECISIONS

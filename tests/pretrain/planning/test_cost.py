@@ -35,7 +35,7 @@ def test_budget_prices_its_gpu_hours(capsys):
     out = _json(capsys, "budget", "--gpus", "8", "--hours", "100", "--peak-flops", "5e14")
     assert out["cost"] == {"gpu_hours": 800, "money": None, "kwh": None, "kg_co2e": None}
     assert cli(["budget", "--gpus", "8", "--hours", "100", "--peak-flops", "5e14", "--gpu-power-w", "500"]) == 0
-    assert "energy 480 kWh (500 W per GPU x PUE 1.2)"  # 800 x 0.5 x 1.2 in capsys.readouterr().out
+    assert "energy 480 kWh (500 W per GPU x PUE 1.2)" in capsys.readouterr().out  # 800 x 0.5 x 1.2
     assert cli(["budget", "--compute", "1e21", "--price-per-gpu-hour", "2"]) == 2  # nothing to price
     assert "need --gpus and --hours" in capsys.readouterr().err
 
