@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
-from dataprep.core.storage import atomic_write_text, exists, expand_inputs, join_path, read_text, remove_tree
+from dataprep.core.storage import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text, remove_tree
 from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
@@ -38,6 +38,7 @@ from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
 from pipelines.run_folder import claim
+from dataprep.core.provenance import code_version, listing, now, sha256_json
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, make_prepare_fn, plan_steps
 from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
@@ -162,6 +163,12 @@ class PipelineRun:
                                  "steps": [step.fingerprint() for step in self.steps]})
         description = {"inputs": cfg.input.paths, "input_files": len(files), "stages": [s.name for s in cfg.stages]}
         claim(self.out, identity, description, self.overwrite, tuple(step.name for step in self.steps))
+        run = {"identity": identity, "config": cfg.source_path, "config_sha256": sha256_json(cfg.model_dump(mode="json")),
+               "inputs": cfg.input.paths, "input_listing": listing(files),
+               "output": self.out if is_url(self.out) else os.path.abspath(self.out),
+               "stages": [s.name for s in cfg.stages], "code": code_version(), "time": now()}
+        for stage in cfg.stages:
+            stage.record_run(run)
 
     def _check_errors(self, step: Step, step_dir: str, stats: list[StageStats]) -> None:
         """Fail the step (no marker) when a stage's errors exceed the budget."""

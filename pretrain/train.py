@@ -39,6 +39,7 @@ from pretrain.distributed.parallelize import parallelize
 from pretrain.distributed.process_group import barrier, init_distributed
 from pretrain.distributed.pipeline_parallel import PipelineParallelModel, build_pipeline
 from pretrain.inference.loading import save_run_dir
+from pretrain.lineage import LineageState, training_lineage, write_run_lineage
 from pretrain.models.llama import Llama, num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.train_step import StepOutcome, TrainStepContext, train_step, validation_loss
@@ -136,8 +137,9 @@ class Trainer:
         self.rollbacks = 0
         self.batch = BatchRecord(cfg.global_batch_size, cfg.optim.lr)  # what the lr is for, in checkpoints
         self.batch_record: dict | None = None  # a batch change found on resume (``_apply_batch_rule``)
+        self.lineage = LineageState(training_lineage(cfg))  # the data and code this run trains with
         components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
-                      "spikes": self.spikes, "batch": self.batch}
+                      "spikes": self.spikes, "batch": self.batch, "lineage": self.lineage}
         self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
                                 self.dims.degrees(), components)
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
@@ -197,6 +199,7 @@ class Trainer:
         cfg, dims = self.cfg, self.dims
         if self.rank == 0:
             save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
+            write_run_lineage(cfg.out_dir, self.lineage)
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
                                  flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
                                  wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))

@@ -142,6 +142,10 @@ class Stage(BaseModel):
         (the tokenizer it trains) records that place here. The config, and so the step's fingerprint,
         keeps the default, so a moved output folder still resumes."""
 
+    def record_run(self, run: dict) -> None:
+        """Told the run's identity (config and input digests, code version, time) before it starts: a stage
+        that writes a dataset (tokenize) records it there, for lineage."""
+
     def check_assets(self) -> None:
         """Load what the stage needs (models, tokenizers) so that a missing or broken file is a config
         error before Spark starts; raise ValueError or FileNotFoundError naming it."""

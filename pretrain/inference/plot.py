@@ -180,6 +180,9 @@ def training_section(run: str, folder: str) -> Section:
         if values:
             rows.append([f"{label} (median)", f"{scale * np.median(values):,.1f}{unit}"])
     rows += profile_rows(os.path.dirname(path))
+    from pretrain.lineage import report_rows
+
+    rows += report_rows(os.path.dirname(path))
     images = [image] + ([os.path.basename(diagnostics)] if diagnostics else [])
     return Section("Training", images=images, tables=[([], rows)])
 
