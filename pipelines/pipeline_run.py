@@ -164,7 +164,7 @@ class PipelineRun:
         description = {"inputs": cfg.input.paths, "input_files": len(files), "stages": [s.name for s in cfg.stages]}
         claim(self.out, identity, description, self.overwrite, tuple(step.name for step in self.steps))
         run = {"identity": identity, "config": cfg.source_path, "config_sha256": sha256_json(cfg.model_dump(mode="json")),
-               "inputs": cfg.input.paths, "input_listing": listing(files),
+               "inputs": cfg.input.paths, "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
                "output": self.out if is_url(self.out) else os.path.abspath(self.out),
                "stages": [s.name for s in cfg.stages], "code": code_version(), "time": now()}
         for stage in cfg.stages:

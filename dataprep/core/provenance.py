@@ -58,7 +58,7 @@ def code_version() -> dict:
 def _git(root: str, *args: str) -> str | None:
     """A git command's output in ``root``; None when git fails or is missing."""
     try:
-        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", root, *args], check=False, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -359,6 +359,8 @@ RUN = [
     ('pretrain generate runs/my-run --prompt "The history of" --max-new-tokens 100 --top-p 0.95 --seed 1', None),
     ("pretrain export runs/my-run --to hf --output hf/my-model [--dtype bfloat16]",
      "pretrain export runs/my-run --to hf --output hf/my-model --dtype bfloat16"),
+    ("pretrain lineage hf/my-model", None),
+    ("pretrain lineage --uses out/cc runs/ hf/", None),
 ]
 
 
@@ -393,3 +395,4 @@ def test_readme_commands_run_in_a_fresh_venv(fresh_venv):
     rows = [json.loads(row) for row in (user / "runs" / "tiny_cpu" / "metrics.jsonl").read_text().splitlines()]
     assert any(row.get("kind") == "val" for row in rows), "the README's training run logged no validation loss"
     assert (user / "hf" / "my-model" / "model.safetensors").is_file()
+    assert "fineweb" in (user / "hf" / "my-model" / "README.md").read_text()  # the card names the pipeline run's output
