@@ -21,9 +21,9 @@ def model_card(trained: Trained, lineage: dict | None) -> str:
              f"{m.ffn_dim}), vocabulary {m.vocab_size:,}, context {m.max_seq_len:,} tokens. Exported from "
              f"`{trained.path}`" + (f" (step {trained.step:,})." if trained.step is not None else "."), ""]
     lines += _data(lineage) + _budget(trained) + _results(trained)
-    lines += ["## Lineage", "", "`lineage.json` in this folder holds the chain from this model to the crawl; "
-              "`pretrain lineage FOLDER` prints it, and `pretrain lineage --uses CORPUS RUNS...` finds the models "
-              "trained on a corpus.", ""]
+    lines += ["## Lineage", "", ("`lineage.json` in this folder holds the chain from this model to the crawl; "
+                                 "`pretrain lineage FOLDER` prints it, and `pretrain lineage --uses CORPUS RUNS...` "
+                                 "finds the models trained on a corpus."), ""]
     return "\n".join(lines)
 
 
@@ -50,6 +50,7 @@ def _data(lineage: dict | None) -> list[str]:
                   f"`{run.get('config_sha256')}`; stages {', '.join(run.get('stages') or [])}) with "
                   f"{code.get('package')} {code.get('version')}"
                   + (f" at commit `{code['git_commit']}`" if code.get("git_commit") else "")
+                  + (" with uncommitted changes" if code.get("git_dirty") else "")
                   + f", at {run.get('time')}, from {listing.get('files', 0):,} input file(s) (listing sha256 "
                     f"`{listing.get('sha256')}`):", ""]
         lines += [f"- `{n}`" for n in names]
@@ -64,13 +65,14 @@ def _data(lineage: dict | None) -> list[str]:
 
 def _budget(trained: Trained) -> list[str]:
     run = trained.run
-    if run is None:
+    if run is None or not trained.step:
         return []
     tokens_per_step = run.global_batch_size * run.seq_len
-    trained_tokens = f"{trained.step * tokens_per_step:,} tokens ({trained.step:,} steps x " if trained.step else "("
+    tokens = trained.step * tokens_per_step
     return ["## Training", "",
-            f"{trained_tokens}{tokens_per_step:,} tokens per step: global batch {run.global_batch_size} sequences of "
-            f"{run.seq_len}); peak learning rate {run.optim.lr:g}, {run.precision} precision.", ""]
+            f"{tokens:,} tokens ({trained.step:,} steps x {tokens_per_step:,} tokens: global batch "
+            f"{run.global_batch_size} sequences of {run.seq_len}), about {6 * num_params(trained.model) * tokens:.3g} "
+            f"FLOPs (6ND); peak learning rate {run.optim.lr:g}, precision {run.precision}.", ""]
 
 
 def _results(trained: Trained) -> list[str]:
