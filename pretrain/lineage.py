@@ -95,12 +95,14 @@ def write_run_lineage(out_dir: str, state: LineageState) -> str:
 def read_lineage(path: str) -> dict:
     """The lineage (``{"current", "earlier"}``) of an exported model folder, a run folder, a ``step-*``
     checkpoint or a ``model.safetensors``, with ``found_in`` saying which file held it."""
-    from pretrain.components.checkpoint import STATE_FILE
+    from pretrain.components.checkpoint import STATE_FILE, list_checkpoints
 
     folder = os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else os.path.abspath(path)
-    candidates = [os.path.join(folder, STATE_FILE), os.path.join(folder, LINEAGE_FILE)]
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{path} does not exist")
+    newest = list_checkpoints(os.path.join(folder, "checkpoints"))[-1:]  # a run folder without lineage.json
+    candidates = [os.path.join(folder, STATE_FILE), os.path.join(folder, LINEAGE_FILE),
+                  *(os.path.join(c, STATE_FILE) for c in newest)]
     for candidate in candidates:
         if os.path.isfile(candidate):
             with open(candidate, encoding="utf-8") as fh:
