@@ -203,7 +203,7 @@ def runs_using(corpus: dict, roots: list[str]) -> list[dict]:
                 matched = [s for s in stretch["sources"] if _same_corpus(s, corpus)]
                 if matched:
                     found.append({"path": os.path.abspath(folder), "run": stretch["out_dir"],
-                                  "exported": os.path.abspath(folder) != stretch["out_dir"],
+                                  "exported": "model" in record,  # export adds what it was exported from
                                   "sources": [s["name"] for s in matched]})
                     break
     return found
