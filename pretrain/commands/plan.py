@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     if args.output:
         save_yaml(train_config(result, cfg, args.data, args.run_dir), args.output)
         result["written"] = args.output
-    print(json.dumps(result, indent=2) if args.json else format_report(result) + "\n" + format_cost(result["cost"], rates))
+    print(json.dumps(result, indent=2) if args.json else format_report(result, (format_cost(result["cost"], rates),)))
     return 0
 
 
