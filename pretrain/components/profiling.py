@@ -73,9 +73,13 @@ class StepProfiler:
             self.close()
 
     def close(self) -> None:
-        """Stop recording and write the traces and the summary (a collective); nothing if not recording."""
+        """Stop recording and write the traces and the summary (a collective); at the end of a job that ran
+        no step of the window, say so."""
         if self._prof is not None:
             self._close()
+        elif not self.measured and self.rank == 0:
+            print(f"[profile] warning: no step of log.profile_steps [{self.start}, {self.end}] ran in this job "
+                  "(the run ended, stopped or resumed outside it): nothing was recorded", file=sys.stderr, flush=True)
 
     def _open(self) -> None:
         activities = [torch.profiler.ProfilerActivity.CPU]

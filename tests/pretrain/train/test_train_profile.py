@@ -41,6 +41,13 @@ def test_profile_records_the_chosen_steps_and_splits_them(tmp_path, capsys):
     assert rows["profiled step (steps 2-3, mean of 1 rank(s))"].startswith(f"{report['mean']['step_s']:.4f} s = compute")
 
 
+def test_a_window_the_run_never_reaches_is_reported(tmp_path, capsys):
+    data = make_token_dataset(tmp_path / "tokens", n_docs=200)
+    run(load_train_config(profile_config(data, tmp_path / "run", profile_steps=[7, 8])))
+    assert "no step of log.profile_steps [7, 8] ran" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "profile").exists()
+
+
 def test_without_profile_steps_there_is_no_profiler(tmp_path):
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
     trainer = Trainer(load_train_config(profile_config(data, tmp_path / "run")))
