@@ -1,0 +1,45 @@
+"""What the code and arXiv readers share about tar archives: a streaming read that skips a member it does
+not want at the speed of decompression (tarfile's own ``r|gz`` stream re-copies its buffer on every
+block, so skipping a member of zeros costs minutes), and member names made safe to store."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import tarfile
+import zlib
+from typing import IO
+
+# How a damaged archive shows itself while it is read: cut short, bad compressed bytes, a bad header.
+ARCHIVE_ERRORS = (EOFError, tarfile.ReadError, OSError, zlib.error, lzma.LZMAError)
+_BLOCK = 1 << 20
+
+
+def open_tar(raw: IO[bytes]) -> tarfile.TarFile:
+    """A tar archive (plain, gzip, bz2 or xz, told by its first bytes) read as a stream of members."""
+    head = raw.read(6)
+    raw.seek(0)
+    if head.startswith(b"\x1f\x8b"):
+        raw = gzip.GzipFile(fileobj=raw)
+    elif head.startswith(b"BZh"):
+        raw = bz2.BZ2File(raw)
+    elif head.startswith(b"\xfd7zXZ\x00"):
+        raw = lzma.LZMAFile(raw)
+    return tarfile.open(fileobj=raw, mode="r|", bufsize=_BLOCK)
+
+
+def member_name(name: str) -> str:
+    """A member's path as a relative name: ``./`` and leading ``/`` removed, and bytes that are not UTF-8
+    (tarfile keeps them as surrogates, which Arrow cannot store) shown as U+FFFD."""
+    return decoded_name(name.lstrip("/").removeprefix("./").lstrip("/"))
+
+
+def decoded_name(name: str) -> str:
+    """A file name as text: a name whose bytes are not UTF-8 (Python keeps them as surrogates) with each
+    bad byte shown as U+FFFD."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
