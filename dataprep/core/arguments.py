@@ -28,12 +28,12 @@ def positive_int(text: str) -> int:
     return _checked(int, text, lambda v: v > 0, "must be positive")
 
 
-def positive_count(text: str) -> int:
-    """A positive whole number, also written as a float (``2.5e9``, ``1e6``)."""
+def whole_number(text: str) -> int:
+    """An integer, also written as a float (``2.5e9``, ``1e6``)."""
     try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        value = _checked(float, text, lambda v: v > 0, "must be positive")
+        return int(text)
+    except ValueError:
+        value = _number(float, text)
         if not value.is_integer():
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         return int(value)

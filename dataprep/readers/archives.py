@@ -30,9 +30,9 @@ def open_tar(raw: IO[bytes]) -> tarfile.TarFile:
 
 
 def member_name(name: str) -> str:
-    """A member's path as a relative name: ``./`` and leading ``/`` removed, and bytes that are not UTF-8
-    (tarfile keeps them as surrogates, which Arrow cannot store) shown as U+FFFD."""
-    return decoded_name(name.lstrip("/").removeprefix("./").lstrip("/"))
+    """A member's path relative to the archive: ``./`` and leading ``/`` removed (an absolute member is
+    read as if it were relative, never written anywhere)."""
+    return name.lstrip("/").removeprefix("./").lstrip("/")
 
 
 def decoded_name(name: str) -> str:

@@ -28,7 +28,7 @@ from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import open_stream
-from dataprep.readers.archives import ARCHIVE_ERRORS, member_name, open_tar
+from dataprep.readers.archives import ARCHIVE_ERRORS, decoded_name, member_name, open_tar
 from dataprep.readers.batches import Batches, hash_id
 
 KIND = "arxiv"
@@ -58,7 +58,7 @@ def read_arxiv(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                     if out.full():
                         yield out.flush()
                     n += 1
-                    file_name = member_name(member.name)
+                    file_name = decoded_name(member_name(member.name))
                     if member.size > cfg.max_document_bytes:  # not read: its header says how large it is
                         out.drop("too_large", id=hash_id(path, zlib.crc32(file_name.encode())))
                         continue
@@ -99,7 +99,7 @@ def _paper_files(name: str, data: bytes, limit: int) -> list[tuple[str, bytes]] 
         raise ValueError(f"{name}: not gzip: cut short")
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            return [(member_name(m.name), tar.extractfile(m).read()) for m in tar if m.isfile()]
+            return [(decoded_name(member_name(m.name)), tar.extractfile(m).read()) for m in tar if m.isfile()]
     except tarfile.ReadError:
         return [(name.removesuffix(".gz") + ".tex", data)]
 

@@ -298,8 +298,8 @@ def _read_archive(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRe
                 out.counters[f"{RECORDS_SKIPPED}{_skipped(name).strip('_.')}_file"] += 1
                 continue
             root = _archive_root(name, roots)
-            repo = posixpath.basename(root) or fallback
-            rel = name[len(root) + 1:] if root else name
+            repo = decoded_name(posixpath.basename(root)) or fallback
+            rel = _text_name(out, name[len(root) + 1:] if root else name)
             _add_file(out, cfg, repo, rel, data, licenses.get(root, NO_LICENSE), size)
     except (*ARCHIVE_ERRORS, zipfile.BadZipFile) as exc:  # a cut or corrupt archive
         reason = broken_file_reason(exc) if n else "error:malformed_record"
