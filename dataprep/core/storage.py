@@ -34,6 +34,16 @@ def join_path(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *parts])
 
 
+def decoded_name(name: str) -> str:
+    """A file name as text: a name whose bytes are not UTF-8 (Python keeps them as surrogates) with each
+    bad byte shown as U+FFFD."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
 def is_paths_file(path: str) -> bool:
     name = os.path.basename(path)
     return name.endswith((".paths", ".paths.gz"))

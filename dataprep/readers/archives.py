@@ -1,6 +1,6 @@
 """What the code and arXiv readers share about tar archives: a streaming read that skips a member it does
 not want at the speed of decompression (tarfile's own ``r|gz`` stream re-copies its buffer on every
-block, so skipping a member of zeros costs minutes), and member names made safe to store."""
+block, so skipping a member of zeros costs minutes), and member names relative to the archive."""
 
 from __future__ import annotations
 
@@ -33,13 +33,3 @@ def member_name(name: str) -> str:
     """A member's path relative to the archive: ``./`` and leading ``/`` removed (an absolute member is
     read as if it were relative, never written anywhere)."""
     return name.lstrip("/").removeprefix("./").lstrip("/")
-
-
-def decoded_name(name: str) -> str:
-    """A file name as text: a name whose bytes are not UTF-8 (Python keeps them as surrogates) with each
-    bad byte shown as U+FFFD."""
-    try:
-        name.encode("utf-8")
-        return name
-    except UnicodeEncodeError:
-        return name.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")

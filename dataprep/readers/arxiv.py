@@ -27,8 +27,8 @@ from typing import Iterator
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
-from dataprep.core.storage import open_stream
-from dataprep.readers.archives import ARCHIVE_ERRORS, decoded_name, member_name, open_tar
+from dataprep.core.storage import decoded_name, open_stream
+from dataprep.readers.archives import ARCHIVE_ERRORS, member_name, open_tar
 from dataprep.readers.batches import Batches, hash_id
 
 KIND = "arxiv"
@@ -107,7 +107,7 @@ def _paper_files(name: str, data: bytes, limit: int) -> list[tuple[str, bytes]] 
 def _paper(out: Batches, path: str, name: str, files: list[tuple[str, bytes]] | bytes, cfg: InputConfig) -> None:
     """One paper from its files, or from a bulk archive member's bytes."""
     arxiv_id = _arxiv_id(name)
-    row = {"id": f"arxiv-{arxiv_id}" if arxiv_id else hash_id(path, zlib.crc32(name.encode())),
+    row = {"id": f"arxiv-{arxiv_id}" if arxiv_id else hash_id(path, zlib.crc32(decoded_name(name).encode())),
            "url": f"https://arxiv.org/abs/{arxiv_id}" if arxiv_id else None, "date": None}
     if isinstance(files, bytes):
         try:

@@ -40,8 +40,8 @@ from dataprep.code.licenses import NO_LICENSE, is_license_file, license_of_files
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
-from dataprep.core.storage import expand_inputs, glob_or_literal, is_url, open_stream, refused_link
-from dataprep.readers.archives import ARCHIVE_ERRORS, decoded_name, member_name, open_tar
+from dataprep.core.storage import decoded_name, expand_inputs, glob_or_literal, is_url, open_stream, refused_link
+from dataprep.readers.archives import ARCHIVE_ERRORS, member_name, open_tar
 from dataprep.readers.batches import CODE_READ_SCHEMA, BadInputFile, Batches, broken_file_reason, hash_id
 from dataprep.readers.documents import jsonl_records
 

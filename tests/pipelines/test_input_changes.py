@@ -4,6 +4,7 @@ output folder inside an input folder is refused before any work."""
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -27,15 +28,17 @@ def test_an_appended_input_is_read_again_on_rerun(spark, tmp_path, capsys):
     data.mkdir()
     (data / "a.jsonl").write_text(_docs(20))
     (data / "b.jsonl").write_text(_docs(5, start=100))
+    (data / os.fsdecode(b"caf\xe9.jsonl")).write_text(_docs(2, start=200))  # a Latin-1 file name
     config = _config([data], tmp_path / "out")
     first = run_pipeline(config, spark=spark)
-    assert pq.read_table(first.corpus_dir).num_rows == 25
+    corpus = pq.read_table(first.corpus_dir)
+    assert corpus.num_rows == 27 and f"{data}/caf\ufffd.jsonl" in corpus.column("source").to_pylist()
     with open(data / "a.jsonl", "a") as fh:
         fh.write(_docs(14, start=20))
     capsys.readouterr()
     second = run_pipeline(config, spark=spark)
     printed = capsys.readouterr().out
-    assert pq.read_table(second.corpus_dir).num_rows == 39 and second.skipped_steps == 0
+    assert pq.read_table(second.corpus_dir).num_rows == 41 and second.skipped_steps == 0
     assert "1 input changed since the last run" in printed and "a.jsonl" in printed and "b.jsonl" not in printed.split("changed")[1].split("\n")[0]
     assert "already done" not in printed
     third = run_pipeline(config, spark=spark)  # unchanged since: nothing redone

@@ -179,6 +179,9 @@ def test_file_names_that_are_not_utf8_are_kept_with_a_decoded_path(tmp_path):
         kept, dropped, stats = read(path, format="code")
         assert sorted(kept.column("path").to_pylist()) == ["caf\ufffd.py", "ok.py"], path
         assert dropped.num_rows == 0 and stats.counters["file_names_not_utf8"] == 1
+    (tmp_path / NOT_UTF8.replace(".py", ".jsonl")).write_text('{"text": "a document"}\n')
+    kept, _, _ = read(tmp_path / NOT_UTF8.replace(".py", ".jsonl"))
+    assert kept.column("source").to_pylist() == [f"{tmp_path}/caf\ufffd.jsonl"]
 
 
 def test_stackexchange_numbers_past_sqlite_integers(tmp_path):
