@@ -12,14 +12,13 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from archives import tar_bytes
 
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import expand_inputs
 from dataprep.readers import expand_code_inputs, iter_documents
-
-from archives import tar_bytes
 
 SECRET = "root:x:0:0:SECRET-HASH:/root:/bin/bash"
 NOT_UTF8 = os.fsdecode(b"caf\xe9.py")  # a Latin-1 name, as Python lists it (surrogate escapes)
