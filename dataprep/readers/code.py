@@ -152,8 +152,9 @@ def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
     for folder, dirs, files in os.walk(top, onerror=lambda exc: out.file_error("error:unreadable", "cannot list a folder", exc)):
         for skipped in [d for d in dirs if d in SKIPPED_FOLDERS]:
             out.counters[f"{RECORDS_SKIPPED}{skipped.strip('_.')}_folder"] += 1
+        dirs[:] = [d for d in dirs if d not in SKIPPED_FOLDERS]
         links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]  # never walked: dropped below
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS and d not in links)
+        dirs[:] = sorted(d for d in dirs if d not in links)
         files = sorted(files + links)
         if only is not None:
             dirs[:], files = [], [only]
@@ -170,7 +171,8 @@ def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
             full = os.path.join(folder, name)
             rel = _text_name(out, os.path.relpath(full, root).replace(os.sep, "/"))
             repo = decoded_name(os.path.basename(root))
-            if only is None and (reason := refused_link(full, top)):  # a file named as the input is read wherever it is
+            # os.walk enters no linked folder: only the file itself can be a link (one named as the input is read)
+            if only is None and os.path.islink(full) and (reason := refused_link(full, top)):
                 _drop_link(out, reason, full, top, id=file_id(repo, rel), path=rel, repo=repo)
                 continue
             try:
