@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
 import os
 import socket
 import shutil
@@ -18,6 +19,7 @@ from typing import IO, Iterator
 
 import fsspec
 
+log = logging.getLogger(__name__)
 # Common Crawl publishes per-crawl listings such as warc.paths.gz: one relative path per line.
 COMMON_CRAWL_PREFIX = "https://data.commoncrawl.org/"
 _UPLOAD_CHUNK = 1 << 20
@@ -49,10 +51,12 @@ def is_paths_file(path: str) -> bool:
     return name.endswith((".paths", ".paths.gz"))
 
 
-def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) -> list[str]:
+def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX, skip_links_out: bool = False) -> list[str]:
     """Turn files, directories, globs and Common Crawl ``*.paths(.gz)`` listings into a sorted,
     de-duplicated list of files. Raises FileNotFoundError naming any pattern that matches nothing (a
-    listing naming no file too), so a mistyped path stops the run before any work."""
+    listing naming no file too), so a mistyped path stops the run before any work. ``skip_links_out``:
+    leave out, with a warning naming each, links that ``refused_link`` would not read (the pipeline keeps
+    them, for its reader to count)."""
     files: list[str] = []
     for pattern in patterns:
         if is_paths_file(pattern):
@@ -80,7 +84,16 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) 
             raise FileNotFoundError(f"input {pattern!r} matches no file")
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         files.extend(f if protocol in ("file", "local") else f"{protocol}://{f}" for f in found)
-    return sorted(dict.fromkeys(files))
+    files = sorted(dict.fromkeys(files))
+    return [f for f in files if not _link_out(f, patterns)] if skip_links_out else files
+
+
+def _link_out(path: str, patterns: list[str]) -> bool:
+    folder = input_folder(path, patterns)
+    if folder and refused_link(path, folder):
+        log.warning("%s: a link to %s, outside the input folder %s: not read", decoded_name(path), decoded_name(os.path.realpath(path)), folder)
+        return True
+    return False
 
 
 def is_glob(pattern: str) -> bool:
@@ -342,7 +355,7 @@ def read_jsonl_records(paths: list[str], limit: int | None = None) -> Iterator[t
     """Yield (record or None, line number, path) for every non-blank line of JSONL files (local, remote,
     ``.gz``); None for a line that is not a JSON object, so callers count it instead of crashing."""
     seen = 0
-    for path in expand_inputs(paths):
+    for path in expand_inputs(paths, skip_links_out=True):
         with open_stream(path) as raw:
             for lineno, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"), 1):
                 if not line.strip():

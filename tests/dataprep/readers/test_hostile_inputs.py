@@ -17,7 +17,7 @@ from archives import tar_bytes
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
-from dataprep.core.storage import expand_inputs
+from dataprep.core.storage import expand_inputs, read_jsonl_records
 from dataprep.readers import expand_code_inputs, iter_documents
 
 SECRET = "root:x:0:0:SECRET-HASH:/root:/bin/bash"
@@ -83,6 +83,8 @@ def test_links_in_input_folders_of_documents_are_not_followed_out(tmp_path):
     assert kept.num_rows == 0 and reasons(dropped) == {"link_outside_input": 1}
     kept, _, _ = read(folder / "stolen.jsonl", paths=[str(folder / "stolen.jsonl")])
     assert kept.column("text").to_pylist() == [SECRET]
+    # reference texts, classifier examples and benchmarks read from a folder leave such links out too
+    assert [record["text"] for record, _, _ in read_jsonl_records([str(folder)])] == ["a document"]
 
 
 def test_inputs_whose_names_hold_glob_characters_are_read_as_named(tmp_path):
