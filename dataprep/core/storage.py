@@ -135,12 +135,10 @@ def input_folder(path: str, patterns: list[str]) -> str | None:
     if is_url(path):
         return None
     full = os.path.abspath(path.removeprefix("file://"))
-    for pattern in patterns:
-        if is_url(pattern) or is_paths_file(pattern):
-            continue
-        named = os.path.abspath(pattern.removeprefix("file://"))
-        if named == full:
-            return None
+    local = [os.path.abspath(p.removeprefix("file://")) for p in patterns if not (is_url(p) or is_paths_file(p))]
+    if full in local:
+        return None
+    for named in local:
         if is_glob(named) and not os.path.exists(named):
             named = named[: min(named.find(ch) for ch in "*?[" if ch in named)].rpartition(os.sep)[0] or os.sep
         if full.startswith(named.rstrip(os.sep) + os.sep):
