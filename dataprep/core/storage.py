@@ -121,7 +121,7 @@ def _remote_errors(pattern: str) -> Iterator[None]:
             raise
         hint = ""
         if pattern.startswith("s3://commoncrawl/"):  # Common Crawl's bucket is also public over HTTPS
-            hint = f" (without AWS credentials, read it over HTTPS: {COMMON_CRAWL_PREFIX}{pattern.removeprefix('s3://commoncrawl/')})"
+            hint = f" (it is public over HTTPS too, no credentials needed: {COMMON_CRAWL_PREFIX}{pattern.removeprefix('s3://commoncrawl/')})"
         raise InputUnreachable(f"cannot read input {pattern!r}: {type(exc).__name__}: {exc}{hint}") from None
 
 

@@ -8,6 +8,7 @@ import logging
 import time
 import zlib
 from collections import Counter
+from typing import Iterator
 
 import pyarrow as pa
 
@@ -146,6 +147,18 @@ def broken_file_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno is not None:
         return "error:unreadable"
     return "error:malformed_record"
+
+
+def bounded_lines(fh, limit: int) -> Iterator[bytes | None]:
+    """The lines of a binary stream, none held past ``limit`` bytes: a longer line (a dump with no line
+    breaks, a decompression bomb) is skipped without being held, as None."""
+    while line := fh.readline(limit):
+        if len(line) >= limit and not line.endswith(b"\n"):
+            while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
 
 
 def hash_id(source: str, n: int) -> str:

@@ -30,7 +30,7 @@ from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import open_stream
-from dataprep.readers.batches import Batches, hash_id
+from dataprep.readers.batches import Batches, bounded_lines, hash_id
 from dataprep.readers.wikipedia import decompressed
 
 log = logging.getLogger(__name__)
@@ -63,13 +63,17 @@ def _spill(path: str, cfg: InputConfig, out: Batches, db: sqlite3.Connection) ->
     closed, pending, n = False, None, 0
     with open_stream(path, decompress=False) as raw:
         try:
-            for line in decompressed(raw, path):
+            for line in bounded_lines(decompressed(raw, path), cfg.max_document_bytes * 2 + 65536):
                 if pending is not None:  # a row is judged once the next line shows the file went on
                     n += 1
                     _row(pending, path, n, cfg, out, db)
                     pending = None
                     if out.full():
                         yield out.flush()
+                if line is None:  # a row too long to hold
+                    n += 1
+                    out.drop("too_large", id=hash_id(path, n))
+                    continue
                 stripped = line.strip()
                 if stripped.startswith(b"<row"):
                     pending = stripped

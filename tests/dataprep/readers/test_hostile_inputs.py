@@ -200,3 +200,36 @@ def test_stackexchange_numbers_past_sqlite_integers(tmp_path):
     (text,) = kept.column("text").to_pylist()
     assert text.index("A pinch.") < text.index("Some.") < text.index("A bucket.")  # by score, clamped
     assert reasons(dropped) == {"error:malformed_record": 1}
+
+
+@pytest.mark.parametrize("fmt", ["stackexchange", "wikipedia"])
+def test_a_dump_line_that_never_ends_is_not_held(tmp_path, fmt):
+    """A bz2 dump whose one line expands to 32 MB (no line break): dropped as too large, the memory held
+    bounded by the document limit, the rows after it kept."""
+    import bz2
+    import tracemalloc
+
+    endless = b"a" * (32 << 20)
+    if fmt == "stackexchange":
+        body = b'<posts>\n<row Id="1" PostTypeId="1" Title="Big" Body="' + endless + b'" />\n' \
+               b'<row Id="2" PostTypeId="1" Title="Salt?" Body="How much salt?" />\n</posts>\n'
+        path = tmp_path / "cooking.stackexchange.com" / "Posts.xml.bz2"
+    else:
+        page = "<page>\n<title>{0}</title>\n<ns>0</ns>\n<id>{1}</id>\n<revision><text>{2}</text></revision>\n</page>\n"
+        body = b"<mediawiki>\n" + page.format("Big", 1, "x").encode().replace(b">x<", b">" + endless + b"<") \
+            + page.format("Salt", 2, "Salt is a mineral. " * 20).encode() + b"</mediawiki>\n"
+        path = tmp_path / "enwiki-pages-articles.xml.bz2"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(bz2.compress(body))
+    warm = tmp_path / "warm" / path.name
+    warm.parent.mkdir()
+    warm.write_bytes(bz2.compress(body.replace(endless, b"short")))
+    read(warm, format=fmt)  # the reader's imports and caches, before measuring
+    tracemalloc.start()
+    try:
+        kept, dropped, _ = read(path, format=fmt, max_document_bytes=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert kept.num_rows == 1 and reasons(dropped) == {"too_large": 1}
+    assert peak < 12 << 20, peak
