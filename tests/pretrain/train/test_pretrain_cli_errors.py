@@ -1,4 +1,4 @@
-"""Bad input to the ``pretrain`` commands, run as a user runs them (issue 48): each mistake ends in one
+"""Bad input to the ``pretrain`` commands, run as a user runs them: each mistake ends in one
 clear line naming the bad value, exit status 2, no traceback; a damaged newest checkpoint names the newest
 one that loads, and ``--resume latest-intact`` resumes from it; a run says where its model went."""
 
