@@ -77,6 +77,8 @@ def held():
 
 
 def install() -> None:
-    """Make Ctrl-C cancel the jobs and stop the run at its next check (main thread only, as signals)."""
+    """Make Ctrl-C cancel the jobs and stop the run at its next check (main thread only, as signals).
+    Called for each new session: an interrupt that stopped an earlier one (a notebook) is forgotten."""
+    _interrupted.clear()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_interrupt)
