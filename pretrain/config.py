@@ -189,6 +189,7 @@ class PlannedConfig(StrictModel):
 
     global_batch_size: int = Field(gt=0)
     law_lr: float = Field(gt=0)
+    step_seconds: float | None = Field(None, ge=0)  # the plan's time per step: the training log compares
 
 
 class CheckpointConfig(StrictModel):

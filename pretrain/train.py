@@ -200,7 +200,8 @@ class Trainer:
             save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
                                  flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
-                                 wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
+                                 wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"), horizon=self.steps,
+                                 planned_step_s=cfg.planned and cfg.planned.step_seconds)
         if self.batch_record is not None:
             self.log.write(self.batch_record)
             if self.rank == 0:

@@ -407,6 +407,7 @@ def test_plan_cli(tmp_path, capsys):
                 "--tokens", "2.5B", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["written"] == str(out) and load_train_config(str(out)).max_tokens == 2_500_000_000
+    assert load_train_config(str(out)).planned.step_seconds == r["time"]["step_seconds"]  # the log compares
     assert cli(["plan", "125m", "--gpus", "2"]) == 0
     assert "per-GPU memory" in capsys.readouterr().out
     assert cli(["plan", "125m", "--gpus", "16", "--inter-node-gbs", "12.5", "--intra-node-gbs", "300", "--json"]) == 0
