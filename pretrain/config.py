@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, describe
 
-__all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "load_train_config", "save_yaml"]
+__all__ = ["ConfigError", "ModelConfig", "TrainConfig", "check_sources", "load_model_config", "load_train_config",
+           "save_yaml"]
 
 
 class ModelConfig(StrictModel):
@@ -390,7 +391,17 @@ def _sources_from_mixture(data: dict) -> None:
     if section.get("sources"):
         raise ConfigError("set data.mixture or data.sources, not both")
     data["data"] = {**section, "sources": load_mixture(section["mixture"])}
+    check_sources(data["data"]["sources"], f"mixture {section['mixture']}")
     check_built(data["data"]["sources"])
+
+
+def check_sources(sources: list, where: str) -> None:
+    """The checks ``data.sources`` gets (weights, each source once) for sources read on their own (a
+    mixture), so that ``pretrain budget`` refuses what ``pretrain train`` refuses; ``where`` names them."""
+    try:
+        DataConfig.model_validate({"sources": sources})
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe(exc, DataConfig)}") from None
 
 
 def _vocab_from_data(data: dict) -> None:

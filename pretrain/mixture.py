@@ -39,22 +39,7 @@ def load_mixture(spec: str) -> list[dict]:
     sources = data.get("sources") if isinstance(data, dict) else None
     if not isinstance(sources, list) or not sources or not all(isinstance(s, dict) for s in sources):
         raise ConfigError(f"{path}: expected `sources:`, a list of {{name, path, weight, preset}}")
-    _check_sources(sources, path)
     return sources
-
-
-def _check_sources(sources: list[dict], path: str) -> None:
-    """The checks a training config's ``data.sources`` gets (weights, each source once), made here too, so
-    that ``pretrain budget`` refuses what ``pretrain train`` refuses."""
-    from pydantic import ValidationError
-
-    from dataprep.core.validation import describe
-    from pretrain.config import DataConfig
-
-    try:
-        DataConfig.model_validate({"sources": sources})
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {describe(exc, DataConfig)}") from None
 
 
 def check_built(sources: list[dict]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from dataprep.core.units import human
 from pretrain.components.shard_totals import shard_totals
-from pretrain.config import ModelConfig
+from pretrain.config import ModelConfig, check_sources
 from pretrain.planning import data_constrained, hyperparameters, inference_aware
 from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
                              parametric_fit, params_of_model, parse_number, positive)
@@ -110,6 +110,7 @@ def _mixture(q: BudgetQuestion) -> list[dict] | None:
     if len(specs) > 1:
         raise ValueError("--data takes one mixture, or shard folders: not both, nor two mixtures")
     sources = load_mixture(specs[0])
+    check_sources(sources, f"mixture {specs[0]}")
     check_built(sources)
     return sources
 
