@@ -155,7 +155,8 @@ class Trainer:
                                  os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None)
         self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
                                            self.rank, self.world)
-        self.stop = StopSignal(self.world, self.rank)  # SIGINT/SIGTERM: every rank saves the same step and exits
+        # SIGINT/SIGTERM: every rank saves the same step and exits
+        self.stop = StopSignal(self.world, self.rank, process_group_timeout(health))
 
     def _build_model(self) -> tuple[PipelineParallelModel | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see

@@ -15,6 +15,7 @@ import contextlib
 import signal
 import sys
 import threading
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -66,13 +67,13 @@ def _handling(handler, keep=lambda: False):
 class StopSignal:
     """SIGINT and SIGTERM noted while ``catching``; ``agreed()`` at a step boundary says whether to stop."""
 
-    def __init__(self, world: int, rank: int):
+    def __init__(self, world: int, rank: int, timeout: timedelta | None = None):
         self.world, self.rank = world, rank
         self.received: str | None = None  # the first signal's name
         self._flag = torch.zeros(1, dtype=torch.int32)
-        self._group = None
+        self._group = None  # None: the default group, when it is gloo already
         if world > 1 and dist.get_backend() != "gloo":  # the flag stays on the CPU, off the accelerator's stream
-            self._group = dist.new_group(backend="gloo")
+            self._group = dist.new_group(backend="gloo", timeout=timeout)
 
     @contextlib.contextmanager
     def catching(self):
