@@ -163,6 +163,13 @@ def test_cli_reads_unique_tokens_from_the_manifest(tmp_path, capsys):
     assert dc["best"]["loss"] <= dc["chinchilla"]["loss"] < METHODS["approach3"].uniform_loss
 
 
+def test_plan_on_a_small_corpus_warns_of_its_epochs(tmp_path, capsys):
+    shards = _manifest(tmp_path / "shards")
+    assert cli(["plan", "1b", "--data", shards]) == 0
+    out = capsys.readouterr().out
+    assert "tokens are 568K epochs (what repeats" in out and "warning: 17.3B tokens are 568K epochs of a corpus" in out
+
+
 def test_a_small_corpus_prints_no_loss_beyond_a_uniform_guess_nor_an_empty_batch(tmp_path, capsys):
     """Sizes far below the fits' range: the formula's losses (up to ~100 nats) and a batch under one
     sequence are not shown as answers; the repetition warning says what the corpus supports."""
