@@ -59,17 +59,15 @@ def evaluate_shards(trained: Trained, directory: str, device, seq_len: int, batc
             "samples_available": samples}
 
 
-def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir: str | None,
-                       text_field: str) -> dict:
-    """JSONL/Parquet documents -> token shards in ``out_dir``, encoded as the run's data were."""
+def read_documents(path: str, text_field: str = "text", what: str = "--data") -> tuple[pa.Table, int]:
+    """The documents of a JSONL/Parquet file (or folder) and how many the reader dropped; a file that
+    yields none is an error naming the reader's reason."""
     from dataprep.core.config import InputConfig
     from dataprep.core.stats import StageStats
     from dataprep.readers import READ_STAGE, iter_documents
-    from dataprep.tokenize.stage import Tokenize
 
     if not exists(path):
-        raise FileNotFoundError(f"--data {path}: not found")
-    tokenizer, manifest = find_tokenizer(trained, tokenizer_dir)
+        raise FileNotFoundError(f"{what} {path}: not found")
     kept, dropped, read = [], 0, StageStats(READ_STAGE)
     for result in iter_documents(path, InputConfig(paths=[path], text_field=text_field), read):
         kept.append(result.kept.select(["id", "url", "date", "source", "text"]))
@@ -77,10 +75,20 @@ def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir:
     if not read.docs_kept:  # a missing or damaged file is a counted drop there: say why
         why = next(iter(read.errors_seen.messages), "")
         raise ValueError(f"{path}: no documents read" + (f" ({why})" if why else ""))
+    return pa.concat_tables(kept), dropped
+
+
+def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir: str | None,
+                       text_field: str) -> dict:
+    """JSONL/Parquet documents -> token shards in ``out_dir``, encoded as the run's data were."""
+    from dataprep.tokenize.stage import Tokenize
+
+    tokenizer, manifest = find_tokenizer(trained, tokenizer_dir)
+    documents, dropped = read_documents(path, text_field)
     tokenizer.save(os.path.join(out_dir, "tokenizer-in"))
     stage = Tokenize(tokenizer=os.path.join(out_dir, "tokenizer-in"), output_dir=os.path.join(out_dir, "shards"),
                      add_bos=bool(manifest.get("add_bos", False)), add_eos=bool(manifest.get("add_eos", True)))
-    result = stage.run_local(pa.concat_tables(kept))
+    result = stage.run_local(documents)
     return {"documents": result.kept.num_rows, "documents_dropped": dropped + result.dropped.num_rows,
             "texts": result.kept.column("text").to_pylist()}
 

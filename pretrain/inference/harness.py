@@ -13,6 +13,7 @@ harness gathers them on rank 0 and every rank gets the same scores back. Needs t
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -151,15 +152,10 @@ def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None 
     suffix; non-finite values as None), plus ``"_samples"`` (the harness's per-item records) when
     ``log_samples``. Every rank of a process group takes part and gets the same answer."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
     if not tasks:
         raise ValueError("no tasks to evaluate")
-    manager = TaskManager(include_path=include_path) if include_path else TaskManager()
-    unknown = [t for t in tasks if t not in manager.all_tasks]
-    if unknown:
-        where = f" or under --include-path {include_path}" if include_path else " (a local task YAML: --include-path DIR)"
-        raise ValueError(f"unknown task {', '.join(unknown)}: not a task of lm-evaluation-harness{where}")
+    manager = task_manager(tuple(tasks), include_path)
     lm = HarnessModel(model, tokenizer, add_bos, batch_size, precision)
     output = simple_evaluate(lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit, task_manager=manager,
                              log_samples=log_samples, bootstrap_iters=0)
@@ -175,6 +171,25 @@ def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None 
         dist.broadcast_object_list(shared, src=0)
         scores = shared[0]
     return scores
+
+
+@functools.lru_cache(maxsize=8)
+def task_manager(tasks: tuple[str, ...], include_path: str | None):
+    """The harness's task index holding ``tasks``: the local folder alone when it has them all (indexing
+    the harness's own thousands of task files takes most of a minute), else with the harness's own;
+    kept, so evaluation during training indexes once."""
+    from lm_eval.tasks import TaskManager
+
+    if include_path:
+        local = TaskManager(include_path=include_path, include_defaults=False)
+        if set(tasks) <= set(local.all_tasks):
+            return local
+    manager = TaskManager(include_path=include_path)
+    unknown = [t for t in tasks if t not in manager.all_tasks]
+    if unknown:
+        where = f" or under --include-path {include_path}" if include_path else " (a local task YAML: --include-path DIR)"
+        raise ValueError(f"unknown task {', '.join(unknown)}: not a task of lm-evaluation-harness{where}")
+    return manager
 
 
 def _finite(value: float) -> float | None:

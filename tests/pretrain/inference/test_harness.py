@@ -81,7 +81,8 @@ def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys
     assert set(result["tasks"]["tiny_mc"]) == {"acc", "acc_norm"} and "exact_match" in result["tasks"]["tiny_gen"]
 
 
-def test_unknown_task_and_missing_extra_are_one_line(trained, tasks, capsys):
+@pytest.mark.slow  # an unknown name is looked for among the harness's own task files: most of a minute to index
+def test_an_unknown_task_is_one_line(trained, tasks, capsys):
     require("lm_eval")
     assert pretrain_main(["eval", trained["run"], "--tasks", "no_such_task", "--include-path", tasks]) == 2
     assert "unknown task no_such_task" in capsys.readouterr().err
