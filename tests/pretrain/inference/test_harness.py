@@ -61,7 +61,7 @@ def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys
     assert pretrain_main(["export", trained["run"], "--to", "hf", "--output", export]) == 0
     names = ["tiny_mc", "tiny_docs"]
     theirs = simple_evaluate("hf", model_args=f"pretrained={export},dtype=float32", tasks=names, device="cpu",
-                             batch_size=4, task_manager=TaskManager(include_path=tasks), log_samples=True,
+                             batch_size=4, task_manager=TaskManager(include_path=tasks, include_defaults=False), log_samples=True,
                              bootstrap_iters=0)
     loaded = load_trained(trained["run"])
     tokenizer, manifest = find_tokenizer(loaded)
@@ -116,3 +116,35 @@ def test_bits_per_byte_of_the_validation_split(trained, capsys):
     assert sum(lengths[i] for i in tokenizer.encode(text)) == len(text.encode("utf-8"))
     assert result["bits_per_byte"] == pytest.approx(result["loss"] * result["tokens"] / math.log(2) / result["bytes"])
     assert 0 < result["bytes"] < 4 * result["tokens"]
+
+
+def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tmp_path, capsys):
+    """A run with an ``eval:`` section logs ``kind: eval`` records (the same scores ``pretrain eval`` gives its
+    checkpoint, which scores the run's tasks when none are named) and plots them."""
+    require("lm_eval")
+    from train_fixtures import tiny_config
+
+    from pretrain.components.metrics import read_metrics
+    from pretrain.config import load_train_config
+    from pretrain.inference.plot import eval_curves, training_section
+    from pretrain.train import run
+
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps({"text": t}) + "\n" for t in trained["held_out"][:12]), encoding="utf-8")
+    out = tmp_path / "run"
+    run(load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, max_steps=4,
+                                      checkpoint={"every_steps": 2}, log={"val_every_steps": 2},
+                                      eval={"tasks": ["tiny_mc"], "include_path": tasks, "every_steps": 2,
+                                            "documents": {"held_out": str(held_out)}})))
+    records = [r for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "eval"]
+    assert [r["step"] for r in records] == [2, 4]
+    assert {"tiny_mc/acc", "tiny_mc/acc_norm", "held_out/bpb", "eval_s"} <= set(records[-1])
+    result = _eval(capsys, str(out))  # no --tasks: the run's eval: tasks
+    assert result["step"] == 4 and result["tasks"]["tiny_mc"]["acc"] == records[-1]["tiny_mc/acc"]
+    documents = _eval(capsys, str(out), "--data", str(held_out))
+    assert documents["bits_per_byte"] == pytest.approx(records[-1]["held_out/bpb"], rel=1e-5)
+    curves = eval_curves(str(out / "metrics.jsonl"))
+    assert curves["held_out/bpb"][0] == [2, 4]
+    section = training_section(str(out), str(tmp_path))
+    assert any(row[0] == "eval held_out/bpb first → last" for row in section.tables[0][1])
+    assert pretrain_main(["plot", str(out)]) == 0 and (out / "curves.png").exists()
