@@ -88,6 +88,16 @@ def test_an_unknown_task_is_one_line(trained, tasks, capsys):
     assert "unknown task no_such_task" in capsys.readouterr().err
 
 
+def test_a_missing_eval_extra_is_one_line(trained, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if not installed: importing it fails
+    monkeypatch.delitem(sys.modules, "pretrain.inference.harness", raising=False)
+    assert pretrain_main(["eval", trained["run"], "--tasks", "tiny_mc"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("needs 'lm_eval', which is not installed: pip install 'ccpretrain[eval]'") and "\n" not in err
+
+
 def test_document_bits_per_byte_by_hand(trained):
     loaded = load_trained(trained["run"])
     tokenizer, _ = find_tokenizer(loaded)
