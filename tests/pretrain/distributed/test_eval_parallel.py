@@ -62,7 +62,7 @@ def test_in_loop_eval_equals_one_process(run, layout, monkeypatch):
         assert (record["tiny_mc/acc"], record["tiny_mc/acc_norm"]) == (scores["tiny_mc"]["acc"], scores["tiny_mc"]["acc_norm"])
         bpb = document_bits_per_byte(model, tokenizer, texts, [tokenizer.eos_id], cfg["seq_len"], 4)["bits_per_byte"]
         assert record["held_out/bpb"] == pytest.approx(bpb, rel=1e-5)
-        assert 0 < bpb < 20 and record["eval_s"] > 0
+        assert 0 < bpb < 20 and record["eval_seconds"] > 0
     assert records[2]["held_out/bpb"] != records[4]["held_out/bpb"]  # the model moved between them
 
 

@@ -134,7 +134,7 @@ def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tm
     require("lm_eval")
     from train_fixtures import tiny_config
 
-    from pretrain.components.metrics import read_metrics
+    from pretrain.components.metrics import read_metrics, tracker_scalars
     from pretrain.config import load_train_config
     from pretrain.inference.plot import eval_curves, training_section
     from pretrain.train import run
@@ -148,7 +148,9 @@ def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tm
                                             "documents": {"held_out": str(held_out)}})))
     records = [r for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "eval"]
     assert [r["step"] for r in records] == [2, 4]
-    assert {"tiny_mc/acc", "tiny_mc/acc_norm", "held_out/bpb", "eval_s"} <= set(records[-1])
+    assert {"tiny_mc/acc", "tiny_mc/acc_norm", "held_out/bpb", "eval_seconds"} <= set(records[-1])
+    scalars = tracker_scalars(records[-1])  # what TensorBoard and W&B get
+    assert scalars["eval/held_out/bpb"] == records[-1]["held_out/bpb"] and "eval/tiny_mc/acc" in scalars
     result = _eval(capsys, str(out))  # no --tasks: the run's eval: tasks
     assert result["step"] == 4 and result["tasks"]["tiny_mc"]["acc"] == records[-1]["tiny_mc/acc"]
     documents = _eval(capsys, str(out), "--data", str(held_out))
