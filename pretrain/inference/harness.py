@@ -145,7 +145,7 @@ def metric_name(key: str) -> str | None:
     return None if name in ("alias", "sample_len") or name.endswith("_stderr") else name
 
 
-def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None = None, limit: int | float | None = None,
+def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None = None, limit: float | None = None,
                    num_fewshot: int | None = None, add_bos: bool = False, batch_size: int = 16, precision: str = "fp32",
                    log_samples: bool = False) -> dict:
     """Scores of ``tasks`` for our model: ``{task: {metric: value}}`` (metric names without the filter
@@ -157,8 +157,9 @@ def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None 
         raise ValueError("no tasks to evaluate")
     manager = task_manager(tuple(tasks), include_path)
     lm = HarnessModel(model, tokenizer, add_bos, batch_size, precision)
-    output = simple_evaluate(lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit, task_manager=manager,
-                             log_samples=log_samples, bootstrap_iters=0)
+    with _random_state_kept():  # the harness seeds the global generators; a run in progress keeps its own
+        output = simple_evaluate(lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit, task_manager=manager,
+                                 log_samples=log_samples, bootstrap_iters=0)
     scores = None
     if output is not None:  # rank 0
         scores = {task: {name: _finite(value) for key, value in metrics.items()
@@ -190,6 +191,25 @@ def task_manager(tasks: tuple[str, ...], include_path: str | None):
         where = f" or under --include-path {include_path}" if include_path else " (a local task YAML: --include-path DIR)"
         raise ValueError(f"unknown task {', '.join(unknown)}: not a task of lm-evaluation-harness{where}")
     return manager
+
+
+@contextlib.contextmanager
+def _random_state_kept():
+    """Python's, numpy's and torch's global random generators as they were before."""
+    import random
+
+    import numpy as np
+
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def _finite(value: float) -> float | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 import torch
@@ -49,24 +48,27 @@ def _loglikelihoods(samples: list[dict]) -> dict:
     return {(s["doc_id"], i): float(resp[0][0]) for s in samples for i, resp in enumerate(s["resps"])}
 
 
-def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys):
+def _assert_scores_equal_the_harness_on_the_export(run_dir: str, tasks: str, export: str) -> None:
     require("lm_eval")
     require("accelerate")
+    import random
+
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
     from pretrain.inference.harness import evaluate_tasks
 
-    export = str(tmp_path / "hf")
-    assert pretrain_main(["export", trained["run"], "--to", "hf", "--output", export]) == 0
+    assert pretrain_main(["export", run_dir, "--to", "hf", "--output", export]) == 0
     names = ["tiny_mc", "tiny_docs"]
     theirs = simple_evaluate("hf", model_args=f"pretrained={export},dtype=float32", tasks=names, device="cpu",
-                             batch_size=4, task_manager=TaskManager(include_path=tasks, include_defaults=False), log_samples=True,
-                             bootstrap_iters=0)
-    loaded = load_trained(trained["run"])
+                             batch_size=4, task_manager=TaskManager(include_path=tasks, include_defaults=False),
+                             log_samples=True, bootstrap_iters=0)
+    loaded = load_trained(run_dir)
     tokenizer, manifest = find_tokenizer(loaded)
+    random.seed(7)
     ours = evaluate_tasks(model_for_inference(loaded), tokenizer, names, tasks, log_samples=True,
                           add_bos=bool(manifest.get("add_bos")))
+    assert random.random() == random.Random(7).random()  # the caller's random state is left as it was
     for metric in ("acc", "acc_norm"):
         assert ours["tiny_mc"][metric] == theirs["results"]["tiny_mc"][f"{metric},none"]
     assert ours["tiny_docs"]["bits_per_byte"] == pytest.approx(theirs["results"]["tiny_docs"]["bits_per_byte,none"], rel=1e-5)
@@ -74,11 +76,23 @@ def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys
     assert mine.keys() == reference.keys() and len(mine) == 24
     assert max(abs(mine[k] - reference[k]) for k in mine) < 1e-4
     assert len({round(v, 3) for v in mine.values()}) > 12  # the items differ: nothing is scored alike by accident
+
+
+def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys):
+    _assert_scores_equal_the_harness_on_the_export(trained["run"], tasks, str(tmp_path / "hf"))
     # the command: the same scores, beside the loss, with the metric names the harness gives them
     result = _eval(capsys, trained["run"], "--tasks", "tiny_mc,tiny_gen", "--include-path", tasks, "--limit", "6")
     assert set(result) >= {"checkpoint", "step", "loss", "perplexity", "bits_per_byte", "tasks"}
     assert set(result["tasks"]) == {"tiny_mc", "tiny_gen"}
     assert set(result["tasks"]["tiny_mc"]) == {"acc", "acc_norm"} and "exact_match" in result["tasks"]["tiny_gen"]
+
+
+@pytest.mark.slow  # a second model trained and exported
+def test_scores_equal_the_harness_when_documents_start_with_bos(shared_data, tasks, tmp_path):
+    """Shards with BOS: the export's tokenizer adds it, and so does our wrapper, before contexts and texts."""
+    torch.manual_seed(0)
+    run = make_text_run(shared_data, tmp_path, add_bos=True)
+    _assert_scores_equal_the_harness_on_the_export(run["run"], tasks, str(tmp_path / "hf"))
 
 
 @pytest.mark.slow  # an unknown name is looked for among the harness's own task files: most of a minute to index
