@@ -102,6 +102,13 @@ def test_an_unknown_task_is_one_line(trained, tasks, capsys):
     assert "unknown task no_such_task" in capsys.readouterr().err
 
 
+def test_help_groups_the_harness_flags(capsys):
+    with pytest.raises(SystemExit):
+        pretrain_main(["eval", "--help"])
+    group = capsys.readouterr().out.split("downstream tasks (lm-evaluation-harness")[1]
+    assert all(flag in group for flag in ("--tasks", "--include-path", "--limit", "--num-fewshot"))
+
+
 def test_a_missing_eval_extra_is_one_line(trained, monkeypatch, capsys):
     import sys
 
