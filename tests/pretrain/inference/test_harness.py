@@ -56,7 +56,7 @@ def _assert_scores_equal_the_harness_on_the_export(run_dir: str, tasks: str, exp
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    from pretrain.inference.harness import evaluate_tasks
+    from pretrain.inference.harness import correct_probability, evaluate_tasks
 
     assert pretrain_main(["export", run_dir, "--to", "hf", "--output", export]) == 0
     names = ["tiny_mc", "tiny_docs"]
@@ -76,6 +76,10 @@ def _assert_scores_equal_the_harness_on_the_export(run_dir: str, tasks: str, exp
     assert mine.keys() == reference.keys() and len(mine) == 24
     assert max(abs(mine[k] - reference[k]) for k in mine) < 1e-4
     assert len({round(v, 3) for v in mine.values()}) > 12  # the items differ: nothing is scored alike by accident
+    by_hand = [math.exp(mine[(s["doc_id"], s["target"])]) / sum(math.exp(mine[(s["doc_id"], i)]) for i in range(3))
+               for s in ours["_samples"]["tiny_mc"]]
+    assert correct_probability(ours["_samples"]["tiny_mc"]) == pytest.approx(sum(by_hand) / len(by_hand))
+    assert correct_probability(ours["_samples"]["tiny_docs"]) is None
 
 
 def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys):
