@@ -237,6 +237,12 @@ class EvalConfig(StrictModel):
     every_steps: int = Field(0, ge=0)  # 0: only at the end of the run
     batch_size: int = Field(16, gt=0)  # sequences per forward
 
+    @model_validator(mode="after")
+    def _check_something_to_score(self) -> "EvalConfig":
+        if not self.tasks and not self.documents:
+            raise ValueError("eval: names no tasks and no documents: set eval.tasks or eval.documents (or remove eval:)")
+        return self
+
 
 class TrainConfig(StrictModel):
     model: ModelConfig  # inline; a path to a model config YAML is read by load_train_config

@@ -160,13 +160,15 @@ def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tm
     from train_fixtures import tiny_config
 
     from pretrain.components.metrics import read_metrics, tracker_scalars
-    from pretrain.config import load_train_config
+    from pretrain.config import ConfigError, load_train_config
     from pretrain.inference.plot import eval_curves, training_section
     from pretrain.train import run
 
     held_out = tmp_path / "held_out.jsonl"
     held_out.write_text("".join(json.dumps({"text": t}) + "\n" for t in trained["held_out"][:12]), encoding="utf-8")
     out = tmp_path / "run"
+    with pytest.raises(ConfigError, match="eval: names no tasks and no documents"):
+        load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, eval={"every_steps": 2}))
     run(load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, max_steps=4,
                                       checkpoint={"every_steps": 2}, log={"val_every_steps": 2},
                                       eval={"tasks": ["tiny_mc"], "include_path": tasks, "every_steps": 2,
