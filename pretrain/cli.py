@@ -16,6 +16,7 @@ COMMANDS = {
     "export": ("pretrain.commands.export", "export a checkpoint (Hugging Face Llama, safetensors)"),
     "generate": ("pretrain.commands.generate", "sample text from a checkpoint"),
     "eval": ("pretrain.commands.eval", "loss and perplexity of a checkpoint on held-out data"),
+    "lineage": ("pretrain.commands.lineage", "the data a model was trained on, back to the crawl; runs that used a corpus"),
 }
 
 
