@@ -61,16 +61,16 @@ def claim(out: str, identity: str, description: dict, overwrite: bool = False, s
         if record is not None and record.get("identity") == identity:
             return  # the same run: resume
         if not overwrite:
+            replace = "choose another --output, or pass --overwrite to replace it (steps with the same config and input are still reused)"
             if record is not None:
                 held = f"the output of another run ({_describe(record)})"
             elif {"steps", "corpus", "stats.json"} & set(names):
                 held = "a pipeline output with no run record (written by an older ccpretrain)"
+                replace = "choose another --output, or delete it yourself (no record says which files a run wrote)"
             else:
                 held = f"files that are not a pipeline output ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
-            raise OutputInUse(
-                f"output {out!r} already holds {held}. A run never replaces another run's output: "
-                "choose another --output, or pass --overwrite to replace it (steps with the same config and input are still reused)"
-            )
+                replace = "choose another --output (a run deletes no file it did not write)"
+            raise OutputInUse(f"output {out!r} already holds {held}. A run never replaces another run's output: {replace}")
         _remove_written(out, (record or {}).get("written", []), step_names)
     written = [f"steps/{step}/" for step in step_names] + list(RUN_ENTRIES)
     write_record(out, {"identity": identity, **description, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

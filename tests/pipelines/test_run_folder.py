@@ -96,7 +96,7 @@ def test_the_same_run_resumes_and_overwrite_replaces(spark, first_run, shared_da
     assert run_pipeline(other, spark=spark).skipped_steps == 2
 
 
-def test_folders_a_run_cannot_use(shared_data, tmp_path):
+def test_folders_a_run_cannot_use(spark, shared_data, tmp_path):
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
     done = _dataprep("run", "ingest", "--input", str(shared_data / JSONL), "--output", str(a_file), cwd=tmp_path)
@@ -106,7 +106,9 @@ def test_folders_a_run_cannot_use(shared_data, tmp_path):
     other_files.mkdir()
     (other_files / "notes.txt").write_text("keep me")
     done = _dataprep("run", "ingest", "--input", str(shared_data / JSONL), "--output", str(other_files), cwd=tmp_path)
-    assert done.returncode == 2 and "not a pipeline output (notes.txt)" in done.stderr
+    assert done.returncode == 2 and "not a pipeline output (notes.txt)" in done.stderr and "--overwrite" not in done.stderr
+    with pytest.raises(OutputInUse, match=r"\(notes\.txt\)"):  # --overwrite deletes none of them either
+        run_pipeline(_config(other_files, [shared_data / JSONL]), spark=spark, overwrite=True)
     assert (other_files / "notes.txt").read_text() == "keep me" and not (other_files / RUN_MARKER).exists()
 
 
