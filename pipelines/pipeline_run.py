@@ -102,10 +102,7 @@ class PipelineRun:
 
     def run(self) -> RunResult:
         cfg = self.config
-        expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
-        files = expand(cfg.input.paths) if cfg.input.paths else []
-        if not cfg.input.paths:
-            raise ValueError("no input: set input.paths in the config or pass --input")
+        files = self._input_files()
         self._claim_output(files)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         self._ship_assets()
@@ -151,6 +148,13 @@ class PipelineRun:
         print(format_table(all_stats), flush=True)
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
+
+    def _input_files(self) -> list[str]:
+        cfg = self.config
+        if not cfg.input.paths:
+            raise ValueError("no input: set input.paths in the config or pass --input")
+        expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
+        return expand(cfg.input.paths)
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -411,10 +415,13 @@ class PipelineRun:
         done = _read_marker(marker)
         if not redo and done and done.get("fingerprint") == fingerprint:
             return
-        df = self._kept(last_dir)
-        df = df.drop(*[c for c in ("_bytes", "html") if c in df.columns])
-        self._write(df, corpus_dir)
+        self._write(self._corpus_frame(self._kept(last_dir)), corpus_dir)
         atomic_write_text(marker, json.dumps({"fingerprint": fingerprint}))
+
+    @staticmethod
+    def _corpus_frame(df):
+        """The kept documents as the corpus holds them (working columns left out)."""
+        return df.drop(*[c for c in ("_bytes", "html") if c in df.columns])
 
 
 def run_pipeline(config: PipelineConfig, spark=None, force: bool = False, overwrite: bool = False) -> RunResult:
