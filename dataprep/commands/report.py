@@ -57,6 +57,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
             sec.distribution(sample, charts, "Perplexity", "perplexity.png", ("perplexity",),
                              "perplexity under the n-gram model", log_x=True, category="ppl_bucket"),
             sec.duplicates(sample, charts),
+            sec.rehydration(sample, manifests, charts),
             sec.pii(sample),
             sec.distribution(sample, charts, "Toxicity", "toxicity.png", sec.TOXICITY_SCORES,
                              "flagged-word fraction / classifier probability", totals=("toxicity_removed",)),

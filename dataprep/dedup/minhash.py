@@ -193,8 +193,9 @@ class MinHashDedup(IndexedStage):
     )
     seed: int = 1
     write_clusters: bool = Field(False, description="Spark: write id -> cluster for clusters of 2+ under the step dir")
-    sample_weights: dict[str, float] = Field(
-        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1} (FineWeb-2); empty: no sample_weight column'
+    sample_weights: dict[str, float] | str = Field(
+        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1}, or a published '
+        'table by name: fineweb2 (FineWeb-2\'s rehydration); empty: no sample_weight column'
     )
 
     @model_validator(mode="after")

@@ -97,7 +97,9 @@ def test_signals_keep_every_document_the_reader_yields_with_each_stages_verdict(
 
 def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spark):
     preset, root, inputs, _, _, _ = runs
-    other = {"fineweb": ["stages.1.threshold=0.9", "stages.11.threshold=0.6"], "dclm": ["stages.9.keep=0.3"],
+    other = {"fineweb": ["stages.1.threshold=0.9", "stages.11.threshold=0.6", "stages.11.sample_weights=fineweb2",
+                         "stages.12.repeat_by=sample_weight"],  # rehydrated by FineWeb-2's table from the stored clusters
+             "dclm": ["stages.9.keep=0.3"],
              "code": ["stages.5.threshold=0.5"]}[preset]
     full = run_pipeline(_config(preset, inputs, root / "full-other", other), spark=spark)
     args = ["filter", str(root / "signals"), "--config", preset, "--output", str(root / "filtered-other"), "--json",
@@ -108,6 +110,10 @@ def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spa
     assert {s["stage"]: s["dropped"] for s in stats["stages"]} == {s.stage: dict(s.dropped) for s in full.stats}
     if preset != "dclm":
         assert shards(root / "filtered-other") == shards(root / "full-other")
+    if preset == "fineweb":
+        assert dataprep_cli(["report", str(root / "filtered-other")]) == 0
+        report = (root / "filtered-other" / "report" / "report.md").read_text()
+        assert "## Rehydration" in report and "tokens their copies add" in report
 
 
 def test_where_expressions_drop_before_the_first_whole_corpus_stage(runs, spark):
