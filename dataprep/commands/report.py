@@ -48,7 +48,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     manifests = find_manifests(output_dir)
     sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts),
                 sec.rules(stats, drop_examples(output_dir), charts),
-                sec.sources(sample, total, stats, source_funnel(output_dir))]
+                sec.sources(sample, total, stats, source_funnel(output_dir)), sec.cross_source(stats)]
     if sample is not None:
         sections += [
             sec.languages(sample, charts),

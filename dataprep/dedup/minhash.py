@@ -314,7 +314,8 @@ class MinHashDedup(IndexedStage):
             edges = self._verified(edges, prepared, documents)
         nodes, roots = component_roots(edges["src"], edges["dst"])
         sizes = Counter(roots.to_pylist())
-        return pa.table({"id": nodes, CLUSTER: roots, CLUSTER_SIZE: pa.array([sizes[r] for r in roots.to_pylist()], pa.int64())}), {}
+        clusters = pa.table({"id": nodes, CLUSTER: roots, CLUSTER_SIZE: pa.array([sizes[r] for r in roots.to_pylist()], pa.int64())})
+        return self.by_priority(clusters, documents, CLUSTER), {}
 
     def applier(self, state: dict) -> MarkDuplicates:
         return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE, self.weight_ranges() if self.sample_weights else None)

@@ -202,6 +202,16 @@ def rehydration(sample: pa.Table, manifests: list, charts: Charts) -> Section | 
     return s
 
 
+def cross_source(stats: list[StageStats]) -> Section | None:
+    """Duplicates removed per pair of sources (dedup stages with a ``priority`` list)."""
+    rows = [[st.stage, *key.removeprefix("cross_source:").split("->", 1), _n(n)]
+            for st in stats for key, n in sorted(st.counters.items()) if key.startswith("cross_source:")]
+    if not rows:
+        return None
+    return Section("Duplicates across sources", ["Each duplicate removed, by its source and the source of the copy kept (the stage's priority list)."],
+                   tables=[(["stage", "copy removed from", "copy kept from", "documents"], rows)])
+
+
 def pii(sample: pa.Table) -> Section | None:
     columns = [c for c in sample.column_names if c.startswith("pii_") and c != "pii_count"]
     if not columns or not sample.num_rows:

@@ -89,7 +89,7 @@ def test_signals_keep_every_document_the_reader_yields_with_each_stages_verdict(
     if preset == "fineweb":
         empty = table.filter(table.column("00_extract__reason").is_valid())
         assert empty.num_rows and set(empty.column("00_extract__reason").to_pylist()) == {"extract:empty"}
-        assert max(table.column("11_minhash_dedup__dup_cluster_size").to_pylist()) > 1
+        assert max(s for s in table.column("11_minhash_dedup__dup_cluster_size").to_pylist() if s) > 1
     if preset == "dclm":
         ranks = sorted(r for r in table.column("09_top_fraction__rank").to_pylist() if r is not None)
         assert ranks == list(range(1, len(ranks) + 1))
