@@ -64,7 +64,8 @@ def runs(request, spark, shared_data, tmp_path_factory):
 
 def test_filter_over_signals_gives_the_full_runs_documents_reasons_and_shards(runs):
     preset, root, _, full, _, filtered = runs
-    assert corpus(filtered.corpus_dir) == corpus(full.corpus_dir) and len(corpus(full.corpus_dir)) > 10
+    assert corpus(filtered.corpus_dir) == corpus(full.corpus_dir)
+    assert len(corpus(full.corpus_dir)) >= (2 if preset == "dclm" else 10)  # dclm keeps its top 10%
     assert drops(filtered) == drops(full)
     assert sum(sum(s.dropped.values()) for s in full.stats) > 0
     if preset != "dclm":
@@ -102,8 +103,8 @@ def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spa
              "dclm": ["stages.9.keep=0.3"],
              "code": ["stages.5.threshold=0.5"]}[preset]
     full = run_pipeline(_config(preset, inputs, root / "full-other", other), spark=spark)
-    args = ["filter", str(root / "signals"), "--config", preset, "--output", str(root / "filtered-other"), "--json",
-            "--set", *(SMALL_TOKENIZER if preset != "dclm" else []), *other]
+    sets = [flag for value in (SMALL_TOKENIZER if preset != "dclm" else []) + other for flag in ("--set", value)]
+    args = ["filter", str(root / "signals"), "--config", preset, "--output", str(root / "filtered-other"), "--json", *sets]
     assert dataprep_cli(args) == 0
     stats = json.loads((root / "filtered-other" / "stats.json").read_text())
     assert corpus(root / "filtered-other" / "corpus") == corpus(full.corpus_dir) != corpus(root / "full" / "corpus")
