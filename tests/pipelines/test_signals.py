@@ -98,7 +98,7 @@ def test_signals_keep_every_document_the_reader_yields_with_each_stages_verdict(
 
 def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spark):
     preset, root, inputs, _, _, _ = runs
-    other = {"fineweb": ["stages.1.threshold=0.9", "stages.11.threshold=0.6", "stages.11.sample_weights=fineweb2",
+    other = {"fineweb": ["stages.1.threshold=0.97", "stages.11.threshold=0.6", "stages.11.sample_weights=fineweb2",
                          "stages.12.repeat_by=sample_weight"],  # rehydrated by FineWeb-2's table from the stored clusters
              "dclm": ["stages.9.keep=0.3"],
              "code": ["stages.5.threshold=0.5"]}[preset]
