@@ -107,7 +107,9 @@ def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spa
     args = ["filter", str(root / "signals"), "--config", preset, "--output", str(root / "filtered-other"), "--json", *sets]
     assert dataprep_cli(args) == 0
     stats = json.loads((root / "filtered-other" / "stats.json").read_text())
-    assert corpus(root / "filtered-other" / "corpus") == corpus(full.corpus_dir) != corpus(root / "full" / "corpus")
+    assert corpus(root / "filtered-other" / "corpus") == corpus(full.corpus_dir)
+    if preset != "code":  # the new thresholds change what is kept (code's lower MinHash threshold finds no more pairs here)
+        assert corpus(full.corpus_dir) != corpus(root / "full" / "corpus")
     assert {s["stage"]: s["dropped"] for s in stats["stages"]} == {s.stage: dict(s.dropped) for s in full.stats}
     if preset != "dclm":
         assert shards(root / "filtered-other") == shards(root / "full-other")
