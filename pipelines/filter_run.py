@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from dataprep.core import storage
 from dataprep.core.config import ConfigError, PipelineConfig
 from dataprep.core.runner import blank_text, conform, fused_schema, run_fused
-from dataprep.core.signals import WhereStage, is_signal_column, replay_plan
+from dataprep.core.signals import ReplayStage, WhereStage, is_signal_column, replay_plan
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import join_path, read_text
@@ -81,7 +81,10 @@ class FilterRun(PipelineRun):
             raise ConfigError(f"{self.signals_dir} holds no task of its signals run")
         with fsspec.open(join_path(data_dir, f"part-{task_key(tasks[0][0])}.parquet"), "rb") as fh:
             signals = pq.read_schema(fh)
-        input_schema = pa.schema([f for f in signals if f.name not in (DROP_STAGE, DROP_REASON)])
+        # a column a later step's stage sets joins the rows there, so the corpus's columns come in a full run's order
+        later = {f.name for later_step in self.steps[1:] for stage in later_step.stages if isinstance(stage, ReplayStage)
+                 for f in stage.stage.output_fields()}
+        input_schema = pa.schema([f for f in signals if f.name not in (DROP_STAGE, DROP_REASON, *later)])
         schema = fused_schema(stages, input_schema)
         where_dir = self._where_rows(step_dir) if self.where else None
         done = {} if self.force else reusable(read_markers(self.spark, step_dir), fingerprint, [p for t in tasks for p in t[0]], step_dir)
