@@ -117,11 +117,7 @@ class PipelineRun:
 
     def _run(self) -> RunResult:
         cfg = self.config
-        expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
-        files = expand(cfg.input.paths) if cfg.input.paths else []
-        if not cfg.input.paths:
-            raise ValueError("no input: set input.paths in the config or pass --input")
-        check_output_outside_inputs(self.out, cfg.input.paths)
+        files = self._input_files()
         self._claim_output(files)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         self._ship_assets()
@@ -190,6 +186,15 @@ class PipelineRun:
                     f"input.paths and input.format; per-stage counts: {join_path(self.out, 'stats.json')}")
         return (f"stage {stage.stage} dropped all {stage.docs_in} documents it was given ({reasons or 'no reason recorded'}), "
                 f"so the run stops there with nothing kept; per-stage counts: {join_path(self.out, 'stats.json')}")
+
+    def _input_files(self) -> list[str]:
+        cfg = self.config
+        if not cfg.input.paths:
+            raise ValueError("no input: set input.paths in the config or pass --input")
+        expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
+        files = expand(cfg.input.paths)
+        check_output_outside_inputs(self.out, cfg.input.paths)
+        return files
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -454,11 +459,15 @@ class PipelineRun:
         done = _read_marker(marker)
         if not redo and done and done.get("fingerprint") == fingerprint:
             return
-        df = self._kept(last_dir)
-        df = df.drop(*[c for c in ("_bytes", "html") if c in df.columns])
+        df = self._corpus_frame(self._kept(last_dir))
         check_dataset_folder(corpus_dir)
         self._write(df, corpus_dir)
         atomic_write_text(marker, json.dumps({"fingerprint": fingerprint}))
+
+    @staticmethod
+    def _corpus_frame(df):
+        """The kept documents as the corpus holds them (working columns left out)."""
+        return df.drop(*[c for c in ("_bytes", "html") if c in df.columns])
 
 
 def run_pipeline(config: PipelineConfig, spark=None, force: bool = False, overwrite: bool = False) -> RunResult:

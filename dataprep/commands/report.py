@@ -50,7 +50,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     manifests = find_manifests(output_dir)
     sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts), sec.redactions(stats),
                 sec.rules(stats, drop_examples(output_dir), charts),
-                sec.sources(sample, total, stats, source_funnel(output_dir))]
+                sec.sources(sample, total, stats, source_funnel(output_dir)), sec.cross_source(stats)]
     if sample is not None:
         sections += [
             sec.languages(sample, charts),
@@ -59,6 +59,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
             sec.distribution(sample, charts, "Perplexity", "perplexity.png", ("perplexity",),
                              "perplexity under the n-gram model", log_x=True, category="ppl_bucket"),
             sec.duplicates(sample, charts),
+            sec.rehydration(sample, manifests, charts),
             sec.pii(sample),
             sec.distribution(sample, charts, "Toxicity", "toxicity.png", sec.TOXICITY_SCORES,
                              "flagged-word fraction / classifier probability", totals=("toxicity_removed",)),

@@ -160,6 +160,13 @@ class DocumentStage(Stage):
     """A stage that decides each document on its own; batches are independent."""
 
     removed_columns: ClassVar[tuple[str, ...]] = ()  # input columns the stage drops (e.g. raw HTML)
+    # Settings that only move the decision over the values the stage adds (a threshold): a filter over
+    # stored signals (dataprep.core.signals) decides again with ``reasons_from_signals`` when only these changed.
+    decision_fields: ClassVar[tuple[str, ...]] = ()
+
+    def reasons_from_signals(self, batch: pa.Table) -> list[str | None]:
+        """Per row, the drop reason under the current settings, from the columns ``process`` added."""
+        raise NotImplementedError
 
     def output_fields(self) -> list[pa.Field]:
         """The attribute columns ``process`` adds (or replaces) besides ``text``; override when it adds any."""

@@ -196,6 +196,34 @@ def duplicates(sample: pa.Table, charts: Charts) -> Section | None:
     return s
 
 
+def rehydration(sample: pa.Table, manifests: list, charts: Charts) -> Section | None:
+    """Documents per sample weight (``minhash_dedup: sample_weights``) and the tokens their copies add."""
+    if "sample_weight" not in sample.column_names or not sample.num_rows:
+        return None
+    weights = _floats(sample, "sample_weight")
+    tokens = _floats(sample, "num_tokens") if "num_tokens" in sample.column_names else np.zeros(len(weights))
+    values = sorted(set(weights.tolist()))
+    counts = [int((weights == w).sum()) for w in values]
+    rows = [[_num(w), _n(n), _n(int(((w - 1) * tokens[weights == w]).sum()))] for w, n in zip(values, counts)]
+    s = Section("Rehydration", ["Each kept document is written to the shards as many times as its duplicate cluster's weight."])
+    added = [m["tokens"] - m["unique_tokens"] for _, m in manifests if isinstance(m, dict) and "unique_tokens" in m]
+    if added:
+        s.text.append(f"Copies add {_n(sum(added))} tokens to the shards' unique tokens.")
+    s.images.append(charts.barh("sample_weights.png", [_num(w) for w in values], counts, "documents by sample weight"))
+    s.tables.append((["sample weight", "documents", "tokens their copies add"], rows))
+    return s
+
+
+def cross_source(stats: list[StageStats]) -> Section | None:
+    """Duplicates removed per pair of sources (dedup stages with a ``priority`` list)."""
+    rows = [[st.stage, *key.removeprefix("cross_source:").split("->", 1), _n(n)]
+            for st in stats for key, n in sorted(st.counters.items()) if key.startswith("cross_source:")]
+    if not rows:
+        return None
+    return Section("Duplicates across sources", ["Each duplicate removed, by its source and the source of the copy kept (the stage's priority list)."],
+                   tables=[(["stage", "copy removed from", "copy kept from", "documents"], rows)])
+
+
 def pii(sample: pa.Table) -> Section | None:
     columns = [c for c in sample.column_names if c.startswith("pii_") and c != "pii_count"]
     if not columns or not sample.num_rows:

@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="redo every step even if a previous run finished it")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace what another run (another config or input) left in the output folder; without it such a run is refused")
+    parser.add_argument("--signals", action="store_true",
+                        help="run every stage on every document and keep its values and verdicts in OUT/signals (for dataprep filter)")
     add_set_argument(parser)
     parser.add_argument("--json", action="store_true",
                         help="print the result (output paths, per-stage stats) as JSON on stdout; progress goes to stderr")
@@ -50,7 +52,12 @@ def main(args: argparse.Namespace) -> int:
     progress = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
         with progress:
-            result = run_pipeline(config, force=args.force, overwrite=getattr(args, "overwrite", False))
+            if getattr(args, "signals", False):
+                from pipelines.signals_run import run_signals
+
+                result = run_signals(config, force=args.force, overwrite=getattr(args, "overwrite", False))
+            else:
+                result = run_pipeline(config, force=args.force, overwrite=getattr(args, "overwrite", False))
     except (ErrorBudgetExceeded, NoReadableInput, NothingKept) as exc:
         return fail(f"dataprep run: {exc}", 1, getattr(args, "json", False))
     except KeyboardInterrupt:  # Ctrl-C: what finished is kept, and the same command picks up from there

@@ -300,6 +300,10 @@ NOT_RUN = {
         "needs the user's reference text and crawl output; tests/dataprep/classify/test_classifier_reference.py trains from a reference",
     "dataprep run dclm --input 'crawl/*.warc.gz' --set stages.8.model_path=ref.bin":
         "needs the user's crawl and the classifier above; the preset loads in tests/pipelines/test_pipeline.py",
+    "dataprep run fineweb --input 'crawl/*.warc.gz' --output out/signals --signals":
+        "needs the user's crawl; tests/pipelines/test_signals.py runs signals mode on the shared WARCs",
+    "dataprep filter out/signals --config fineweb --output out/strict --set stages.1.threshold=0.97 --where 'harm_score < 0.01'":
+        "needs the signals run above; tests/pipelines/test_signals.py runs dataprep filter with --set and --where",
     'dataprep run fineweb --input sample/*.warc.gz --output out/sample':
         "needs a sample of the user's crawl; the same run as the fineweb command above",
     "dataprep estimate out/sample --listing 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' --cores 500":
