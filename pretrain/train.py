@@ -24,7 +24,7 @@ from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summar
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
-from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
+from pretrain.components.optimizer import build_lr_scheduler, build_optimizer
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
@@ -231,7 +231,7 @@ class Trainer:
             if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
-                records.append(self._log_train(outcome.loss, outcome.grad_norm))
+                records.append(self._log_train(outcome))
             if (stragglers := self.stragglers.gather(state.step)) is not None:
                 self.log.write(stragglers)
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
@@ -317,12 +317,11 @@ class Trainer:
             self._save()
             raise self.skips.error(step, found)
 
-    def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
+    def _log_train(self, outcome: StepOutcome) -> dict:
         step = self.state.step
-        lr = self.batch.peak_lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
-        mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
+        mean_loss = self.dims.mean_loss(outcome.loss, self.pipe is None or self.pipe.has_last)
         z = {"z_loss": self.dims.mean_loss(self.ctx.z_total, True)} if self.cfg.model.z_loss else {}
-        return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
+        return self.log.log_train(step, loss=mean_loss, lr=outcome.lr, grad_norm=outcome.grad_norm.item(),
                                   tokens=step * self.tokens_per_step, **z, **self.pp_fields, **self._mixture_fields())
 
     def _mixture_fields(self) -> dict:

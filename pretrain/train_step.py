@@ -105,6 +105,7 @@ class StepOutcome(NamedTuple):
     loss: torch.Tensor
     grad_norm: torch.Tensor
     skip: torch.Tensor | None  # on the device: 1 where every rank held the update back; None: not judged
+    lr: float  # the learning rate the optimizer used (its first group's, before the schedule stepped)
 
 
 def step_optimizer(optimizer, skip: torch.Tensor | None) -> None:
@@ -125,8 +126,9 @@ def step_optimizer(optimizer, skip: torch.Tensor | None) -> None:
 
 def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
                    judge: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
-                   diagnostics: LayerDiagnostics | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Unscale (fp16), clip, step; returns the gradient norm and the skip flag. ``judge`` sees the
+                   diagnostics: LayerDiagnostics | None = None) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+    """Unscale (fp16), clip, step; returns the gradient norm, the skip flag and the learning rate the
+    optimizer used (read from its param group before the scheduler moves it on). ``judge`` sees the
     gradient norm and returns a flag (on the device; None: step) that holds the update back on every rank:
     the non-finite guard, a loss spike. A skipped step drops its gradients and leaves AdamW's moments
     alone; the schedule advances as for any step. fp16: the scaler skips on inf/nan gradients itself, and
@@ -146,8 +148,9 @@ def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float
     else:
         step_optimizer(optimizer, skip)
     optimizer.zero_grad(set_to_none=True)
+    lr = optimizer.param_groups[0]["lr"]
     scheduler.step()
-    return grad_norm, skip
+    return grad_norm, skip, lr
 
 
 def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
