@@ -83,6 +83,19 @@ class DataConfig(StrictModel):
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
     cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
+    # attention within documents (pretrain/models/documents.py), and rotary positions restarting at each
+    # document (default: on with the mask)
+    document_mask: bool = False
+    document_positions: bool | None = None
+
+    @model_validator(mode="after")
+    def _check_documents(self) -> "DataConfig":
+        if self.document_positions and not self.document_mask:
+            raise ValueError("data.document_positions restarts positions at documents the model attends across: "
+                             "set data.document_mask: true too")
+        if self.document_positions is None:
+            self.document_positions = self.document_mask
+        return self
 
 
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zero_bubble")
@@ -282,6 +295,9 @@ class TrainConfig(StrictModel):
         if cp > 1 and self.seq_len % (2 * cp):
             raise ValueError(f"seq_len {self.seq_len} must be divisible by 2 x parallel.cp={cp}: each rank holds "
                              "one chunk from each end of the sequence (load-balanced causal attention)")
+        if self.data.document_mask and (cp > 1 or par.pp > 1):
+            raise ValueError("data.document_mask does not combine with context or pipeline parallelism yet: set "
+                             "parallel.cp and parallel.pp to 1, or data.document_mask: false")
         if par.pp > 1 and self.precision == "fp16":
             raise ValueError("precision fp16 is not supported with pipeline parallelism (no loss scaling across "
                              "stages): use bf16")

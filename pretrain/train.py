@@ -19,6 +19,7 @@ import torch.distributed as dist
 from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.dataloader import build_loaders, fingerprint
+from pretrain.components.document_bounds import masked_attention_span
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summary
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
@@ -131,7 +132,7 @@ class Trainer:
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None),
-                                    z_loss=cfg.model.z_loss)
+                                    z_loss=cfg.model.z_loss, document_positions=cfg.data.document_positions)
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
         self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0
@@ -196,8 +197,10 @@ class Trainer:
         cfg, dims = self.cfg, self.dims
         if self.rank == 0:
             save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
+        span = (masked_attention_span(self.train_loader.sources, cfg.seq_len)  # CUDA skips the masked blocks
+                if cfg.data.document_mask and self.device.type == "cuda" else None)
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
-                                 flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
+                                 flops_per_token(cfg.model, cfg.seq_len, span), self.world, self.device, self.rank,
                                  wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
         if self.batch_record is not None:
             self.log.write(self.batch_record)

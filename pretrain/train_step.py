@@ -33,8 +33,9 @@ class TrainStepContext:
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
                  no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None,
-                 z_loss: float = 0.0):
+                 z_loss: float = 0.0, document_positions: bool = True):
         self.device = device
+        self.document_positions = document_positions  # with a document mask: positions restart per document
         # the z-loss coefficient; z_total: this step's mean z-loss, on the device (logged apart from the loss)
         self.z_loss, self.z_total, self.micro_batches = z_loss, torch.zeros((), device=device), 1
         self.no_sync = fsdp and no_sync_accumulation
@@ -64,13 +65,17 @@ class TrainStepContext:
             self.scaler = torch.amp.GradScaler(device.type)
 
     def loss(self, model, batch: torch.Tensor, train: bool = True) -> torch.Tensor:
-        """The training objective of one micro-batch (cross-entropy, plus the z-loss when ``train``)."""
+        """The training objective of one micro-batch (cross-entropy, plus the z-loss when ``train``); a
+        micro-batch of (micro, 2, seq_len + 1) holds the ids and each token's document (``data.document_mask``)."""
         batch = batch.to(self.device, non_blocking=True)
+        documents = None
+        if batch.ndim == 3:
+            batch, documents = batch[:, 0], batch[:, 1, :-1]
         inputs, targets = batch[:, :-1], batch[:, 1:]
         if self.positions is not None:  # context parallel: this rank's chunks of each sequence
             inputs, targets = inputs[:, self.positions], targets[:, self.positions]
         with self.autocast():
-            logits = model(inputs)
+            logits = model(inputs) if documents is None else model(inputs, documents, self.document_positions)
         with self.loss_ctx():
             loss = cross_entropy(logits, targets)
             if self.z_loss and train:

@@ -13,7 +13,7 @@ from pretrain.config import save_yaml
 from pretrain.planning.budget import METHODS
 from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
 from pretrain.planning.plan import plan, train_config
-from pretrain.planning.plan_inputs import plan_gpu, plan_model, plan_tokens
+from pretrain.planning.plan_inputs import plan_document_tokens, plan_gpu, plan_model, plan_tokens
 from pretrain.planning.plan_memory import PRECISIONS
 from pretrain.planning.plan_report import format_report
 
@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "compute-optimal batch, rounded to a multiple of micro-batch x data-parallel ranks)")
     run.add_argument("--lr", type=float, help="peak learning rate (default: DeepSeek LLM's compute-optimal one for "
                      "this model and tokens)")
+    run.add_argument("--document-mask", nargs="?", const="data", metavar="MEAN_TOKENS",
+                     help="attention within documents (data.document_mask): attention FLOPs over each document's "
+                          "blocks only; the token-weighted mean document length is read from the --data shards, or "
+                          "given")
     run.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
     cluster.add_argument("--precision", choices=list(PRECISIONS), default="bf16",
                          help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
@@ -89,10 +93,12 @@ def main(args: argparse.Namespace) -> int:
         cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
     unique = corpus["tokens"] if corpus else None
     tokens, source = plan_tokens(args.tokens, args.epochs, unique)
+    document_tokens = plan_document_tokens(args.document_mask, args.data)
     result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
                   global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
                   gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
-                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr)
+                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr,
+                  document_tokens=document_tokens)
     if args.mtbf_hours is not None:
         result["checkpoint_interval"] = plan_checkpoint_interval(
             result, args.mtbf_hours, save_seconds=args.save_seconds, save_from=args.save_from,

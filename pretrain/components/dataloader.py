@@ -6,7 +6,8 @@ Each source (a token-shard directory) is split by documents into a training and 
 sample ``i`` is tokens ``[i*seq_len, i*seq_len + seq_len + 1)`` of it, read from the memory maps (never
 the corpus in RAM), or for a source given as a URL through a local block cache (``remote_shards``), with
 the blocks of the next steps' samples fetched ahead. Samples therefore cross document boundaries, as in
-GPT/Megatron pretraining. Every batch's ids are checked against the source's vocabulary on the host (an id
+GPT/Megatron pretraining; with ``data.document_mask`` each sample also carries its tokens' document
+numbers, and the model attends within documents (pretrain/components/document_bounds.py). Every batch's ids are checked against the source's vocabulary on the host (an id
 beyond it would fail in the model's embedding, late and without naming the shard).
 
 The global order (``MixtureOrder``) is a function of the sample's global position only: position ``j``
@@ -34,6 +35,7 @@ import torch
 
 from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.shards import open_dataset
+from pretrain.components.document_bounds import document_ids
 from pretrain.components.remote_shards import BlockCache, Retry, is_remote, open_remote_dataset
 from pretrain.config import DataCacheConfig, DataConfig
 
@@ -176,6 +178,11 @@ class Source:
         stream = self.train if split == "train" else self.val
         return stream.read(index * self.seq_len, self.seq_len + 1)
 
+    def document_ids(self, split: str, index: int) -> np.ndarray:
+        """Each token's document number in ``sample(split, index)`` (pretrain/components/document_bounds.py)."""
+        stream = self.train if split == "train" else self.val
+        return document_ids(stream, index * self.seq_len, self.seq_len + 1)
+
     def find_out_of_vocab(self, split: str, index: int) -> tuple[str, int, int] | None:
         stream = self.train if split == "train" else self.val
         return stream.find_out_of_vocab(index * self.seq_len, self.seq_len + 1, self.vocab_size)
@@ -253,10 +260,12 @@ class MixtureOrder:
 class Loader:
     """This rank's share of every global batch, as micro-batches of ``seq_len + 1`` token ids.
 
-    ``state_dict()`` is the number of global samples consumed, the same on every rank."""
+    ``state_dict()`` is the number of global samples consumed, the same on every rank. With ``documents``
+    each row is (2, seq_len + 1): the token ids and each token's document number."""
 
     def __init__(self, sources: list[Source], weights: list[float], split: str, global_batch: int,
-                 micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0, read_ahead_steps: int = 0):
+                 micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0, read_ahead_steps: int = 0,
+                 documents: bool = False):
         if global_batch % (micro_batch * dp_size):
             raise ValueError(
                 f"global_batch_size {global_batch} is not a multiple of micro_batch_size {micro_batch} x data-parallel size {dp_size}"
@@ -264,6 +273,7 @@ class Loader:
         self.sources, self.split = sources, split
         self.global_batch, self.micro_batch = global_batch, micro_batch
         self.dp_rank, self.dp_size = dp_rank, dp_size
+        self.documents = documents
         self.order = MixtureOrder([s.num_samples(split) for s in sources], weights, seed)
         self.vocab_size = min(s.vocab_size for s in sources)  # the batch check's bound (per source on a hit)
         self.consumed = 0
@@ -278,7 +288,8 @@ class Loader:
 
     def sample(self, position: int) -> np.ndarray:
         s, i = self.order(position)
-        return self.sources[s].sample(self.split, i)
+        tokens = self.sources[s].sample(self.split, i)
+        return np.stack([tokens, self.sources[s].document_ids(self.split, i)]) if self.documents else tokens
 
     def global_positions(self, step_start: int) -> range:
         per_rank = self.global_batch // self.dp_size
@@ -290,7 +301,8 @@ class Loader:
         if self.remote:
             self._prefetch_step(step_start)  # the blocks arrive in parallel; reading them below waits
         rows = np.stack([self.sample(p) for p in self.global_positions(step_start)])
-        if rows.size and (rows.max() >= self.vocab_size or rows.min() < 0):  # on the host: no device sync
+        tokens = rows[:, 0] if self.documents else rows
+        if tokens.size and (tokens.max() >= self.vocab_size or tokens.min() < 0):  # on the host: no device sync
             self._raise_out_of_vocab(step_start)
         return list(torch.from_numpy(rows).split(self.micro_batch))
 
@@ -405,7 +417,8 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
     weights = [s.weight for s in cfg.sources]
     ahead = cfg.cache.read_ahead_steps
     warn_if_read_ahead_overflows(cfg.cache, [s for s in sources if s.remote], seq_len, global_batch // dp_size)
-    train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead)
+    train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead,
+                   cfg.document_mask)
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:
         if cfg.val_fraction > 0:
@@ -414,7 +427,7 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
                              "add data, lower seq_len, or set data.val_fraction: 0")
         return train, None
     val = Loader([sources[i] for i in val_idx], [weights[i] for i in val_idx], "val", global_batch, micro_batch,
-                 dp_rank, dp_size, cfg.seed + 1, ahead)
+                 dp_rank, dp_size, cfg.seed + 1, ahead, cfg.document_mask)
     return train, val
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from dataprep.core.units import human
 from pretrain.config import ModelConfig, TrainConfig
+from pretrain.models.documents import attention_span, block_mask_bytes
 from pretrain.models.llama import num_params
 from pretrain.planning.budget import METHODS, estimate, params_of_model
 from pretrain.planning.flops import deepseek_flops_per_token, flops_per_token
@@ -189,7 +190,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
          global_batch: int | None = None, precision: str = "bf16", mfu: float = 0.4, tokens: float | None = None,
          gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
          tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False,
-         max_bubble: float = 0.1, lr: float | None = None) -> dict:
+         max_bubble: float = 0.1, lr: float | None = None, document_tokens: float | None = None) -> dict:
     """Walk the layouts from simplest to most involved and return the fastest that fits, with timings.
 
     Without ``tokens`` the target is the scaling law ``method``'s D for the model; ``unique_tokens`` (the
@@ -197,8 +198,11 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     run's compute (``pretrain.planning.hyperparameters``), the batch rounded to each layout. ``no_sync``:
     gradient accumulation without a reduce-scatter per micro-batch (counted in memory). ``max_bubble``: the
     pipeline bubble to stay under. ``precision``: bf16, fp16, tf32 or fp32, each timed at its own peak
-    (``GPUSpec.peak``)."""
+    (``GPUSpec.peak``). ``document_tokens``: attention within documents of this token-weighted mean length
+    (``data.document_mask``): attention computes over the blocks of each document only, and each forward holds
+    its block mask."""
     seq_len = cfg.max_seq_len if seq_len is None else seq_len
+    span = attention_span(seq_len, document_tokens) if document_tokens else None
     gpus_per_node = min(gpus, gpu.gpus_per_node) if gpus_per_node is None else gpus_per_node
     if seq_len > cfg.max_seq_len:
         raise ValueError(f"sequence length {seq_len} exceeds the model's max_seq_len {cfg.max_seq_len}")
@@ -222,7 +226,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     law = optimal_hyperparameters(deepseek_flops_per_token(cfg, seq_len) * tokens, seq_len)
     capacity = gpu.memory_bytes
     tried, previous = [], None
-    for layout in _runnable(_candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len), precision):
+    for layout in _runnable(_candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len), precision,
+                            document_tokens is not None):
         layout.grad_accum = _accum_steps(global_batch, law, layout)
         # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
         layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
@@ -230,6 +235,9 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
                                       micro_batch=layout.micro_batch, precision=precision,
                                       grad_accum=layout.grad_accum, no_sync=no_sync, pp=layout.pp, cp=layout.cp,
                                       offload=layout.offload, compiled=layout.compiled)
+        if document_tokens:
+            layout.memory["document_mask"] = block_mask_bytes(layout.micro_batch, seq_len // layout.cp)
+            layout.memory["total"] += layout.memory["document_mask"]
         layout.fits = layout.memory["total"] <= capacity
         schedule = _pipeline_schedule(layout, cfg, max_bubble) if layout.pp > 1 else ""  # names interleaving
         layout.reason = _why(layout, previous, capacity, cfg) + (f"; {schedule}" if schedule else "")
@@ -237,7 +245,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
             layout.tokens_per_step = layout.micro_batch * layout.dp * layout.grad_accum * seq_len
             layout.time = step_time(cfg, layout, communication(cfg, layout, seq_len, precision), gpu=gpu, gpus=gpus,
                                     gpus_per_node=gpus_per_node, seq_len=seq_len,
-                                    tokens_per_step=layout.tokens_per_step, mfu=mfu, precision=precision)
+                                    tokens_per_step=layout.tokens_per_step, mfu=mfu, precision=precision,
+                                    attention_span=span)
         tried.append(layout)
         previous = layout
     fitting = [t for t in tried if t.fits]
@@ -255,16 +264,20 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         raise ValueError(f"--tp {show_tp} does not divide {gpus} GPUs")
     result = _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
                      tokens=tokens, show_tp=show_tp, tokens_source=tokens_source, unique_tokens=unique_tokens,
-                     no_sync=no_sync)
+                     no_sync=no_sync, attention_span=span)
+    if document_tokens:
+        result["document_mask"] = {"mean_document_tokens": document_tokens, "attention_span": span}
     result["cluster"]["gpus_per_node"] = gpus_per_node  # the one the layouts were chosen for
     result["hyperparameters"] = _hyperparameters(law, result, lr=lr, batch_given=global_batch is not None,
                                                  flops_per_token=deepseek_flops_per_token(cfg, seq_len))
     return result
 
 
-def _runnable(layouts: list[Layout], precision: str) -> list[Layout]:
-    """The layouts the trainer runs in ``precision``: fp16 has no loss scaling across pipeline stages."""
-    return [lay for lay in layouts if not (precision == "fp16" and lay.pp > 1)]
+def _runnable(layouts: list[Layout], precision: str, document_mask: bool = False) -> list[Layout]:
+    """The layouts the trainer runs in ``precision``: fp16 has no loss scaling across pipeline stages; the
+    document mask runs without context or pipeline parallelism."""
+    return [lay for lay in layouts if not (precision == "fp16" and lay.pp > 1)
+            and not (document_mask and (lay.pp > 1 or lay.cp > 1))]
 
 
 def _time_summary(lay: Layout) -> str:
@@ -323,7 +336,7 @@ def _no_fit_message(cfg, tried, gpus, gpu) -> str:
 
 
 def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, tokens, show_tp,
-            tokens_source, unique_tokens, no_sync) -> dict:
+            tokens_source, unique_tokens, no_sync, attention_span=None) -> dict:
     n = num_params(cfg)
     micro_batch = chosen.micro_batch
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
@@ -351,7 +364,7 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
         "decisions": [t.reason for t in tried],
         "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
         "activations_by_checkpointing": act,
-        "time": {"mfu": mfu, "peak_flops": gpu.peak(precision), "flops_per_token": flops_per_token(cfg, seq_len),
+        "time": {"mfu": mfu, "peak_flops": gpu.peak(precision), "flops_per_token": flops_per_token(cfg, seq_len, attention_span),
                  "recompute_factor": RECOMPUTE[chosen.checkpointing], "step_seconds": seconds,
                  "step_breakdown": chosen.time,
                  "tokens_per_day": tokens_per_day, "target_tokens": tokens, "target_source": tokens_source,
@@ -365,7 +378,8 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
     plan's learning rate, batch and warmup."""
     lay, hyper = result["layout"], result["hyperparameters"]
     return TrainConfig.model_validate({
-        "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data]},
+        "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data],
+                                            **({"document_mask": True} if "document_mask" in result else {})},
         "seq_len": result["seq_len"], "micro_batch_size": result["micro_batch"],
         "global_batch_size": lay["global_batch"], "max_tokens": int(result["time"]["target_tokens"]),
         "precision": result["precision"], "device": "auto",

@@ -216,7 +216,8 @@ def link_bandwidths(lay, gpu: GPUSpec, gpus: int, gpus_per_node: int) -> dict[st
 
 
 def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gpus: int, gpus_per_node: int,
-              seq_len: int, tokens_per_step: int, mfu: float, precision: str = "bf16") -> dict[str, float]:
+              seq_len: int, tokens_per_step: int, mfu: float, precision: str = "bf16",
+              attention_span: float | None = None) -> dict[str, float]:
     """Seconds per optimizer step of layout ``lay`` and their parts. Compute is the step's FLOPs (with
     recomputation) at ``mfu`` of ``precision``'s peak (``GPUSpec.peak``: fp32 on an H100 1/15 of bf16);
     the pipeline bubble idles every rank for bubble/(1-bubble) of it.
@@ -224,8 +225,9 @@ def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gp
     offload copies and CP's key/value exchange overlap compute (prefetch, bucketed reduction, ring attention
     passing the next chunk while it attends to this one): only what exceeds OVERLAP of the compute time
     shows; TP's and PP's transfers sit between dependent kernels and all show. Offload adds
-    the host's AdamW step (reads and writes weights, gradients and both moments: 32 bytes per parameter)."""
-    compute = (flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[lay.checkpointing]
+    the host's AdamW step (reads and writes weights, gradients and both moments: 32 bytes per parameter).
+    ``attention_span``: the keys per query a document mask leaves (None: the window)."""
+    compute = (flops_per_token(cfg, seq_len, attention_span) * tokens_per_step * RECOMPUTE[lay.checkpointing]
                / (gpus * gpu.peak(precision) * mfu))
     bw = link_bandwidths(lay, gpu, gpus, gpus_per_node)
     secs = {dim: comm[dim] / (bw[dim] * GB) for dim in bw}
