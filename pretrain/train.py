@@ -115,7 +115,7 @@ class Trainer:
         cache_dir = os.path.join(cfg.data.cache.dir or os.path.join(cfg.out_dir, "data_cache"), f"rank-{self.rank}")
         self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
                                                            cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size,
-                                                           cache_dir)
+                                                           cache_dir, total_steps(cfg))
         if self.rank == 0:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
@@ -333,7 +333,12 @@ class Trainer:
             return {}
         drawn = self.train_loader.tokens_drawn()
         total = max(sum(drawn.values()), 1)
-        return {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
+        fields = {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
+        if self.train_loader.order.num_phases > 1:  # the phase the last step drew from, and its shares so far
+            phase, counts = self.train_loader.order.drawn_in_phase(self.train_loader.consumed)
+            fields |= {"phase": phase + 1, "phase_source_share": {
+                s.name: int(n) / max(int(counts.sum()), 1) for s, n in zip(self.train_loader.sources, counts)}}
+        return fields
 
     def _validate(self) -> None:
         loss = validation_loss(self.stepper, self.val_loader, self.cfg.log.val_batches, self.ctx, self.dims)
