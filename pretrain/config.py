@@ -170,6 +170,9 @@ class ParallelConfig(StrictModel):
     reshard_after_forward: bool = True
     # FSDP2's CPUOffloadPolicy: sharded weights, gradients and optimizer states live in host memory (CUDA)
     offload: bool = False
+    # ZeRO-1: replicated weights and gradients over dp_replicate ranks, AdamW's moments sharded over them
+    # (pretrain/distributed/zero1.py)
+    shard_optimizer: bool = False
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "ParallelConfig":
@@ -194,6 +197,10 @@ class ParallelConfig(StrictModel):
         if self.pp > 1 and self.no_sync_accumulation:
             raise ValueError("parallel.no_sync_accumulation does not apply with pp > 1: the pipeline schedule "
                              "reduces gradients after the last micro-batch itself")
+        if self.shard_optimizer and (self.dp_shard not in (-1, 1) or self.tp > 1 or self.cp > 1 or self.pp > 1
+                                     or self.offload):
+            raise ValueError("parallel.shard_optimizer (ZeRO-1) shards AdamW's moments over replicated weights: set "
+                             "dp_replicate to the data-parallel degree, dp_shard 1 (or -1), and tp, cp, pp 1, no offload")
         if self.cp > 1 and (self.pp > 1 or self.compile):
             raise ValueError("parallel.cp > 1 does not combine with pp > 1 or compile yet")
         return self

@@ -125,14 +125,15 @@ class Trainer:
             self.diagnostics = LayerDiagnostics(self.model, self.pipe.stages if self.pipe else [self.model],
                                                 cfg.model.n_layers, self.device, self.world // self.dims.pp,
                                                 logits=not self.dims.cp_enabled)
-        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision)
+        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision, self.dims.zero1_group())
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None),
-                                    z_loss=cfg.model.z_loss, document_positions=cfg.data.document_positions)
+                                    z_loss=cfg.model.z_loss, document_positions=cfg.data.document_positions,
+                                    grad_group=self.dims.zero1_group())
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
         self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0

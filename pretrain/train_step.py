@@ -22,6 +22,7 @@ from pretrain.components.loss import cross_entropy, z_loss
 from pretrain.components.optimizer import clip_grad_norm
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.pipeline_parallel import PipelineParallelModel
+from pretrain.distributed.zero1 import reduce_gradients
 
 
 class TrainStepContext:
@@ -33,8 +34,9 @@ class TrainStepContext:
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
                  no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None,
-                 z_loss: float = 0.0, document_positions: bool = True):
+                 z_loss: float = 0.0, document_positions: bool = True, grad_group=None):
         self.device = device
+        self.grad_group = grad_group  # ZeRO-1: gradients averaged over this group before clipping
         self.document_positions = document_positions  # with a document mask: positions restart per document
         # the z-loss coefficient; z_total: this step's mean z-loss, on the device (logged apart from the loss)
         self.z_loss, self.z_total, self.micro_batches = z_loss, torch.zeros((), device=device), 1
@@ -139,11 +141,13 @@ def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float
     alone; the schedule advances as for any step. fp16: the scaler skips on inf/nan gradients itself, and
     the flag is read back. ``diagnostics`` (a diagnostic step) sees the unclipped gradients and the weights
     before the update."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if ctx.grad_group is not None:
+        reduce_gradients(params, ctx.grad_group)
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
     if diagnostics is not None:
         diagnostics.gradients()
-    params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
     skip = judge(grad_norm) if judge is not None else None
     if ctx.scaler:
