@@ -35,9 +35,9 @@ from pretrain.planning.plan_memory import (
 
 LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
 ZERO_LEVEL_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
-# the ZeRO levels the trainer runs, so the ones the memory table lists: ZeRO-1 (optimizer states alone sharded)
-# has no FSDP2 form (FSDP2 shards the optimizer states with the gradients at least); plan_memory counts it
-RUNNABLE_ZERO_LEVELS = ("ddp", "zero2", "zero3")
+# the ZeRO levels the trainer runs, so the ones the memory table lists (ZeRO-1: parallel.shard_optimizer,
+# replicated weights without tensor, context or pipeline parallelism)
+RUNNABLE_ZERO_LEVELS = ("ddp", "zero1", "zero2", "zero3")
 
 
 @dataclass
@@ -88,9 +88,9 @@ class Layout:
 
     def degrees(self) -> dict:
         """Every degree of the mesh, as ``parallel:`` of a training config names them."""
-        replicate = self.dp if self.zero_level == "ddp" else 1
+        replicate = self.dp if self.zero_level in ("ddp", "zero1") else 1
         return {"dp_replicate": replicate, "dp_shard": self.dp // replicate, "tp": self.tp, "pp": self.pp,
-                "cp": self.cp, "offload": self.offload}
+                "cp": self.cp, "offload": self.offload, "shard_optimizer": self.zero_level == "zero1"}
 
 
 def _tp_degrees(cfg: ModelConfig, gpus: int, gpus_per_node: int) -> list[int]:
@@ -113,7 +113,7 @@ def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int, micro_batch: in
     sharded = "zero3" if gpus > 1 else "ddp"
     out = [Layout("ddp", 1, gpus, "none", micro_batch)]
     if gpus > 1:
-        out += [Layout("zero2", 1, gpus, "none", micro_batch), Layout("zero3", 1, gpus, "none", micro_batch)]
+        out += [Layout(level, 1, gpus, "none", micro_batch) for level in ("zero1", "zero2", "zero3")]
     if micro_batch > 1:
         out.append(Layout(sharded, 1, gpus, "none", 1))
     if seq_len >= LONG_SEQUENCE:  # the sequence, not the model, is what does not fit: split it first
@@ -153,6 +153,7 @@ def _pipeline_schedule(lay: Layout, cfg: ModelConfig, max_bubble: float) -> str:
             + f": bubble {lay.bubble:.1%}, {verdict} the {max_bubble:.0%} target")
 
 
+_ZERO1 = "ZeRO-1 shards the Adam states {dp} ways; weights and gradients stay whole on every GPU"
 _ZERO2 = "ZeRO-2 shards gradients and Adam states {dp} ways, keeps the gathered weights forward to backward"
 _ZERO3 = "FSDP shards weights, gradients and Adam states {dp} ways (all-gathers every step)"
 
@@ -175,7 +176,8 @@ def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: M
     elif layout.micro_batch != previous.micro_batch:
         why = "a micro-batch of 1 (more accumulation steps) before recomputing anything"
     elif layout.zero_level != previous.zero_level and layout.checkpointing == "none":
-        why = {"ddp": "DDP replicates what is left after TP and PP", "zero2": _ZERO2, "zero3": _ZERO3}[layout.zero_level]
+        why = {"ddp": "DDP replicates what is left after TP and PP", "zero1": _ZERO1, "zero2": _ZERO2,
+               "zero3": _ZERO3}[layout.zero_level]
         why = why.format(dp=layout.dp)
     elif layout.checkpointing != previous.checkpointing:
         why = {"selective": "selective checkpointing keeps matmul outputs, recomputes cheap elementwise ops",
@@ -389,6 +391,7 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
                      "loss_parallel": lay["tp"] > 1,
                      "no_sync_accumulation": lay["no_sync_accumulation"] and lay["pp"] == 1,
                      "reshard_after_forward": lay["reshard_after_forward"], "offload": lay["offload"],
+                     "shard_optimizer": lay["shard_optimizer"],
                      **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
                         if lay["pp"] > 1 else {})},
         "optim": {"lr": hyper["learning_rate"], "warmup_steps": hyper["warmup_steps"]}, "out_dir": out_dir,
