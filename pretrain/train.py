@@ -19,13 +19,14 @@ import torch.distributed as dist
 from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.dataloader import build_loaders, fingerprint
+from pretrain.components.document_bounds import masked_attention_span
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summary
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
 from pretrain.components.in_loop_eval import InLoopEval
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
-from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
+from pretrain.components.optimizer import build_lr_scheduler, build_optimizer
 from pretrain.components.profiling import StepProfiler, profiled_step
 from pretrain.components.preemption import Stopped, StopSignal, stop_at_once
 from pretrain.components.safetensors_export import export_checkpoint, export_model
@@ -116,7 +117,7 @@ class Trainer:
         cache_dir = os.path.join(cfg.data.cache.dir or os.path.join(cfg.out_dir, "data_cache"), f"rank-{self.rank}")
         self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
                                                            cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size,
-                                                           cache_dir)
+                                                           cache_dir, total_steps(cfg))
         if self.rank == 0:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
@@ -126,14 +127,15 @@ class Trainer:
             self.diagnostics = LayerDiagnostics(self.model, self.pipe.stages if self.pipe else [self.model],
                                                 cfg.model.n_layers, self.device, self.world // self.dims.pp,
                                                 logits=not self.dims.cp_enabled)
-        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision)
+        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision, self.dims.zero1_group())
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None),
-                                    z_loss=cfg.model.z_loss)
+                                    z_loss=cfg.model.z_loss, document_positions=cfg.data.document_positions,
+                                    grad_group=self.dims.zero1_group())
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
         self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0
@@ -206,8 +208,10 @@ class Trainer:
         if self.rank == 0:
             save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
             write_run_lineage(cfg.out_dir, self.lineage)
+        span = (masked_attention_span(self.train_loader.sources, cfg.seq_len)  # CUDA skips the masked blocks
+                if cfg.data.document_mask and self.device.type == "cuda" else None)
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
-                                 flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
+                                 flops_per_token(cfg.model, cfg.seq_len, span), self.world, self.device, self.rank,
                                  wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"), horizon=self.steps,
                                  planned_step_s=cfg.planned and cfg.planned.step_seconds)
         if self.batch_record is not None:
@@ -245,7 +249,7 @@ class Trainer:
             if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
-                records.append(self._log_train(outcome.loss, outcome.grad_norm))
+                records.append(self._log_train(outcome))
             if (stragglers := self.stragglers.gather(state.step)) is not None:
                 self.log.write(stragglers)
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
@@ -335,12 +339,11 @@ class Trainer:
             self._save()
             raise self.skips.error(step, found)
 
-    def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
+    def _log_train(self, outcome: StepOutcome) -> dict:
         step = self.state.step
-        lr = self.batch.peak_lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
-        mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
+        mean_loss = self.dims.mean_loss(outcome.loss, self.pipe is None or self.pipe.has_last)
         z = {"z_loss": self.dims.mean_loss(self.ctx.z_total, True)} if self.cfg.model.z_loss else {}
-        return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
+        return self.log.log_train(step, loss=mean_loss, lr=outcome.lr, grad_norm=outcome.grad_norm.item(),
                                   tokens=step * self.tokens_per_step, **z, **self.pp_fields, **self._mixture_fields())
 
     def _mixture_fields(self) -> dict:
@@ -349,7 +352,12 @@ class Trainer:
             return {}
         drawn = self.train_loader.tokens_drawn()
         total = max(sum(drawn.values()), 1)
-        return {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
+        fields = {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
+        if self.train_loader.order.num_phases > 1:  # the phase the last step drew from, and its shares so far
+            phase, counts = self.train_loader.order.drawn_in_phase(self.train_loader.consumed)
+            fields |= {"phase": phase + 1, "phase_source_share": {
+                s.name: int(n) / max(int(counts.sum()), 1) for s, n in zip(self.train_loader.sources, counts)}}
+        return fields
 
     def _validate(self) -> None:
         loss = validation_loss(self.stepper, self.val_loader, self.cfg.log.val_batches, self.ctx, self.dims)

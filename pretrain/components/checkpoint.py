@@ -73,12 +73,31 @@ class ModelOptimizerState:
         self.model, self.optimizer = model, optimizer
 
     def state_dict(self) -> dict:
+        if _is_zero1(self.optimizer):  # this rank's share of the optimizer, in the same flat form
+            from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+            from pretrain.distributed import zero1
+
+            own = zero1.zero1_state_dict if self.optimizer.optim.state else zero1.zero1_load_target
+            return {"model": get_model_state_dict(self.model), "optim": own(self.model, self.optimizer)}
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer, options=FLAT_OPTIM)
         return {"model": model_sd, "optim": optim_sd}
 
     def load_state_dict(self, state: Mapping) -> None:
+        if _is_zero1(self.optimizer):
+            from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+            from pretrain.distributed.zero1 import load_zero1_state_dict
+
+            set_model_state_dict(self.model, state["model"])
+            load_zero1_state_dict(self.model, self.optimizer, state["optim"])
+            return
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
                        options=FLAT_OPTIM)
+
+
+def _is_zero1(optimizer) -> bool:
+    return type(optimizer).__name__ == "ZeroRedundancyOptimizer"
 
 
 @dataclass

@@ -274,6 +274,9 @@ NOT_RUN = {
         "Slurm: tests/pipelines/test_slurm_pipeline.py runs the script with scontrol/srun stand-ins",
     "sbatch --nodes=4 scripts/slurm_train.sbatch CONFIG": "Slurm and GPUs",
     "sbatch --nodes=4 --gpus-per-node=8 --time=24:00:00 scripts/slurm_train.sbatch configs/train/125m_gpu.yaml": "Slurm and GPUs",
+    "dataprep run configs/pipeline/demo_reference.yaml": "needs the demo's out/demo (bash scripts/demo.sh is not run here)",
+    "pretrain train configs/train/tiny_cpu_phased.yaml":
+        "the demo's two sources; tests/pretrain/components/test_phased_mixture.py runs it on stand-ins for them",
     "pretrain train CONFIG --inject nan:step=12,rank=1 --set max_consecutive_skips=0":
         "a drill on a placeholder CONFIG; tests/pretrain/train/test_train_guard.py runs it on one and two processes",
     "torchrun --nproc_per_node=8 -m pretrain.train configs/train/125m_gpu.yaml": "8 GPUs",
