@@ -233,6 +233,21 @@ class LogConfig(StrictModel):
     diagnostics_every_steps: int = Field(0, ge=0)
 
 
+class EvalConfig(StrictModel):
+    """Evaluation during training (pretrain/components/in_loop_eval.py) and ``pretrain eval RUN``'s default
+    tasks: lm-evaluation-harness tasks (needs ccpretrain[eval]) and held-out document sets in bits per byte."""
+
+    tasks: list[str] = Field(default_factory=list)  # harness task names (its own, or YAML files under include_path)
+    include_path: str | None = None  # a folder of local task YAML files
+    limit: int | None = Field(None, gt=0)  # items per task (default: all)
+    num_fewshot: int | None = Field(None, ge=0)
+    # held-out documents by name: JSONL/Parquet files scored in bits per byte (metrics: eval/NAME/bpb)
+    documents: dict[str, str] = Field(default_factory=dict)
+    text_field: str = "text"
+    every_steps: int = Field(0, ge=0)  # 0: only at the end of the run
+    batch_size: int = Field(16, gt=0)  # sequences per forward
+
+
 class TrainConfig(StrictModel):
     model: ModelConfig  # inline; a path to a model config YAML is read by load_train_config
     data: DataConfig
@@ -262,6 +277,7 @@ class TrainConfig(StrictModel):
     # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it
     init_from: str | None = None
     early_stop: EarlyStopConfig | None = None  # stop when the validation loss no longer improves
+    eval: EvalConfig | None = None  # downstream tasks and held-out documents scored during training
 
     @model_validator(mode="after")
     def _check_horizon(self) -> "TrainConfig":

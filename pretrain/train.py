@@ -24,6 +24,7 @@ from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summary
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
+from pretrain.components.in_loop_eval import InLoopEval
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.safetensors_export import export_checkpoint, export_model
@@ -160,6 +161,8 @@ class Trainer:
                                  os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None)
         self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
                                            self.rank, self.world)
+        # the eval: section's tasks and held-out documents (pretrain/components/in_loop_eval.py)
+        self.evaluator = InLoopEval(cfg, self.device, self.precision, self.dims) if cfg.eval else None
 
     def _build_model(self) -> tuple[PipelineParallelModel | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
@@ -242,6 +245,9 @@ class Trainer:
                 self.log.write(stragglers)
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
                 self._validate()
+            if self.evaluator is not None and self.evaluator.due(state.step, self.steps):
+                self.log.write(self.evaluator.run(self.model, state.step))
+                self.log.start(state.step)  # the pause is not training time
             if _due(state.step, cfg.checkpoint.every_steps, end) and self.saved_step != state.step:
                 self._save()
             self.watchdog.progress(state.step)  # a validation or save counts toward its step's time
@@ -274,7 +280,8 @@ class Trainer:
         cfg = self.cfg
         return (_due(step, cfg.log.every_steps, self.steps) or _due(step, cfg.checkpoint.every_steps, end)
                 or (self.val_loader is not None and _due(step, cfg.log.val_every_steps, self.steps))
-                or self.stragglers.sampled(step) or self._diagnostic(step))
+                or self.stragglers.sampled(step) or self._diagnostic(step)
+                or (self.evaluator is not None and self.evaluator.due(step, self.steps)))
 
     def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
         """This step's verdict, kept on the device; returns the flag that holds its update back."""

@@ -1,0 +1,118 @@
+"""Downstream tasks through lm-evaluation-harness: ``pretrain eval --tasks`` scores a checkpoint as the harness's
+own Hugging Face model scores its ``pretrain export`` (equal acc and acc_norm, per-item log-likelihoods within
+1e-4) on local task files, and bits per byte is total nats / ln 2 / bytes, computed here by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from harness_tasks import DOCUMENTS, write_tasks
+from text_runs import make_text_run, require
+
+from pretrain.cli import main as pretrain_main
+from pretrain.inference.bits_per_byte import document_bits_per_byte, token_byte_lengths
+from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def trained(shared_data, tmp_path_factory):
+    torch.manual_seed(0)
+    return make_text_run(shared_data, tmp_path_factory.mktemp("harness"))
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory, monkeypatch_module):
+    return write_tasks(tmp_path_factory.mktemp("tasks"))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_DATASETS_OFFLINE", "1")
+        yield mp
+
+
+def _eval(capsys, *args) -> dict:
+    assert pretrain_main(["eval", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def _loglikelihoods(samples: list[dict]) -> dict:
+    """Per item and choice, the log-likelihood the model gave (the harness's logged responses)."""
+    return {(s["doc_id"], i): float(resp[0][0]) for s in samples for i, resp in enumerate(s["resps"])}
+
+
+def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys):
+    require("lm_eval")
+    require("accelerate")
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    from pretrain.inference.harness import evaluate_tasks
+
+    export = str(tmp_path / "hf")
+    assert pretrain_main(["export", trained["run"], "--to", "hf", "--output", export]) == 0
+    names = ["tiny_mc", "tiny_docs"]
+    theirs = simple_evaluate("hf", model_args=f"pretrained={export},dtype=float32", tasks=names, device="cpu",
+                             batch_size=4, task_manager=TaskManager(include_path=tasks), log_samples=True,
+                             bootstrap_iters=0)
+    loaded = load_trained(trained["run"])
+    tokenizer, manifest = find_tokenizer(loaded)
+    ours = evaluate_tasks(model_for_inference(loaded), tokenizer, names, tasks, log_samples=True,
+                          add_bos=bool(manifest.get("add_bos")))
+    for metric in ("acc", "acc_norm"):
+        assert ours["tiny_mc"][metric] == theirs["results"]["tiny_mc"][f"{metric},none"]
+    assert ours["tiny_docs"]["bits_per_byte"] == pytest.approx(theirs["results"]["tiny_docs"]["bits_per_byte,none"], rel=1e-5)
+    mine, reference = _loglikelihoods(ours["_samples"]["tiny_mc"]), _loglikelihoods(theirs["samples"]["tiny_mc"])
+    assert mine.keys() == reference.keys() and len(mine) == 24
+    assert max(abs(mine[k] - reference[k]) for k in mine) < 1e-4
+    assert len({round(v, 3) for v in mine.values()}) > 12  # the items differ: nothing is scored alike by accident
+    # the command: the same scores, beside the loss, with the metric names the harness gives them
+    result = _eval(capsys, trained["run"], "--tasks", "tiny_mc,tiny_gen", "--include-path", tasks, "--limit", "6")
+    assert set(result) >= {"checkpoint", "step", "loss", "perplexity", "bits_per_byte", "tasks"}
+    assert set(result["tasks"]) == {"tiny_mc", "tiny_gen"}
+    assert set(result["tasks"]["tiny_mc"]) == {"acc", "acc_norm"} and "exact_match" in result["tasks"]["tiny_gen"]
+
+
+@pytest.mark.slow  # an unknown name is looked for among the harness's own task files: most of a minute to index
+def test_an_unknown_task_is_one_line(trained, tasks, capsys):
+    require("lm_eval")
+    assert pretrain_main(["eval", trained["run"], "--tasks", "no_such_task", "--include-path", tasks]) == 2
+    assert "unknown task no_such_task" in capsys.readouterr().err
+
+
+def test_document_bits_per_byte_by_hand(trained):
+    loaded = load_trained(trained["run"])
+    tokenizer, _ = find_tokenizer(loaded)
+    model = model_for_inference(loaded)
+    prefix = [tokenizer.eos_id]
+    result = document_bits_per_byte(model, tokenizer, DOCUMENTS, prefix, seq_len=8, batch_size=2)
+    nats = 0.0
+    for text in DOCUMENTS:  # every token, predicted from all of the document before it (here: one forward)
+        ids = torch.tensor([prefix + tokenizer.encode(text)])
+        with torch.no_grad():
+            logprobs = F.log_softmax(model(ids[:, :-1]).float(), dim=-1)
+        nats -= float(logprobs.gather(2, ids[:, 1:, None]).sum())
+    n_bytes = sum(len(t.encode("utf-8")) for t in DOCUMENTS)
+    assert result["bytes"] == n_bytes
+    # windows of 8 tokens see less context than one forward: close, not equal
+    assert result["bits_per_byte"] == pytest.approx(nats / math.log(2) / n_bytes, rel=0.05)
+    whole = document_bits_per_byte(model, tokenizer, DOCUMENTS, prefix, seq_len=64, batch_size=2)
+    assert whole["bits_per_byte"] == pytest.approx(nats / math.log(2) / n_bytes, rel=1e-5)
+
+
+def test_bits_per_byte_of_the_validation_split(trained, capsys):
+    result = _eval(capsys, trained["run"])
+    tokenizer = trained["tokenizer"]
+    lengths = token_byte_lengths(tokenizer, 1024)
+    text = "héllo wörld 🧪"
+    assert sum(lengths[i] for i in tokenizer.encode(text)) == len(text.encode("utf-8"))
+    assert result["bits_per_byte"] == pytest.approx(result["loss"] * result["tokens"] / math.log(2) / result["bytes"])
+    assert 0 < result["bytes"] < 4 * result["tokens"]
