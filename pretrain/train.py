@@ -356,7 +356,7 @@ class Trainer:
             self._save()
             self.settle_checkpoints()
             if self.rank == 0:
-                checkpoint.mark_best(self.last_checkpoint, loss)
+                checkpoint.mark_best(self.last_checkpoint, loss, self.cfg.checkpoint.keep_last)
         self.log.start(self.state.step)  # the pause is not training time
 
     def _stop_early(self) -> dict:

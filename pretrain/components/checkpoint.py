@@ -143,14 +143,15 @@ def pin(path: str, reason: str) -> None:
     atomic_write_text(os.path.join(path, PIN_FILE), json.dumps({"reason": reason}) + "\n")
 
 
-def mark_best(path: str, val_loss: float) -> None:
+def mark_best(path: str, val_loss: float, keep_last: int) -> None:
     """Make checkpoint ``path`` the run's best (rank 0): it is kept, and the previous best goes back to
     ``keep_last``'s rotation."""
+    atomic_write_text(os.path.join(path, BEST_FILE),
+                      json.dumps({"step": checkpoint_step(path), "val_loss": val_loss}) + "\n")
     for other in list_checkpoints(os.path.dirname(path)):
         if other != path and os.path.exists(os.path.join(other, BEST_FILE)):
             os.remove(os.path.join(other, BEST_FILE))
-    atomic_write_text(os.path.join(path, BEST_FILE),
-                      json.dumps({"step": checkpoint_step(path), "val_loss": val_loss}) + "\n")
+    _prune(os.path.dirname(path), keep_last)
 
 
 def find_best(root: str) -> str | None:
