@@ -61,8 +61,10 @@ def shards_tokenizer(arms: list[Arm], given: str | None) -> str | None:
     found: dict[str, str] = {}
     for arm in arms:
         for path in arm.shards:
-            manifest = load_manifest(path)
-            sha = (manifest.get("tokenizer") or {}).get("model_sha256") or f"(none named by {path})"
+            sha = (load_manifest(path).get("tokenizer") or {}).get("model_sha256")
+            if not sha:
+                raise ValueError(f"--arm {arm.name}: {path}'s manifest names no tokenizer: give the arm's documents "
+                                 "instead, or shards written by a tokenize stage")
             found.setdefault(sha, path)
     if len(found) > 1:
         raise ValueError("the token-shard arms use different tokenizers (" + ", ".join(found.values()) + "): an "
