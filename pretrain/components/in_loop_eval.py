@@ -6,7 +6,7 @@ Every rank takes part, whatever the layout: each gathers the whole weights from 
 and scores its share of the task requests and documents; the harness and an all-reduce put the shares
 together, so the numbers are those of a one-process evaluation of the same weights. Each rank holds one
 whole copy of the model meanwhile. One record per evaluation, ``kind: eval``, with ``TASK/METRIC`` and
-``NAME/bpb`` fields (``tiny_mc/acc``, ``held_out/bpb``) and ``eval_s``, the seconds it took.
+``NAME/bpb`` fields (``tiny_mc/acc``, ``held_out/bpb``) and ``eval_seconds``, the seconds it took.
 """
 
 from __future__ import annotations
@@ -84,5 +84,5 @@ class InLoopEval:
             record.update({f"{task}/{metric}": value for task, metrics in scores.items()
                            for metric, value in metrics.items()})
         del plain, weights
-        record["eval_s"] = time.perf_counter() - started
+        record["eval_seconds"] = time.perf_counter() - started
         return record

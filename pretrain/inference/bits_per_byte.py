@@ -68,18 +68,21 @@ def document_nats(model, token_lists: list[list[int]], seq_len: int, batch_size:
     autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype else contextlib.nullcontext
     windows = [w for tokens in token_lists for w in _score_windows(tokens, seq_len)]
     windows.sort(key=lambda w: -len(w[0]))  # similar lengths share a batch: little padding
-    total = 0.0
+    total = torch.zeros((), dtype=torch.float64, device=device)
     for start in range(0, len(windows), batch_size):
         chunk = windows[start:start + batch_size]
         batch = torch.zeros(len(chunk), len(chunk[0][0]), dtype=torch.long)  # right padding: causal, never seen
-        for row, (ids, _) in zip(batch, chunk):
-            row[:len(ids)] = torch.tensor(ids)
+        targets = torch.zeros_like(batch)
+        scored = torch.zeros(batch.shape, dtype=torch.bool)
+        for row, (ids, predicted) in enumerate(chunk):
+            batch[row, :len(ids)] = torch.tensor(ids)
+            targets[row, len(ids) - len(predicted):len(ids)] = torch.tensor(predicted)
+            scored[row, len(ids) - len(predicted):len(ids)] = True
         with autocast():
-            logprobs = F.log_softmax(model(batch.to(device)).float(), dim=-1).cpu()
-        for row, (ids, targets) in zip(logprobs, chunk):
-            scored = row[len(ids) - len(targets):len(ids)]
-            total -= float(scored.gather(1, torch.tensor(targets)[:, None]).sum(dtype=torch.float64))
-    return total
+            logits = model(batch.to(device))
+        logprobs = F.log_softmax(logits.float(), dim=-1).gather(2, targets.to(device)[..., None]).squeeze(2)
+        total -= torch.where(scored.to(device), logprobs, 0.0).sum(dtype=torch.float64)
+    return float(total)
 
 
 def document_bits_per_byte(model, tokenizer, texts: list[str], prefix: list[int], seq_len: int,

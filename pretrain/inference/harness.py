@@ -65,17 +65,20 @@ class HarnessModel(TemplateLM):
         return sp.id_to_piece(self.tokenizer.bos_id) if sp is not None else self.tokenizer.tk.id_to_token(self.tokenizer.bos_id)
 
     @torch.no_grad()
-    def _logprobs(self, inputs: list[list[int]]) -> list[torch.Tensor]:
-        """Log-softmax (fp32, on the CPU) of each input's positions, batched with right padding (causal:
-        the padding never reaches the positions kept)."""
-        width = max(map(len, inputs))
-        batch = torch.zeros(len(inputs), width, dtype=torch.long)
+    def _score(self, inputs: list[list[int]], continuations: list[list[int]]) -> list[tuple[float, bool]]:
+        """(sum of log p, greedy?) of each continuation, the last tokens each input predicts: one batch, right
+        padding (causal: never seen by the positions kept), log-softmax in fp32 of the scored positions only."""
+        batch = torch.zeros(len(inputs), max(map(len, inputs)), dtype=torch.long)
         for row, ids in zip(batch, inputs):
             row[:len(ids)] = torch.tensor(ids)
         with self.autocast():
             logits = self.model(batch.to(self._device))
-        logprobs = F.log_softmax(logits.float(), dim=-1).cpu()
-        return [logprobs[i, :len(ids)] for i, ids in enumerate(inputs)]
+        scores = []
+        for row, ids, continuation in zip(logits, inputs, continuations):
+            logprobs = F.log_softmax(row[len(ids) - len(continuation):len(ids)].float(), dim=-1)
+            target = torch.tensor(continuation, device=logprobs.device)
+            scores.append((float(logprobs.gather(1, target[:, None]).sum()), bool((logprobs.argmax(-1) == target).all())))
+        return scores
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         """(sum of log p(continuation | context), whether greedy decoding gives the continuation) per request;
@@ -86,11 +89,8 @@ class HarnessModel(TemplateLM):
             chunk = order[start:start + self.batch_size]
             # the last max_length + 1 tokens: the input drops the final one (nothing left to predict)
             inputs = [(requests[i][1] + requests[i][2])[-(self.max_length + 1):][:-1] for i in chunk]
-            for i, ids, logprobs in zip(chunk, inputs, self._logprobs(inputs)):
-                continuation = torch.tensor(requests[i][2])
-                scored = logprobs[len(ids) - len(continuation):]
-                picked = scored.gather(1, continuation[:, None]).squeeze(1)
-                results[i] = (float(picked.sum()), bool((scored.argmax(-1) == continuation).all()))
+            for i, score in zip(chunk, self._score(inputs, [requests[i][2] for i in chunk])):
+                results[i] = score
         return results
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
@@ -145,7 +145,7 @@ def metric_name(key: str) -> str | None:
     return None if name in ("alias", "sample_len") or name.endswith("_stderr") else name
 
 
-def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None = None, limit: int | float | None = None,
+def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None = None, limit: float | None = None,
                    num_fewshot: int | None = None, add_bos: bool = False, batch_size: int = 16, precision: str = "fp32",
                    log_samples: bool = False) -> dict:
     """Scores of ``tasks`` for our model: ``{task: {metric: value}}`` (metric names without the filter
@@ -157,8 +157,9 @@ def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None 
         raise ValueError("no tasks to evaluate")
     manager = task_manager(tuple(tasks), include_path)
     lm = HarnessModel(model, tokenizer, add_bos, batch_size, precision)
-    output = simple_evaluate(lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit, task_manager=manager,
-                             log_samples=log_samples, bootstrap_iters=0)
+    with _random_state_kept():  # the harness seeds the global generators; a run in progress keeps its own
+        output = simple_evaluate(lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit, task_manager=manager,
+                                 log_samples=log_samples, bootstrap_iters=0)
     scores = None
     if output is not None:  # rank 0
         scores = {task: {name: _finite(value) for key, value in metrics.items()
@@ -190,6 +191,25 @@ def task_manager(tasks: tuple[str, ...], include_path: str | None):
         where = f" or under --include-path {include_path}" if include_path else " (a local task YAML: --include-path DIR)"
         raise ValueError(f"unknown task {', '.join(unknown)}: not a task of lm-evaluation-harness{where}")
     return manager
+
+
+@contextlib.contextmanager
+def _random_state_kept():
+    """Python's, numpy's and torch's global random generators as they were before."""
+    import random
+
+    import numpy as np
+
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def _finite(value: float) -> float | None:

@@ -260,6 +260,12 @@ NOT_RUN = {
     'pip install ".[data]"': "this venv is made so, from the built wheel (fresh_venv)",
     'pip install ".[train]"': "this venv gets it from the built wheel, with hf (test_readme_commands...)",
     'pip install ".[all]"': "data + train, as this venv ends up",
+    'pip install "ccpretrain[eval]"': "the eval extra (lm-eval, accelerate); scripts/env.sh installs it for the tests",
+    "pretrain eval runs/my-run --tasks hellaswag,arc_easy --limit 500":
+        "harness tasks whose data come from the Hugging Face hub; tests/pretrain/inference/test_harness.py runs "
+        "pretrain eval --tasks on local task files",
+    "pretrain eval runs/my-run --tasks tiny_mc --include-path tasks/ --limit 100 --json":
+        "a local task folder of the user's; tests/pretrain/inference/test_harness.py runs the same flags",
     "dataprep run configs/pipeline/fineweb.yaml --input 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' "
     "--output s3a://bucket/cc-2024-22": "Common Crawl over the network and an S3 bucket; the same config runs on the demo WARC below",
     "MASTER=$(scripts/spark_cluster.sh start --workers 2 --cores 1 --memory 2g | tail -1)":

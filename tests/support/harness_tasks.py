@@ -25,12 +25,10 @@ def write_tasks(folder) -> str:
     os.makedirs(folder, exist_ok=True)
     items = os.path.join(folder, "mc.jsonl")
     with open(items, "w", encoding="utf-8") as fh:
-        for question, choices, answer in QUESTIONS:
-            fh.write(json.dumps({"question": question, "choices": choices, "answer": answer}) + "\n")
+        fh.writelines(json.dumps({"question": question, "choices": choices, "answer": answer}) + "\n" for question, choices, answer in QUESTIONS)
     docs = os.path.join(folder, "docs.jsonl")
     with open(docs, "w", encoding="utf-8") as fh:
-        for text in DOCUMENTS:
-            fh.write(json.dumps({"text": text}) + "\n")
+        fh.writelines(json.dumps({"text": text}) + "\n" for text in DOCUMENTS)
     common = "dataset_path: json\ntest_split: test\n"
     tasks = {
         "tiny_mc": f"{common}dataset_kwargs:\n  data_files:\n    test: {items}\noutput_type: multiple_choice\n"

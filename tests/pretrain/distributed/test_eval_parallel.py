@@ -1,6 +1,6 @@
-"""Evaluation during training under FSDP: 2 gloo processes on CPU under torchrun (this file as the worker)
-score a local harness task and a held-out document set at steps 2 and 4, and each ``kind: eval`` record equals
-a one-process evaluation of the checkpoint saved at that step."""
+"""Evaluation during training under FSDP, tensor and pipeline parallelism: 2 gloo processes on CPU under
+torchrun (this file as the worker) score a local harness task and a held-out document set at steps 2 and 4,
+and each ``kind: eval`` record equals a one-process evaluation of the checkpoint saved at that step."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from train_fixtures import tiny_config
 from pretrain.components.metrics import read_metrics
 
 STEPS = 4
+LAYOUTS = {"fsdp2": {"dp_shard": 2}, "tp2": {"tp": 2}, "pp2": {"pp": 2}}
 
 
 def config(data, out, tasks: str, held_out: str, parallel: dict | None = None) -> dict:
@@ -35,21 +36,24 @@ def run(shared_data, tmp_path_factory):
     tokenizer, shards, held = make_text_shards(shared_data, root)
     held_out = root / "held_out.jsonl"
     held_out.write_text("".join(json.dumps({"text": t}) + "\n" for t in held[:24]), encoding="utf-8")
-    cfg = config(shards, root / "fsdp2", write_tasks(root / "tasks"), str(held_out), {"dp_shard": 2})
-    (root / "config.json").write_text(json.dumps(cfg))
+    tasks = write_tasks(root / "tasks")
+    configs = {name: config(shards, root / name, tasks, str(held_out), parallel) for name, parallel in LAYOUTS.items()}
+    (root / "configs.json").write_text(json.dumps(list(configs.values())))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_DATASETS_OFFLINE", "1")
-        _torchrun([os.path.abspath(__file__), str(root / "config.json")], processes=2)
-    return cfg, tokenizer, held[:24]
+        _torchrun([os.path.abspath(__file__), str(root / "configs.json")], processes=2)
+    return configs, tokenizer, held[:24]
 
 
-def test_in_loop_eval_under_fsdp_equals_one_process(run, monkeypatch):
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_in_loop_eval_equals_one_process(run, layout, monkeypatch):
     from pretrain.inference.bits_per_byte import document_bits_per_byte
     from pretrain.inference.harness import evaluate_tasks
     from pretrain.inference.loading import load_trained, model_for_inference
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    cfg, tokenizer, texts = run
+    configs, tokenizer, texts = run
+    cfg = configs[layout]
     records = {r["step"]: r for r in read_metrics(os.path.join(cfg["out_dir"], "metrics.jsonl")) if r["kind"] == "eval"}
     assert sorted(records) == [2, 4]
     for step, record in records.items():
@@ -58,7 +62,7 @@ def test_in_loop_eval_under_fsdp_equals_one_process(run, monkeypatch):
         assert (record["tiny_mc/acc"], record["tiny_mc/acc_norm"]) == (scores["tiny_mc"]["acc"], scores["tiny_mc"]["acc_norm"])
         bpb = document_bits_per_byte(model, tokenizer, texts, [tokenizer.eos_id], cfg["seq_len"], 4)["bits_per_byte"]
         assert record["held_out/bpb"] == pytest.approx(bpb, rel=1e-5)
-        assert 0 < bpb < 20 and record["eval_s"] > 0
+        assert 0 < bpb < 20 and record["eval_seconds"] > 0
     assert records[2]["held_out/bpb"] != records[4]["held_out/bpb"]  # the model moved between them
 
 
@@ -67,7 +71,8 @@ def _worker(config_path: str) -> None:
     from pretrain.train import run
 
     with open(config_path) as fh:
-        run(load_train_config(json.load(fh)))
+        for cfg in json.load(fh):
+            run(load_train_config(cfg))
     torch.distributed.destroy_process_group()
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 import torch
@@ -49,24 +48,27 @@ def _loglikelihoods(samples: list[dict]) -> dict:
     return {(s["doc_id"], i): float(resp[0][0]) for s in samples for i, resp in enumerate(s["resps"])}
 
 
-def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys):
+def _assert_scores_equal_the_harness_on_the_export(run_dir: str, tasks: str, export: str) -> None:
     require("lm_eval")
     require("accelerate")
+    import random
+
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
     from pretrain.inference.harness import evaluate_tasks
 
-    export = str(tmp_path / "hf")
-    assert pretrain_main(["export", trained["run"], "--to", "hf", "--output", export]) == 0
+    assert pretrain_main(["export", run_dir, "--to", "hf", "--output", export]) == 0
     names = ["tiny_mc", "tiny_docs"]
     theirs = simple_evaluate("hf", model_args=f"pretrained={export},dtype=float32", tasks=names, device="cpu",
-                             batch_size=4, task_manager=TaskManager(include_path=tasks), log_samples=True,
-                             bootstrap_iters=0)
-    loaded = load_trained(trained["run"])
+                             batch_size=4, task_manager=TaskManager(include_path=tasks, include_defaults=False),
+                             log_samples=True, bootstrap_iters=0)
+    loaded = load_trained(run_dir)
     tokenizer, manifest = find_tokenizer(loaded)
+    random.seed(7)
     ours = evaluate_tasks(model_for_inference(loaded), tokenizer, names, tasks, log_samples=True,
                           add_bos=bool(manifest.get("add_bos")))
+    assert random.random() == random.Random(7).random()  # the caller's random state is left as it was
     for metric in ("acc", "acc_norm"):
         assert ours["tiny_mc"][metric] == theirs["results"]["tiny_mc"][f"{metric},none"]
     assert ours["tiny_docs"]["bits_per_byte"] == pytest.approx(theirs["results"]["tiny_docs"]["bits_per_byte,none"], rel=1e-5)
@@ -74,6 +76,10 @@ def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys
     assert mine.keys() == reference.keys() and len(mine) == 24
     assert max(abs(mine[k] - reference[k]) for k in mine) < 1e-4
     assert len({round(v, 3) for v in mine.values()}) > 12  # the items differ: nothing is scored alike by accident
+
+
+def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys):
+    _assert_scores_equal_the_harness_on_the_export(trained["run"], tasks, str(tmp_path / "hf"))
     # the command: the same scores, beside the loss, with the metric names the harness gives them
     result = _eval(capsys, trained["run"], "--tasks", "tiny_mc,tiny_gen", "--include-path", tasks, "--limit", "6")
     assert set(result) >= {"checkpoint", "step", "loss", "perplexity", "bits_per_byte", "tasks"}
@@ -81,11 +87,29 @@ def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys
     assert set(result["tasks"]["tiny_mc"]) == {"acc", "acc_norm"} and "exact_match" in result["tasks"]["tiny_gen"]
 
 
+@pytest.mark.slow  # a second model trained and exported
+def test_scores_equal_the_harness_when_documents_start_with_bos(shared_data, tasks, tmp_path):
+    """Shards with BOS: the export's tokenizer adds it, and so does our wrapper, before contexts and texts."""
+    torch.manual_seed(0)
+    run = make_text_run(shared_data, tmp_path, add_bos=True)
+    _assert_scores_equal_the_harness_on_the_export(run["run"], tasks, str(tmp_path / "hf"))
+
+
 @pytest.mark.slow  # an unknown name is looked for among the harness's own task files: most of a minute to index
 def test_an_unknown_task_is_one_line(trained, tasks, capsys):
     require("lm_eval")
     assert pretrain_main(["eval", trained["run"], "--tasks", "no_such_task", "--include-path", tasks]) == 2
     assert "unknown task no_such_task" in capsys.readouterr().err
+
+
+def test_a_missing_eval_extra_is_one_line(trained, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if not installed: importing it fails
+    monkeypatch.delitem(sys.modules, "pretrain.inference.harness", raising=False)
+    assert pretrain_main(["eval", trained["run"], "--tasks", "tiny_mc"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("needs 'lm_eval', which is not installed: pip install 'ccpretrain[eval]'") and "\n" not in err
 
 
 def test_document_bits_per_byte_by_hand(trained):
@@ -116,3 +140,37 @@ def test_bits_per_byte_of_the_validation_split(trained, capsys):
     assert sum(lengths[i] for i in tokenizer.encode(text)) == len(text.encode("utf-8"))
     assert result["bits_per_byte"] == pytest.approx(result["loss"] * result["tokens"] / math.log(2) / result["bytes"])
     assert 0 < result["bytes"] < 4 * result["tokens"]
+
+
+def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tmp_path, capsys):
+    """A run with an ``eval:`` section logs ``kind: eval`` records (the same scores ``pretrain eval`` gives its
+    checkpoint, which scores the run's tasks when none are named) and plots them."""
+    require("lm_eval")
+    from train_fixtures import tiny_config
+
+    from pretrain.components.metrics import read_metrics, tracker_scalars
+    from pretrain.config import load_train_config
+    from pretrain.inference.plot import eval_curves, training_section
+    from pretrain.train import run
+
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps({"text": t}) + "\n" for t in trained["held_out"][:12]), encoding="utf-8")
+    out = tmp_path / "run"
+    run(load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, max_steps=4,
+                                      checkpoint={"every_steps": 2}, log={"val_every_steps": 2},
+                                      eval={"tasks": ["tiny_mc"], "include_path": tasks, "every_steps": 2,
+                                            "documents": {"held_out": str(held_out)}})))
+    records = [r for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "eval"]
+    assert [r["step"] for r in records] == [2, 4]
+    assert {"tiny_mc/acc", "tiny_mc/acc_norm", "held_out/bpb", "eval_seconds"} <= set(records[-1])
+    scalars = tracker_scalars(records[-1])  # what TensorBoard and W&B get
+    assert scalars["eval/held_out/bpb"] == records[-1]["held_out/bpb"] and "eval/tiny_mc/acc" in scalars
+    result = _eval(capsys, str(out))  # no --tasks: the run's eval: tasks
+    assert result["step"] == 4 and result["tasks"]["tiny_mc"]["acc"] == records[-1]["tiny_mc/acc"]
+    documents = _eval(capsys, str(out), "--data", str(held_out))
+    assert documents["bits_per_byte"] == pytest.approx(records[-1]["held_out/bpb"], rel=1e-5)
+    curves = eval_curves(str(out / "metrics.jsonl"))
+    assert curves["held_out/bpb"][0] == [2, 4]
+    section = training_section(str(out), str(tmp_path))
+    assert any(row[0] == "eval held_out/bpb first → last" for row in section.tables[0][1])
+    assert pretrain_main(["plot", str(out)]) == 0 and (out / "curves.png").exists()
