@@ -1,5 +1,5 @@
 """The ablation's page: ``OUTPUT/index.html``, the per-arm and per-pair tables around one chart
-(``OUTPUT/ablation.png``: each measure's per-seed values and mean per arm)."""
+(``OUTPUT/ablation.png``: each pair's difference per measure, with its interval against zero)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def write_page(folder: str, results: dict) -> str:
 <h1>Data ablation</h1>
 <p>Model {html.escape(s['model'])}, {results['tokens_per_model']:,} tokens per model, seeds {results['seeds']};
 bits per byte (bpb) lower is better, accuracy and the probability of the correct answer higher.</p>
-<img src="ablation.png" alt="per-arm scores">
+<img src="ablation.png" alt="differences between arms with their 95% intervals">
 <h2>Per arm: mean ± standard deviation over seeds</h2><table><tr><th>arm</th>{head}</tr>{rows}</table>
 <h2>Per pair: difference and 95% paired t-interval over seeds</h2>
 <table><tr><th>pair</th><th>measure</th><th>difference</th><th>95% interval</th><th>winner</th></tr>{pairs}</table>
@@ -39,16 +39,15 @@ bits per byte (bpb) lower is better, accuracy and the probability of the correct
 
 
 def _chart(folder: str, results: dict) -> None:
-    """One panel: per measure, each arm's seeds (dots) and mean (bar), arms side by side."""
-    arms, measures = list(results["arms"]), results["measures"]
-    width = 0.8 / len(arms)
-    with Charts(folder).figure("ablation.png", height=3.2 + 0.1 * len(measures)) as ax:
-        for i, arm in enumerate(arms):
-            xs = [j + (i - (len(arms) - 1) / 2) * width for j in range(len(measures))]
-            means = [results["arms"][arm][m]["mean"] for m in measures]
-            ax.bar(xs, means, width * 0.9, label=arm, alpha=0.6)
-            for x, m in zip(xs, measures):
-                values = results["arms"][arm][m]["values"]
-                ax.plot([x] * len(values), values, "k.", markersize=4)
-        ax.set_xticks(range(len(measures)), measures)
-        ax.legend()
+    """One panel: per pair of arms and measure, the difference ``a - b`` and its 95% interval against zero."""
+    pairs = results["pairs"]
+    with Charts(folder).figure("ablation.png", height=1.2 + 0.45 * len(pairs)) as ax:
+        for y, p in enumerate(pairs):
+            low, high = p["ci95"]
+            color = "tab:gray" if p["winner"] is None else ("tab:blue" if p["winner"] == p["a"] else "tab:orange")
+            ax.errorbar([p["difference"]], [y], xerr=[[p["difference"] - low], [high - p["difference"]]],
+                        fmt="o", color=color, capsize=4)
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(pairs)), [f"{p['a']} − {p['b']}: {p['measure']}" for p in pairs])
+        ax.invert_yaxis()
+        ax.set_xlabel("difference a − b (mean over seeds) with its 95% paired t-interval")

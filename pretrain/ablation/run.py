@@ -40,7 +40,7 @@ class AblationSpec:
     seq_len: int = 128
     batch_size: int = 16  # sequences per optimizer step
     micro_batch_size: int = 16
-    lr: float = 3e-3
+    lr: float | None = None  # None: DeepSeek LLM's peak learning rate for the model and tokens
     tokenizer: str | None = None
     vocab_size: int = 2000  # of a tokenizer trained here
     tasks: list[str] = field(default_factory=list)
@@ -91,16 +91,21 @@ def _claim_output(spec: AblationSpec) -> None:
 
 def train_config(spec: AblationSpec, arm: Arm, seed: int) -> dict:
     """The training config of one model: the same for every arm but the data and its order."""
+    from pretrain.planning.flops import deepseek_flops_per_token
+    from pretrain.planning.hyperparameters import optimal_hyperparameters
     from pretrain.planning.sizing import resolve_model
 
+    model = resolve_model(spec.model)
     steps = max(1, spec.tokens // (spec.batch_size * spec.seq_len))
+    lr = spec.lr or optimal_hyperparameters(deepseek_flops_per_token(model, spec.seq_len) * spec.tokens,
+                                            spec.seq_len).learning_rate
     return {
-        "model": resolve_model(spec.model).model_dump(mode="json") | {"vocab_size": "auto"},
+        "model": model.model_dump(mode="json") | {"vocab_size": "auto"},
         "data": {"sources": [{"path": os.path.abspath(p), "weight": w} for p, w in zip(arm.shards, arm.weights)],
                  "val_fraction": 0, "seed": data_seed(seed, arm.name)},
         "seq_len": spec.seq_len, "micro_batch_size": spec.micro_batch_size, "global_batch_size": spec.batch_size,
         "max_steps": steps, "seed": seed, "device": spec.device,
-        "optim": {"lr": spec.lr, "warmup_steps": max(1, steps // 10)},
+        "optim": {"lr": lr, "warmup_steps": max(1, steps // 10)},
         "checkpoint": {"every_steps": max(1, steps // 2), "keep_last": 1},
         "log": {"every_steps": steps},
         "out_dir": model_dir(spec, arm.name, seed),

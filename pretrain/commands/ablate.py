@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--batch-size", type=positive_int, default=defaults.batch_size, help="sequences per step")
     model.add_argument("--micro-batch", type=positive_int, default=defaults.micro_batch_size,
                        help="sequences per forward")
-    model.add_argument("--lr", type=positive_float, default=defaults.lr)
+    model.add_argument("--lr", type=positive_float, help="peak learning rate (default: DeepSeek LLM's law for the "
+                                                         "model and tokens, as pretrain budget gives it)")
     model.add_argument("--tokenizer", help="tokenizer folder (default: the token-shard arms', else one trained "
                                            "on a sample of every arm)")
     model.add_argument("--vocab-size", type=positive_int, default=defaults.vocab_size,

@@ -163,7 +163,7 @@ def _demo_array(name: str) -> list[str]:
     import shlex
 
     script = (Path(__file__).resolve().parents[2] / "scripts" / "demo.sh").read_text()
-    return shlex.split(re.search(rf"^{name}=\((.*)\)$", script, re.M).group(1))
+    return shlex.split(re.search(rf"^{name}=\((.*)\)$", script, re.MULTILINE).group(1))
 
 
 @pytest.mark.slow
