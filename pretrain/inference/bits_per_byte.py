@@ -13,7 +13,9 @@ compare.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import re
 
 import numpy as np
 import torch
@@ -27,18 +29,29 @@ def bits_per_byte(nats: float, n_bytes: int) -> float | None:
     return nats / LN2 / n_bytes if n_bytes else None
 
 
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")  # a byte-fallback token
+
+
 def token_byte_lengths(tokenizer, size: int) -> np.ndarray:
     """UTF-8 bytes each token id stands for in decoded text (0 for special tokens and ids beyond the
-    tokenizer's vocabulary); a SentencePiece byte-fallback piece is one byte."""
+    tokenizer's vocabulary): a byte-fallback piece is one byte, a byte-level BPE token (a Hugging Face
+    ``tokenizer.json`` with a ByteLevel decoder) one byte per character, other pieces their text with the
+    space marker as a space."""
     lengths = np.zeros(size, dtype=np.int64)
     sp = getattr(tokenizer, "sp", None)
-    for i in range(min(size, tokenizer.vocab_size)):
-        if sp is not None:
-            if sp.is_control(i) or sp.is_unknown(i):
-                continue
-            lengths[i] = 1 if sp.is_byte(i) else len(sp.id_to_piece(i).replace("\u2581", " ").encode("utf-8"))
-        elif i not in tokenizer.special_ids.values():
-            lengths[i] = len(tokenizer.decode([i]).encode("utf-8"))
+    if sp is not None:
+        pieces = ["" if sp.is_control(i) or sp.is_unknown(i) else "<0x00>" if sp.is_byte(i) else sp.id_to_piece(i)
+                  for i in range(tokenizer.vocab_size)]
+        byte_level = False
+    else:
+        specials = set(tokenizer.special_ids.values())
+        pieces = ["" if i in specials else tokenizer.tk.id_to_token(i) or "" for i in range(tokenizer.vocab_size)]
+        byte_level = "ByteLevel" in json.dumps(json.loads(tokenizer.json_text).get("decoder"))
+    for i, piece in enumerate(pieces[:size]):
+        if byte_level or BYTE_PIECE.fullmatch(piece):
+            lengths[i] = 1 if BYTE_PIECE.fullmatch(piece) else len(piece)
+        else:
+            lengths[i] = len(piece.replace("\u2581", " ").encode("utf-8"))
     return lengths
 
 

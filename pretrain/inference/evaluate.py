@@ -128,8 +128,8 @@ def evaluate_checkpoint(checkpoint: str, data: str | None = None, device: str = 
                         text_field: str = "text", tasks: TaskSpec | None = None) -> dict:
     """Loss, perplexity and bits per byte of a checkpoint on ``data`` (a shard folder, local or at a URL,
     or documents tokenized here with the run's tokenizer; None: the run's validation split), at the run's
-    sequence length and micro-batch unless given; with ``tasks`` (or the run's ``eval:`` tasks when
-    ``tasks`` names none), their scores under ``"tasks"``."""
+    sequence length and micro-batch unless given; with ``tasks`` (the run's ``eval:`` tasks when it names
+    none), their scores under ``"tasks"``."""
     if max_batches is not None and max_batches < 1:
         raise ValueError(f"--max-batches {max_batches}: must be at least 1")
     trained = load_trained(checkpoint)
@@ -176,13 +176,13 @@ class TaskSpec:
 
 
 def _tasks_to_run(trained: Trained, tasks: TaskSpec | None) -> TaskSpec | None:
-    """The tasks asked for; with none named, the run's ``eval:`` tasks (its limit and include path too)."""
-    if tasks is not None and tasks.names:
+    """The tasks asked for; a spec naming none (``pretrain eval`` without ``--tasks``) takes the run's ``eval:``
+    tasks (its limit and include path too); None: no tasks."""
+    if tasks is None or tasks.names:
         return tasks
-    section = getattr(trained.run, "eval", None) if trained.run is not None else None
+    section = trained.run.eval if trained.run is not None else None
     if section is None or not section.tasks:
         return None
-    asked = tasks or TaskSpec([])
-    return TaskSpec(section.tasks, asked.include_path or section.include_path,
-                    asked.limit if asked.limit is not None else section.limit,
-                    asked.num_fewshot if asked.num_fewshot is not None else section.num_fewshot)
+    return TaskSpec(section.tasks, tasks.include_path or section.include_path,
+                    tasks.limit if tasks.limit is not None else section.limit,
+                    tasks.num_fewshot if tasks.num_fewshot is not None else section.num_fewshot)

@@ -54,12 +54,20 @@ def save_run_dir(cfg: TrainConfig) -> None:
     sources = [s if is_remote(s.path) else s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
     portable = cfg.model_copy(update={"data": cfg.data.model_copy(update={"sources": sources}),
                                       "out_dir": os.path.abspath(cfg.out_dir),
-                                      "init_from": cfg.init_from and os.path.abspath(cfg.init_from)})
+                                      "init_from": cfg.init_from and os.path.abspath(cfg.init_from),
+                                      "eval": cfg.eval and _absolute_eval_paths(cfg.eval)})
     save_yaml(portable, os.path.join(cfg.out_dir, RUN_CONFIG))
     manifests = [load_remote_manifest(s.path) if is_remote(s.path) else load_manifest(s.path) for s in sources]
     tokenizers = {json.dumps(m.get("tokenizer"), sort_keys=True) for m in manifests}
     if len(tokenizers) == 1 and _copy_tokenizer(sources[0].path, os.path.join(cfg.out_dir, TOKENIZER_DIR)):
         atomic_write_text(os.path.join(cfg.out_dir, RUN_MANIFEST), json.dumps(manifests[0], indent=1))
+
+
+def _absolute_eval_paths(section):
+    """The ``eval:`` section with its task folder and document files as absolute paths."""
+    return section.model_copy(update={
+        "include_path": section.include_path and os.path.abspath(section.include_path),
+        "documents": {name: path if is_remote(path) else os.path.abspath(path) for name, path in section.documents.items()}})
 
 
 def _copy_tokenizer(source: str, folder: str) -> bool:

@@ -102,6 +102,13 @@ def test_an_unknown_task_is_one_line(trained, tasks, capsys):
     assert "unknown task no_such_task" in capsys.readouterr().err
 
 
+def test_help_groups_the_harness_flags(capsys):
+    with pytest.raises(SystemExit):
+        pretrain_main(["eval", "--help"])
+    group = capsys.readouterr().out.split("downstream tasks (lm-evaluation-harness")[1]
+    assert all(flag in group for flag in ("--tasks", "--include-path", "--limit", "--num-fewshot"))
+
+
 def test_a_missing_eval_extra_is_one_line(trained, monkeypatch, capsys):
     import sys
 
@@ -174,3 +181,23 @@ def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tm
     section = training_section(str(out), str(tmp_path))
     assert any(row[0] == "eval held_out/bpb first → last" for row in section.tables[0][1])
     assert pretrain_main(["plot", str(out)]) == 0 and (out / "curves.png").exists()
+
+
+def test_token_bytes_of_a_byte_level_tokenizer_json(tmp_path):
+    """A Llama-3-style byte-level BPE: each token's bytes add up to the text's, emoji split across tokens included."""
+    tokenizers = require("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    from dataprep.tokenize.tokenizer import Tokenizer
+
+    tk = tokenizers.Tokenizer(models.BPE())
+    tk.pre_tokenizer, tk.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tk.train_from_iterator(DOCUMENTS * 20, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|end_of_text|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    tk.save(str(tmp_path / "tokenizer.json"))
+    tokenizer = Tokenizer.load(str(tmp_path))
+    lengths = token_byte_lengths(tokenizer, 512)
+    for text in DOCUMENTS + ["emoji 🧪🤖 and 漢字, split into bytes"]:
+        assert sum(lengths[i] for i in tokenizer.encode(text)) == len(text.encode("utf-8"))
+    assert lengths[tokenizer.eos_id] == 0 and lengths[400] == 0
