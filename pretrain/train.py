@@ -315,6 +315,7 @@ class Trainer:
                              f"{self.rollbacks} rollbacks (spikes.max_rollbacks): stopped; look at the data and the "
                              f"learning rate, then resume from {before} with --resume")
         checkpoint.load(before, self.model_state, self.state)
+        self.saved_step = None  # the steps ahead are trained anew: their checkpoints are written again
         skipped = max(policy.skip_batches, spike.step - self.state.step)  # at least through the spike's batch
         self.train_loader.skip(skipped)
         self.rollbacks += 1
