@@ -122,10 +122,10 @@ def run_ablation(spec: AblationSpec) -> dict:
     from pretrain.ablation.scoring import read_eval_sets
 
     spec.check()
-    _claim_output(spec)
     arms = [resolve_arm(*parse_arm(a)) for a in spec.arms]
+    eval_sets = read_eval_sets(spec.evals, spec.text_field)  # a wrong path fails before OUTPUT is claimed
+    _claim_output(spec)
     tokenizer = prepare_arms(arms, spec.output, spec.tokenizer, spec.vocab_size, text_field=spec.text_field)
-    eval_sets = read_eval_sets(spec.evals, spec.text_field)
     jobs = [(arm, seed) for seed in range(spec.seeds) for arm in arms]
     scores: dict[str, dict[int, dict]] = {arm.name: {} for arm in arms}
     times: list[float] = []
