@@ -145,7 +145,7 @@ def run_ablation(spec: AblationSpec) -> dict:
         _say(f"model {i}/{len(jobs)} done in {duration(times[-1])}; {left} left, ETA "
              f"{duration(left * sum(times) / len(times))}")
     results = {"settings": dataclasses.asdict(spec), "tokens_per_model": train_config(spec, arms[0], 0)["max_steps"]
-               * spec.batch_size * spec.seq_len, **summarise(scores), "seconds": time.perf_counter() - started}
+               * spec.batch_size * spec.seq_len, **summarise(scores), "seconds_this_run": time.perf_counter() - started}
     atomic_write_text(os.path.join(spec.output, "results.json"), json.dumps(results, indent=1) + "\n")
     write_page(spec.output, results)
     return results
