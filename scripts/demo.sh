@@ -38,9 +38,10 @@ print(round(min(json.load(sys.stdin)["data_constrained"]["chinchilla"]["epochs"]
 echo "training for $EPOCHS epochs"
 
 # The demo's run (tests/project/test_demo.py reads these two lines): the plan's shape, and validation on a
-# tenth of the documents every 10 steps, keeping the best checkpoint and stopping once 3 in a row miss it.
+# tenth of the documents every 10 steps, keeping the best checkpoint and stopping once 3 in a row miss it;
+# the demo's task (configs/eval/demo_cloze.yaml) scored every 30 steps and by `pretrain eval RUN`.
 PLAN_SHAPE=(--seq-len 128 --micro-batch 8 --global-batch 16)
-TRAIN_SETTINGS=(--set data.val_fraction=0.1 --set log.val_every_steps=10 --set log.val_batches=2 --set checkpoint.keep_best=true --set early_stop.patience=3)
+TRAIN_SETTINGS=(--set data.val_fraction=0.1 --set log.val_every_steps=10 --set log.val_batches=2 --set checkpoint.keep_best=true --set early_stop.patience=3 --set 'eval.tasks=[demo_cloze]' --set eval.include_path=configs/eval --set eval.every_steps=30)
 
 step "7. plan: memory and layout for the tiny model here; writes the training config for $EPOCHS epochs"
 pretrain plan tiny --gpus 1 --gpu cpu --peak-flops "$CPU_FLOPS" --precision fp32 "${PLAN_SHAPE[@]}" \
@@ -50,7 +51,7 @@ step "8. short CPU training run (the best checkpoint kept, early stop), its curv
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # tiny matrices: one thread is faster, and much faster on a busy machine
 pretrain train "$OUT/train.yaml" "${TRAIN_SETTINGS[@]}"
 pretrain plot "$OUT/train"
-pretrain eval "$OUT/train" --tasks demo_cloze --include-path configs/eval
+pretrain eval "$OUT/train"  # the best checkpoint: validation loss, bits per byte and the run's task
 
 step "9. report"
 dataprep report "$OUT/pipeline" --train-run "$OUT/train"

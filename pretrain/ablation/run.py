@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from dataprep.core.storage import atomic_write_text, check_output_path
 from dataprep.core.units import duration
 from pretrain.ablation.arms import Arm, parse_arm, prepare_arms, resolve_arm
+from pretrain.ablation.scoring import eval_name, read_eval_sets, score_model
 from pretrain.ablation.stats import summarise
 
 SETTINGS = "ablation.json"
@@ -61,11 +62,6 @@ class AblationSpec:
         if len(set(stems)) != len(stems):
             raise ValueError(f"--eval files must have different names: {', '.join(stems)}")
         check_output_path(self.output, "--output", folder=True)
-
-
-def eval_name(path: str) -> str:
-    """A held-out set's name in the measures: the file's name up to its first dot."""
-    return os.path.basename(path.rstrip("/")).split(".")[0]
 
 
 def data_seed(seed: int, arm: str) -> int:
@@ -119,7 +115,6 @@ def model_dir(spec: AblationSpec, arm: str, seed: int) -> str:
 def run_ablation(spec: AblationSpec) -> dict:
     """Train and score every (arm, seed) not scored yet, then write ``results.json`` and ``index.html``."""
     from pretrain.ablation.page import write_page
-    from pretrain.ablation.scoring import read_eval_sets
 
     spec.check()
     arms = [resolve_arm(*parse_arm(a)) for a in spec.arms]
@@ -152,7 +147,6 @@ def run_ablation(spec: AblationSpec) -> dict:
 
 
 def _train_and_score(spec: AblationSpec, arm: Arm, seed: int, tokenizer, eval_sets: dict[str, list[str]]) -> dict:
-    from pretrain.ablation.scoring import score_model
     from pretrain.config import load_train_config
     from pretrain.train import run
 

@@ -5,11 +5,16 @@ the correct answer among the choices (``TASK/correct_prob``)."""
 from __future__ import annotations
 
 import math
+import os
+
+
+def eval_name(path: str) -> str:
+    """A held-out set's name in the measures: the file's name up to its first dot."""
+    return os.path.basename(path.rstrip("/")).split(".")[0]
 
 
 def read_eval_sets(paths: list[str], text_field: str) -> dict[str, list[str]]:
     """``{name: texts}`` of the held-out JSONL/Parquet documents."""
-    from pretrain.ablation.run import eval_name
     from pretrain.inference.evaluate import read_documents
 
     return {eval_name(p): read_documents(p, text_field, "--eval")[0].column("text").to_pylist() for p in paths}
