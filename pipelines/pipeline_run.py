@@ -30,14 +30,17 @@ from dataclasses import dataclass
 
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
-from dataprep.core.storage import atomic_write_text, exists, expand_inputs, join_path, read_text, remove_tree
+from dataprep.core.storage import (atomic_write_text, check_output_outside_inputs, exists, expand_inputs, is_url,
+                                   join_path, read_text, remove_tree)
 from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
+from pipelines.input_changes import describe_changes, input_state
 from pipelines.run_folder import claim
+from dataprep.core.provenance import code_version, listing, now, sha256_json
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, make_prepare_fn, plan_steps
 from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
 
@@ -106,10 +109,12 @@ class PipelineRun:
         files = expand(cfg.input.paths) if cfg.input.paths else []
         if not cfg.input.paths:
             raise ValueError("no input: set input.paths in the config or pass --input")
+        check_output_outside_inputs(self.out, cfg.input.paths)
         self._claim_output(files)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         self._ship_assets()
-        fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json")})
+        state = input_state(files)  # a file changed since a step read it: that step and the ones after are redone
+        fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json"), "state": state})
         all_stats: list[StageStats] = []
         steps_done: list[dict] = []  # per step: its tasks and how many a previous run had finished
         skipped = 0
@@ -119,6 +124,8 @@ class PipelineRun:
             fingerprint = _fingerprint([fingerprint, step.fingerprint()])
             step_dir = join_path(self.out, "steps", step.name)
             marker = None if redo else _read_marker(join_path(step_dir, DONE_MARKER))
+            if marker and step.reads_input and (changes := describe_changes(marker.get("inputs", {}), state)):
+                print(f"step {step.name}: {changes}; reading them again", flush=True)
             if marker and marker.get("fingerprint") == fingerprint:
                 print(f"step {step.name}: already done, skipping", flush=True)
                 skipped += 1
@@ -136,7 +143,8 @@ class PipelineRun:
                 self._check_errors(step, step_dir, stats)
                 atomic_write_text(
                     join_path(step_dir, DONE_MARKER),
-                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats]}, indent=1),
+                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats],
+                                **({"inputs": state} if step.reads_input else {})}, indent=1),
                 )
                 steps_done.append({"step": step.name, "skipped": False, **tasks})
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
@@ -162,6 +170,12 @@ class PipelineRun:
                                  "steps": [step.fingerprint() for step in self.steps]})
         description = {"inputs": cfg.input.paths, "input_files": len(files), "stages": [s.name for s in cfg.stages]}
         claim(self.out, identity, description, self.overwrite, tuple(step.name for step in self.steps))
+        run = {"identity": identity, "config": cfg.source_path, "config_sha256": sha256_json(cfg.model_dump(mode="json")),
+               "inputs": cfg.input.paths, "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
+               "output": self.out if is_url(self.out) else os.path.abspath(self.out),
+               "stages": [s.name for s in cfg.stages], "code": code_version(), "time": now()}
+        for stage in cfg.stages:
+            stage.record_run(run)
 
     def _check_errors(self, step: Step, step_dir: str, stats: list[StageStats]) -> None:
         """Fail the step (no marker) when a stage's errors exceed the budget."""

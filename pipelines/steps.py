@@ -1,8 +1,9 @@
 """How a pipeline's stages become Spark steps, and how each step runs.
 
 Consecutive ``DocumentStage``s fuse into one step that runs per partition through ``mapInArrow`` (the
-first step also reads the input files, one file per task); each ``GlobalStage`` is a step of its own,
-run by its runner in ``pipelines.global_runners`` (which states the runners' contract).
+first step also reads the input files, one file per task); each ``GlobalStage`` is a step of its own:
+its ``prepare`` and ``applier`` run as tasks like document stages, its ``decide`` in the Spark form
+``pipelines.global_runners`` names, and its ``complete`` once after the tasks.
 
 Every step writes one Parquet dataset holding kept rows and dropped rows (text emptied unless the
 config asks for an audit trail). A fused step's tasks each write their own part of it and their

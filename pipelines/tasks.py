@@ -36,7 +36,7 @@ PART = "_part"  # a global step's decision rows: the previous step's part holdin
 
 
 def task_key(inputs: list[str]) -> str:
-    return hashlib.sha256("\n".join(inputs).encode()).hexdigest()[:20]
+    return hashlib.sha256("\n".join(inputs).encode("utf-8", errors="surrogateescape")).hexdigest()[:20]
 
 
 def data_path(step_dir: str, key: str) -> str:
@@ -138,7 +138,7 @@ def write_task(step_dir: str, key: str, inputs: list[str], fingerprint: str, tab
             for table in tables:
                 writer.write_table(table)
     marker = {"key": key, "fingerprint": fingerprint, "inputs": inputs, **finished()}
-    storage.atomic_write_text(marker_path(step_dir, key), json.dumps(marker, ensure_ascii=False))
+    storage.atomic_write_text(marker_path(step_dir, key), json.dumps(marker))  # escaped: a file name may not be UTF-8
 
 
 def read_decisions(folder: str, parts: list[str]) -> pa.Table | None:

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, describe
+from pretrain.layout_rules import MULTI_STAGE_SCHEDULES, PP_SCHEDULES, check_layout
 
 __all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "load_train_config", "save_yaml"]
 
@@ -85,8 +86,6 @@ class DataConfig(StrictModel):
     cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
 
 
-PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zero_bubble")
-MULTI_STAGE_SCHEDULES = ("interleaved_1f1b", "interleaved_zero_bubble")  # several stages per rank
 
 
 class ParallelConfig(StrictModel):
@@ -117,29 +116,7 @@ class ParallelConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "ParallelConfig":
-        if self.dp_shard == 0 or self.dp_shard < -1:
-            raise ValueError(f"parallel.dp_shard must be -1 or a positive degree, got {self.dp_shard}")
-        if self.loss_parallel and self.tp == 1:
-            raise ValueError("parallel.loss_parallel needs tp > 1")
-        if self.compile and self.tp > 1:  # fails in the backward pass (DTensor inside compiled blocks)
-            raise ValueError("parallel.compile is not supported with tensor parallelism (tp > 1): "
-                             "compile with FSDP only, or set compile: false")
-        multi = self.pp_schedule in MULTI_STAGE_SCHEDULES
-        if self.pp > 1 and multi and self.pp_stages_per_rank < 2:
-            raise ValueError(f"parallel.pp_schedule {self.pp_schedule} needs pp_stages_per_rank >= 2")
-        if self.pp > 1 and not multi and self.pp_stages_per_rank != 1:
-            raise ValueError(f"parallel.pp_schedule {self.pp_schedule} runs one stage per rank: "
-                             "set pp_stages_per_rank: 1 or choose interleaved_1f1b")
-        if self.pp > 1 and self.pp_schedule == "interleaved_zero_bubble" and (self.dp_shard > 1 or self.dp_replicate > 1):
-            # measured: the split backward (input gradients first, weight gradients later) reaches FSDP's
-            # gradient reduction incomplete in torch 2.13, and the gradients come out wrong
-            raise ValueError("parallel.pp_schedule interleaved_zero_bubble does not compose with FSDP in torch "
-                             "2.13: set dp_shard: 1 and dp_replicate: 1, or use interleaved_1f1b")
-        if self.pp > 1 and self.no_sync_accumulation:
-            raise ValueError("parallel.no_sync_accumulation does not apply with pp > 1: the pipeline schedule "
-                             "reduces gradients after the last micro-batch itself")
-        if self.cp > 1 and (self.pp > 1 or self.compile):
-            raise ValueError("parallel.cp > 1 does not combine with pp > 1 or compile yet")
+        check_layout(self)  # the rules of the degrees alone; the training config adds the model's
         return self
 
     @property
@@ -231,6 +208,14 @@ class LogConfig(StrictModel):
     # per-layer gradient, weight, update, activation and attention-logit norms every N steps
     # (pretrain/components/diagnostics.py); 0: off (a diagnostic step reads back and copies the weights)
     diagnostics_every_steps: int = Field(0, ge=0)
+    # [START, END]: record those steps (END included) with torch.profiler (pretrain/components/profiling.py)
+    profile_steps: tuple[int, int] | None = None
+
+    @model_validator(mode="after")
+    def _profile_window(self):
+        if self.profile_steps is not None and not 1 <= self.profile_steps[0] <= self.profile_steps[1]:
+            raise ValueError(f"profile_steps {list(self.profile_steps)}: must be [START, END] with 1 <= START <= END")
+        return self
 
 
 class EvalConfig(StrictModel):
@@ -246,6 +231,12 @@ class EvalConfig(StrictModel):
     text_field: str = "text"
     every_steps: int = Field(0, ge=0)  # 0: only at the end of the run
     batch_size: int = Field(16, gt=0)  # sequences per forward
+
+    @model_validator(mode="after")
+    def _check_something_to_score(self) -> "EvalConfig":
+        if not self.tasks and not self.documents:
+            raise ValueError("eval: names no tasks and no documents: set eval.tasks or eval.documents (or remove eval:)")
+        return self
 
 
 class TrainConfig(StrictModel):
@@ -295,40 +286,10 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_mesh(self) -> "TrainConfig":
-        """Every divisibility the mesh needs, checked here: at run time a mismatch crashes one rank while
-        the others wait in a collective."""
-        par = self.parallel
-        tp, cp = par.tp, par.cp
-        dp = par.dp_replicate * max(par.dp_shard, 1)  # dp_shard -1: known once the world size is
-        for name in ("n_heads", "n_kv_heads"):
-            if getattr(self.model, name) % tp:
-                raise ValueError(f"parallel.tp={tp} must divide model.{name}={getattr(self.model, name)}")
-        if self.model.tie_embeddings and (tp > 1 or par.pp > 1):
-            raise ValueError("model.tie_embeddings is not supported with tensor or pipeline parallelism")
-        if self.model.z_loss and par.pp > 1:
-            raise ValueError("model.z_loss is not supported with pipeline parallelism (the schedules' loss is the "
-                             "cross-entropy alone): set parallel.pp=1 or model.z_loss=0")
-        if self.model.n_layers < par.num_stages:
-            raise ValueError(f"model.n_layers={self.model.n_layers} cannot fill {par.num_stages} pipeline "
-                             f"stages (pp {par.pp} x pp_stages_per_rank {par.pp_stages_per_rank})")
-        if self.seq_len % (tp * cp):  # sequence parallel splits every sequence (or cp chunk) tp ways
-            raise ValueError(f"seq_len {self.seq_len} must be divisible by parallel.tp={tp}"
-                             + (f" x cp={cp}" if cp > 1 else "") + " (sequence parallel)")
-        if cp > 1 and self.seq_len % (2 * cp):
-            raise ValueError(f"seq_len {self.seq_len} must be divisible by 2 x parallel.cp={cp}: each rank holds "
-                             "one chunk from each end of the sequence (load-balanced causal attention)")
-        if par.pp > 1 and self.precision == "fp16":
-            raise ValueError("precision fp16 is not supported with pipeline parallelism (no loss scaling across "
-                             "stages): use bf16")
-        per_step = self.micro_batch_size * dp
-        if self.global_batch_size % per_step:
-            raise ValueError(f"global_batch_size {self.global_batch_size} must be a multiple of micro_batch_size "
-                             f"{self.micro_batch_size}" + (f" x data-parallel degree {dp}" if dp > 1 else ""))
-        if par.pp > 1 and par.dp_shard != -1:
-            micro_batches = self.global_batch_size // per_step
-            if micro_batches < par.pp and par.pp_schedule != "gpipe":
-                raise ValueError(f"{micro_batches} micro-batches per step cannot fill {par.pp} pipeline ranks "
-                                 f"({par.pp_schedule}): raise global_batch_size or lower micro_batch_size")
+        """Every rule of the layout known before the world size is (``pretrain.layout_rules``): at run time a
+        mismatch crashes one rank while the others wait in a collective."""
+        check_layout(self.parallel, self.model, seq_len=self.seq_len, precision=self.precision,
+                     micro_batch=self.micro_batch_size, global_batch=self.global_batch_size)
         return self
 
 

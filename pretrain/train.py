@@ -27,6 +27,7 @@ from pretrain.components.guard import NonFinite, SkipCounter
 from pretrain.components.in_loop_eval import InLoopEval
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
+from pretrain.components.profiling import StepProfiler, profiled_step
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
@@ -34,11 +35,13 @@ from pretrain.components.verdicts import StepVerdicts
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import ModelConfig, TrainConfig
+from pretrain.layout_rules import check_layout
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
 from pretrain.distributed.process_group import barrier, init_distributed
 from pretrain.distributed.pipeline_parallel import PipelineParallelModel, build_pipeline
 from pretrain.inference.loading import save_run_dir
+from pretrain.lineage import LineageState, training_lineage, write_run_lineage
 from pretrain.models.llama import Llama, num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.train_step import StepOutcome, TrainStepContext, train_step, validation_loss
@@ -58,11 +61,8 @@ def _param_dtype(precision: str, dims: ParallelDims) -> torch.dtype | None:
 
 
 def _check_devices(cfg: TrainConfig, dims: ParallelDims, device: torch.device) -> None:
-    if cfg.model.tie_embeddings and dims.world_size > 1:
-        raise ValueError("model.tie_embeddings is supported in single-process training only (FSDP/TP would shard the shared weight twice)")
-    if cfg.parallel.offload and (device.type != "cuda" or not dims.fsdp_enabled):
-        raise ValueError("parallel.offload moves FSDP's shards to host memory: it needs CUDA and more than one "
-                         "data-parallel rank")
+    """The layout's rules again, now that the world size and the device are known."""
+    check_layout(cfg.parallel, cfg.model, world_size=dims.world_size, device_type=device.type)
 
 
 def _warn_unused_vocab(model: ModelConfig, data_vocab: int) -> None:
@@ -139,8 +139,9 @@ class Trainer:
         self.rollbacks = 0
         self.batch = BatchRecord(cfg.global_batch_size, cfg.optim.lr)  # what the lr is for, in checkpoints
         self.batch_record: dict | None = None  # a batch change found on resume (``_apply_batch_rule``)
+        self.lineage = LineageState(training_lineage(cfg))  # the data and code this run trains with
         components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
-                      "spikes": self.spikes, "batch": self.batch}
+                      "spikes": self.spikes, "batch": self.batch, "lineage": self.lineage}
         stop = cfg.early_stop
         self.best = BestValidation(stop.patience, stop.min_delta) if stop else BestValidation()
         if cfg.checkpoint.keep_best or stop:
@@ -161,6 +162,8 @@ class Trainer:
                                  os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None)
         self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
                                            self.rank, self.world)
+        window = cfg.log.profile_steps
+        self.profiler = StepProfiler(cfg.out_dir, *window, self.rank, self.world, self.device) if window else None
         # the eval: section's tasks and held-out documents (pretrain/components/in_loop_eval.py)
         self.evaluator = InLoopEval(cfg, self.device, self.precision, self.dims) if cfg.eval else None
 
@@ -205,6 +208,7 @@ class Trainer:
         cfg, dims = self.cfg, self.dims
         if self.rank == 0:
             save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
+            write_run_lineage(cfg.out_dir, self.lineage)
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
                                  flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
                                  wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
@@ -265,9 +269,9 @@ class Trainer:
         diagnostics = self.diagnostics if self._diagnostic(step) else None
         if diagnostics is not None:  # no activations while a pipeline's first step infers its shapes
             diagnostics.begin(activations=self.pipe is None or self.pipe.shapes_known)
-        with self.stragglers.timing(step) as batch:
+        with self.stragglers.timing(step) as batch, profiled_step(self.profiler, step) as data:
             self.faults.disrupt(step)  # injected hang, kill or slowness
-            return train_step(self.stepper, self.optimizer, self.scheduler, batch(self.train_loader.next_step),
+            return train_step(self.stepper, self.optimizer, self.scheduler, batch(data(self.train_loader.next_step)),
                               self.ctx, self.cfg.optim.grad_clip, judge=self._judge, diagnostics=diagnostics)
 
     def _diagnostic(self, step: int) -> bool:
@@ -396,6 +400,8 @@ class Trainer:
         cfg, step = self.cfg, self.state.step
         if self.saver is not None:
             self.saver.close()
+        if self.profiler is not None:
+            self.profiler.close()  # a run that stopped inside the window: what it recorded
         if step == self.steps:
             path = os.path.join(cfg.out_dir, "model.safetensors")
             if self.pipe is None:

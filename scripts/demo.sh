@@ -53,7 +53,11 @@ pretrain train "$OUT/train.yaml" "${TRAIN_SETTINGS[@]}"
 pretrain plot "$OUT/train"
 pretrain eval "$OUT/train"  # the best checkpoint: validation loss, bits per byte and the run's task
 
-step "9. report"
+step "9. export for Hugging Face (with a model card), and the model's lineage back to the demo's WARC"
+pretrain export "$OUT/train" --output "$OUT/hf"
+pretrain lineage "$OUT/hf"
+
+step "10. report"
 dataprep report "$OUT/pipeline" --train-run "$OUT/train"
 
-printf '\nDone. Cleaned corpus: %s/pipeline/corpus  shards: %s/pipeline/shards  model: %s/train  report: %s/pipeline/report/report.html\n' "$OUT" "$OUT" "$OUT" "$OUT"
+printf '\nDone. Cleaned corpus: %s/pipeline/corpus  shards: %s/pipeline/shards  model: %s/train (exported: %s/hf)  report: %s/pipeline/report/report.html\n' "$OUT" "$OUT" "$OUT" "$OUT" "$OUT"

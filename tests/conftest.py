@@ -47,19 +47,3 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-# Modules of many processes, subprocess CLIs or fresh virtualenvs: `scripts/test.sh --fast` leaves them out
-# (with the `cluster` tests); CI runs everything.
-SLOW_MODULES = {
-    "test_install.py", "test_train_3d.py", "test_train_parallel.py", "test_train_scale.py", "test_slurm_train.py",
-    "test_train_health.py", "test_train_guard.py", "test_context_parallel.py", "test_pretrain_cli_errors.py",
-    "test_cli_mistakes.py", "test_task_resume.py", "test_train_spikes.py", "test_remote_shards.py", "test_s3_shards.py",
-    "test_stability_parallel.py", "test_code_preset.py", "test_diagnostics_parallel.py", "test_ablate.py", "test_eval_parallel.py",
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from dataprep.core.storage import COMMON_CRAWL_PREFIX, read_text
 from dataprep.core.registry import MissingDependency, stage_class
@@ -103,7 +103,11 @@ class PipelineConfig(StrictModel):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
     stages: list[Stage] = Field(default_factory=list)
+    _source_path: str | None = PrivateAttr(None)  # the YAML file it was read from (lineage), if any
 
+    @property
+    def source_path(self) -> str | None:
+        return self._source_path
 
 
 def expand_includes(items: list, base_dir: str) -> list:
@@ -167,9 +171,9 @@ def load_config(data: dict | str, overrides: dict | None = None, check_assets: b
     [...]}, "output": {"dir": ...}}; ``sets`` are dotted assignments (``stages.1.threshold=0.5``,
     indices of the stage list after includes are expanded). ``check_assets`` False skips loading models
     (for configs whose models an earlier command makes). Raises one ConfigError listing every problem."""
-    base_dir = "."
+    base_dir, source = ".", None
     if isinstance(data, str):
-        path = find_config(data)
+        path = source = find_config(data)
         if path is None:
             raise ConfigError(f"config file {data!r} does not exist (presets: {', '.join(presets())})"
                               f"{did_you_mean(data, presets())}")
@@ -196,6 +200,7 @@ def load_config(data: dict | str, overrides: dict | None = None, check_assets: b
     if errors:
         raise ConfigError("\n".join(errors))
     config.stages = stages
+    config._source_path = source and os.path.abspath(source)
     check_stages(config, check_assets)
     return config
 

@@ -9,14 +9,17 @@ Two kinds:
 - ``DocumentStage``: decides per document, batch by batch; Spark fuses consecutive ones per partition.
   It declares the columns it adds (``output_fields``) and removes (``removed_columns``), so the runner
   knows a step's schema without running anything.
-- ``GlobalStage``: needs every document at once (dedup, tokenization); the Spark side maps it to its
-  Spark implementation, and ``run_local`` runs it on a small in-memory table (tests, small inputs).
+- ``GlobalStage``: needs every document at once (dedup, top_fraction, tokenization). It declares its parts
+  once: ``prepare`` (rows per document), ``decide`` (the whole-corpus decision), ``applier`` (the per-task
+  half that applies it) and an optional ``complete``. ``run_local`` runs them in memory; Spark runs the same
+  prepare, applier and complete as tasks, with the Spark form of ``decide`` from ``pipelines.global_runners``.
 
 A stage can count events of its own (``self.count("routed_to_trafilatura")``); they land in stats.json
 beside kept and dropped. A document that makes a stage raise is dropped as ``error:<Exception>``; its
 message and the first tracebacks go to stats.json too, and the runner fails the step when a stage's
-errors exceed the error budget (a broken model must not silently drop a whole corpus). Parameters are pydantic fields, so a YAML config with an unknown key or a bad
-value fails before any work starts, with the key named. ``@register("name")`` (``dataprep.core.registry``)
+errors exceed the error budget (a broken model must not silently drop a whole corpus). Parameters are
+pydantic fields, so a YAML config with an unknown key or a bad value fails before any work starts, with the
+key named. ``@register("name")`` (``dataprep.core.registry``)
 names a stage for configs.
 """
 
@@ -138,6 +141,10 @@ class Stage(BaseModel):
         """Told the run's output folder before it starts: a stage whose files default to a place inside it
         (the tokenizer it trains) records that place here. The config, and so the step's fingerprint,
         keeps the default, so a moved output folder still resumes."""
+
+    def record_run(self, run: dict) -> None:
+        """Told the run's identity (config and input digests, code version, time) before it starts: a stage
+        that writes a dataset (tokenize) records it there, for lineage."""
 
     def check_assets(self) -> None:
         """Load what the stage needs (models, tokenizers) so that a missing or broken file is a config

@@ -3,7 +3,9 @@
 It names the tokenizer (SHA-256 of its model), vocabulary size, token dtype, special token ids and,
 per shard, documents, tokens, and the size and SHA-256 of both files (names relative to the manifest's
 folder). Shards written by the tokenize stage also count ``unique_documents``/``unique_tokens``: the
-copies of a rehydrated document (``repeat_by``) are in ``documents``/``tokens`` but counted once there. It is written last, on the driver, once every shard exists: a directory without it is
+copies of a rehydrated document (``repeat_by``) are in ``documents``/``tokens`` but counted once there, and
+``pipeline_run`` names the pipeline run that wrote them (``dataprep.core.provenance``: config, input listing,
+code version; for lineage). It is written last, on the driver, once every shard exists: a directory without it is
 unfinished. Readers trust nothing else: files not listed are ignored.
 """
 

@@ -83,6 +83,10 @@ class Tokenize(GlobalStage):
     repeat_by: str | None = Field(None, description="numeric column (e.g. sample_weight): write each document that many times")
     _default_tokenizer: str | None = PrivateAttr(None)
     _default_shards: str | None = PrivateAttr(None)
+    _run: dict | None = PrivateAttr(None)  # the pipeline run's identity, for the manifest (lineage)
+
+    def record_run(self, run: dict) -> None:
+        self._run = run
 
     def place_outputs(self, output_dir: str) -> None:
         self._default_tokenizer = join_path(output_dir, "tokenizer")
@@ -190,7 +194,8 @@ class Tokenize(GlobalStage):
         finish_dataset(state["shards_dir"], shards, self.load_tokenizer(), self.manifest_extra())
 
     def manifest_extra(self) -> dict:
-        return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard, "repeat_by": self.repeat_by}
+        return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard, "repeat_by": self.repeat_by,
+                **({"pipeline_run": self._run} if self._run else {})}
 
 
 class WriteShards(Applier):

@@ -9,6 +9,7 @@ from dataclasses import fields
 
 from pretrain.planning.budget import FITS, METHODS
 from pretrain.planning.budget_report import ALLOCATION_FITS, BudgetQuestion, budget_answer, format_report
+from pretrain.planning.cost import add_cost_arguments, cost_rates, format_cost, run_cost
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,11 +40,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "data-constrained and inference-aware answers, which deepseek lacks (default approach3)")
     answer.add_argument("--inference-tokens", help="tokens the model will serve over its life, e.g. 2T: the N and D "
                         "of least training + inference FLOPs for the same loss")
+    add_cost_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
 
 
 def main(args: argparse.Namespace) -> int:
     result = budget_answer(BudgetQuestion(**{f.name: getattr(args, f.name) for f in fields(BudgetQuestion)}))
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    text = format_report(result)
+    if args.gpus is not None:  # budget_answer has checked that --hours came with it
+        from pretrain.planning.hardware import get_gpu
+
+        rates = cost_rates(args, None if args.peak_flops else get_gpu(args.gpu).board_power_w)
+        result["cost"] = run_cost(args.gpus * args.hours, rates)
+        text += "\n\n" + format_cost(result["cost"], rates)
+    elif any(getattr(args, k) is not None for k in ("price_per_gpu_hour", "gpu_power_w", "grid_gco2_per_kwh")):
+        raise ValueError("the cost flags need --gpus and --hours: the GPU-hours they price")
+    print(json.dumps(result, indent=2) if args.json else text)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from dataprep.core.cli import add_output_argument
 from dataprep.core.storage import check_output_path
@@ -12,6 +13,7 @@ from pretrain.components.shard_totals import shard_totals
 from pretrain.config import save_yaml
 from pretrain.planning.budget import METHODS
 from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
+from pretrain.planning.cost import add_cost_arguments, cost_rates, format_comparison, format_cost, plan_cost
 from pretrain.planning.plan import plan, train_config
 from pretrain.planning.plan_inputs import plan_gpu, plan_model, plan_tokens
 from pretrain.planning.plan_memory import PRECISIONS
@@ -34,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "(H100 SXM: 450, NVLink)")
     cluster.add_argument("--inter-node-gbs", type=float, help="override GB/s per GPU per direction across nodes "
                          "(H100: 50, one 400 Gb/s InfiniBand NIC per GPU)")
+    cluster.add_argument("--compare-gpus", metavar="GPU[=PRICE],...",
+                         help="lay the same model and tokens out on each of these GPUs (the table's names, e.g. "
+                              "h100,a100-80gb,h200; =PRICE: its price per GPU-hour, else --price-per-gpu-hour) and "
+                              "print days, GPU-hours and money side by side")
     cluster.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
     run.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
     run.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
@@ -72,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_argument(written, old=("--out",), metavar="FILE", help="write the chosen layout as a training config YAML for pretrain train")
     written.add_argument("--data", action="append", help="token-shard directory for --output (repeatable)")
     written.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
+    add_cost_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
@@ -89,10 +96,18 @@ def main(args: argparse.Namespace) -> int:
         cfg = cfg.model_copy(update={"vocab_size": corpus["vocab_size"]})
     unique = corpus["tokens"] if corpus else None
     tokens, source = plan_tokens(args.tokens, args.epochs, unique)
-    result = plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
-                  global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
-                  gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
-                  unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr)
+
+    def plan_on(gpu):
+        return plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
+                    global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
+                    gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
+                    unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr)
+
+    if args.compare_gpus:
+        return _compare(args, plan_on)
+    result = plan_on(gpu)
+    rates = cost_rates(args, None if args.peak_flops else gpu.board_power_w)
+    result["cost"] = plan_cost(result["time"]["days"], args.gpus, rates)
     if args.mtbf_hours is not None:
         result["checkpoint_interval"] = plan_checkpoint_interval(
             result, args.mtbf_hours, save_seconds=args.save_seconds, save_from=args.save_from,
@@ -100,5 +115,49 @@ def main(args: argparse.Namespace) -> int:
     if args.output:
         save_yaml(train_config(result, cfg, args.data, args.run_dir), args.output)
         result["written"] = args.output
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    print(json.dumps(result, indent=2) if args.json else format_report(result, (format_cost(result["cost"], rates),)))
     return 0
+
+
+def _compare(args: argparse.Namespace, plan_on) -> int:
+    """The same model and tokens planned on each GPU of --compare-gpus, side by side."""
+    fixed = [flag for flag, value in (("--output", args.output), ("--mtbf-hours", args.mtbf_hours),
+                                      ("--peak-flops", args.peak_flops), ("--gpu-memory-gb", args.gpu_memory_gb),
+                                      ("--intra-node-gbs", args.intra_node_gbs), ("--inter-node-gbs", args.inter_node_gbs))
+             if value is not None]
+    if fixed:
+        raise ValueError(f"--compare-gpus plans each GPU at its table's figures and writes nothing: drop {', '.join(fixed)}")
+    rows = []
+    for name, price in compare_list(args.compare_gpus):
+        gpu = plan_gpu(name, args.precision)
+        rates = cost_rates(args, gpu.board_power_w)
+        if price is not None:
+            rates = replace(rates, price_per_gpu_hour=price)
+        try:
+            result = plan_on(gpu)
+        except ValueError as exc:  # the model does not fit these GPUs: a row that says so
+            rows.append({"gpu": name, "error": str(exc)})
+            continue
+        t = result["time"]
+        rows.append({"gpu": name, "layout": result["layout"]["name"], "step_seconds": t["step_seconds"],
+                     "days": t["days"], "tokens": t["target_tokens"], "price_per_gpu_hour": rates.price_per_gpu_hour,
+                     "cost": plan_cost(t["days"], args.gpus, rates)})
+    print(json.dumps({"gpus": args.gpus, "compare": rows}, indent=2) if args.json else format_comparison(rows, args.gpus))
+    return 0
+
+
+def compare_list(text: str) -> list[tuple[str, float | None]]:
+    """``h100=2.5,a100-80gb,h200`` as (name, price or None) pairs."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, price = item.partition("=")
+        try:
+            value = float(price) if price else None
+        except ValueError:
+            raise ValueError(f"--compare-gpus {item!r}: the price after '=' is not a number") from None
+        if value is not None and not value > 0:
+            raise ValueError(f"--compare-gpus {item!r}: the price must be positive")
+        pairs.append((name.strip(), value))
+    if not pairs:
+        raise ValueError("--compare-gpus names no GPU")
+    return pairs

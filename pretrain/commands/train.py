@@ -37,12 +37,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100), "
                              "hang (the rank blocks at step N), kill (the rank is killed at step N), "
                              "slow:rank=R,ms=M (the rank sleeps M ms every step); repeat for several")
+    parser.add_argument("--profile", metavar="START:END", help="record steps START to END (included) with the "
+                        "PyTorch profiler on every rank: traces and a time split in OUT_DIR/profile/ "
+                        "(log.profile_steps)")
     parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
 def main(args: argparse.Namespace) -> int:
     sets = list(getattr(args, "set", None) or [])
     sets += [f"{key}={value}" for key, value in (("out_dir", args.output), ("max_steps", args.max_steps)) if value is not None]
+    if getattr(args, "profile", None):
+        sets.append(f"log.profile_steps={profile_window(args.profile)}")
     cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
     check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
     if args.stop_at_step is not None and args.stop_at_step <= 0:
@@ -72,6 +77,15 @@ def main(args: argparse.Namespace) -> int:
                           "early_stop": stopped,
                           "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
     return 0
+
+
+def profile_window(text: str) -> list[int]:
+    """``--profile 5:8`` as [5, 8] (one step: ``--profile 5``)."""
+    start, _, end = text.partition(":")
+    try:
+        return [int(start), int(end or start)]
+    except ValueError:
+        raise ValueError(f"--profile {text}: expected START:END, two step numbers such as 5:8") from None
 
 
 def _check_paths(cfg: TrainConfig, resume: str) -> None:

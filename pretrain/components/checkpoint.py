@@ -103,6 +103,8 @@ class TrainState:
             raise CheckpointError("it was trained with another model config")
         for name, component in self.components.items():
             if name not in state:
+                if getattr(component, "optional", False):  # a component newer than the checkpoint
+                    continue
                 raise CheckpointError(f"{STATE_FILE} lacks {name}")
             if component is not None and state[name] is not None:
                 component.load_state_dict(state[name])

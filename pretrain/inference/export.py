@@ -2,9 +2,10 @@
 
 ``--to hf`` writes a folder ``transformers`` loads as ``LlamaForCausalLM``/``AutoTokenizer``:
 ``config.json``, ``model.safetensors`` in Hugging Face tensor names (``pretrain.models.hf_adapter``),
-``generation_config.json`` and the run's tokenizer as ``tokenizer.json``
+``generation_config.json``, the run's tokenizer as ``tokenizer.json``
 (``dataprep.tokenize.tokenizer_json_writer``: our SentencePiece model converted, or the Hugging Face
-file the run was trained with; either encodes exactly as the shards were). ``--to ccpretrain`` reads a
+file the run was trained with; either encodes exactly as the shards were), a model card (``README.md``)
+and the run's lineage (``lineage.json``). ``--to ccpretrain`` reads a
 Hugging Face Llama folder into our names (``model.safetensors`` + ``model.yaml``), an initialisation
 for continued pretraining. CHECKPOINT forms and tokenizer discovery: ``pretrain.inference.loading``.
 """
@@ -29,7 +30,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dict | None = None,
               dtype: str = "float32", overwrite: bool = False) -> str:
-    """Write the Hugging Face folder (built beside ``output``, renamed into place when complete)."""
+    """Write the Hugging Face folder (built beside ``output``, renamed into place when complete), with the
+    model card and the lineage (``pretrain.lineage``) when the run recorded one."""
+    from pretrain.inference.model_card import model_card
+    from pretrain.lineage import LINEAGE_FILE, read_lineage
+
+    try:
+        lineage = read_lineage(trained.path)
+    except FileNotFoundError:  # a run from before lineage records: a card without its data
+        lineage = None
     if tokenizer.vocab_size > trained.model.vocab_size:
         raise ValueError(f"tokenizer vocabulary {tokenizer.vocab_size} exceeds the model's vocab_size {trained.model.vocab_size}")
     add_bos = bool((manifest or {}).get("add_bos", False))
@@ -44,6 +53,11 @@ def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dic
                            ("generation_config.json", generation)):
             atomic_write_text(os.path.join(tmp, name), json.dumps(data, indent=2) + "\n")
         write_hf_tokenizer(tokenizer, tmp, add_bos=add_bos, model_max_length=trained.model.max_seq_len)
+        atomic_write_text(os.path.join(tmp, "README.md"), model_card(trained, lineage))
+        if lineage is not None:
+            exported = {k: v for k, v in lineage.items() if k != "found_in"}
+            exported["model"] = {"exported_from": os.path.abspath(trained.path), "step": trained.step}
+            atomic_write_text(os.path.join(tmp, LINEAGE_FILE), json.dumps(exported, indent=1) + "\n")
     return output
 
 

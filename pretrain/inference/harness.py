@@ -174,6 +174,21 @@ def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None 
     return scores
 
 
+def correct_probability(samples: list[dict]) -> float | None:
+    """DataDecide's continuous measure of a multiple-choice task: the mean over items of the probability the
+    model gives the right answer among the choices (softmax of the choices' log-likelihoods), from the
+    harness's logged samples (``evaluate_tasks(..., log_samples=True)["_samples"][TASK]``); None for a task
+    that is not multiple choice."""
+    probabilities = []
+    for sample in samples:
+        target = sample.get("target")
+        if not isinstance(target, int) or len(sample["resps"]) < 2:
+            return None
+        logprobs = torch.tensor([float(resp[0][0]) for resp in sample["resps"]], dtype=torch.float64)
+        probabilities.append(float(torch.softmax(logprobs, 0)[target]))
+    return sum(probabilities) / len(probabilities) if probabilities else None
+
+
 @functools.lru_cache(maxsize=8)
 def task_manager(tasks: tuple[str, ...], include_path: str | None):
     """The harness's task index holding ``tasks``: the local folder alone when it has them all (indexing

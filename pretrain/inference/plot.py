@@ -10,6 +10,7 @@ The same curves, with a summary of the run, are the Training section of ``datapr
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -213,5 +214,26 @@ def training_section(run: str, folder: str) -> Section:
         values = [r[key] for r in train if key in r]
         if values:
             rows.append([f"{label} (median)", f"{scale * np.median(values):,.1f}{unit}"])
+    rows += profile_rows(os.path.dirname(path))
+    from pretrain.lineage import report_rows
+
+    rows += report_rows(os.path.dirname(path))
     images = [image] + ([os.path.basename(diagnostics)] if diagnostics else [])
     return Section("Training", images=images, tables=[([], rows)])
+
+
+def profile_rows(run: str) -> list[list[str]]:
+    """The profiled steps' time split (``log.profile_steps``), when the run recorded any."""
+    path = os.path.join(run, "profile", "profile.json")
+    if not os.path.exists(path):
+        return []
+    from pretrain.components.profiling import profile_split_line
+
+    with open(path) as fh:
+        report = json.load(fh)
+    (start, end), mean = report["steps"], report["mean"]
+    rows = [[f"profiled step (steps {start}-{end}, mean of {report['ranks']} rank(s))", profile_split_line(mean)]]
+    if mean["collectives"]:
+        rows.append(["collectives per step (hidden or not)",
+                     ", ".join(f"{kind} {s:.4f} s" for kind, s in mean["collectives"].items())])
+    return rows

@@ -16,6 +16,10 @@ MI300X: 7 Infinity Fabric links of 64 GB/s) or PCIe (Gen5 x16 ~64, Gen4 x16 ~32,
 across nodes, the usual one NIC per GPU (DGX/HGX H100: 8 x 400 Gb/s InfiniBand NDR per 8-GPU node = 50
 GB/s per GPU; A100: 8 x 200 Gb/s HDR = 25). These are assumptions about a typical cluster, not facts of
 the chip: ``pretrain plan --intra-node-gbs/--inter-node-gbs`` override them.
+
+Board power is the datasheets' maximum (TDP) of the SXM/OAM module or card, for a plan's energy
+(``pretrain.planning.cost``): H100 and H200 SXM 700 W, H100 PCIe 350, H100 NVL 400, B200 1000, A100 SXM 400,
+L40S 350, A10 150, L4 72, MI300X 750; ``--gpu-power-w`` overrides it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class GPUSpec:
     inter_node_gbs: float = 50  # GB/s per GPU per direction to other nodes (its share of the node's NICs)
     gpus_per_node: int = 8  # usual server size; NVLink domain for tensor parallelism
     accelerator: bool = True  # False for the CPU entry: plans for it leave torch.compile off
+    board_power_w: float | None = None  # the vendor's TDP (max board power), for a plan's energy; None: unknown
 
     @property
     def memory_bytes(self) -> float:
@@ -62,24 +67,25 @@ class GPUSpec:
 # key -> spec. Keys are what users type (--gpu h100); names are what datasheets call them. Peaks, dense
 # FLOP/s: bf16, fp16, tf32, fp32 (module doc).
 GPUS: dict[str, GPUSpec] = {
-    "h100": GPUSpec("NVIDIA H100 SXM 80GB", 80, 989e12, 989e12, 494.5e12, 67e12),
+    "h100": GPUSpec("NVIDIA H100 SXM 80GB", 80, 989e12, 989e12, 494.5e12, 67e12, board_power_w=700),
     "h100-pcie": GPUSpec("NVIDIA H100 PCIe 80GB", 80, 756e12, 756e12, 378e12, 51e12, intra_node_gbs=64,
-                         inter_node_gbs=25),
+                         inter_node_gbs=25, board_power_w=350),
     "h100-nvl": GPUSpec("NVIDIA H100 NVL 94GB", 94, 835e12, 835e12, 417.5e12, 60e12, intra_node_gbs=64,
-                        inter_node_gbs=25),
-    "h200": GPUSpec("NVIDIA H200 SXM 141GB", 141, 989e12, 989e12, 494.5e12, 67e12),
-    "b200": GPUSpec("NVIDIA B200 180GB", 180, 2250e12, 2250e12, 1100e12, 75e12, intra_node_gbs=900),
+                        inter_node_gbs=25, board_power_w=400),
+    "h200": GPUSpec("NVIDIA H200 SXM 141GB", 141, 989e12, 989e12, 494.5e12, 67e12, board_power_w=700),
+    "b200": GPUSpec("NVIDIA B200 180GB", 180, 2250e12, 2250e12, 1100e12, 75e12, intra_node_gbs=900, board_power_w=1000),
     "a100-80gb": GPUSpec("NVIDIA A100 80GB", 80, 312e12, 312e12, 156e12, 19.5e12, intra_node_gbs=300,
-                         inter_node_gbs=25),
+                         inter_node_gbs=25, board_power_w=400),
     "a100-40gb": GPUSpec("NVIDIA A100 40GB", 40, 312e12, 312e12, 156e12, 19.5e12, intra_node_gbs=300,
-                         inter_node_gbs=25),
+                         inter_node_gbs=25, board_power_w=400),
     "l40s": GPUSpec("NVIDIA L40S 48GB", 48, 362e12, 362e12, 183e12, 91.6e12, intra_node_gbs=32,
-                    inter_node_gbs=12.5),
+                    inter_node_gbs=12.5, board_power_w=350),
     "a10": GPUSpec("NVIDIA A10 24GB", 24, 125e12, 125e12, 62.5e12, 31.2e12, intra_node_gbs=32,
-                   inter_node_gbs=12.5, gpus_per_node=4),
+                   inter_node_gbs=12.5, gpus_per_node=4, board_power_w=150),
     "l4": GPUSpec("NVIDIA L4 24GB", 24, 121e12, 121e12, 60e12, 30.3e12, intra_node_gbs=32, inter_node_gbs=12.5,
-                  gpus_per_node=4),
-    "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12, 1307e12, 653.7e12, 163.4e12, intra_node_gbs=448),
+                  gpus_per_node=4, board_power_w=72),
+    "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12, 1307e12, 653.7e12, 163.4e12, intra_node_gbs=448,
+                      board_power_w=750),
     # Plans for CPU-only runs (tests, the demo): a small node's cores, one figure for every precision;
     # override --peak-flops/--gpu-memory-gb.
     "cpu": GPUSpec("CPU cores (fp32)", 16, 1e11, intra_node_gbs=10, inter_node_gbs=1.25, gpus_per_node=1,

@@ -13,9 +13,11 @@ on NVLink.
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from dataprep.core.units import human
 from pretrain.config import ModelConfig, TrainConfig
+from pretrain.layout_rules import layout_problems
 from pretrain.models.llama import num_params
 from pretrain.planning.budget import METHODS, estimate, params_of_model
 from pretrain.planning.flops import deepseek_flops_per_token, flops_per_token
@@ -222,7 +224,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     law = optimal_hyperparameters(deepseek_flops_per_token(cfg, seq_len) * tokens, seq_len)
     capacity = gpu.memory_bytes
     tried, previous = [], None
-    for layout in _runnable(_candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len), precision):
+    candidates = _candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len)
+    for layout in _runnable(candidates, cfg, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision):
         layout.grad_accum = _accum_steps(global_batch, law, layout)
         # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
         layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
@@ -262,9 +265,23 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     return result
 
 
-def _runnable(layouts: list[Layout], precision: str) -> list[Layout]:
-    """The layouts the trainer runs in ``precision``: fp16 has no loss scaling across pipeline stages."""
-    return [lay for lay in layouts if not (precision == "fp16" and lay.pp > 1)]
+def _runnable(layouts: list[Layout], cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int,
+              precision: str) -> list[Layout]:
+    """The layouts the trainer runs (``pretrain.layout_rules``, the rules the config and the trainer check);
+    when it runs none of them, the first rule that refused them."""
+    runnable, refusals = [], []
+    for lay in layouts:
+        parallel = SimpleNamespace(**lay.degrees(), pp_schedule=lay.schedule, pp_stages_per_rank=lay.stages_per_rank,
+                                   compile=False, loss_parallel=lay.tp > 1, no_sync_accumulation=False)
+        problems = layout_problems(parallel, cfg, seq_len=seq_len, precision=precision, world_size=gpus,
+                                   device_type="cuda" if gpu.accelerator else "cpu")
+        if problems:
+            refusals.append(problems[0])
+        else:
+            runnable.append(lay)
+    if not runnable:
+        raise ValueError(f"no layout of {cfg.n_layers} layers on {gpus} GPU(s) can run: {refusals[0]}")
+    return runnable
 
 
 def _time_summary(lay: Layout) -> str:

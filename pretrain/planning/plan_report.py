@@ -9,7 +9,8 @@ from pretrain.planning.plan import ZERO_LEVEL_NAMES
 from pretrain.planning.plan_memory import GB, OVERLAP
 
 
-def format_report(r: dict) -> str:
+def format_report(r: dict, more: tuple[str, ...] = ()) -> str:
+    """The plan as text; ``more``: lines to print before the file it wrote (the cost)."""
     lay, t, m = r["layout"], r["time"], r["model"]
     lines = [f"model: {human(m['params'])} params ({m['n_layers']} layers, d_model {m['d_model']}), "
              f"seq {r['seq_len']}, micro-batch {r['micro_batch']}, {r['precision']}; "
@@ -54,6 +55,7 @@ def format_report(r: dict) -> str:
                      f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
     if "checkpoint_interval" in r:
         lines.append(checkpoint_interval_line(r["checkpoint_interval"], r["cluster"]["gpus"]))
+    lines += more
     if "written" in r:
         lines.append(f"wrote {r['written']}")
     return "\n".join(lines)

@@ -22,6 +22,8 @@ from archives import tar_bytes
 from code_tree import TREE, write_tree
 from test_task_resume import rerun_after_a_crash
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SITE = Path(sysconfig.get_paths()["purelib"])
 STDLIB_PACKAGES = ["json", "email", "http", "asyncio", "xml", "importlib", "unittest", "logging", "urllib", "concurrent",

@@ -88,3 +88,47 @@ def test_shards_and_stats_are_complete(demo_run):
         assert before["docs_kept"] == after["docs_in"], (before["stage"], after["stage"])
     extract = next(s for s in saved["stages"] if s["stage"] == "extract")
     assert extract["counters"].get("routed_to_trafilatura", 0) > 0, "the demo's listing pages go to Trafilatura"
+
+
+def test_lineage_from_the_demo_crawl_to_an_exported_model_and_back(demo_run, tmp_path, capsys):
+    """The demo's shards -> a short training run -> a Hugging Face export: ``pretrain lineage`` on the export
+    names the demo's WARC, the pipeline config and every shard's digests; ``--uses`` finds the run and the
+    export from the pipeline output; the report of the pipeline shows the chain."""
+    pytest.importorskip("torch")
+    pytest.importorskip("tokenizers")
+    from train_fixtures import tiny_config
+
+    from pretrain.cli import main as pretrain_main
+    from pretrain.config import load_train_config
+    from pretrain.train import run
+
+    result, _, tmp = demo_run
+    manifest = load_manifest(str(tmp / "shards"))
+    made = manifest["pipeline_run"]
+    warc = str(tmp / "demo.warc.gz")
+    assert made["config"] == str(ROOT / "configs" / "pipeline" / "demo.yaml") and made["input_listing"]["names"] == [warc]
+    assert made["input_listing"]["files"] == 1 and made["output"] == str(tmp / "out") and made["code"]["package"] == "ccpretrain"
+    run(load_train_config(tiny_config(str(tmp / "shards"), tmp_path / "run", model={"vocab_size": "auto"},
+                                      max_steps=2, device="cpu", checkpoint={"every_steps": 2, "keep_last": 1},
+                                      log={"every_steps": 1, "val_every_steps": 2, "val_batches": 1})))
+    assert pretrain_main(["export", str(tmp_path / "run"), "--output", str(tmp_path / "hf")]) == 0
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert warc in card and made["config"] in card and "validation loss at step 2" in card
+    capsys.readouterr()
+
+    assert pretrain_main(["lineage", str(tmp_path / "hf")]) == 0
+    text = capsys.readouterr().out
+    assert warc in text and made["config"] in text and made["identity"] in text
+    for shard in manifest["shards"]:
+        assert f"{shard['name']}: bin sha256 {shard['bin_sha256']}, idx sha256 {shard['idx_sha256']}" in text
+    assert pretrain_main(["lineage", str(tmp_path / "run" / "checkpoints" / "step-00000002"), "--json"]) == 0
+    source = json.loads(capsys.readouterr().out)["current"]["sources"][0]
+    assert source["pipeline_run"] == made and source["shards"] == [
+        {k: s[k] for k in ("name", "bin_sha256", "idx_sha256")} for s in manifest["shards"]]
+
+    assert pretrain_main(["lineage", "--uses", str(tmp / "out"), str(tmp_path), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["runs"]
+    assert sorted((r["path"], r["exported"]) for r in found) == [(str(tmp_path / "hf"), True), (str(tmp_path / "run"), False)]
+    assert dataprep_cli(["report", str(tmp / "out"), "--train-run", str(tmp_path / "run")]) == 0
+    report = (tmp / "out" / "report" / "report.md").read_text()
+    assert f"trained on {tmp / 'shards'}" in report and made["identity"] in report

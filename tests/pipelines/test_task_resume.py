@@ -19,6 +19,8 @@ from dataprep.core.config import load_config
 from dataprep.core.stats import TIMING_FIELDS, ErrorBudgetExceeded
 from pipelines.pipeline_run import DONE_MARKER, run_pipeline
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 STAGES = [{"stage": "extract"}, {"stage": "exact_dedup"}, {"stage": "langid", "threshold": 0.3}]
 FIRST, LATER = "00_read-extract", "02_langid"
 

@@ -1,6 +1,6 @@
 """The command-line conventions users bring from other tools: dotted ``--set`` overrides (and
 torchtitan's ``--optim.lr 3e-4``), every config error at once with did-you-mean, shipped presets found
-from any directory, ``dataprep stages`` as a full reference, ``--json`` on train/plot/export/generate,
+from any directory, ``dataprep stages`` as a full reference, ``--json`` on train/plot/export/generate/lineage,
 exit codes 0 ok / 1 failure / 2 usage or config, ``--log-level``."""
 
 from __future__ import annotations
@@ -142,4 +142,8 @@ def test_train_validates_overrides_and_every_command_speaks_json(text_data, caps
     assert pretrain_main(["export", run, "--output", hf, "--json"]) == 0
     exported = json.loads(capsys.readouterr().out)
     assert "model.safetensors" in exported["files"] and exported["step"] == 4
+    assert {"README.md", "lineage.json"} <= set(exported["files"])
+    assert pretrain_main(["lineage", hf, "--json"]) == 0
+    lineage = json.loads(capsys.readouterr().out)
+    assert lineage["model"]["step"] == 4 and lineage["current"]["sources"][0]["path"] == str(text_data / "tokens")
     assert "max_length" not in json.load(open(os.path.join(hf, "generation_config.json")))

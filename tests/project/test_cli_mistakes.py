@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 # (arguments, exit status, text the message must hold). FILE is a file that exists, MISSING a path that
 # does not; every case fails before any work (Spark is not started).
 CASES = [

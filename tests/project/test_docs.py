@@ -159,3 +159,45 @@ def test_the_docs_check_catches_a_function_named_in_a_module_that_only_imports_i
         "nope.py: no file of that name",
         "pretrain.planning.plan.layout_memory: pretrain.planning.plan does not define layout_memory"]
     assert named_in_docs("`pretrain.planning.plan_memory.layout_memory` in `pretrain/planning/plan.py`", set()) == []
+
+
+PACKAGES = ("dataprep", "pipelines", "pretrain")
+
+
+def architecture_map(text: str) -> list[str]:
+    """The module paths ARCHITECTURE.md's map lists, in its order: each ``### `folder/``` heading, then the
+    ``- `name.py``` bullets under it."""
+    listed: list[str] = []
+    folder = None
+    for line in text.splitlines():
+        heading = re.match(r"^#{2,3} `([a-z_/]+)/`", line)
+        if heading:
+            folder = heading.group(1)
+        elif line.startswith("#"):
+            folder = None
+        elif folder:
+            bullet = re.match(r"^- `([a-z0-9_]+\.py)`:", line)
+            if bullet:
+                listed.append(f"{folder}/{bullet.group(1)}")
+    return listed
+
+
+def package_modules() -> list[str]:
+    """Every module of the three packages, folder by folder in the tree's order (``__init__.py`` left out)."""
+    modules = [p.relative_to(ROOT).as_posix() for package in PACKAGES for p in (ROOT / package).rglob("*.py")
+               if p.name != "__init__.py" and "__pycache__" not in p.parts]
+    return sorted(modules, key=lambda path: (path.rsplit("/", 1)[0], path.rsplit("/", 1)[1]))
+
+
+def test_architecture_map_lists_every_module_once_in_tree_order():
+    listed = architecture_map((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    modules = package_modules()
+    assert sorted(set(modules) - set(listed)) == [], "modules missing from ARCHITECTURE.md's map: add a line each"
+    assert sorted(set(listed) - set(modules)) == [], "ARCHITECTURE.md's map lists modules that do not exist"
+    assert len(listed) == len(set(listed)), "ARCHITECTURE.md's map lists a module twice"
+    assert listed == modules, "ARCHITECTURE.md's map is not in the tree's order (folders, then names, sorted)"
+
+
+def test_the_architecture_check_catches_a_missing_module():
+    text = "### `pretrain/models/`\n- `llama.py`: the decoder.\n## Elsewhere\n- `hf_adapter.py`: not in a folder."
+    assert architecture_map(text) == ["pretrain/models/llama.py"]

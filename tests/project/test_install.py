@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA_ONLY = ["pyspark", "pandas", "trafilatura", "resiliparse", "fasttext", "xxhash", "profanity_check"]
 TRAIN_ONLY = ["torch", "safetensors"]
@@ -351,6 +353,8 @@ RUN = [
     ("pretrain plan configs/model/7b.yaml --gpus 8 --gpu h100 --micro-batch 4 --global-batch 512 "
      "--output configs/train/7b.yaml --data out/cc/shards", None),
     ("pretrain plan 70B --gpus 64 --seq-len 4096 --json", None),
+    ("pretrain plan 7b --gpus 64 --price-per-gpu-hour 2.5 --grid-gco2-per-kwh 385", None),
+    ("pretrain plan 7b --gpus 64 --compare-gpus h100,a100-80gb,h200 --price-per-gpu-hour 2.5", None),
     ("pretrain budget --compute 1e23 --data out/cc/shards", None),
     ("pretrain budget --compute 1e23 --unique-tokens 300B --epochs 4", None),
     ("pretrain budget --data out/cc/shards --epochs 4", None),
@@ -367,6 +371,8 @@ RUN = [
     ('pretrain generate runs/my-run --prompt "The history of" --max-new-tokens 100 --top-p 0.95 --seed 1', None),
     ("pretrain export runs/my-run --to hf --output hf/my-model [--dtype bfloat16]",
      "pretrain export runs/my-run --to hf --output hf/my-model --dtype bfloat16"),
+    ("pretrain lineage hf/my-model", None),
+    ("pretrain lineage --uses out/cc runs/ hf/", None),
     ("pretrain ablate --arm web=out/cc/shards --arm wiki=out/wiki/shards --eval heldout.jsonl --seeds 2 --output out/ablation",
      "pretrain ablate --arm web=out/cc/shards --arm reference=data/reference_en.jsonl --eval heldout.jsonl "
      "--tokens 8192 --seq-len 64 --batch-size 8 --micro-batch 8 --output out/ablation"),
@@ -404,3 +410,4 @@ def test_readme_commands_run_in_a_fresh_venv(fresh_venv):
     rows = [json.loads(row) for row in (user / "runs" / "tiny_cpu" / "metrics.jsonl").read_text().splitlines()]
     assert any(row.get("kind") == "val" for row in rows), "the README's training run logged no validation loss"
     assert (user / "hf" / "my-model" / "model.safetensors").is_file()
+    assert "fineweb" in (user / "hf" / "my-model" / "README.md").read_text()  # the card names the pipeline run's output

@@ -14,6 +14,8 @@ from harness_tasks import write_tasks
 
 from pretrain.cli import main as pretrain_main
 
+pytestmark = pytest.mark.slow  # many trainings: scripts/test.sh --fast leaves it out
+
 SMALL = ["--seq-len", "64", "--batch-size", "8", "--micro-batch", "8", "--lr", "1e-2"]
 
 

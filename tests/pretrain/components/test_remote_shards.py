@@ -17,6 +17,8 @@ from pretrain.components.dataloader import build_loaders
 from pretrain.components.remote_shards import RemoteReadError
 from pretrain.config import DataConfig
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
 
 SEQ, GLOBAL, MICRO = 16, 8, 2

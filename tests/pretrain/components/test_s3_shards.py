@@ -16,6 +16,8 @@ from dataprep.tokenize.shards import ShardError
 from dataprep.tokenize.verify import verify_dataset
 from pretrain.components.dataloader import build_loaders
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 

@@ -1,6 +1,6 @@
 """Token ids against the vocabulary: a model smaller than the data's tokenizer is a config error before any
 step, ``model.vocab_size: auto`` follows the data, and an id beyond the vocabulary in a shard stops training
-and eval at the batch that holds it, naming the shard file and the token's offset (issue 48, item 3)."""
+and eval at the batch that holds it, naming the shard file and the token's offset."""
 
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from pretrain.distributed.context_parallel import (ContextParallelAttention, cp_positions, lower_right_attention,
                                                    split_prefix_attention)
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 
 def _gathered(t: torch.Tensor, cp: int) -> torch.Tensor:
     """``t`` (batch, heads, seq, head_dim) as the all-gather returns it: each rank's positions, rank by rank."""

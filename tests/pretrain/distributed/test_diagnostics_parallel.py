@@ -18,6 +18,8 @@ from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.metrics import read_metrics
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 STEPS = 2
 LAYOUTS = {"fsdp2": {"dp_shard": 2}, "hsdp2": {"dp_replicate": 2}, "tp2": {"tp": 2}, "cp2": {"cp": 2},
            "pp2": {"pp": 2}}

@@ -17,6 +17,7 @@ from train_fixtures import tiny_config
 
 from pretrain.components.metrics import read_metrics
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 STEPS = 4
 LAYOUTS = {"fsdp2": {"dp_shard": 2}, "tp2": {"tp": 2}, "pp2": {"pp": 2}}
 

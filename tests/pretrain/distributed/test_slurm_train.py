@@ -18,10 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.metrics import read_metrics
+
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 ROOT = Path(__file__).resolve().parents[3]
 SBATCH = ROOT / "scripts" / "slurm_train.sbatch"

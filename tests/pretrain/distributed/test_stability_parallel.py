@@ -11,6 +11,8 @@ import yaml
 from test_train_parallel import MODEL, STEPS, _torchrun, run_single_process
 from train_fixtures import make_token_dataset, tiny_config
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 
 def _config(data, out, parallel: dict) -> dict:
     return tiny_config(data, out, model={**MODEL, "qk_norm": True, "z_loss": 1e-3}, max_steps=STEPS,

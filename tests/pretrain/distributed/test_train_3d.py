@@ -22,6 +22,8 @@ import torch
 from test_train_parallel import _records, _torchrun, run_single_process
 from train_fixtures import make_token_dataset, tiny_config
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 STEPS, SHORT = 6, 2
 MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 8, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 64,
          "max_seq_len": 64}

@@ -19,6 +19,8 @@ import yaml
 
 from train_fixtures import make_token_dataset, tiny_config
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 STEPS = 6
 MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 2, "n_heads": 8, "n_kv_heads": 4, "ffn_dim": 64,
          "max_seq_len": 64}

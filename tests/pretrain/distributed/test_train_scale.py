@@ -20,6 +20,8 @@ import torch
 
 from train_fixtures import tiny_config
 
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
+
 LAYOUTS = {"tp4": {"tp": 4}, "fsdp4": {"tp": 1}, "2x2": {"dp_shard": 2, "tp": 2}}
 SMALL = {"vocab_size": 128, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 64,
          "max_seq_len": 64}

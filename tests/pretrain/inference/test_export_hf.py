@@ -46,8 +46,8 @@ def exported(trained, tmp_path_factory):
 
 
 def test_export_writes_a_transformers_folder(trained, exported):
-    assert sorted(os.listdir(exported)) == ["config.json", "generation_config.json", "model.safetensors",
-                                            "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(os.listdir(exported)) == ["README.md", "config.json", "generation_config.json", "lineage.json",
+                                            "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     cfg = json.load(open(os.path.join(exported, "config.json")))
     assert (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["vocab_size"]) == (4, 2, 1024)
     assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["tie_word_embeddings"]) == (1, 2, False)

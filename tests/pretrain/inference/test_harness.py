@@ -56,7 +56,7 @@ def _assert_scores_equal_the_harness_on_the_export(run_dir: str, tasks: str, exp
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    from pretrain.inference.harness import evaluate_tasks
+    from pretrain.inference.harness import correct_probability, evaluate_tasks
 
     assert pretrain_main(["export", run_dir, "--to", "hf", "--output", export]) == 0
     names = ["tiny_mc", "tiny_docs"]
@@ -76,6 +76,10 @@ def _assert_scores_equal_the_harness_on_the_export(run_dir: str, tasks: str, exp
     assert mine.keys() == reference.keys() and len(mine) == 24
     assert max(abs(mine[k] - reference[k]) for k in mine) < 1e-4
     assert len({round(v, 3) for v in mine.values()}) > 12  # the items differ: nothing is scored alike by accident
+    by_hand = [math.exp(mine[(s["doc_id"], s["target"])]) / sum(math.exp(mine[(s["doc_id"], i)]) for i in range(3))
+               for s in ours["_samples"]["tiny_mc"]]
+    assert correct_probability(ours["_samples"]["tiny_mc"]) == pytest.approx(sum(by_hand) / len(by_hand))
+    assert correct_probability(ours["_samples"]["tiny_docs"]) is None
 
 
 def test_scores_equal_the_harness_on_the_export(trained, tasks, tmp_path, capsys):
@@ -156,13 +160,15 @@ def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tm
     from train_fixtures import tiny_config
 
     from pretrain.components.metrics import read_metrics, tracker_scalars
-    from pretrain.config import load_train_config
+    from pretrain.config import ConfigError, load_train_config
     from pretrain.inference.plot import eval_curves, training_section
     from pretrain.train import run
 
     held_out = tmp_path / "held_out.jsonl"
     held_out.write_text("".join(json.dumps({"text": t}) + "\n" for t in trained["held_out"][:12]), encoding="utf-8")
     out = tmp_path / "run"
+    with pytest.raises(ConfigError, match="eval: names no tasks and no documents"):
+        load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, eval={"every_steps": 2}))
     run(load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, max_steps=4,
                                       checkpoint={"every_steps": 2}, log={"val_every_steps": 2},
                                       eval={"tasks": ["tiny_mc"], "include_path": tasks, "every_steps": 2,

@@ -1,4 +1,4 @@
-"""Bad input to the ``pretrain`` commands, run as a user runs them (issue 48): each mistake ends in one
+"""Bad input to the ``pretrain`` commands, run as a user runs them: each mistake ends in one
 clear line naming the bad value, exit status 2, no traceback; a damaged newest checkpoint names the newest
 one that loads, and ``--resume latest-intact`` resumes from it; a run says where its model went."""
 
@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 from train_fixtures import make_token_dataset, tiny_config
+
+pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 BAD_MODEL = {"vocab_size": 128, "d_model": 100, "n_layers": 2, "n_heads": 3, "n_kv_heads": 3, "ffn_dim": 64}
 HEADS = "d_model 100 is not divisible by n_heads 3"

@@ -1,4 +1,4 @@
-"""configs/train/tiny_cpu.yaml as the README runs it after ``bash scripts/demo.sh`` (issue 48, item 4): it
+"""configs/train/tiny_cpu.yaml as the README runs it after ``bash scripts/demo.sh``: it
 reads the demo's shards, sizes the model's vocabulary to their tokenizer, holds out enough of a small corpus
 to validate on, and ``pretrain eval`` on the run prints the validation loss."""
 

@@ -22,7 +22,7 @@ from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
 from pretrain.train import Trainer, run
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.watchdog import HANG_EXIT, process_group_timeout
 from pretrain.config import HealthConfig
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 # torchrun's restarted workers otherwise may read the previous attempt's addresses (pytorch#135712)
 TORCHRUN_ENV = {"OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}

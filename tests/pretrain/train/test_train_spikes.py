@@ -24,7 +24,7 @@ from pretrain.config import load_train_config
 from pretrain.inference.plot import training_section
 from pretrain.train import Trainer, run
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 SPIKE_STEP, SKIP = 5, 3  # checkpoints every 2 steps: the last one before the spike is step 4
 
