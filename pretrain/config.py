@@ -235,6 +235,16 @@ class CheckpointConfig(StrictModel):
     keep_last: int = Field(3, gt=0)  # besides these, the last checkpoint before each loss spike is kept
     # copy the state to host memory, then write it in a background thread while training goes on
     async_save: bool = False
+    # a checkpoint at each validation that improves on the best so far; the best one is never pruned
+    keep_best: bool = False
+
+
+class EarlyStopConfig(StrictModel):
+    """End the run once the validation loss has not improved by more than ``min_delta`` for ``patience``
+    validations in a row."""
+
+    patience: int = Field(gt=0)
+    min_delta: float = Field(0.0, ge=0)
 
 
 class SpikeConfig(StrictModel):
@@ -339,12 +349,21 @@ class TrainConfig(StrictModel):
     # warm start: trained weights (our checkpoint, run folder or model.safetensors, or a Hugging Face Llama
     # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it
     init_from: str | None = None
+    early_stop: EarlyStopConfig | None = None  # stop when the validation loss no longer improves
     eval: EvalConfig | None = None  # downstream tasks and held-out documents scored during training
 
     @model_validator(mode="after")
     def _check_horizon(self) -> "TrainConfig":
         if self.max_steps is None and self.max_tokens is None:
             raise ValueError("set max_steps or max_tokens")
+        return self
+
+    @model_validator(mode="after")
+    def _check_validation_needs(self) -> "TrainConfig":
+        wanted = [name for name, on in (("checkpoint.keep_best", self.checkpoint.keep_best),
+                                        ("early_stop", self.early_stop is not None)) if on]
+        if wanted and self.data.val_fraction == 0:
+            raise ValueError(f"{' and '.join(wanted)} need a validation split: set data.val_fraction above 0")
         return self
 
     @model_validator(mode="after")

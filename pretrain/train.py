@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
+from pretrain.components.best import BestValidation
 from pretrain.components.dataloader import build_loaders, fingerprint
 from pretrain.components.document_bounds import masked_attention_span
 from pretrain.components.device import resolve_device, resolve_precision
@@ -144,11 +145,16 @@ class Trainer:
         self.lineage = LineageState(training_lineage(cfg))  # the data and code this run trains with
         components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
                       "spikes": self.spikes, "batch": self.batch, "lineage": self.lineage}
+        stop = cfg.early_stop
+        self.best = BestValidation(stop.patience, stop.min_delta) if stop else BestValidation()
+        if cfg.checkpoint.keep_best or stop:
+            components["best"] = self.best  # a resumed run remembers its best validation
         self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
                                 self.dims.degrees(), components)
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
         self.tokens_per_step = cfg.global_batch_size * cfg.seq_len
         self.last_checkpoint: str | None = None
+        self.saved_step: int | None = None  # the step of the last checkpoint this process wrote
         self.saver = checkpoint.AsyncSaver() if cfg.checkpoint.async_save else None  # None: saves block
         self.skips = SkipCounter(cfg.max_consecutive_skips)
         if faults and self.dims.pp_enabled:
@@ -257,9 +263,12 @@ class Trainer:
             if self.evaluator is not None and self.evaluator.due(state.step, self.steps):
                 self.log.write(self.evaluator.run(self.model, state.step))
                 self.log.start(state.step)  # the pause is not training time
-            if _due(state.step, cfg.checkpoint.every_steps, end):
+            if _due(state.step, cfg.checkpoint.every_steps, end) and self.saved_step != state.step:
                 self._save()
             self.watchdog.progress(state.step)  # a validation or save counts toward its step's time
+            if self.best.exhausted:
+                records.append(self._stop_early())
+                break
         return records
 
     def _step(self) -> StepOutcome:
@@ -321,6 +330,7 @@ class Trainer:
                              f"{self.rollbacks} rollbacks (spikes.max_rollbacks): stopped; look at the data and the "
                              f"learning rate, then resume from {before} with --resume")
         checkpoint.load(before, self.model_state, self.state)
+        self.saved_step = None  # the steps ahead are trained anew: their checkpoints are written again
         skipped = max(policy.skip_batches, spike.step - self.state.step)  # at least through the spike's batch
         self.train_loader.skip(skipped)
         self.rollbacks += 1
@@ -362,7 +372,26 @@ class Trainer:
     def _validate(self) -> None:
         loss = validation_loss(self.stepper, self.val_loader, self.cfg.log.val_batches, self.ctx, self.dims)
         self.log.write({"kind": "val", "step": self.state.step, "val_loss": loss})
+        if self.best.observe(self.state.step, loss) and self.cfg.checkpoint.keep_best:
+            self._save()
+            self.settle_checkpoints()
+            if self.rank == 0:
+                checkpoint.mark_best(self.last_checkpoint, loss, self.cfg.checkpoint.keep_last)
         self.log.start(self.state.step)  # the pause is not training time
+
+    def _stop_early(self) -> dict:
+        """``early_stop``: the validation loss stopped improving; the weights of this step are saved (the
+        best checkpoint too, with ``keep_best``) and the run ends."""
+        if self.saved_step != self.state.step:
+            self._save()
+        self.settle_checkpoints()
+        record = self.best.record(self.state.step)
+        self.log.write(record)
+        if self.rank == 0:
+            print(f"[train] early stop at step {self.state.step}: no validation improved on {self.best.loss:.4f} "
+                  f"(step {self.best.step}) by more than {self.best.min_delta:g} for {self.best.patience} "
+                  "validations", file=sys.stderr)
+        return record
 
     def _save(self) -> None:
         """Save (or start saving) a checkpoint; the time it blocked the loop goes into the metrics, where
@@ -370,6 +399,7 @@ class Trainer:
         save = self.saver.save if self.saver else checkpoint.save
         started = time.perf_counter()
         self.last_checkpoint = save(self.ckpt_root, self.model_state, self.state, self.cfg.checkpoint.keep_last)
+        self.saved_step = self.state.step
         self.log.write({"kind": "checkpoint", "step": self.state.step, "blocking_s": time.perf_counter() - started,
                         "async": self.saver is not None})
         self.log.start(self.state.step)
@@ -411,8 +441,8 @@ class Trainer:
 def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
         inject: tuple[str, ...] | list[str] = ()) -> list[dict]:
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``,
-    with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged (rank 0;
-    empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
+    with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged, and the
+    ``early_stop`` record last if the run stopped early (rank 0; empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
     many rollbacks, Stopped after a SIGINT or SIGTERM (with the checkpoint of the step it stopped at)."""
     with stop_at_once():  # a signal during set-up: nothing to save yet
         trainer = Trainer(cfg, tuple(map(parse_fault, inject)))

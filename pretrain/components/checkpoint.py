@@ -13,7 +13,7 @@ Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``t
 and renamed into place only when every rank has finished, so any ``step-*`` directory is complete (one
 lacking ``.metadata`` or ``train_state.json``, copied in by hand or cut short by a file system, is passed
 over); the oldest are removed beyond ``keep_last``, except those ``pin`` marks (the last checkpoint before
-a loss spike). ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
+a loss spike) and the one ``mark_best`` marks (the lowest validation loss, ``checkpoint.keep_best``). ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
 Nothing is unpickled freely (``pretrain.components.safe_reader``).
 The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
 full model in one process (inference and export use it).
@@ -49,6 +49,7 @@ from pretrain.distributed.process_group import barrier, global_rank
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "train_state.json"
 PIN_FILE = "pinned.json"  # a checkpoint kept beyond keep_last, and why
+BEST_FILE = "best.json"  # the checkpoint of the lowest validation loss (checkpoint.keep_best), kept too
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
@@ -163,9 +164,26 @@ def pin(path: str, reason: str) -> None:
     atomic_write_text(os.path.join(path, PIN_FILE), json.dumps({"reason": reason}) + "\n")
 
 
+def mark_best(path: str, val_loss: float, keep_last: int) -> None:
+    """Make checkpoint ``path`` the run's best (rank 0): it is kept, and the previous best goes back to
+    ``keep_last``'s rotation."""
+    atomic_write_text(os.path.join(path, BEST_FILE),
+                      json.dumps({"step": checkpoint_step(path), "val_loss": val_loss}) + "\n")
+    for other in list_checkpoints(os.path.dirname(path)):
+        if other != path and os.path.exists(os.path.join(other, BEST_FILE)):
+            os.remove(os.path.join(other, BEST_FILE))
+    _prune(os.path.dirname(path), keep_last)
+
+
+def find_best(root: str) -> str | None:
+    """The checkpoint ``mark_best`` marked under ``root``, if any (the newest, should a crash leave two)."""
+    marked = [path for path in list_checkpoints(root) if os.path.exists(os.path.join(path, BEST_FILE))]
+    return marked[-1] if marked else None
+
+
 def _prune(root: str, keep_last: int) -> None:
     for old in list_checkpoints(root)[:-keep_last]:
-        if not os.path.exists(os.path.join(old, PIN_FILE)):
+        if not any(os.path.exists(os.path.join(old, name)) for name in (PIN_FILE, BEST_FILE)):
             shutil.rmtree(old, ignore_errors=True)
 
 

@@ -249,6 +249,12 @@ NOT_RUN = {
         "needs both sources' shards; tests/pretrain/components/test_mixture.py runs the budget on a built web_wiki mixture",
     "bash scripts/demo.sh": "makes its own .venv with scripts/env.sh in the checkout; test_demo*.py run its parts",
     "bash scripts/test.sh": "the test suite itself (what CI runs)",
+    "pretrain ablate --arm raw=out/raw --arm clean=out/clean --eval heldout.jsonl --seeds 2 --output out/ablation":
+        "two pipelines' outputs; the README's ablation runs on the fineweb run's shards and reference documents",
+    "pretrain ablate --arm raw=out/raw --arm clean=out/clean --eval heldout.jsonl --tasks demo_cloze --include-path configs/eval --output out/ablation-tasks":
+        "two pipelines' outputs and the eval extra; tests/pretrain/ablation/test_ablate.py scores tasks the same way",
+    "pretrain ablate --arm raw=out/raw --arm clean=out/clean --eval heldout.jsonl --model 125m --tokens 2500000000 --seq-len 2048 --batch-size 256 --micro-batch 16 --lr 6e-4 --seeds 3 --device cuda --output out/ablation-125m":
+        "hours on a GPU",
     "bash scripts/test.sh tests/pipelines/test_pipeline.py -k resume": "the test suite itself",
     "bash scripts/test.sh --fast": "the test suite itself (its fast subset)",
     "dataprep run wikipedia --input 'enwiki-*-pages-articles*.xml.bz2' --output out/wiki":
@@ -377,6 +383,9 @@ RUN = [
      "pretrain export runs/my-run --to hf --output hf/my-model --dtype bfloat16"),
     ("pretrain lineage hf/my-model", None),
     ("pretrain lineage --uses out/cc runs/ hf/", None),
+    ("pretrain ablate --arm web=out/cc/shards --arm wiki=out/wiki/shards --eval heldout.jsonl --seeds 2 --output out/ablation",
+     "pretrain ablate --arm web=out/cc/shards --arm reference=data/reference_en.jsonl --eval heldout.jsonl "
+     "--tokens 8192 --seq-len 64 --batch-size 8 --micro-batch 8 --output out/ablation"),
 ]
 
 
