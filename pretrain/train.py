@@ -234,10 +234,10 @@ class Trainer:
                   f"{accum}, starting at step {self.state.step}", file=sys.stderr)
 
     def train(self, end: int) -> list[dict]:
-        """Steps up to ``end``, logging, validating and checkpointing when due; returns the records logged.
-        An ordinary step (none of these due, no straggler sample) reads nothing back from the device: the
+        """Steps up to ``end``, logging, validating and checkpointing when due (``events_due``); returns the
+        records logged. An ordinary step (no event due) reads nothing back from the device: the
         verdicts of the steps since the last read (skips, spikes) are read on the next step that does."""
-        cfg, state, records = self.cfg, self.state, []
+        state, records = self.state, []
         self.log.start(state.step)
         while state.step < end:
             if self.stop.agreed():  # a collective: every rank answers at the same step
@@ -246,24 +246,25 @@ class Trainer:
             outcome = self._step()
             state.step += 1
             self.log.count_tokens(self.tokens_per_step)
-            if not self._reads_back(state.step, end):
+            due = self.events_due(state.step, end)
+            if not due:
                 self.watchdog.progress(state.step)
                 continue
-            if self._diagnostic(state.step):  # the step that ran, even if a spike now rolls it back
+            if "diagnostics" in due:  # the step that ran, even if a spike now rolls it back
                 record = self.diagnostics.read(state.step)  # a collective: every rank reads
                 self.log.write(record, line=diagnostics_summary(record))
             if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
-            if _due(state.step, cfg.log.every_steps, self.steps):
+            if "log" in due:
                 records.append(self._log_train(outcome))
-            if (stragglers := self.stragglers.gather(state.step)) is not None:
+            if "stragglers" in due and (stragglers := self.stragglers.gather(state.step)) is not None:
                 self.log.write(stragglers)
-            if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
+            if "validate" in due:
                 self._validate()
-            if self.evaluator is not None and self.evaluator.due(state.step, self.steps):
+            if "evaluate" in due:
                 self.log.write(self.evaluator.run(self.model, state.step))
                 self.log.start(state.step)  # the pause is not training time
-            if _due(state.step, cfg.checkpoint.every_steps, end) and self.saved_step != state.step:
+            if "checkpoint" in due and self.saved_step != state.step:
                 self._save()
             self.watchdog.progress(state.step)  # a validation or save counts toward its step's time
             if self.best.exhausted:
@@ -277,7 +278,7 @@ class Trainer:
         self.ctx.nan_loss = self.faults.fire("nan", step)
         spikes = self.faults.take("spike", step)
         self.ctx.loss_scale = spikes[0].scale if spikes else 1
-        diagnostics = self.diagnostics if self._diagnostic(step) else None
+        diagnostics = self.diagnostics if "diagnostics" in self.events_due(step, self.steps) else None
         if diagnostics is not None:  # no activations while a pipeline's first step infers its shapes
             diagnostics.begin(activations=self.pipe is None or self.pipe.shapes_known)
         with self.stragglers.timing(step) as batch, profiled_step(self.profiler, step) as data:
@@ -285,18 +286,19 @@ class Trainer:
             return train_step(self.stepper, self.optimizer, self.scheduler, batch(data(self.train_loader.next_step)),
                               self.ctx, self.cfg.optim.grad_clip, judge=self._judge, diagnostics=diagnostics)
 
-    def _diagnostic(self, step: int) -> bool:
-        """Whether ``step`` measures the per-layer diagnostics (``log.diagnostics_every_steps``)."""
-        return self.diagnostics is not None and _due(step, self.cfg.log.diagnostics_every_steps, self.steps)
-
-    def _reads_back(self, step: int, end: int) -> bool:
-        """Whether ``step`` logs, validates, checkpoints, samples stragglers or measures diagnostics (and so
-        reads the device)."""
+    def events_due(self, step: int, end: int) -> set[str]:
+        """The periodic events due after ``step`` (the one list the loop runs and the rule "an ordinary step
+        reads nothing back" follows): each reads the device. ``end``: where this call of ``train`` stops."""
         cfg = self.cfg
-        return (_due(step, cfg.log.every_steps, self.steps) or _due(step, cfg.checkpoint.every_steps, end)
-                or (self.val_loader is not None and _due(step, cfg.log.val_every_steps, self.steps))
-                or self.stragglers.sampled(step) or self._diagnostic(step)
-                or (self.evaluator is not None and self.evaluator.due(step, self.steps)))
+        due = {
+            "diagnostics": self.diagnostics is not None and _due(step, cfg.log.diagnostics_every_steps, self.steps),
+            "log": _due(step, cfg.log.every_steps, self.steps),
+            "stragglers": self.stragglers.sampled(step),
+            "validate": self.val_loader is not None and _due(step, cfg.log.val_every_steps, self.steps),
+            "evaluate": self.evaluator is not None and self.evaluator.due(step, self.steps),
+            "checkpoint": _due(step, cfg.checkpoint.every_steps, end),
+        }
+        return {event for event, is_due in due.items() if is_due}
 
     def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
         """This step's verdict, kept on the device; returns the flag that holds its update back."""
