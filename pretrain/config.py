@@ -97,7 +97,7 @@ class MixturePhase(StrictModel):
 
 class DataConfig(StrictModel):
     sources: list[DataSource]
-    mixture: str | None = None  # a mixture preset name or file (pretrain/mixture.py); it fills sources
+    mixture: str | None = None  # a mixture preset name or file (pretrain/mixture_presets.py); it fills sources
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
     cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
@@ -439,7 +439,7 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, set
 
 def _sources_from_mixture(data: dict) -> None:
     """``data.mixture`` becomes ``data.sources``; a source not built yet is refused here, before any step."""
-    from pretrain.mixture import check_built, load_mixture, load_mixture_phases
+    from pretrain.mixture_presets import check_built, load_mixture, load_mixture_phases
 
     section = data.get("data")
     if not isinstance(section, dict) or not section.get("mixture"):

@@ -42,7 +42,7 @@ def source_record(source: DataSource) -> dict:
 def _mixture(spec: str | None) -> dict | None:
     if not spec:
         return None
-    from pretrain.mixture import find_mixture
+    from pretrain.mixture_presets import find_mixture
 
     path = find_mixture(spec)
     return {"name": spec, "path": path and os.path.abspath(path), "sha256": path and sha256_file(path)}

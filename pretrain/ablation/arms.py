@@ -39,7 +39,7 @@ def parse_arm(spec: str) -> tuple[str, str]:
 
 def resolve_arm(name: str, path: str) -> Arm:
     """What ``path`` holds: token shards, a pipeline output, documents or a mixture preset."""
-    from pretrain.mixture import find_mixture, load_mixture
+    from pretrain.mixture_presets import find_mixture, load_mixture
 
     if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
         return Arm(name, path, shards=[path], weights=[1.0])

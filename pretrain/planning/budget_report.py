@@ -102,7 +102,7 @@ def _mixture(q: BudgetQuestion) -> tuple[list[dict], list[dict] | None] | None:
     --data then lists their folders. None when --data names shard folders."""
     import os
 
-    from pretrain.mixture import check_built, find_mixture, load_mixture, load_mixture_phases
+    from pretrain.mixture_presets import check_built, find_mixture, load_mixture, load_mixture_phases
 
     specs = q.data or []
     if not any(not os.path.isdir(d) and find_mixture(d) for d in specs):

@@ -115,7 +115,7 @@ def test_llama1_mixture_budgets_the_code_source(code_run, tmp_path, monkeypatch,
     """llama1 carries code at GitHub's 4.5%; ``pretrain budget --data llama1`` gives it its tokens and epochs
     (every source here stands in with the code run's shards)."""
     from pretrain.cli import main as pretrain_main
-    from pretrain.mixture import load_mixture
+    from pretrain.mixture_presets import load_mixture
 
     _, _, _, result = code_run
     sources = {s["name"]: s for s in load_mixture("llama1")}

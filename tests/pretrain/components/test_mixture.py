@@ -15,7 +15,7 @@ from pretrain.components.dataloader import BLOCK, MixtureOrder
 from pretrain.components.metrics import read_metrics, tracker_scalars
 from pretrain.config import load_train_config
 from pretrain.inference.plot import training_section
-from pretrain.mixture import presets
+from pretrain.mixture_presets import presets
 from pretrain.components.shard_totals import shard_totals
 from pretrain.planning.data_constrained import effective_tokens
 from pretrain.train import run
