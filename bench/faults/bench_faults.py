@@ -1,4 +1,4 @@
-"""The fault-injection cases (bench/faults/fault_cases.py, asserted by tests/pipelines/test_fault_injection.py), each in a
+"""The fault-injection cases (tests/support/fault_cases.py, asserted by tests/pipelines/test_fault_injection.py), each in a
 fresh process: outcome, wall time and peak RSS of the Python process (for the Spark case, the driver's;
 Spark's JVM is not included).
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.faults import fault_cases as cases
+from tests.support import fault_cases as cases
 
 
 def _reader(outcome: dict) -> str:

@@ -38,10 +38,10 @@ SEED = 38
 
 
 def sentence_pool() -> list[str]:
-    from bench.dedup.dedup_eval import real_documents
+    from tests.support.near_duplicates import real_documents
 
     sentences = []
-    for text in real_documents():
+    for text in real_documents(SHARED):
         sentences += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 40 <= len(s.strip()) <= 400]
     with open(SHARED / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8") as fh:
         sentences += [row["text"] for row in map(json.loads, fh) if row["lang"] in ("en", "eng", "english")]

@@ -1,6 +1,6 @@
 """Fault injection: messy input and broken installs end in a counted drop with the good records kept,
 or in a non-zero exit that names the cause; never in silent loss. Fixtures are written here
-(``bench/faults/fault_cases.py``, which ``bench/faults/bench_faults.py`` also times)."""
+(``tests/support/fault_cases.py``, which ``bench/faults/bench_faults.py`` also times)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fault_cases as cases
 import pyarrow.parquet as pq
 import pytest
 
-from bench.faults import fault_cases as cases
 from dataprep.core import storage
 from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import default_model_path

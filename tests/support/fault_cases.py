@@ -1,8 +1,9 @@
 """Messy-input cases for the cleaning pipeline: each writes its own fixture into a folder, runs the real
 reader or stage on it and returns what happened (kept ids, drop reasons, counters).
 
-``tests/pipelines/test_fault_injection.py`` asserts on these outcomes; ``bench/faults/bench_faults.py`` runs each in a
-fresh process and prints its outcome, time and peak RSS.
+``tests/pipelines/test_fault_injection.py`` asserts on these outcomes; ``bench/faults/bench_faults.py`` (run from the
+repository root, importing ``tests.support.fault_cases``) runs each in a fresh process and prints its outcome, time
+and peak RSS.
 """
 
 from __future__ import annotations
