@@ -40,7 +40,7 @@ def _error_budget(folder: Path) -> str:
 
     model = folder / "lid.ftz"
     shutil.copy(default_model_path(), model)
-    warc = cases.write_warc(folder / "in.warc.gz", [cases.warc_record(i, cases.page(i)) for i in range(200)], True)
+    warc = cases.write_warc(folder / "in.warc.gz", [cases.response_record(i, cases.page(i)) for i in range(200)], True)
     config = {"input": {"paths": [str(warc)]}, "output": {"dir": str(folder / "out")},
               "stages": [{"stage": "extract"}, {"stage": "exact_dedup"}, {"stage": "langid", "model_path": str(model)}]}
     checked = load_config(config)
