@@ -154,7 +154,7 @@ def child(listing: str, work: str, full: bool) -> dict:
         figures["cancelled"] = type(exc).__name__
     first["stop"] = True
     if full:  # the report over a run with one Parquet file per input file in its first step
-        from dataprep.commands.report import build_report
+        from dataprep.report.build import build_report
 
         _phase(figures, "report", lambda: build_report(os.path.join(work, "out")))
     figures["first_task_seconds"] = first.get("seconds")
