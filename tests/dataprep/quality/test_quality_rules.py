@@ -178,13 +178,16 @@ def test_language_auto_uses_lang_column(lingua):
     assert GopherQuality().apply(batch).kept.num_rows == 0  # English rules drop all three
 
 
-def test_presets_load_and_unknown_keys_fail():
+def test_quality_presets_load():
     for name in ("fineweb_filters.yaml", "gopher_c4.yaml"):
         stages = yaml.safe_load((ROOT / "configs" / "pipeline" / name).read_text())["stages"]
         config = load_config({"stages": stages})
         assert [s.name for s in config.stages][:2] == ["gopher_repetition", "gopher_quality"]
     fineweb = load_config({"stages": yaml.safe_load((ROOT / "configs/pipeline/fineweb_filters.yaml").read_text())["stages"]})
     assert fineweb.stages[2].filter_no_terminal_punct is False
+
+
+def test_an_unknown_quality_setting_is_a_config_error():
     with pytest.raises(ConfigError, match="min_doc_word"):
         load_config({"stages": [{"stage": "gopher_quality", "min_doc_word": 10}]})
 

@@ -358,14 +358,15 @@ def test_parquet_documents(shared_data, tmp_path):
         read_all(path)
 
 
-def test_format_detection_and_fsspec_urls(shared_data, tmp_path):
+def test_format_is_detected_from_the_name_or_else_the_content(shared_data, tmp_path):
     assert detect_format("x.warc.wet.gz") == "warc" and detect_format("x.json.gz") == "jsonl"
     assert detect_format("x.parquet") == "parquet" and detect_format("x.jsonl", "wet") == "warc"
     no_ext = tmp_path / "segment-00001"
     no_ext.write_bytes((shared_data / "warc/cc-main-2024-22-whirlwind/whirlwind.warc.gz").read_bytes())
     assert detect_format(str(no_ext)) == "warc" and read_all(no_ext)[0].num_rows == 1
-    mystery = tmp_path / "mystery.bin"
-    mystery.write_bytes(b"\x00\x01 nothing we know")
+
+
+def test_fsspec_urls_are_read_and_named_as_the_source(shared_data):
     with fsspec.open("memory://bucket/sample.warc.gz", "wb") as fh:
         fh.write((shared_data / "warc/wget/dolma-sample-0000.warc.gz").read_bytes())
     kept, _ = read_all("memory://bucket/sample.warc.gz")
