@@ -17,23 +17,19 @@ import gzip
 import json
 import os
 import re
-import uuid
 from pathlib import Path
 
 from bench.common.paths import SHARED
+from dataprep.readers.warc_writer import record_id, warc_record
 
 
 def warc_response(url: str, html: bytes, date: str = "2024-05-18T01:58:10Z") -> bytes:
     """One gzip-compressed WARC/1.1 response record holding an HTTP 200 text/html response."""
     http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(html) + html
-    head = (
-        "WARC/1.1\r\nWARC-Type: response\r\n"
-        f"WARC-Record-ID: <urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, url)}>\r\n"
-        f"WARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n"
-        "WARC-Identified-Payload-Type: text/html\r\n"  # as Common Crawl; lets datatrove skip libmagic
-        f"Content-Type: application/http; msgtype=response\r\nContent-Length: {len(http)}\r\n\r\n"
-    )
-    return gzip.compress(head.encode() + http + b"\r\n\r\n", compresslevel=6)
+    fields = {"WARC-Record-ID": record_id(url), "WARC-Date": date, "WARC-Target-URI": url,
+              "WARC-Identified-Payload-Type": "text/html",  # as Common Crawl; lets datatrove skip libmagic
+              "Content-Type": "application/http; msgtype=response"}
+    return gzip.compress(warc_record("response", fields, http), compresslevel=6)
 
 
 # Opening tags of the blocks that hold a page's text: each gets the copy tag after it.

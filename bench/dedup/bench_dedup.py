@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common.paths import ROOT
+from bench.common.paths import ROOT, SHARED
 from bench.datatrove.environment import datatrove_python
 
 WORK = Path("/tmp/ccpretrain-bench/dedup")
@@ -46,12 +46,12 @@ def make_corpus(n: int, out: Path, seed: int = 0, files: int = 2) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bench.dedup.dedup_eval import mutate, real_documents
+    from tests.support.near_duplicates import mutate, real_documents
 
     if (out / "_DONE").exists():
         return
     rng = random.Random(seed)
-    words = [w for text in real_documents() for w in text.split()]
+    words = [w for text in real_documents(SHARED) for w in text.split()]
     vocab = sorted(set(words))
     cumulative = list(itertools.accumulate(1.0 / (rank + 1) for rank in range(len(vocab))))  # once, not per document
     texts: list[str] = []

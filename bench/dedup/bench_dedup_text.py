@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.common.paths import ROOT
+from bench.common.paths import ROOT, SHARED
 from bench.datatrove.environment import datatrove_python
 
 WORK = Path("/tmp/ccpretrain-bench/dedup_text")
@@ -52,14 +52,14 @@ def make_corpus(n: int, out: Path, files: int, seed: int = 0) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bench.dedup.dedup_eval import real_documents
+    from tests.support.near_duplicates import real_documents
 
     stamp = f"corpus v2, {files} files"  # a corpus written by an older version of this script is rewritten
     if (out / "_DONE").exists() and (out / "_DONE").read_text() == stamp:
         return
     shutil.rmtree(out, ignore_errors=True)
     rng = np.random.default_rng(seed)
-    vocab = sorted({w.lower() for text in real_documents() for w in text.split() if w.isalpha()})
+    vocab = sorted({w.lower() for text in real_documents(SHARED) for w in text.split() if w.isalpha()})
     weights = 1.0 / np.arange(1, len(vocab) + 1)
     pool: list[int] = []
 

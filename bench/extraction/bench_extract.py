@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench.common.paths import SHARED
-from bench.common.snippets import snippet_scores
+from tests.support.snippets import snippet_scores
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import concat
 from dataprep.html.charset import decode_html

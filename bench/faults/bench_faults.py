@@ -1,4 +1,4 @@
-"""The fault-injection cases (bench/faults/fault_cases.py, asserted by tests/pipelines/test_fault_injection.py), each in a
+"""The fault-injection cases (tests/support/fault_cases.py, asserted by tests/pipelines/test_fault_injection.py), each in a
 fresh process: outcome, wall time and peak RSS of the Python process (for the Spark case, the driver's;
 Spark's JVM is not included).
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.faults import fault_cases as cases
+from tests.support import fault_cases as cases
 
 
 def _reader(outcome: dict) -> str:
@@ -40,7 +40,7 @@ def _error_budget(folder: Path) -> str:
 
     model = folder / "lid.ftz"
     shutil.copy(default_model_path(), model)
-    warc = cases.write_warc(folder / "in.warc.gz", [cases.warc_record(i, cases.page(i)) for i in range(200)], True)
+    warc = cases.write_warc(folder / "in.warc.gz", [cases.response_record(i, cases.page(i)) for i in range(200)], True)
     config = {"input": {"paths": [str(warc)]}, "output": {"dir": str(folder / "out")},
               "stages": [{"stage": "extract"}, {"stage": "exact_dedup"}, {"stage": "langid", "model_path": str(model)}]}
     checked = load_config(config)

@@ -85,7 +85,7 @@ part() {
                  --seq-len 1024 --steps 300 --warmup 10 --lr 1e-3 &&
                bench attention-bf16 --models 350m 1b --attention flash cudnn ;;
     # the CPU parity tests' GPU analogues, and the bench's own CUDA test
-    tests) (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider tests/pretrain/train/test_train_cuda.py tests/pretrain/train/test_bench_gpu.py) ;;
+    tests) (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider tests/pretrain/train/test_train_cuda.py tests/bench/test_bench_gpu.py) ;;
     *) echo "unknown part $1 (tests throughput ablation memory memory-compiled precision attention, or prepare)" >&2
        return 2 ;;
   esac

@@ -48,6 +48,7 @@ def _page_texts() -> list[str]:
 def write_tiny_warcs(work: Path, count: int) -> list[str]:
     """``count`` tiny WARC files (written once; kept between runs), each a request and a response."""
     from bench.common.make_bench_warc import warc_response
+    from dataprep.readers.warc_writer import warc_record
 
     folder = work / "warc"
     folder.mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,7 @@ def write_tiny_warcs(work: Path, count: int) -> list[str]:
         text = texts[i % len(texts)][:600].replace("<", " ")
         html = f"<html><head><title>page {i}</title></head><body><article><h1>Page {i}</h1><p>{text}</p></article></body></html>".encode()
         url = f"http://tiny{i % 997}.example/page/{i}"
-        request = (f"WARC/1.1\r\nWARC-Type: request\r\nWARC-Target-URI: {url}\r\nContent-Length: 0\r\n\r\n\r\n\r\n").encode()
+        request = warc_record("request", {"WARC-Target-URI": url}, b"")
         with open(path + ".tmp", "wb") as fh:
             fh.write(gzip.compress(request) + warc_response(url, html))
         os.replace(path + ".tmp", path)
@@ -153,7 +154,7 @@ def child(listing: str, work: str, full: bool) -> dict:
         figures["cancelled"] = type(exc).__name__
     first["stop"] = True
     if full:  # the report over a run with one Parquet file per input file in its first step
-        from dataprep.commands.report import build_report
+        from dataprep.report.build import build_report
 
         _phase(figures, "report", lambda: build_report(os.path.join(work, "out")))
     figures["first_task_seconds"] = first.get("seconds")

@@ -26,7 +26,7 @@ import time
 
 from bench.common.make_bench_warc import write_bench_warcs
 from bench.common.paths import SHARED
-from bench.common.snippets import snippet_scores
+from tests.support.snippets import snippet_scores
 from bench.datatrove.environment import datatrove_python
 from dataprep.classify.langid import LanguageID, default_model_path
 from dataprep.core.config import InputConfig

@@ -38,10 +38,10 @@ SEED = 38
 
 
 def sentence_pool() -> list[str]:
-    from bench.dedup.dedup_eval import real_documents
+    from tests.support.near_duplicates import real_documents
 
     sentences = []
-    for text in real_documents():
+    for text in real_documents(SHARED):
         sentences += [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if 40 <= len(s.strip()) <= 400]
     with open(SHARED / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8") as fh:
         sentences += [row["text"] for row in map(json.loads, fh) if row["lang"] in ("en", "eng", "english")]
@@ -195,14 +195,13 @@ def child(files: list[str], out: str, cores: int, tokenizer: str) -> dict:
 def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
     """``dataprep estimate`` from the sample runs' stats.json (one, or several sizes fitting fixed costs)
     against the larger run's measured stats: the error of the projected core-seconds per stage."""
-    from dataprep.commands.estimate import _global_stages
-    from dataprep.core.estimate import Sample, estimate
+    from dataprep.core.estimate import Sample, estimate, global_stage_names
     from dataprep.core.stats import StageStats
 
     docs = {n: json.loads((work / f"out-{n}" / "stats.json").read_text()) for n in (*samples, large)}
     stats = {n: [StageStats.from_dict(d) for d in doc["stages"]] for n, doc in docs.items()}
     measured = Sample(stats[large], docs[large]["cores"])
-    whole = _global_stages(stats[large])
+    whole = global_stage_names(stats[large])
     est = estimate([Sample(stats[n], docs[n]["cores"], docs[n]["steps"][0]["tasks"]) for n in samples], measured.pages, 2, whole)
     real = measured.core_seconds(whole, est.basis == "cpu")
     rows = {}

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common.make_bench_warc import write_bench_warcs
-from bench.common.paths import ROOT
+from bench.common.paths import ROOT, SHARED
 from bench.datatrove.environment import datatrove_python
 from bench.pipeline.bench_pipeline import run_datatrove, run_ours
 
@@ -84,13 +84,13 @@ def shape(name: str, files: list[str], work: Path, cores: int) -> dict:
 def make_tokenizer(work: Path) -> Path:
     """A small SentencePiece BPE (ours) and the same tokenizer as tokenizer.json (datatrove's), trained
     once on the real documents in ../shared/data, outside every timing."""
-    from bench.dedup.dedup_eval import real_documents
+    from tests.support.near_duplicates import real_documents
     from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
     from dataprep.tokenize.tokenizer import train_tokenizer
 
     folder = work / "tokenizer"
     if not (folder / "tokenizer.json").exists():
-        tokenizer = train_tokenizer(real_documents(), str(folder), vocab_size=4000)
+        tokenizer = train_tokenizer(real_documents(SHARED), str(folder), vocab_size=4000)
         write_hf_tokenizer(tokenizer, str(folder))
     return folder
 

@@ -20,7 +20,7 @@ import time
 
 from bench.common.paths import SHARED
 from bench.datatrove.environment import datatrove_python
-from bench.quality.quality_golden import build_texts
+from tests.support.quality_parity import build_texts
 
 DATATROVE_SIDE = r"""
 import json, sys, time, warnings

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from bench.common.paths import ROOT, SHARED
-from bench.quality.quality_golden import FINEWEB_OFF, FINEWEB_RULES, GOPHER_Q_OFF, GOPHER_Q_RULES, GOPHER_R_OFF, GOPHER_R_RULES, build_texts
+from tests.support.quality_parity import FINEWEB_OFF, FINEWEB_RULES, GOPHER_Q_OFF, GOPHER_Q_RULES, GOPHER_R_OFF, GOPHER_R_RULES, build_texts
 
 RENAMED = {"max_non_alpha_words_ratio": "min_alpha_words_ratio"}
 

@@ -28,7 +28,7 @@ import time
 import pyarrow as pa
 
 from bench.common.paths import ROOT, SHARED
-from bench.quality.quality_golden import build_texts
+from tests.support.quality_parity import build_texts
 
 DATATROVE_SIDE = r"""
 import json, sys, time, warnings

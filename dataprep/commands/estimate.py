@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from dataprep.core.arguments import positive_float, whole_number
-from dataprep.core.estimate import estimate, format_estimate, pages_from_files
-from dataprep.core.stats import StageStats
+from dataprep.core.estimate import estimate, format_estimate, global_stage_names, load_sample, pages_from_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,38 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
-def _global_stages(stats: list[StageStats]) -> set[str]:
-    from dataprep.core.registry import MissingDependency, stage_class
-    from dataprep.core.stage import GlobalStage
-
-    names = set()
-    for s in stats:
-        try:
-            if issubclass(stage_class(s.stage), GlobalStage):
-                names.add(s.stage)
-        except (KeyError, MissingDependency):
-            continue  # the reader, or a stage this install cannot load: counted as per-document
-    return names
-
-
-def _load(path: str, sample_cores: int | None):
-    from dataprep.core.estimate import Sample
-    from dataprep.report.outputs import load_stats
-
-    folder = os.path.dirname(path) if path.endswith(".json") else path
-    doc = load_stats(folder)
-    stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
-    if not stats:
-        raise ValueError(f"{folder}/stats.json holds no stages: the sample run did not finish")
-    cores = sample_cores or doc.get("cores")
-    if not cores:
-        raise ValueError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
-    steps = doc.get("steps") or [{}]
-    return Sample(stats, int(cores), steps[0].get("tasks")), doc.get("input_files")
-
-
 def main(args: argparse.Namespace) -> int:
-    loaded = [_load(path, args.sample_cores) for path in args.sample]
+    loaded = [load_sample(path, args.sample_cores) for path in args.sample]
     samples = [sample for sample, _ in loaded]
     largest, files = max(loaded, key=lambda item: item[0].pages)
     per_file = args.pages_per_file or (largest.pages / files if files else None)
@@ -69,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
         pages = pages_from_files(len(expand_inputs([args.listing])), per_file)
     else:
         pages = args.pages
-    result = estimate(samples, pages, args.cores, _global_stages(largest.stats), per_file)
+    result = estimate(samples, pages, args.cores, global_stage_names(largest.stats), per_file)
     out, text = result.to_dict(), format_estimate(result)
     if args.price_per_core_hour is not None:
         out["money"] = result.core_hours * args.price_per_core_hour

@@ -10,6 +10,7 @@ the estimate prints it beside its figures.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 
 from dataprep.core.stats import StageStats
@@ -216,3 +217,34 @@ def pages_from_files(files: int, pages_per_file: float) -> int:
     if files <= 0 or pages_per_file <= 0:
         raise ValueError("the listing holds no files, or the sample holds no pages per file")
     return math.ceil(files * pages_per_file)
+
+
+def global_stage_names(stats: list[StageStats]) -> set[str]:
+    """The stages of a run that are whole-corpus steps (the rest are costed per document)."""
+    from dataprep.core.registry import MissingDependency, stage_class
+    from dataprep.core.stage import GlobalStage
+
+    names = set()
+    for s in stats:
+        try:
+            if issubclass(stage_class(s.stage), GlobalStage):
+                names.add(s.stage)
+        except (KeyError, MissingDependency):
+            continue  # the reader, or a stage this install cannot load: counted as per-document
+    return names
+
+
+def load_sample(path: str, sample_cores: int | None) -> tuple[Sample, int | None]:
+    """A sample run from its output folder (or its stats.json), and how many input files it read."""
+    from dataprep.report.outputs import load_stats
+
+    folder = os.path.dirname(path) if path.endswith(".json") else path
+    doc = load_stats(folder)
+    stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
+    if not stats:
+        raise ValueError(f"{folder}/stats.json holds no stages: the sample run did not finish")
+    cores = sample_cores or doc.get("cores")
+    if not cores:
+        raise ValueError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
+    steps = doc.get("steps") or [{}]
+    return Sample(stats, int(cores), steps[0].get("tasks")), doc.get("input_files")

@@ -20,7 +20,7 @@ from dataprep.core.config import load_config
 from pipelines.pipeline_run import run_pipeline
 from archives import tar_bytes
 from code_tree import TREE, write_tree
-from test_task_resume import rerun_after_a_crash
+from resume import rerun_after_a_crash
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.core.config import check_stages, load_config
-from dataprep.commands.demo import load_pages, planted_pii, write_demo_warc, write_reference
+from dataprep.demo.corpus import load_pages, planted_pii, write_demo_warc, write_reference
 from pipelines.cli import main as dataprep_cli
 from dataprep.tokenize.manifest import load_manifest
 from pipelines.pipeline_run import run_pipeline

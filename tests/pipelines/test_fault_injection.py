@@ -1,6 +1,6 @@
 """Fault injection: messy input and broken installs end in a counted drop with the good records kept,
 or in a non-zero exit that names the cause; never in silent loss. Fixtures are written here
-(``bench/faults/fault_cases.py``, which ``bench/faults/bench_faults.py`` also times)."""
+(``tests/support/fault_cases.py``, which ``bench/faults/bench_faults.py`` also times)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fault_cases as cases
 import pyarrow.parquet as pq
 import pytest
 
-from bench.faults import fault_cases as cases
 from dataprep.core import storage
 from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import default_model_path
@@ -49,7 +49,7 @@ def test_bad_content_length_on_the_last_record(tmp_path, gzipped):
 
 
 def test_garbage_between_records_keeps_both_neighbours(tmp_path):
-    records = [cases.warc_record(i, cases.page(i)) for i in range(cases.GOOD_PAGES)]
+    records = [cases.response_record(i, cases.page(i)) for i in range(cases.GOOD_PAGES)]
     records.insert(3, b"\x00garbage that is no record\r\n\r\n")
     outcome = cases.read(cases.write_warc(tmp_path / "garbage.warc", records, False))
     assert outcome["kept"] == ALL
@@ -124,7 +124,7 @@ def test_asset_paths_resolve_to_the_copy_shipped_with_the_job(tmp_path, monkeypa
 
 
 def _warc_input(tmp_path: Path) -> Path:
-    return cases.write_warc(tmp_path / "input.warc.gz", [cases.warc_record(i, cases.page(i)) for i in range(30)], True)
+    return cases.write_warc(tmp_path / "input.warc.gz", [cases.response_record(i, cases.page(i)) for i in range(30)], True)
 
 
 def _broken_model_config(tmp_path: Path, **budget) -> tuple[dict, Path]:
@@ -223,7 +223,7 @@ def test_a_whole_input_without_documents_fails_after_its_stats(spark, tmp_path, 
     them, after writing stats.json; input with nothing readable fails sooner
     (tests/dataprep/readers/test_readers.py)."""
     (tmp_path / "empty.warc.gz").write_bytes(b"")
-    images = cases.write_warc(tmp_path / "images.warc", [cases.warc_record(i, b"\x89PNG", headers="Content-Type: image/png") for i in range(3)], False)
+    images = cases.write_warc(tmp_path / "images.warc", [cases.response_record(i, b"\x89PNG", headers="Content-Type: image/png") for i in range(3)], False)
     config = load_config({"input": {"paths": [str(tmp_path / "empty.warc.gz"), str(images)]}, "output": {"dir": str(tmp_path / "out")},
                           "stages": [{"stage": "extract"}]})
     with pytest.raises(NothingKept, match="dropped all 3 documents"):

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from dedup_corpus import eval_pages
 
-from bench.dedup.dedup_eval import base_documents, mutate
+from near_duplicates import base_documents, mutate
 from dataprep.core.stage import DOC_SCHEMA, DROP_REASON
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.commands.report import build_report
+from dataprep.report.build import build_report
 from dataprep.core.config import load_config
 from pipelines.pipeline_run import run_pipeline
 from pipelines.run_folder import RUN_MARKER, OutputInUse
@@ -173,7 +173,7 @@ def test_a_trained_tokenizer_goes_under_the_output_at_the_size_the_sample_suppor
 
 
 def test_the_stage_reference_lists_nested_settings():
-    from dataprep.commands.stages import describe
+    from dataprep.core.stage_reference import describe
 
     [tokenize] = [s for s in describe() if s["stage"] == "tokenize"]
     names = {p["name"] for p in tokenize["params"]}

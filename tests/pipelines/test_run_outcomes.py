@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dataprep.commands.report import build_report
+from dataprep.report.build import build_report
 from dataprep.core.config import load_config
 from pipelines.cli import main as dataprep_main
 from pipelines.pipeline_run import run_pipeline

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.commands.demo import write_demo_warc
+from dataprep.demo.corpus import write_demo_warc
 from dataprep.core.config import ConfigError, load_config
 from pipelines.cli import main as dataprep_cli
 from pipelines.filter_run import run_filter

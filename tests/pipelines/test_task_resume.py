@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from resume import crash_in_step, rerun_after_a_crash, stats_without_timings, step_info
+from resume import crash_in_step, stats_without_timings, step_info
 
 from dataprep.classify.langid import default_model_path
 from dataprep.core.config import load_config
@@ -145,11 +145,11 @@ def _global_config(out: Path, inputs: list[Path], tokenizer: Path):
     return _config(out, inputs, stages)
 
 
-def _duplicated_inputs(folder: Path) -> list[Path]:
+def _duplicated_inputs(folder: Path, shared_data: Path) -> list[Path]:
     """Four JSONL files of real documents, with exact and edited copies of some in other files."""
     from dedup_corpus import real_documents
 
-    texts = real_documents()
+    texts = real_documents(shared_data)
     docs = [{"id": f"doc-{i:03d}", "url": f"https://site/{i}", "text": t} for i, t in enumerate(texts)]
     docs += [{"id": f"exact-{i:03d}", "url": f"https://copy/{i}", "text": texts[i]} for i in range(0, 40, 5)]
     docs += [{"id": f"near-{i:03d}", "url": f"https://edit/{i}", "text": texts[i].replace(" the ", " a ", 3)} for i in range(2, 40, 7)]
@@ -166,9 +166,9 @@ def _shards(out: Path) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted_global(spark, tmp_path_factory):
+def uninterrupted_global(spark, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("clean-global")
-    inputs = _duplicated_inputs(root / "inputs")
+    inputs = _duplicated_inputs(root / "inputs", shared_data)
     result = run_pipeline(_global_config(root / "out", inputs, root / "tokenizer"), spark=spark)
     stats = {s["stage"]: s for s in stats_without_timings(root / "out")}
     assert stats["exact_dedup"]["dropped"] == {"exact_duplicate": 8} and stats["minhash_dedup"]["dropped"]

@@ -84,12 +84,15 @@ def test_stages_reference_shows_choices_bounds_required_and_descriptions(capsys)
     assert "did you mean 'langid'" in capsys.readouterr().err
 
 
-def test_exit_codes_and_log_level(tmp_path, capsys):
-    assert dataprep_main(["run", str(tmp_path / "missing.yaml")]) == 2  # config problem: 2, one line
-    assert "does not exist" in capsys.readouterr().err
+def test_an_unknown_log_level_is_a_usage_error():
     with pytest.raises(SystemExit) as usage:
         dataprep_main(["run", "ingest", "--log-level", "loud"])
     assert usage.value.code == 2
+
+
+def test_config_problems_exit_2_with_one_line_naming_the_cause(tmp_path, capsys):
+    assert dataprep_main(["run", str(tmp_path / "missing.yaml")]) == 2  # config problem: 2, one line
+    assert "does not exist" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("input: {paths: [x.jsonl]}\nstages: [{stage: langid, languages: [EN]}]\n")
     assert dataprep_main(["run", str(bad), "--log-level", "debug", "--set", "stages.0.threshold=2"]) == 2

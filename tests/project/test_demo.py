@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-from dataprep.commands import demo
+from dataprep.demo import corpus as demo
 from pipelines.cli import main as dataprep_main
 
 EXPECTED = {"good": 40, "pii": 6, "boilerplate": 8, "spam": 5, "toxic": 3, "blocked_url": 3,

@@ -97,3 +97,26 @@ def test_the_entry_points_sit_on_the_floors_that_hold_their_commands():
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"dataprep": "pipelines.cli:main", "pretrain": "pretrain.cli:main"}
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The first name of every module ``path`` imports, anywhere in its source."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_tests_share_helpers_through_support_and_leave_bench_to_its_own_tests():
+    """A helper two test modules use lives in tests/support/, never in a test module; only tests/bench/ imports
+    bench code (a bench imports what it shares with the tests from tests/support/)."""
+    tests = ROOT / "tests"
+    test_modules = {p.stem for p in tests.rglob("test_*.py")}
+    for path in sorted(tests.rglob("*.py")):
+        imported = _top_level_imports(path)
+        assert not imported & test_modules, f"{path.relative_to(ROOT)} imports a test module: move the helper to tests/support/"
+        if tests / "bench" not in path.parents:
+            assert "bench" not in imported, f"{path.relative_to(ROOT)} imports bench code"

@@ -293,7 +293,7 @@ NOT_RUN = {
     "python -m bench.gpu.bench_gpu --models 1b --precision bf16 fp32 fp16 --compile off on --adamw fused foreach "
     "--checkpointing none selective block --fsdp off on --seq-len 2048 --micro-batch 8 --steps 13 --warmup 3":
         "a GPU benchmark (docs/gpu.md)",
-    "python -m bench.gpu.bench_gpu --smoke": "a checkout script: tests/pretrain/train/test_bench_gpu.py runs it",
+    "python -m bench.gpu.bench_gpu --smoke": "a checkout script: tests/bench/test_bench_gpu.py runs it",
     'CCP_TORCH_SPEC="torch==2.13.0" bash bench/gpu/gpu_run.sh': "a GPU benchmark",
     "bash bench/gpu/gpu_run.sh prepare": "downloads wheels for a GPU machine",
     "bash bench/gpu/gpu_run.sh tests throughput ablation": "a GPU benchmark (docs/gpu.md)",

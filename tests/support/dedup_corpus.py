@@ -1,4 +1,4 @@
-"""Real text for the dedup tests: the documents in ../shared/data (bench.dedup.dedup_eval), trafilatura-eval's main
+"""Real text for the dedup tests: the documents in ../shared/data (near_duplicates.py), trafilatura-eval's main
 text and boilerplate snippets, and a table builder in the pipeline's document schema."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+from near_duplicates import real_documents  # noqa: F401 - the real documents, for the dedup tests
 
-from bench.dedup.dedup_eval import real_documents  # noqa: F401 - the real documents, for the dedup tests
 from dataprep.core.stage import DOC_SCHEMA
 
 

@@ -120,8 +120,11 @@ def test_one_model_per_language(spark, sentences, tmp_path, capsys):
         stage.process(pa.table({"text": texts}))
 
 
-def test_dclm_recipe_and_precision_recall_arithmetic():
+def test_the_recipe_is_dclms():
     assert {k: DCLM_RECIPE[k] for k in ("dim", "lr", "epoch", "wordNgrams", "minCount")} == {"dim": 256, "lr": 0.1, "epoch": 3, "wordNgrams": 2, "minCount": 3}
+
+
+def test_precision_and_recall_at_each_kept_share():
     rows = precision_recall_at_shares([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0], [True, True, False, True] + [False] * 6)
     assert [(r["kept"], r["precision"], r["recall"]) for r in rows] == [(1, 1.0, 0.3333), (2, 1.0, 0.6667), (5, 0.6, 1.0)]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from dedup_corpus import real_documents
 
-from bench.dedup.dedup_eval import mutate
+from near_duplicates import mutate
 from dataprep.dedup.minhash import MinHashDedup, collision_probability
 from dataprep.dedup.normalize import normalize, shingles
 

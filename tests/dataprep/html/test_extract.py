@@ -7,10 +7,10 @@ import json
 
 import pyarrow as pa
 import pytest
+from snippets import snippet_scores
 
 from dataprep.html.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
 from dataprep.core.config import InputConfig
-from bench.common.snippets import snippet_scores
 from dataprep.html.charset import decode_html
 from dataprep.html.extract import Extract
 from dataprep.readers import iter_documents

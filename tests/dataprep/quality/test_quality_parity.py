@@ -1,7 +1,7 @@
 """Parity with datatrove 0.10.1: every rule's keep/drop decision (and reason) on real pages.
 
 The expected decisions were produced by bench/quality/quality_golden.py running datatrove's own filters; the
-texts are rebuilt here from ../shared/data (their sha1 is in the golden file), so datatrove is not
+texts are rebuilt here from ../shared/data (tests/support/quality_parity.py) (their sha1 is in the golden file), so datatrove is not
 needed to run this test.
 """
 
@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
-from bench.quality import quality_golden as golden_mod
+import quality_parity as golden_mod
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from dataprep.core.config import InputConfig, load_config
 from dataprep.readers import READ_STAGE, dechunk, decode_payload, detect_format, iter_documents
+from dataprep.readers.warc_writer import record_id, warc_record
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, concat
 from dataprep.core.stats import StageStats
 from pipelines.pipeline_run import run_pipeline
@@ -60,14 +60,11 @@ def outcome(kept: pa.Table, dropped: pa.Table) -> dict:
     return dict(counts)
 
 
-def warc_record(url: str, block: bytes, rtype: str = "response") -> bytes:
+def gzipped_record(url: str, block: bytes, rtype: str = "response") -> bytes:
     """One gzip member holding a WARC/1.0 record (test input built from real pages)."""
-    head = (
-        f"WARC/1.0\r\nWARC-Type: {rtype}\r\nWARC-Record-ID: <urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, url)}>\r\n"
-        f"WARC-Date: 2024-05-18T01:58:10Z\r\nWARC-Target-URI: {url}\r\n"
-        f"Content-Type: application/http; msgtype={rtype}\r\nContent-Length: {len(block)}\r\n\r\n"
-    )
-    return gzip.compress(head.encode() + block + b"\r\n\r\n")
+    fields = {"WARC-Record-ID": record_id(url), "WARC-Date": "2024-05-18T01:58:10Z", "WARC-Target-URI": url,
+              "Content-Type": f"application/http; msgtype={rtype}"}
+    return gzip.compress(warc_record(rtype, fields, block, version="1.0"))
 
 
 def http_response(body: bytes, *headers: str) -> bytes:
@@ -270,16 +267,16 @@ def test_random_bytes_are_not_a_warc(tmp_path):
 def test_chunked_and_gzip_payloads_are_decoded(tmp_path, page):
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(page[i : i + 4000]), page[i : i + 4000]) for i in range(0, len(page), 4000)) + b"0\r\n\r\n"
     records = [
-        warc_record("http://a/chunked", http_response(chunked, "Content-Type: text/html", "Transfer-Encoding: chunked")),
-        warc_record("http://a/gzip", http_response(gzip.compress(page), "Content-Type: text/html; charset=UTF-8", "Content-Encoding: gzip")),
-        warc_record(
+        gzipped_record("http://a/chunked", http_response(chunked, "Content-Type: text/html", "Transfer-Encoding: chunked")),
+        gzipped_record("http://a/gzip", http_response(gzip.compress(page), "Content-Type: text/html; charset=UTF-8", "Content-Encoding: gzip")),
+        gzipped_record(
             "http://a/both",
             http_response(b"%x\r\n%s\r\n0\r\n\r\n" % (len(gzip.compress(page)), gzip.compress(page)), "Content-Type: text/html", "Transfer-Encoding: chunked", "Content-Encoding: gzip"),
         ),
-        warc_record("http://a/badgzip", http_response(b"\x1f\x8b\x08\x00garbage" * 10, "Content-Type: text/html", "Content-Encoding: gzip")),
-        warc_record("http://a/notype", http_response(page)),  # sniffed as HTML
-        warc_record("http://a/json", http_response(b'{"a": 1}', "Content-Type: application/json")),
-        warc_record("http://a/big", http_response(page, "Content-Type: text/html")),
+        gzipped_record("http://a/badgzip", http_response(b"\x1f\x8b\x08\x00garbage" * 10, "Content-Type: text/html", "Content-Encoding: gzip")),
+        gzipped_record("http://a/notype", http_response(page)),  # sniffed as HTML
+        gzipped_record("http://a/json", http_response(b'{"a": 1}', "Content-Type: application/json")),
+        gzipped_record("http://a/big", http_response(page, "Content-Type: text/html")),
     ]
     path = tmp_path / "encoded.warc.gz"
     path.write_bytes(b"".join(records))
@@ -361,14 +358,15 @@ def test_parquet_documents(shared_data, tmp_path):
         read_all(path)
 
 
-def test_format_detection_and_fsspec_urls(shared_data, tmp_path):
+def test_format_is_detected_from_the_name_or_else_the_content(shared_data, tmp_path):
     assert detect_format("x.warc.wet.gz") == "warc" and detect_format("x.json.gz") == "jsonl"
     assert detect_format("x.parquet") == "parquet" and detect_format("x.jsonl", "wet") == "warc"
     no_ext = tmp_path / "segment-00001"
     no_ext.write_bytes((shared_data / "warc/cc-main-2024-22-whirlwind/whirlwind.warc.gz").read_bytes())
     assert detect_format(str(no_ext)) == "warc" and read_all(no_ext)[0].num_rows == 1
-    mystery = tmp_path / "mystery.bin"
-    mystery.write_bytes(b"\x00\x01 nothing we know")
+
+
+def test_fsspec_urls_are_read_and_named_as_the_source(shared_data):
     with fsspec.open("memory://bucket/sample.warc.gz", "wb") as fh:
         fh.write((shared_data / "warc/wget/dolma-sample-0000.warc.gz").read_bytes())
     kept, _ = read_all("memory://bucket/sample.warc.gz")

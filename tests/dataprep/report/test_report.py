@@ -20,7 +20,7 @@ import pytest
 
 from pipelines.cli import main as dataprep
 from dataprep.core.config import load_config, parse_stages
-from dataprep.commands.report import build_report
+from dataprep.report.build import build_report
 from dataprep.core.runner import run_stages
 from dataprep.core.stage import DOC_SCHEMA, DROP_REASON, DROP_STAGE
 from dataprep.core.stats import StageStats, save_json

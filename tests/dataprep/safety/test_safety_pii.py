@@ -1,5 +1,5 @@
-"""PII stage: detection per type, hard negatives, the labelled set's precision/recall, redaction,
-counts, dropping PII-heavy pages, and linear time on 10 MB and digit-only text."""
+"""PII stage: detection per type, hard negatives, redaction, counts, dropping PII-heavy pages, and linear
+time on 10 MB and digit-only text (the labelled set's precision/recall: tests/bench/test_pii_eval.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import time
 import pyarrow as pa
 import pytest
 
-from bench.safety import pii_eval
 from dataprep.core.config import ConfigError, parse_stages
 from dataprep.safety.pii import PiiScrubber, cn_id_ok, find_pii, iban_ok, luhn_ok, redact
 
@@ -64,17 +63,6 @@ def test_checksums():
     assert luhn_ok("4111111111111111") and not luhn_ok("4111111111111112")
     assert iban_ok("GB82WEST12345698765432") and not iban_ok("GB82WEST12345698765431")
     assert cn_id_ok("11010519491231002X") and not cn_id_ok("110105194912310021")
-
-
-def test_labelled_set_meets_the_targets():
-    rows = pii_eval.load()
-    assert len(rows) >= 300
-    assert len({r["lang"] for r in rows}) >= 10
-    report, errors = pii_eval.evaluate(rows)
-    for pii_type, r in report.items():
-        assert r["tp"] + r["fn"] >= 20, pii_type  # every type has enough positives to measure
-        assert r["precision"] >= 0.97, (pii_type, r, errors)
-        assert r["recall"] >= 0.98, (pii_type, r, errors)  # 0.99 target; phone is at 0.987 (see report)
 
 
 def test_stage_redacts_counts_and_drops():

@@ -83,9 +83,12 @@ def test_ut1_folders_from_config_with_urls_and_threshold(tmp_path):
     assert _reasons(everything, ["https://jobs.example.com/a"]) == ["url_blocklist:jobsearch"]
 
 
-def test_allow_list_and_config_errors(tmp_path):
+def test_an_allowed_domain_passes_its_blocklist():
     stage = UrlFilter(allow_domains=["pornhub.com"])
     assert _reasons(stage, ["https://www.pornhub.com/press"]) == [None]
+
+
+def test_a_missing_blocklist_or_a_misspelt_setting_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         parse_stages([{"stage": "url_filter", "blocklists": [str(tmp_path / "missing")]}])
     with pytest.raises(ConfigError, match="soft_word_treshold"):

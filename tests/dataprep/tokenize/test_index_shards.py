@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import yaml
-from test_shards import megatron_indexed_dataset
+from megatron_reference import megatron_indexed_dataset
 from train_fixtures import tiny_config
 
 from pipelines.cli import main as dataprep_main

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import struct
-import warnings
 
 import numpy as np
 import pytest
+from megatron_reference import megatron_indexed_dataset
 
 from dataprep.tokenize.manifest import build_manifest, load_manifest, write_manifest
 from dataprep.tokenize.shards import (
@@ -22,13 +22,6 @@ from dataprep.tokenize.shards import (
 from dataprep.tokenize.verify import verify_dataset
 
 DOCS = [np.array([5, 6, 7], np.int32), np.array([], np.int32), np.array([65_535, 0, 2], np.int32), np.arange(100, 140, dtype=np.int32)]
-
-
-def megatron_indexed_dataset():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from megatron.core.datasets import indexed_dataset
-    return indexed_dataset
 
 
 # DOCS with every id inside the vocabulary of make_dataset (65,535 is the largest uint16, not a token of it)

@@ -9,41 +9,21 @@ import os
 import numpy as np
 import pytest
 from range_server import serve_folder
+from remote_loaders import GLOBAL, MICRO, SEQ, global_batch, rank_loaders, remote_data_config
 from train_fixtures import make_token_dataset
 
 from dataprep.tokenize.shards import ShardError
 from dataprep.tokenize.verify import verify_dataset
 from pretrain.components.dataloader import build_loaders
 from pretrain.components.remote_shards import RemoteReadError
-from pretrain.config import DataConfig
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
 
-SEQ, GLOBAL, MICRO = 16, 8, 2
-
-
 @pytest.fixture()
 def dataset(tmp_path):
     return make_token_dataset(tmp_path / "shards", n_docs=120, n_shards=2)
-
-
-def _config(path: str, **cache) -> DataConfig:
-    cache = {"block_bytes": 512, "max_bytes": 8192, "read_ahead_steps": 1, "workers": 4, "backoff_s": 0.0, **cache}
-    return DataConfig(sources=[{"path": path}], val_fraction=0.1, cache=cache)
-
-
-def _loaders(path: str, cache_dir, dp_size: int = 1, **cache):
-    """The training loader of every data-parallel rank (and rank 0's validation loader)."""
-    built = [build_loaders(_config(path, **cache), SEQ, GLOBAL, MICRO, rank, dp_size, cache_dir=str(cache_dir / f"r{rank}"))
-             for rank in range(dp_size)]
-    return [train for train, _ in built], built[0][1]
-
-
-def _global_batch(loaders) -> np.ndarray:
-    """The next step's global batch: every rank's micro-batches, in rank order."""
-    return np.concatenate([np.concatenate([m.numpy() for m in loader.next_step()]) for loader in loaders])
 
 
 def _bytes_in(folder) -> int:
@@ -59,39 +39,39 @@ def _bytes_in(folder) -> int:
 
 @pytest.mark.parametrize("dp_size", [1, 2])
 def test_remote_source_gives_the_local_samples(dataset, tmp_path, dp_size):
-    local, _ = _loaders(dataset, tmp_path / "unused", dp_size)
+    local, _ = rank_loaders(dataset, tmp_path / "unused", dp_size)
     with serve_folder(os.path.dirname(dataset)) as server:
-        remote, remote_val = _loaders(f"{server.url}/shards", tmp_path / "cache", dp_size)
+        remote, remote_val = rank_loaders(f"{server.url}/shards", tmp_path / "cache", dp_size)
         for _ in range(200):
-            np.testing.assert_array_equal(_global_batch(remote), _global_batch(local))
+            np.testing.assert_array_equal(global_batch(remote), global_batch(local))
             for rank in range(dp_size):
                 assert _bytes_in(tmp_path / "cache" / f"r{rank}") <= 8192
-        _, local_val = build_loaders(_config(dataset), SEQ, GLOBAL, MICRO, 0, 1)
+        _, local_val = build_loaders(remote_data_config(dataset), SEQ, GLOBAL, MICRO, 0, 1)
         for step in range(3):
             np.testing.assert_array_equal(remote_val.batch_at(step * GLOBAL)[0].numpy(), local_val.batch_at(step * GLOBAL)[0].numpy())
     assert remote[0].state_dict() == local[0].state_dict()
 
 
 def test_remote_loader_resumes_exactly(dataset, tmp_path):
-    (local,), _ = _loaders(dataset, tmp_path / "unused")
-    expected = [_global_batch([local]) for _ in range(40)]
+    (local,), _ = rank_loaders(dataset, tmp_path / "unused")
+    expected = [global_batch([local]) for _ in range(40)]
     with serve_folder(os.path.dirname(dataset)) as server:
-        (first,), _ = _loaders(f"{server.url}/shards", tmp_path / "before")
+        (first,), _ = rank_loaders(f"{server.url}/shards", tmp_path / "before")
         for _ in range(20):
-            _global_batch([first])
-        (resumed,), _ = _loaders(f"{server.url}/shards", tmp_path / "after")
+            global_batch([first])
+        (resumed,), _ = rank_loaders(f"{server.url}/shards", tmp_path / "after")
         resumed.load_state_dict(first.state_dict())
         for step in range(20, 40):
-            np.testing.assert_array_equal(_global_batch([resumed]), expected[step])
+            np.testing.assert_array_equal(global_batch([resumed]), expected[step])
 
 
 def test_cache_evicts_to_stay_within_its_byte_limit(dataset, tmp_path):
     with serve_folder(os.path.dirname(dataset)) as server:
         with pytest.warns(UserWarning, match="max_bytes 1024 may not hold the 2 steps read ahead"):
-            (loader,), _ = _loaders(f"{server.url}/shards", tmp_path / "cache", block_bytes=256, max_bytes=1024)
+            (loader,), _ = rank_loaders(f"{server.url}/shards", tmp_path / "cache", block_bytes=256, max_bytes=1024)
         cache = loader.sources[0].cache
         for _ in range(50):
-            _global_batch([loader])
+            global_batch([loader])
             assert _bytes_in(tmp_path / "cache" / "r0") <= 1024 and cache.bytes_on_disk <= 1024
     assert cache.bytes_fetched > 4 * 1024  # blocks were evicted and fetched again
 
@@ -102,7 +82,7 @@ def test_a_shard_changed_on_the_server_is_refused_with_its_url(dataset, tmp_path
     with serve_folder(os.path.dirname(dataset)) as server:
         url = f"{server.url}/shards/part-00001.bin"
         with pytest.raises(ShardError, match=f"{url} is .* bytes but manifest.json says"):
-            _loaders(f"{server.url}/shards", tmp_path / "cache")
+            rank_loaders(f"{server.url}/shards", tmp_path / "cache")
 
 
 def test_an_index_whose_checksum_differs_is_refused_with_its_url(dataset, tmp_path):
@@ -111,47 +91,47 @@ def test_an_index_whose_checksum_differs_is_refused_with_its_url(dataset, tmp_pa
         fh.write(b"\x07")  # same size, other bytes
     with serve_folder(os.path.dirname(dataset)) as server:
         with pytest.raises(ShardError, match=f"{server.url}/shards/part-00000.idx: SHA-256 does not match"):
-            _loaders(f"{server.url}/shards", tmp_path / "cache")
+            rank_loaders(f"{server.url}/shards", tmp_path / "cache")
 
 
 @pytest.mark.filterwarnings("ignore:data.cache.max_bytes")  # a small cache on purpose: blocks are fetched again
 def test_a_shard_truncated_during_the_run_stops_it_with_its_url(dataset, tmp_path):
     with serve_folder(os.path.dirname(dataset)) as server:
-        (loader,), _ = _loaders(f"{server.url}/shards", tmp_path / "cache", block_bytes=256, max_bytes=1024)
-        _global_batch([loader])
+        (loader,), _ = rank_loaders(f"{server.url}/shards", tmp_path / "cache", block_bytes=256, max_bytes=1024)
+        global_batch([loader])
         os.truncate(os.path.join(dataset, "part-00000.bin"), 1000)
         with pytest.raises(ShardError, match=f"{server.url}/shards/part-00000.bin: bytes"):
             for _ in range(200):
-                _global_batch([loader])
+                global_batch([loader])
 
 
 def test_a_file_url_gives_the_local_samples(dataset, tmp_path):
-    (local,), _ = _loaders(dataset, tmp_path / "unused")
-    (remote,), _ = _loaders(f"file://{dataset}", tmp_path / "cache")
+    (local,), _ = rank_loaders(dataset, tmp_path / "unused")
+    (remote,), _ = rank_loaders(f"file://{dataset}", tmp_path / "cache")
     for _ in range(20):
-        np.testing.assert_array_equal(_global_batch([remote]), _global_batch([local]))
+        np.testing.assert_array_equal(global_batch([remote]), global_batch([local]))
 
 
 def test_a_missing_shard_is_refused_with_its_url(dataset, tmp_path):
     os.unlink(os.path.join(dataset, "part-00000.idx"))
     with serve_folder(os.path.dirname(dataset)) as server:
         with pytest.raises(ShardError, match=f"{server.url}/shards/part-00000.idx is missing"):
-            _loaders(f"{server.url}/shards", tmp_path / "cache")
+            rank_loaders(f"{server.url}/shards", tmp_path / "cache")
 
 
 def test_transient_failures_are_retried_and_change_no_sample(dataset, tmp_path):
-    (local,), _ = _loaders(dataset, tmp_path / "unused")
+    (local,), _ = rank_loaders(dataset, tmp_path / "unused")
     with serve_folder(os.path.dirname(dataset), fail_every=5) as server:
-        (remote,), _ = _loaders(f"{server.url}/shards", tmp_path / "cache")
+        (remote,), _ = rank_loaders(f"{server.url}/shards", tmp_path / "cache")
         for _ in range(40):
-            np.testing.assert_array_equal(_global_batch([remote]), _global_batch([local]))
+            np.testing.assert_array_equal(global_batch([remote]), global_batch([local]))
     assert server.requests > 50  # some of them failed, every fifth
 
 
 def test_a_server_that_keeps_failing_stops_the_run_naming_the_url(dataset, tmp_path):
     with serve_folder(os.path.dirname(dataset), fail_every=1) as server:
         with pytest.raises(RemoteReadError, match=f"{server.url}/shards/manifest.json: 3 attempts failed"):
-            _loaders(f"{server.url}/shards", tmp_path / "cache", retries=2)
+            rank_loaders(f"{server.url}/shards", tmp_path / "cache", retries=2)
 
 
 def test_verify_shards_reads_a_url(dataset):

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from test_remote_shards import GLOBAL, MICRO, SEQ, _config, _global_batch, _loaders
+from remote_loaders import GLOBAL, MICRO, SEQ, global_batch, rank_loaders, remote_data_config
 from train_fixtures import make_token_dataset
 
 from dataprep.tokenize.shards import ShardError
@@ -46,11 +46,11 @@ def bucket(tmp_path_factory):
 @pytest.mark.parametrize("dp_size", [1, 2])
 def test_an_s3_source_gives_the_local_samples(bucket, tmp_path, dp_size):
     local_dir, _ = bucket
-    local, _ = _loaders(local_dir, tmp_path / "unused", dp_size)
-    remote, remote_val = _loaders("s3://shards-bucket/shards", tmp_path / "cache", dp_size)
+    local, _ = rank_loaders(local_dir, tmp_path / "unused", dp_size)
+    remote, remote_val = rank_loaders("s3://shards-bucket/shards", tmp_path / "cache", dp_size)
     for _ in range(100):
-        np.testing.assert_array_equal(_global_batch(remote), _global_batch(local))
-    _, local_val = build_loaders(_config(local_dir), SEQ, GLOBAL, MICRO, 0, 1)
+        np.testing.assert_array_equal(global_batch(remote), global_batch(local))
+    _, local_val = build_loaders(remote_data_config(local_dir), SEQ, GLOBAL, MICRO, 0, 1)
     np.testing.assert_array_equal(remote_val.batch_at(0)[0].numpy(), local_val.batch_at(0)[0].numpy())
     assert verify_dataset("s3://shards-bucket/shards") == []
 
@@ -61,7 +61,7 @@ def test_an_object_changed_in_the_bucket_is_refused_with_its_url(bucket, tmp_pat
     with open(os.path.join(local_dir, "part-00001.bin"), "rb") as fh:
         fs.pipe_file("shards-bucket/changed/part-00001.bin", fh.read() + b"\0\0")
     with pytest.raises(ShardError, match="s3://shards-bucket/changed/part-00001.bin is .* bytes but manifest.json says"):
-        _loaders("s3://shards-bucket/changed", tmp_path / "cache")
+        rank_loaders("s3://shards-bucket/changed", tmp_path / "cache")
 
 
 def test_training_from_s3_gives_the_losses_of_local_shards(bucket, tmp_path):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from test_train_parallel import MODEL, _torchrun
+from parallel_runs import MODEL, torchrun
 from train_fixtures import tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -86,7 +86,7 @@ def _worker(out: str, name: str) -> None:
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("clip")
     for name in LAYOUTS:
-        _torchrun([os.path.abspath(__file__), str(root), name], timeout=300)
+        torchrun([os.path.abspath(__file__), str(root), name], timeout=300)
     return {name: [json.loads((root / f"{name}-rank{r}.json").read_text()) for r in range(4)] for name in LAYOUTS}
 
 

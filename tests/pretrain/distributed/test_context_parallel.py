@@ -163,7 +163,7 @@ def test_resident_size_stays_flat_where_the_mask_grew_with_the_square():
 def _resident_peaks() -> dict[str, int]:
     """Bytes the resident size peaks above its start during a forward and backward pass, per attention and
     sequence length (the least of two passes, after one that allocates once-only state)."""
-    from test_train_scale import _peak_growth
+    from memory_peaks import peak_growth
 
     peaks = {}
     for seq_len in (4096, 8192):
@@ -171,7 +171,7 @@ def _resident_peaks() -> dict[str, int]:
         new = ContextParallelAttention(None, 2, 0, seq_len).attend_gathered
         for name, attend in (("new", new), ("dense", partial(_dense_mask_attention, cp=2, rank=0))):
             attend(*inputs).sum().backward()
-            peaks[f"{name}_{seq_len}"] = min(_peak_growth(lambda: attend(*inputs).sum().backward())[1]
+            peaks[f"{name}_{seq_len}"] = min(peak_growth(lambda: attend(*inputs).sum().backward())[1]
                                              for _ in range(2))
     return peaks
 

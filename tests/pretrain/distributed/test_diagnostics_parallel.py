@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from test_train_parallel import MODEL, _torchrun, run_single_process
+from parallel_runs import MODEL, run_single_process, torchrun
 from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.metrics import read_metrics
@@ -41,7 +41,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("diagnostics_parallel")
     data = make_token_dataset(root / "tokens", n_docs=200)
     run_single_process(config(data, root / "single"))
-    _torchrun([os.path.abspath(__file__), str(root), data], processes=2)
+    torchrun([os.path.abspath(__file__), str(root), data], processes=2)
     return root
 
 

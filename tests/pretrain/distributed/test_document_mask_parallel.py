@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 from document_windows import alone_losses, packed_losses, packed_window
-from test_train_parallel import MODEL, STEPS, _records, _torchrun, run_single_process
+from parallel_runs import MODEL, STEPS, metric_records, torchrun, run_single_process
 from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -55,7 +55,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("document_mask_parallel")
     data = make_token_dataset(root / "tokens", n_docs=300, max_len=24)  # several documents per window
     packed_window(root / "window")  # written once, before the workers read it
-    _torchrun([os.path.abspath(__file__), str(root), data])
+    torchrun([os.path.abspath(__file__), str(root), data])
     run_single_process(_config(data, root / "single", {}))
     return root
 
@@ -67,7 +67,7 @@ def test_document_mask_under_fsdp_x_tp_gives_each_document_its_losses_alone(runs
 
 def test_document_mask_training_under_fsdp_x_tp_matches_one_process(runs):
     for kind in ("train", "val"):
-        ref, got = _records(runs / "single", kind), _records(runs / "2x2", kind)
+        ref, got = metric_records(runs / "single", kind), metric_records(runs / "2x2", kind)
         assert sorted(got) == sorted(ref) and len(ref) >= (STEPS if kind == "train" else 2)
         for step in ref:
             assert got[step] == pytest.approx(ref[step], rel=1e-5), (kind, step)

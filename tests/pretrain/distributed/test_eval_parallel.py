@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 from harness_tasks import write_tasks
-from test_train_parallel import _torchrun
+from parallel_runs import torchrun
 from text_runs import make_text_shards, require
 from train_fixtures import tiny_config
 
@@ -42,7 +42,7 @@ def run(shared_data, tmp_path_factory):
     (root / "configs.json").write_text(json.dumps(list(configs.values())))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_DATASETS_OFFLINE", "1")
-        _torchrun([os.path.abspath(__file__), str(root / "configs.json")], processes=2)
+        torchrun([os.path.abspath(__file__), str(root / "configs.json")], processes=2)
     return configs, tokenizer, held[:24]
 
 

@@ -21,7 +21,7 @@ import uuid
 import pytest
 import yaml
 
-from test_train_parallel import STEPS, _records, config
+from parallel_runs import STEPS, config, metric_records
 from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.cluster
@@ -128,7 +128,7 @@ def test_two_nodes_form_one_world_of_four(runs):
 
 def test_two_node_losses_equal_single_node(runs):
     for kind in ("train", "val"):
-        ref, got = _records(runs / "one_node", kind), _records(runs / "two_nodes", kind)
+        ref, got = metric_records(runs / "one_node", kind), metric_records(runs / "two_nodes", kind)
         assert sorted(got) == sorted(ref) and len(ref) >= (STEPS if kind == "train" else 2)
         for step in ref:
             assert got[step] == pytest.approx(ref[step], rel=1e-5), (kind, step)

@@ -9,8 +9,8 @@ import os
 import sys
 
 import pytest
+from parallel_runs import torchrun
 from profiles import check_split, profile_config, trace_names
-from test_train_parallel import _torchrun
 from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test
 
 def test_profile_under_two_ranks_names_the_collectives(tmp_path):
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
-    _torchrun([os.path.abspath(__file__), data, str(tmp_path / "run")], processes=2)
+    torchrun([os.path.abspath(__file__), data, str(tmp_path / "run")], processes=2)
     folder = tmp_path / "run" / "profile"
     assert sorted(os.listdir(folder)) == ["profile.json", "rank0.trace.json", "rank1.trace.json"]
     for rank in (0, 1):

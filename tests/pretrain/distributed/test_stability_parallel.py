@@ -8,7 +8,7 @@ import os
 
 import pytest
 import yaml
-from test_train_parallel import MODEL, STEPS, _torchrun, run_single_process
+from parallel_runs import MODEL, STEPS, run_single_process, torchrun
 from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -33,7 +33,7 @@ def runs(tmp_path_factory):
     run_single_process(_config(data, root / "single", {}))
     cfg_path = root / "2x2.yaml"
     cfg_path.write_text(yaml.safe_dump(_config(data, root / "2x2", {"dp_shard": 2, "tp": 2})))
-    _torchrun(["-m", "pretrain.train", str(cfg_path)])
+    torchrun(["-m", "pretrain.train", str(cfg_path)])
     return root
 
 

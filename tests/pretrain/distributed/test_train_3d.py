@@ -19,7 +19,7 @@ import sys
 import pytest
 import torch
 
-from test_train_parallel import _records, _torchrun, run_single_process
+from parallel_runs import metric_records, run_single_process, torchrun
 from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -58,13 +58,13 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("3d")
     data = make_token_dataset(root / "tokens", n_docs=200)
     run_single_process(config(data, root / "single"))
-    _torchrun([os.path.abspath(__file__), str(root), data], timeout=600)
+    torchrun([os.path.abspath(__file__), str(root), data], timeout=600)
     return root
 
 
 def _assert_same_losses(root, name: str, steps: int = STEPS) -> None:
     for kind in ("train", "val") if steps == STEPS else ("train",):
-        ref, got = _records(root / "single", kind), _records(root / name, kind)
+        ref, got = metric_records(root / "single", kind), metric_records(root / name, kind)
         ref = {step: loss for step, loss in ref.items() if step <= steps}
         assert sorted(got) == sorted(ref) and ref, (name, kind)
         for step in ref:

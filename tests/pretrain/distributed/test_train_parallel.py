@@ -10,63 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import torch
 import yaml
-
-from train_fixtures import make_token_dataset, tiny_config
+from parallel_runs import STEPS, config, metric_records, run_single_process, torchrun
+from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
-
-STEPS = 6
-MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 2, "n_heads": 8, "n_kv_heads": 4, "ffn_dim": 64,
-         "max_seq_len": 64}
-
-
-def config(data, out, parallel: dict | None = None) -> dict:
-    return tiny_config(data, out, model=MODEL, max_steps=STEPS, parallel=parallel or {},
-                       log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1},
-                       checkpoint={"every_steps": 3, "keep_last": 2})
-
 
 WORKER_RUNS = {  # name -> parallel config (with torchrun, 4 processes)
     "tp4": {"tp": 4, "loss_parallel": True},
     "fsdp4": {"tp": 1},
 }
-
-
-def run_single_process(cfg: dict) -> None:
-    """The reference run, on one thread like each torchrun worker (OMP_NUM_THREADS=1)."""
-    from pretrain.config import load_train_config
-    from pretrain.train import run
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        run(load_train_config(cfg))
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _torchrun(args: list[str], timeout: int = 400, processes: int = 4) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CCP_DEBUG": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}", *args]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-
-
-def _records(out_dir, kind: str) -> dict[int, float]:
-    key = "loss" if kind == "train" else "val_loss"
-    out = {}
-    with open(os.path.join(out_dir, "metrics.jsonl")) as fh:
-        for line in fh:
-            rec = json.loads(line)
-            if rec["kind"] == kind:
-                out[rec["step"]] = rec[key]  # a resumed run's later record wins
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +34,14 @@ def runs(tmp_path_factory):
     run_single_process(config(data, root / "single"))
     cfg_path = root / "2x2.yaml"
     cfg_path.write_text(yaml.safe_dump(config(data, root / "2x2", {"dp_shard": 2, "tp": 2})))
-    _torchrun(["-m", "pretrain.train", str(cfg_path)])
-    _torchrun([os.path.abspath(__file__), str(root), data])
+    torchrun(["-m", "pretrain.train", str(cfg_path)])
+    torchrun([os.path.abspath(__file__), str(root), data])
     return root
 
 
 def _assert_same_losses(root, name: str) -> None:
     for kind in ("train", "val"):
-        ref, got = _records(root / "single", kind), _records(root / name, kind)
+        ref, got = metric_records(root / "single", kind), metric_records(root / name, kind)
         assert sorted(got) == sorted(ref) and len(ref) >= (STEPS if kind == "train" else 2)
         for step in ref:
             assert got[step] == pytest.approx(ref[step], rel=1e-5), (name, kind, step)

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 import torch
-
+from memory_peaks import peak_growth, status_bytes
 from train_fixtures import tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -252,21 +252,6 @@ def test_configs_the_mesh_cannot_run_fail_when_loaded(over, message):
 # --- the workers -------------------------------------------------------------------------------------
 
 
-def _status(key: str) -> int:
-    """Bytes of a /proc/self/status memory line (VmRSS, VmHWM)."""
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(key + ":"))
-
-
-def _peak_growth(fn) -> tuple[object, int]:
-    """fn's result and how far the resident size rose above where it started, at its peak."""
-    before = _status("VmRSS")
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # resets VmHWM, the peak resident size, to the current size
-    out = fn()
-    return out, _status("VmHWM") - before
-
-
 class _MeasuredBatches(list):
     """Micro-batches that record the resident size whenever the next one is asked for (after the
     previous backward pass)."""
@@ -274,7 +259,7 @@ class _MeasuredBatches(list):
     def __iter__(self):
         self.rss = []
         for item in super().__iter__():
-            self.rss.append(_status("VmRSS"))
+            self.rss.append(status_bytes("VmRSS"))
             yield item
 
 
@@ -307,9 +292,9 @@ def _held_at_the_loss(reshard_after_forward: bool) -> int:
     _, _, model, _, _ = _build({"tp": 1, "reshard_after_forward": reshard_after_forward}, model=WIDE)
     tokens = _batches(1)[0]
     model(tokens).float().logsumexp(-1).mean().backward()  # the first pass allocates once-only state
-    before = _status("VmRSS")
+    before = status_bytes("VmRSS")
     loss = model(tokens).float().logsumexp(-1).mean()
-    held = _status("VmRSS") - before
+    held = status_bytes("VmRSS") - before
     loss.backward()
     return held
 
@@ -323,7 +308,7 @@ def _fsdp2_worker() -> dict:
 
     out: dict = {"grads_held": {}}
     _build({"tp": 1}, model=WIDE)  # first use loads code (resident too): measure the second build
-    (cfg, _, model, optimizer, ctx), init = _peak_growth(lambda: _build({"tp": 1}, model=WIDE))
+    (cfg, _, model, optimizer, ctx), init = peak_growth(lambda: _build({"tp": 1}, model=WIDE))
     full = num_params(cfg.model) * 4
     out["init_growth"] = init / full
     grads = {}
@@ -331,7 +316,7 @@ def _fsdp2_worker() -> dict:
         ctx = TrainStepContext(torch.device("cpu"), "fp32", False, fsdp=True, no_sync_accumulation=mode == "no_sync")
         optimizer.zero_grad(set_to_none=True)
         batches = _MeasuredBatches(_batches(2))
-        before = _status("VmRSS")
+        before = status_bytes("VmRSS")
         accumulate_gradients(model, batches, ctx)
         out["grads_held"][mode] = (batches.rss[1] - before) / full
         grads[mode] = [_local(p.grad).clone() for p in model.parameters()]
@@ -340,7 +325,7 @@ def _fsdp2_worker() -> dict:
     optimizer.zero_grad(set_to_none=True)
     del grads, optimizer
     path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
-    _, export = _peak_growth(lambda: export_model(model, path))
+    _, export = peak_growth(lambda: export_model(model, path))
     out["export_growth"] = export / full
     del model
     out["zero2_extra"] = _held_at_the_loss(False) - _held_at_the_loss(True)

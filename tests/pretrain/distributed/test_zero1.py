@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from test_train_parallel import MODEL, _records, _torchrun, config, run_single_process
+from parallel_runs import MODEL, metric_records, torchrun, config, run_single_process
 from train_fixtures import make_token_dataset
 
 from pretrain.config import ConfigError, load_train_config
@@ -48,14 +48,14 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("zero1")
     data = make_token_dataset(root / "tokens", n_docs=200)
     run_single_process(config(data, root / "single"))
-    _torchrun([os.path.abspath(__file__), str(root), data, "run"])
-    _torchrun([os.path.abspath(__file__), str(root), data, "resume"], processes=2)
+    torchrun([os.path.abspath(__file__), str(root), data, "run"])
+    torchrun([os.path.abspath(__file__), str(root), data, "resume"], processes=2)
     return root
 
 
 def _assert_same_losses(root, name: str) -> None:
     for kind in ("train", "val"):
-        ref, got = _records(root / "single", kind), _records(root / name, kind)
+        ref, got = metric_records(root / "single", kind), metric_records(root / name, kind)
         assert sorted(got) == sorted(ref) and len(ref) >= 2
         for step in ref:
             assert got[step] == pytest.approx(ref[step], rel=1e-5), (name, kind, step)

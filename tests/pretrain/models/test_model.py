@@ -20,11 +20,14 @@ def _model(cfg=CFG, seed=0) -> Llama:
     return model
 
 
-def test_logits_shape_and_causality():
+def test_logits_have_one_row_per_token_over_the_vocabulary():
+    assert _model()(torch.randint(0, 100, (2, 12))).shape == (2, 12, 100)
+
+
+def test_the_future_does_not_leak_into_the_past():
     model = _model()
     tokens = torch.randint(0, 100, (2, 12))
     logits = model(tokens)
-    assert logits.shape == (2, 12, 100)
     changed = tokens.clone()
     changed[:, 8:] = (changed[:, 8:] + 1) % 100
     out = model(changed)
@@ -68,7 +71,7 @@ def test_init_is_seeded_and_scales_residual_projections():
     assert torch.equal(block.attention_norm.weight, torch.ones(256))
 
 
-def test_param_count_and_flops():
+def test_param_count_with_and_without_tied_embeddings():
     model = _model()
     assert model.num_params() == num_params(CFG) == sum(p.numel() for p in model.parameters())
     assert num_params(CFG, exclude_embedding=True) == num_params(CFG) - 100 * 32
@@ -76,6 +79,9 @@ def test_param_count_and_flops():
     tied = _model(tied_cfg)
     assert tied.output.weight is tied.tok_embeddings.weight
     assert tied.num_params() == num_params(tied_cfg) == num_params(CFG) - 100 * 32
+
+
+def test_flops_per_token():
     n = num_params(CFG, exclude_embedding=True)
     assert flops_per_token(CFG, 32) == 6 * n + 12 * 2 * 4 * 8 * 32
 

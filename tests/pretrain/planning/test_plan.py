@@ -76,11 +76,14 @@ def test_size_cli_writes_a_loadable_config(tmp_path, capsys):
 
 # --- GPU table ------------------------------------------------------------------------------------
 
-def test_gpu_table_and_device_names():
+def test_peak_flops_from_the_device_name():
     assert peak_flops("NVIDIA H100 80GB HBM3") == 989e12 == peak_flops("NVIDIA H200")
     assert peak_flops("NVIDIA A100-SXM4-40GB") == 312e12 == peak_flops("NVIDIA A100 80GB PCIe")
     assert peak_flops("NVIDIA H100 PCIe") == 756e12 and peak_flops("NVIDIA L4") == 121e12
     assert peak_flops("cpu") is None and peak_flops("NVIDIA A10G") is None
+
+
+def test_gpu_table_lookup_by_name():
     assert get_gpu("A100-40GB").memory_gb == 40 and get_gpu("NVIDIA A100-SXM4-80GB").memory_gb == 80
     assert get_gpu("h100_sxm") is H100
     with pytest.raises(ValueError, match="unknown GPU"):

@@ -135,7 +135,7 @@ def test_every_n_steps_and_the_last(tmp_path):
 def test_steps_between_diagnostics_read_nothing_back(tmp_path):
     """Diagnostics on: an ordinary step still reads nothing back, and a diagnostic step's own read is one
     ``tolist``."""
-    from test_train_no_host_sync import reads_recorded
+    from host_reads import reads_recorded
 
     trainer = _trainer(tmp_path, max_steps=6, diagnostics_every_steps=3, every_steps=4)
     where = [None]

@@ -6,11 +6,11 @@ test, not a timing, is the proof.)"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pytest
 import torch
+from host_reads import reads_recorded
 from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.faults import Fault
@@ -19,29 +19,6 @@ from pretrain.config import load_train_config
 from pretrain.train import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-READS = ("item", "cpu", "tolist", "numpy", "__int__", "__float__", "__bool__", "__index__")
-
-
-@contextlib.contextmanager
-def reads_recorded(where: list):
-    """Record (``where[0]``, method) for every call of a read-back method of ``torch.Tensor`` in the block."""
-    calls, originals = [], {name: getattr(torch.Tensor, name) for name in READS}
-
-    def recording(name, method):
-        def read(self, *args, **kwargs):
-            calls.append((where[0], name))
-            return method(self, *args, **kwargs)
-        return read
-
-    for name, method in originals.items():
-        setattr(torch.Tensor, name, recording(name, method))
-    try:
-        yield calls
-    finally:
-        for name, method in originals.items():
-            setattr(torch.Tensor, name, method)
-
 
 def test_ordinary_steps_read_nothing_back_and_the_guard_still_skips(tmp_path):
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)

@@ -1,8 +1,9 @@
 """Messy-input cases for the cleaning pipeline: each writes its own fixture into a folder, runs the real
 reader or stage on it and returns what happened (kept ids, drop reasons, counters).
 
-``tests/pipelines/test_fault_injection.py`` asserts on these outcomes; ``bench/faults/bench_faults.py`` runs each in a
-fresh process and prints its outcome, time and peak RSS.
+``tests/pipelines/test_fault_injection.py`` asserts on these outcomes; ``bench/faults/bench_faults.py`` (run from the
+repository root, importing ``tests.support.fault_cases``) runs each in a fresh process and prints its outcome, time
+and peak RSS.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataprep.core.config import InputConfig
 from dataprep.readers import iter_documents
 from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
+from dataprep.readers.warc_writer import warc_record
 
 GOOD_PAGES = 6
 
@@ -26,15 +28,12 @@ def page(i: int) -> bytes:
             f"about the harbour, the boats and the people who mend their nets every morning.</p></article></body></html>").encode()
 
 
-def warc_record(i: int, body: bytes, length_error: int = 0, headers: str = "Content-Type: text/html") -> bytes:
+def response_record(i: int, body: bytes, length_error: int = 0, headers: str = "Content-Type: text/html") -> bytes:
     """One WARC response record; ``length_error`` bytes added to its Content-Length (negative: too short)."""
     http = f"HTTP/1.1 200 OK\r\n{headers}\r\n\r\n".encode() + body
-    head = (
-        f"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{i:012d}>\r\n"
-        f"WARC-Date: 2024-05-18T01:58:10Z\r\nWARC-Target-URI: https://example.org/{i}\r\n"
-        f"Content-Type: application/http; msgtype=response\r\nContent-Length: {len(http) + length_error}\r\n\r\n"
-    )
-    return head.encode() + http + b"\r\n\r\n"
+    fields = {"WARC-Record-ID": f"<urn:uuid:00000000-0000-0000-0000-{i:012d}>", "WARC-Date": "2024-05-18T01:58:10Z",
+              "WARC-Target-URI": f"https://example.org/{i}", "Content-Type": "application/http; msgtype=response"}
+    return warc_record("response", fields, http, version="1.0", length_error=length_error)
 
 
 def write_warc(path: Path, records: list[bytes], gzipped: bool) -> Path:
@@ -64,7 +63,7 @@ def read(path: Path, **cfg) -> dict:
 
 def bad_content_length(folder: Path, length_error: int, broken: int, gzipped: bool) -> dict:
     """Record ``broken`` of GOOD_PAGES declares a Content-Length ``length_error`` bytes off."""
-    records = [warc_record(i, page(i), length_error if i == broken else 0) for i in range(GOOD_PAGES)]
+    records = [response_record(i, page(i), length_error if i == broken else 0) for i in range(GOOD_PAGES)]
     name = f"bad-length{length_error:+d}-at{broken}.warc" + (".gz" if gzipped else "")
     return read(write_warc(folder / name, records, gzipped))
 
@@ -82,7 +81,7 @@ def extract_batch(folder: Path, pages: list[bytes], charset: str | None = None, 
     from dataprep.html.extract import Extract
 
     header = "Content-Type: text/html" + (f"; charset={charset}" if charset else "")
-    path = write_warc(folder / "pages.warc.gz", [warc_record(i, p, headers=header) for i, p in enumerate(pages)], True)
+    path = write_warc(folder / "pages.warc.gz", [response_record(i, p, headers=header) for i, p in enumerate(pages)], True)
     batch = concat(r.kept for r in iter_documents(str(path), InputConfig()))
     stage = Extract(**params)
     stats = StageStats("extract")

@@ -1,5 +1,6 @@
 """Extraction quality on pages annotated like trafilatura's evaluation set (``with`` snippets are main
-text, ``without`` snippets boilerplate). Used by the extraction benchmarks and the extraction tests."""
+text, ``without`` snippets boilerplate). Used by the extraction tests and the extraction benchmarks (run from the
+repository root, they import ``tests.support.snippets``)."""
 
 from __future__ import annotations
 
