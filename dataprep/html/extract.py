@@ -84,7 +84,7 @@ class Extract(DocumentStage):
     include_comments: bool = False
     include_tables: bool = True
     trafilatura_fast: bool = False  # Trafilatura's fast=True: skip its fallback extractors (readability, jusText)
-    trafilatura_timeout: float | None = Field(20.0, gt=0, description="seconds per page in Trafilatura; a page over it is dropped as extract:timeout")
+    trafilatura_timeout: float | None = Field(20.0, gt=0, description="CPU seconds per page in Trafilatura; a page over it is dropped as extract:timeout")
     max_replacement_share: float | None = Field(None, ge=0, le=1, description="drop text more U+FFFD than this share (undecodable bytes); null: only count")
     ruby_readings: bool = False  # keep <rt>/<rp> ruby readings (furigana); inlined they repeat words
 

@@ -1,5 +1,6 @@
 """A time limit for a block of Python code in the worker's own process: a timer signal, no process
-per call, so a slow page costs its limit and nothing more."""
+per call, so a slow page costs its limit and nothing more. The limit counts the process's CPU time, not the
+wall clock, so a busy machine (other executors, other jobs) does not time out pages that are not slow."""
 
 from __future__ import annotations
 
@@ -14,19 +15,19 @@ class ExtractionTimeout(BaseException):
 
 @contextmanager
 def time_limit(seconds: float | None):
-    """Interrupt the block after ``seconds`` with ExtractionTimeout (SIGALRM: main thread on POSIX only;
-    elsewhere the block runs unlimited)."""
+    """Interrupt the block after ``seconds`` of CPU time with ExtractionTimeout (SIGPROF: main thread on POSIX
+    only; elsewhere the block runs unlimited)."""
     if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def on_alarm(signum, frame):
-        raise ExtractionTimeout(f"over {seconds}s")
+        raise ExtractionTimeout(f"over {seconds}s of CPU")
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signal.SIGPROF, on_alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
