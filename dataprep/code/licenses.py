@@ -13,7 +13,6 @@ characteristic sentence in it (``_TITLES``).
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from email.parser import HeaderParser
@@ -140,11 +139,3 @@ class CodeLicense(DocumentStage):
             return batch, [None] * batch.num_rows
         return batch, [None if self.allowed(lic) else f"license:{lic or NO_LICENSE}" for lic in batch.column("license").to_pylist()]
 
-
-def find_license_file(folder: str) -> list[str]:
-    """The licence files directly in ``folder`` (sorted), for a repository on disk."""
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    return [os.path.join(folder, n) for n in names if is_license_file(n) and os.path.isfile(os.path.join(folder, n))]

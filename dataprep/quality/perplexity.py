@@ -168,7 +168,7 @@ class Perplexity(DocumentStage):
             model = self._model_for(lang)
             if model is None:
                 continue
-            rows = [i for i, l in enumerate(langs) if l == lang] if not self.model_dir else list(range(len(texts)))
+            rows = [i for i, found in enumerate(langs) if found == lang] if not self.model_dir else list(range(len(texts)))
             scores = model.perplexities([texts[i] for i in rows])
             for i, score in zip(rows, scores):
                 ppl[i] = score

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from pretrain.components.loss import cross_entropy
-from pretrain.config import MULTI_STAGE_SCHEDULES, ModelConfig, TrainConfig
+from pretrain.config import ModelConfig, TrainConfig
+from pretrain.layout_rules import MULTI_STAGE_SCHEDULES
 from pretrain.models.llama import Llama, block_params
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
