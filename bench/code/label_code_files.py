@@ -59,6 +59,8 @@ for p in sample(site(lambda p: p.endswith(".csv")), 20): add("site", p, "drop", 
 others = site(lambda p: p.endswith(".py") and "/_vendor/" not in p and "_pb2" not in p and "/tests/" not in p and "/test/" not in p)
 for p in sample(others, 60): add("site", p, "keep", "hand-written package module")
 with open("tests/data/code_labels.jsonl", "w") as f:
-    f.write(json.dumps({"_comment": "Labels of real files from the Python standard library (root stdlib) and the venv's site-packages (root site); labelled by the rule in docs/evaluation.md before thresholds were tuned. Fields: root, path, package, version, sha256, label (keep/drop), why."}) + "\n")
+    f.write(json.dumps({"_comment": "Labels of real files from the Python standard library (root stdlib) and the venv's "
+                                    "site-packages (root site); labelled by the rule in docs/evaluation.md before thresholds "
+                                    "were tuned. Fields: root, path, package, version, sha256, label (keep/drop), why."}) + "\n")
     for row in rows: f.write(json.dumps(row) + "\n")
 print(len(rows), Counter(r_["label"] for r_ in rows), Counter(r_["why"] for r_ in rows))

@@ -61,7 +61,8 @@ def train_reference(positives: list[str], negatives: list[str], output: str, hel
         scores = model.score([t for t, _ in held], POSITIVE)
         rows = precision_recall_at_shares(scores, [label == POSITIVE for _, label in held])
         report.update(heldout_examples=len(held), heldout=rows)
-        print(f"held out: {len(held)} examples ({sum(label == POSITIVE for _, label in held)} reference)\n{format_report(rows)}", file=sys.stderr)
+        print(f"held out: {len(held)} examples ({sum(label == POSITIVE for _, label in held)} "
+              f"reference)\n{format_report(rows)}", file=sys.stderr)
     return report
 
 

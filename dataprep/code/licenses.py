@@ -47,9 +47,11 @@ _TITLES = [(re.compile(pattern), spdx) for pattern, spdx in [
     (r"Boost Software License - Version 1\.0", "BSL-1.0"),
     (r"This is free and unencumbered software released into the public domain", "Unlicense"),
     (r"CC0 1\.0 Universal", "CC0-1.0"),
-    (r"Permission to use, copy, modify, and(?:/or)? distribute this software for any\s+purpose with or without fee", "ISC"),
+    (r"Permission to use, copy, modify, and(?:/or)? distribute this software for any\s+purpose with "
+     r"or without fee", "ISC"),
     (r"Permission is hereby granted, free of charge, to any person obtaining", "MIT"),
-    (r"Redistribution and use in source and binary forms(?:(?!\n\s*\n\s*THIS SOFTWARE)[\s\S]){0,1500}?Neither the name", "BSD-3-Clause"),
+    (r"Redistribution and use in source and binary forms(?:(?!\n\s*\n\s*THIS "
+     r"SOFTWARE)[\s\S]){0,1500}?Neither the name", "BSD-3-Clause"),
     (r"Redistribution and use in source and binary forms", "BSD-2-Clause"),
     (r"This software is provided 'as-is', without any express or implied", "Zlib"),
 ]]

@@ -3,7 +3,8 @@ and the first few tracebacks), wall time, and the events a stage counts itself (
 
 One ``StageStats`` per stage; they add up across batches, partitions and executors (``merge``), are
 saved as JSON and printed as the end-of-run table. Reasons starting with ``error:`` are errors, and a
-stage with more errors than the error budget allows fails its step (``over_budget`` names them, ``describe_errors`` says why).
+stage with more errors than the error budget allows fails its step (``over_budget`` names them, ``describe_errors`` says
+why).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ words, rule thresholds), sentence ends and symbols.
 (datatrove) count words with spaCy's rule-based tokenizer; the ``spaced`` splitter reproduces it
 (``spacy_words``), and English uses exactly that. Chinese is counted in words by jieba's dictionary
 segmenter; Japanese by SudachiPy's (the ``ja`` extra; without it each Han/kana character counts as a
-word, and a warning says so); Thai uses pythainlp when installed, otherwise character clusters. A language without settings uses English's
-splitter and stop words and the stages' own thresholds.
+word, and a warning says so); Thai uses pythainlp when installed, otherwise character clusters. A language without
+settings uses English's splitter and stop words and the stages' own thresholds.
 
 To add a language: ``add_language(LanguageSettings("xx", splitter="spaced", stop_words=...,
 thresholds={...}))`` before the pipeline runs (or an entry in ``LANGUAGES``). ``thresholds`` maps a

@@ -77,7 +77,8 @@ def test_block_rules_drop_link_lists_bylines_and_the_tail():
             "<p>" + "The first paragraph of the article says something long enough to count. " * 3 + "</p>",
             '<p>Short one<br>\nover two lines &amp; an entity.</p>',
             "<h2>Related</h2>",
-            '<ul>\n  <li><a href="/a">Another story with a long title</a></li>\n  <li><a href="/b">And one more</a></li>\n</ul>',
+            '<ul>\n  <li><a href="/a">Another story with a long title</a></li>\n  <li><a href="/b">And one '
+            'more</a></li>\n</ul>',
             "<p>" + "The last paragraph of the article is long as well, and it ends here. " * 2 + "</p>",
             "<p>Share this.</p>",
             "<p>Sign up for our newsletter</p>",
