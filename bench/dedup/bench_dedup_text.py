@@ -244,7 +244,8 @@ def main() -> int:
         print(json.dumps(report))
         return 0
     results = {"cores": args.cores, "driver_memory": args.driver_memory, "sizes": {}}
-    print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}{'heap/GC MB':>11}{'removed':>9}")  # removed: lines (sentences), from every document
+    print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}"
+          f"{'heap/GC MB':>11}{'removed':>9}")  # removed: lines (sentences), from every document
     for n in args.sizes:
         corpus = args.work / str(n)
         make_corpus(n, corpus, files=args.cores)

@@ -112,7 +112,8 @@ def main() -> None:
     base = speed["trafilatura"]
     print(f"{len(pages)} annotated pages, {args.rounds} interleaved rounds; with = `with` snippets found, "
           "without = boilerplate absent")
-    print(f"{'variant':<18}{'with even':>10}{'odd':>7}{'all':>7}{'without even':>14}{'odd':>7}{'all':>7}{'ms/page':>9}{'pages/s':>9}{'x traf':>8}"
+    print(f"{'variant':<18}{'with even':>10}{'odd':>7}{'all':>7}{'without even':>14}{'odd':>7}{'all':>7}"
+          f"{'ms/page':>9}{'pages/s':>9}{'x traf':>8}"
           f"{'warc text':>11}{'multiling':>11}")
     for name in funcs:
         q = quality[name]

@@ -160,7 +160,8 @@ def report(results: dict, cores: int, under_load: bool) -> None:
         entry = results.get(key) or {}
         if "datatrove" in entry:
             r = entry[f"ratio {kind}"]
-            print(f"{label:<34}{entry['datatrove']['cpu_ms_per_doc']:>10.1f}{entry[f'ours {kind}']['cpu_ms_per_doc']:>9.2f}"
+            print(f"{label:<34}{entry['datatrove']['cpu_ms_per_doc']:>10.1f}"
+                  f"{entry[f'ours {kind}']['cpu_ms_per_doc']:>9.2f}"
                   f"{r['cpu']:>8.1f}x{r['wall']:>8.1f}x")
     minhash = results.get("minhash")
     if minhash and minhash.get("sizes"):

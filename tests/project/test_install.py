@@ -243,20 +243,16 @@ def readme_commands(text: str) -> list[str]:
 NOT_RUN = {
     "dataprep run fineweb --input 'crawl/*.warc.gz' --output out/web":
         "a crawl's WARCs; the fineweb run below cleans and tokenizes the demo's sample the same way",
-    "dataprep run wikipedia --input enwiki-pages-articles.xml.bz2 --output out/wikipedia --set "
-    "stages.-1.tokenizer=out/web/tokenizer":
-        "a Wikipedia dump; tests/dataprep/readers/test_wikipedia.py runs the preset on Spark over a MediaWiki "
-        "export",
+    "dataprep run wikipedia --input enwiki-pages-articles.xml.bz2 --output out/wikipedia --set stages.-1.tokenizer=out/web/tokenizer":
+        "a Wikipedia dump; tests/dataprep/readers/test_wikipedia.py runs the preset on Spark over a MediaWiki export",
     "pretrain budget --data web_wiki --tokens 2B":
-        "needs both sources' shards; tests/pretrain/components/test_mixture.py runs the budget on a built "
-        "web_wiki mixture",
+        "needs both sources' shards; tests/pretrain/components/test_mixture.py runs the budget on a built web_wiki mixture",
     "bash scripts/demo.sh": "makes its own .venv with scripts/env.sh in the checkout; test_demo*.py run its parts",
     "bash scripts/test.sh": "the test suite itself (what CI runs)",
     "bash scripts/test.sh tests/pipelines/test_pipeline.py -k resume": "the test suite itself",
     "bash scripts/test.sh --fast": "the test suite itself (its fast subset)",
     "dataprep run wikipedia --input 'enwiki-*-pages-articles*.xml.bz2' --output out/wiki":
-        "a Wikipedia dump; tests/dataprep/readers/test_wikipedia.py runs the preset on Spark over a MediaWiki "
-        "export",
+        "a Wikipedia dump; tests/dataprep/readers/test_wikipedia.py runs the preset on Spark over a MediaWiki export",
     'pip install ".[data]"': "this venv is made so, from the built wheel (fresh_venv)",
     'pip install ".[train]"': "this venv gets it from the built wheel, with hf (test_readme_commands...)",
     'pip install ".[all]"': "data + train, as this venv ends up",
@@ -269,8 +265,7 @@ NOT_RUN = {
     "dataprep run configs/pipeline/fineweb.yaml --input 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' "
     "--output s3a://bucket/cc-2024-22": "Common Crawl over the network and an S3 bucket; the same config runs on the demo WARC below",
     "MASTER=$(scripts/spark_cluster.sh start --workers 2 --cores 1 --memory 2g | tail -1)":
-        "a standalone cluster from the checkout's scripts: tests/pipelines/test_cluster_spark.py runs exactly "
-        "these three lines",
+        "a standalone cluster from the checkout's scripts: tests/pipelines/test_cluster_spark.py runs exactly these three lines",
     'scripts/submit_pipeline.sh --master "$MASTER" --executor-memory 1g -- configs/pipeline/ingest.yaml '
     "--input data/*.warc.gz --output out/ingest": "tests/pipelines/test_cluster_spark.py",
     "scripts/spark_cluster.sh stop": "tests/pipelines/test_cluster_spark.py",
@@ -278,14 +273,12 @@ NOT_RUN = {
     "--output /shared/cc-out --set 'spark.conf={spark.sql.shuffle.partitions: 512}'":
         "Slurm: tests/pipelines/test_slurm_pipeline.py runs the script with scontrol/srun stand-ins",
     "sbatch --nodes=4 scripts/slurm_train.sbatch CONFIG": "Slurm and GPUs",
-    "sbatch --nodes=4 --gpus-per-node=8 --time=24:00:00 scripts/slurm_train.sbatch "
-    "configs/train/125m_gpu.yaml": "Slurm and GPUs",
+    "sbatch --nodes=4 --gpus-per-node=8 --time=24:00:00 scripts/slurm_train.sbatch configs/train/125m_gpu.yaml": "Slurm and GPUs",
     "dataprep run configs/pipeline/demo_reference.yaml": "needs the demo's out/demo (bash scripts/demo.sh is not run here)",
     "pretrain train configs/train/tiny_cpu_phased.yaml":
         "the demo's two sources; tests/pretrain/components/test_phased_mixture.py runs it on stand-ins for them",
     "pretrain train CONFIG --inject nan:step=12,rank=1 --set max_consecutive_skips=0":
-        "a drill on a placeholder CONFIG; tests/pretrain/train/test_train_guard.py runs it on one and two "
-        "processes",
+        "a drill on a placeholder CONFIG; tests/pretrain/train/test_train_guard.py runs it on one and two processes",
     "torchrun --nproc_per_node=8 -m pretrain.train configs/train/125m_gpu.yaml": "8 GPUs",
     "torchrun --nnodes=4 --nproc_per_node=8 --rdzv_id=JOB --rdzv_backend=c10d --rdzv_endpoint=HEAD_NODE:29500 "
     "-m pretrain.train CONFIG --resume auto": "several GPU nodes; tests/pretrain/distributed/test_multinode_train.py runs two on loopback",
@@ -307,52 +300,37 @@ NOT_RUN = {
     "python -m bench.dedup.bench_dedup_text --sizes 10000 100000 300000": "a benchmark of tens of minutes, run by hand",
     "python -m bench.extraction.profile_extract": "a benchmark run by hand (docs/benchmarks.md); it reads ../shared/data",
     'dataprep train-classifier --positives wiki.jsonl --negatives out/crawl/corpus --output ref.bin':
-        "needs the user's reference text and crawl output; tests/dataprep/classify/test_classifier_reference.py "
-        "trains from a reference",
+        "needs the user's reference text and crawl output; tests/dataprep/classify/test_classifier_reference.py trains from a reference",
     "dataprep run dclm --input 'crawl/*.warc.gz' --set stages.8.model_path=ref.bin":
         "needs the user's crawl and the classifier above; the preset loads in tests/pipelines/test_pipeline.py",
     "dataprep run fineweb --input 'crawl/*.warc.gz' --output out/signals --signals":
         "needs the user's crawl; tests/pipelines/test_signals.py runs signals mode on the shared WARCs",
-    "dataprep filter out/signals --config fineweb --output out/strict --set stages.1.threshold=0.97 --where "
-    "'harm_score < 0.01'":
+    "dataprep filter out/signals --config fineweb --output out/strict --set stages.1.threshold=0.97 --where 'harm_score < 0.01'":
         "needs the signals run above; tests/pipelines/test_signals.py runs dataprep filter with --set and --where",
     'dataprep run fineweb --input sample/*.warc.gz --output out/sample':
         "needs a sample of the user's crawl; the same run as the fineweb command above",
-    "dataprep estimate out/sample --listing 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' "
-    "--cores 500":
-        "reads Common Crawl's listing over the network; tests/pipelines/test_estimate.py runs estimate on a "
-        "local listing",
-    'nice -n 10 python -m bench.pipeline.bench_driver_scale --sizes 1000 10000 90000 --full 1000 --json '
-    '/tmp/driver.json':
+    "dataprep estimate out/sample --listing 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' --cores 500":
+        "reads Common Crawl's listing over the network; tests/pipelines/test_estimate.py runs estimate on a local listing",
+    'nice -n 10 python -m bench.pipeline.bench_driver_scale --sizes 1000 10000 90000 --full 1000 --json /tmp/driver.json':
         'a benchmark run by hand (docs/scale.md)',
-    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000 2000 10000 20000 100000 --json '
-    '/tmp/curve.json':
+    'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000 2000 10000 20000 100000 --json /tmp/curve.json':
         'a benchmark of about an hour, run by hand (docs/scale.md)',
     'nice -n 10 python -m bench.pipeline.bench_scale_curve --docs 1000000 --json /tmp/curve-1m.json':
         'a benchmark of hours, run by hand (docs/scale.md)',
     'python -m bench.pipeline.bench_scale_curve --compare 1000 2000 20000':
         "reads the finished runs of the scale-curve bench above (docs/scale.md)",
-    'dataprep estimate /tmp/ccpretrain-bench/scale-curve/out-1000 /tmp/ccpretrain-bench/scale-curve/out-2000 '
-    '--pages 20000 --cores 2':
-        "reads the scale-curve bench's runs (docs/scale.md); tests/pipelines/test_estimate.py runs two-sample "
-        "estimates",
+    'dataprep estimate /tmp/ccpretrain-bench/scale-curve/out-1000 /tmp/ccpretrain-bench/scale-curve/out-2000 --pages 20000 --cores 2':
+        "reads the scale-curve bench's runs (docs/scale.md); tests/pipelines/test_estimate.py runs two-sample estimates",
     'pretrain train CONFIG --inject spike:step=40,rank=1 --set spikes.policy=rollback':
-        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and "
-        "tests/pretrain/train/test_train_health.py run the same",
+        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and tests/pretrain/train/test_train_health.py run the same",
     'export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1':
         'sets a variable for the torchrun drills below',
-    'torchrun --nproc_per_node=2 --max-restarts 1 -m pretrain.train CONFIG --resume auto --inject '
-    'kill:step=50,rank=1':
-        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and "
-        "tests/pretrain/train/test_train_health.py run the same",
-    'torchrun --nproc_per_node=2 --max-restarts 1 -m pretrain.train CONFIG --resume auto --set '
-    'health.hang_timeout=30 --inject hang:step=50,rank=1':
-        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and "
-        "tests/pretrain/train/test_train_health.py run the same",
-    'torchrun --nproc_per_node=2 -m pretrain.train CONFIG --set health.straggler_every_steps=10 --inject '
-    'slow:rank=1,ms=500':
-        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and "
-        "tests/pretrain/train/test_train_health.py run the same",
+    'torchrun --nproc_per_node=2 --max-restarts 1 -m pretrain.train CONFIG --resume auto --inject kill:step=50,rank=1':
+        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and tests/pretrain/train/test_train_health.py run the same",
+    'torchrun --nproc_per_node=2 --max-restarts 1 -m pretrain.train CONFIG --resume auto --set health.hang_timeout=30 --inject hang:step=50,rank=1':
+        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and tests/pretrain/train/test_train_health.py run the same",
+    'torchrun --nproc_per_node=2 -m pretrain.train CONFIG --set health.straggler_every_steps=10 --inject slow:rank=1,ms=500':
+        "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and tests/pretrain/train/test_train_health.py run the same",
 }
 
 # What the README says a new shell needs (after scripts/demo.sh made .venv): run before every command below.
@@ -387,8 +365,7 @@ RUN = [
     ("pretrain plan 1b --data out/cc/shards --epochs 4 --output configs/train/1b.yaml", None),
     ("pretrain budget --model tiny --data out/demo/pipeline/shards --method approach3 --epochs 4", None),
     ("pretrain train configs/train/tiny_cpu.yaml", None),
-    ("pretrain train configs/train/tiny_cpu.yaml --optim.lr 3e-4 --set max_steps=50 --set "
-     "out_dir=runs/tiny_lr3e-4 --json", None),
+    ("pretrain train configs/train/tiny_cpu.yaml --optim.lr 3e-4 --set max_steps=50 --set out_dir=runs/tiny_lr3e-4 --json", None),
     (None, "mkdir -p runs && ln -s $PWD/runs/tiny_cpu runs/my-run && ln -s $PWD/out/cc/shards heldout"
            " && head -n 5 data/reference_en.jsonl > heldout.jsonl"),
     ("pretrain plot RUN_DIR", "pretrain plot runs/my-run"),
