@@ -15,8 +15,9 @@ from dataprep.code.secrets import CodeSecrets
 
 def main() -> None:
     files, _ = labelled_files()
-    table = pa.table({"id": [r["path"] for r, _ in files], "text": [t for _, t in files], "path": [r["path"] for r, _ in files],
-                      "language": [None] * len(files), "source_kind": ["code"] * len(files)})  # fmt: skip
+    table = pa.table({"id": [r["path"] for r, _ in files], "text": [t for _, t in files],
+                      "path": [r["path"] for r, _ in files], "language": [None] * len(files),
+                      "source_kind": ["code"] * len(files)})  # fmt: skip
     mb = sum(len(t.encode()) for _, t in files) / 1e6
     for stage in (CodeQuality(), CodeSecrets()):
         best = float("inf")

@@ -24,7 +24,8 @@ the heap held right after one (what it could not free), against the cap.
 - decontaminate (13-grams) in one process on one core, batches of 1,000 documents; baseline: the same
   documents' 13-gram hashes alone (``normalize.shingle_hashes``).
 
-    python -m bench.dedup.bench_dedup_text --sizes 10000 100000 300000 [--cores 2] [--datatrove-max 100000] [--json out.json]
+    python -m bench.dedup.bench_dedup_text --sizes 10000 100000 300000 [--cores 2] [--datatrove-max 100000] \\
+        [--json out.json]
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ DATATROVE_SIDE = r"""
 import json, sys, time, warnings
 warnings.filterwarnings("ignore")
 from datatrove.data import Document
-from datatrove.pipeline.filters import C4QualityFilter, FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter
+from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
+                                        GopherRepetitionFilter)
 from datatrove.utils.text import split_into_words
 texts = json.load(open(sys.argv[1]))
 split_into_words("warm up the tokenizer")

@@ -159,10 +159,11 @@ class LanguageID(DocumentStage):
     ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
-    ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
+    ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; "
+                                                                     "en: the gate most pipelines filter on)")
     english_support: float = Field(0.3, ge=0.0, le=1.0, description="lingua may relabel a text as English only where lid.176 gives English at least this probability")
-    trust_english_chars: int | None = Field(500, ge=1, description="texts this long that lid.176 calls English with probability >= ask_below are not sent to lingua (it "
-                                                                   "errs on short texts, not pages); null: always ask")
+    trust_english_chars: int | None = Field(500, ge=1, description="texts this long that lid.176 calls English with probability >= ask_below are "
+                                                                   "not sent to lingua (it errs on short texts, not pages); null: always ask")
     # Whether lingua decides, fixed where the stage is built (the driver) and pickled with it, so every
     # executor labels as the driver said it would (``auto`` must not resolve per process).
     _lingua: bool = PrivateAttr(False)
@@ -233,7 +234,8 @@ class LanguageID(DocumentStage):
         always = set(self.ask_labels)
         candidates = [
             i for i in present
-            if langs[i] in known and (scores[i] < self.ask_below or len(lines[i]) < self.ask_chars or langs[i] in always)
+            if langs[i] in known
+            and (scores[i] < self.ask_below or len(lines[i]) < self.ask_chars or langs[i] in always)
         ]  # fmt: skip
         ask = [i for i in candidates if not self._trusted_english(lines[i], langs[i], scores[i])]
         if len(ask) < len(candidates):

@@ -55,7 +55,8 @@ _EXAMPLE = re.compile(
     r"^(?:pass(?:word)?|secret|token|pwd)$",
     re.I,
 )
-# An unquoted value that reads as code (a name, an attribute, a call, a subscript or type) is a reference, not a password.
+# An unquoted value that reads as code (a name, an attribute, a call, a subscript or type) is a reference,
+# not a password.
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*([(\[].*)?$")
 
 

@@ -38,8 +38,8 @@ PREPARED_SETTINGS = {
     "minhash_dedup": {"ngram", "char_ngram", "chinese_words", "shingle", "num_perm", "seed"},
 }
 REFUSED = {
-    "paragraph_dedup": "paragraph_dedup has no signals form: it cuts text by a decision over the documents earlier stages keep, "
-                       "and later stages read the cut text",
+    "paragraph_dedup": "paragraph_dedup has no signals form: it cuts text by a decision over the documents "
+                       "earlier stages keep, and later stages read the cut text",
 }
 
 
