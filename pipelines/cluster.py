@@ -198,7 +198,8 @@ class StandaloneCluster:
             if dead:
                 raise RuntimeError(f"{', '.join(dead)} exited; see the logs in {self.state_dir}")
             if time.time() > deadline:
-                raise TimeoutError(f"{status.get('aliveworkers', 0)} of {count} workers registered after {timeout:.0f}s; logs in {self.state_dir}")
+                raise TimeoutError(f"{status.get('aliveworkers', 0)} of {count} workers registered after {timeout:.0f}s; "
+                                   f"logs in {self.state_dir}")
             time.sleep(0.3)
 
     def _save(self) -> None:

@@ -44,7 +44,8 @@ class FilterRun(PipelineRun):
         marker = _read_marker(join_path(self.signals_dir, DONE_MARKER))
         manifest_path = join_path(self.signals_dir, MANIFEST)
         if marker is None or not storage.exists(manifest_path):
-            raise ConfigError(f"{signals_out} holds no finished signals run (run `dataprep run CONFIG --signals --output {signals_out}` first)")
+            raise ConfigError(f"{signals_out} holds no finished signals run (run `dataprep run CONFIG --signals --output "
+                              f"{signals_out}` first)")
         self.manifest = json.loads(read_text(manifest_path))
         stages, problems = replay_plan(self.manifest["stages"], config.stages)
         if problems:

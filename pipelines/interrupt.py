@@ -4,7 +4,8 @@ PySpark's own SIGINT handler raises KeyboardInterrupt wherever the main thread i
 call, whose half-done state then prints tracebacks; and interrupted while its JVM starts, it leaves that
 JVM running. Here the first Ctrl-C cancels Spark's jobs and stops the session from another thread, and
 the run stops as the cancelled job returns or the next one fails to start (``interruptible``), or at its
-next check (``check_interrupted``); a second Ctrl-C stops at once. Finished tasks have their markers, so the same command resumes.
+next check (``check_interrupted``); a second Ctrl-C stops at once. Finished tasks have their markers, so the same
+command resumes.
 """
 
 from __future__ import annotations

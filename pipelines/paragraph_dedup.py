@@ -1,4 +1,5 @@
-"""Spark runner for ``paragraph_dedup`` (contract: ``pipelines/global_runners.py``; the rules: dataprep.dedup.paragraphs).
+"""Spark runner for ``paragraph_dedup`` (contract: ``pipelines/global_runners.py``; the rules:
+dataprep.dedup.paragraphs).
 
 1. every task hashes the windows of its documents: (id, key) rows, one per distinct key of a document;
 2. a window over the key (one shuffle by hash) counts the documents holding it and their smallest id;

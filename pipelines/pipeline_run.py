@@ -182,9 +182,11 @@ class PipelineRun:
     def _nothing_kept(self, stage: StageStats) -> str:
         reasons = ", ".join(f"{n} {reason}" for reason, n in Counter(stage.dropped).most_common(3))
         if not stage.docs_in:
-            return (f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of them a document): check "
+            return (f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of "
+                    "them a document): check "
                     f"input.paths and input.format; per-stage counts: {join_path(self.out, 'stats.json')}")
-        return (f"stage {stage.stage} dropped all {stage.docs_in} documents it was given ({reasons or 'no reason recorded'}), "
+        return (f"stage {stage.stage} dropped all {stage.docs_in} documents it was given "
+                f"({reasons or 'no reason recorded'}), "
                 f"so the run stops there with nothing kept; per-stage counts: {join_path(self.out, 'stats.json')}")
 
     def _input_files(self) -> list[str]:
@@ -230,7 +232,8 @@ class PipelineRun:
         print(f"step {step.name}: FAILED, errors over budget\n{report}\nall error samples: {path}", file=sys.stderr, flush=True)
         first = "; ".join(f"{s.stage}: {s.errors_seen.messages.most_common(1)[0][0]}" for s in failed if s.errors_seen.messages)
         raise ErrorBudgetExceeded(
-            f"step {step.name} failed: {early}{', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
+            f"step {step.name} failed: "
+            f"{early}{', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
             f"raised errors past the error budget (first error: {first or 'none recorded'}); see {path}. "
             "Fix the cause and rerun: finished steps and tasks are kept."
         )
@@ -250,7 +253,8 @@ class PipelineRun:
             causes["empty"] += read.counters.get("empty_files", 0)
             first = f"; first: {read.errors_seen.samples[0]['message']}" if read.errors_seen.samples else ""
             raise NoReadableInput(
-                f"no readable input in {files} file{'s' * (files != 1)}: {', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
+                f"no readable input in {files} file{'s' * (files != 1)}: "
+                f"{', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
                 "Check input.paths (--input) and input.format"
             )
 
@@ -264,7 +268,8 @@ class PipelineRun:
         for path in sorted(paths):
             name = os.path.basename(os.path.abspath(path))
             if names.setdefault(name, path) != path:
-                raise ValueError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by name: rename one")
+                raise ValueError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find "
+                                 "shipped files by name: rename one")
             self.spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 
     # -- steps ---------------------------------------------------------------------------------
@@ -311,7 +316,8 @@ class PipelineRun:
         names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in stages]
         stats, keys = merged_stats(self.spark, step_dir, names)
         if len(keys) != len(done) + len(todo):
-            raise RuntimeError(f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
+            raise RuntimeError(f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to "
+                               "redo the missing ones")
         if keys:  # temporary files of tasks killed mid-write
             remove_others(step_dir, keys)
         return stats, {"tasks": len(keys), "tasks_reused": len(done)}
@@ -450,7 +456,8 @@ class PipelineRun:
             progress.finish()
         markers = [m for m in read_markers(self.spark, prepared_dir) if m.get("fingerprint") == fingerprint]
         if len(markers) != len(done) + len(todo):
-            raise RuntimeError(f"step {step.name}: {len(markers)} prepared task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
+            raise RuntimeError(f"step {step.name}: {len(markers)} prepared task markers for {len(done) + len(todo)} tasks; "
+                               "rerun to redo the missing ones")
         rows = self.spark.read.schema(from_arrow_schema(schema)).parquet(join_path(prepared_dir, DATA_DIR))
         return rows, sum(m["cpu_seconds"] for m in markers), sum(m["seconds"] for m in markers)
 

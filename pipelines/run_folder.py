@@ -44,7 +44,8 @@ def _describe(record: dict) -> str:
     inputs = record.get("inputs") or []
     shown = ", ".join(inputs[:2]) + (f" and {len(inputs) - 2} more" if len(inputs) > 2 else "")
     files = record.get("input_files", "?")
-    return (f"input {shown or '(none)'}: {files} file{'' if files == 1 else 's'}; stages {', '.join(record.get('stages', [])) or '(none)'}; "
+    return (f"input {shown or '(none)'}: {files} file{'' if files == 1 else 's'}; stages "
+            f"{', '.join(record.get('stages', [])) or '(none)'}; "
             f"started {record.get('started', '?')}")
 
 
@@ -61,7 +62,7 @@ def claim(out: str, identity: str, description: dict, overwrite: bool = False, s
         if record is not None and record.get("identity") == identity:
             return  # the same run: resume
         if not overwrite:
-            replace = "choose another --output, or pass --overwrite to replace it (steps with the same config and input are still reused)"
+            replace = "choose another --output, or pass --overwrite to replace it (steps with the same config and " "input are still reused)"
             if record is not None:
                 held = f"the output of another run ({_describe(record)})"
             elif {"steps", "corpus", "stats.json"} & set(names):
@@ -122,7 +123,8 @@ def _remove_written(out: str, written: list[str], step_names: tuple[str, ...]) -
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise OutputInUse(
             f"output {out!r} holds files its run record does not list as written by ccpretrain ({shown}); --overwrite "
-            f"removes only what a run wrote (listed in its {RUN_MARKER}): move those files away, or choose another --output"
+            f"removes only what a run wrote (listed in its {RUN_MARKER}): move those files away, or choose "
+            "another --output"
         )
     fs, _, (root,) = fsspec.get_fs_token_paths(out)
     keep = {f"steps/{step}/" for step in step_names}

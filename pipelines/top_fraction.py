@@ -46,7 +46,8 @@ def top_fraction_cutoffs(df: DataFrame, stage: TopFraction) -> dict[str, float |
         # a group the given cut-offs do not name: fail rather than keep it all
         strays = scored.where(~F.col("group").isin(list(cutoffs))).select("group").distinct().limit(5).collect()
         if strays:
-            raise ValueError(f"top_fraction: no cut-off for group(s) {sorted(r.group for r in strays)} (cutoffs name {sorted(cutoffs)})")
+            raise ValueError(f"top_fraction: no cut-off for group(s) {sorted(r.group for r in strays)} (cutoffs name "
+                             f"{sorted(cutoffs)})")
     else:
         cutoffs, errors = _cutoffs(_materialize(scored), stage)
     stage.record(cutoffs, errors)

@@ -4,9 +4,9 @@ language-ID model loaded before it forks any worker.
 PySpark starts one daemon per executor and forks a Python worker from it for each concurrent task
 slot; with ``spark.python.worker.reuse`` the workers then serve task after task. Each forked worker
 would otherwise import pyarrow, Resiliparse, Trafilatura, fastText and our stages itself and load
-lid.176 (and lingua's models where it is installed): done here, that cost is paid once per executor and the workers share the pages
-(copy-on-write). Everything loaded here must start no thread (a fork copies only the forking one):
-these imports do not. A module that fails to import here is simply imported by the worker later.
+lid.176 (and lingua's models where it is installed): done here, that cost is paid once per executor and the workers
+share the pages (copy-on-write). Everything loaded here must start no thread (a fork copies only the forking one): these
+imports do not. A module that fails to import here is simply imported by the worker later.
 """
 
 from __future__ import annotations

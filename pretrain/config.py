@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, describe
-from pretrain.layout_rules import MULTI_STAGE_SCHEDULES, PP_SCHEDULES, check_layout
+from pretrain.layout_rules import PP_SCHEDULES, check_layout
 
 __all__ = ["ConfigError", "ModelConfig", "TrainConfig", "check_sources", "load_model_config", "load_train_config",
            "save_yaml"]

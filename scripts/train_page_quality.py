@@ -135,7 +135,8 @@ def main() -> int:
     order = list(range(len(texts)))
     rng.shuffle(order)
     FastTextClassifier.train([texts[i] for i in order], [labels[i] for i in order], str(OUTPUT), seed=0, **PARAMS)
-    print(f"{OUTPUT.relative_to(ROOT)}: {len(good)} hq and {len(bad)} boilerplate pages, {OUTPUT.stat().st_size / 1e6:.1f} MB")
+    print(f"{OUTPUT.relative_to(ROOT)}: {len(good)} hq and {len(bad)} boilerplate pages, "
+          f"{OUTPUT.stat().st_size / 1e6:.1f} MB")
     return 0
 
 

@@ -15,8 +15,9 @@ from dataprep.code.secrets import CodeSecrets
 
 def main() -> None:
     files, _ = labelled_files()
-    table = pa.table({"id": [r["path"] for r, _ in files], "text": [t for _, t in files], "path": [r["path"] for r, _ in files],
-                      "language": [None] * len(files), "source_kind": ["code"] * len(files)})  # fmt: skip
+    table = pa.table({"id": [r["path"] for r, _ in files], "text": [t for _, t in files],
+                      "path": [r["path"] for r, _ in files], "language": [None] * len(files),
+                      "source_kind": ["code"] * len(files)})  # fmt: skip
     mb = sum(len(t.encode()) for _, t in files) / 1e6
     for stage in (CodeQuality(), CodeSecrets()):
         best = float("inf")
@@ -24,7 +25,8 @@ def main() -> None:
             t0 = time.process_time()
             stage.apply(table)
             best = min(best, time.process_time() - t0)
-        print(f"{stage.name:13} {len(files)} files, {mb:.1f} MB: {best * 1e3 / len(files):.3f} ms CPU per file, {mb / best:.1f} MB/s")
+        print(f"{stage.name:13} {len(files)} files, {mb:.1f} MB: {best * 1e3 / len(files):.3f} ms CPU per "
+              f"file, {mb / best:.1f} MB/s")
 
 
 if __name__ == "__main__":

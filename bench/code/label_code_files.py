@@ -1,5 +1,11 @@
 """One-off: draws real files and labels them by the stated rule (docs/evaluation.md), before any threshold is tuned."""
-import hashlib, json, os, random, sys, sysconfig
+import hashlib
+import json
+import os
+import random
+import sys
+import sysconfig
+from collections import Counter
 from importlib import metadata
 r = random.Random(51)
 STD = sysconfig.get_paths()["stdlib"]
@@ -33,7 +39,8 @@ std_py = files(STD, lambda p: p.endswith(".py") and "site-packages" not in p and
 for p in sample(std_py, 80): add("stdlib", p, "keep", "hand-written standard library module")
 codecs = files(STD, lambda p: p.startswith("encodings/") and os.path.basename(p).startswith(("cp", "mac_", "iso8859_", "koi8_", "hp_", "kz1048", "ptcp")))
 for p in sample(codecs, 40): add("stdlib", p, "drop", "generated codec table (gencodec.py output)")
-site = lambda pred: files(SITE, lambda p: ".dist-info/" not in p and pred(p))
+def site(pred):
+    return files(SITE, lambda p: ".dist-info/" not in p and pred(p))
 for p in sample(site(lambda p: p.endswith(("_pb2.py", "_pb2_grpc.py"))), 40): add("site", p, "drop", "generated protobuf module")
 vendored = site(lambda p: "/_vendor/" in p and p.endswith(".py"))
 for p in sample(vendored, 30): add("site", p, "drop", "vendored copy of another project")
@@ -52,7 +59,8 @@ for p in sample(site(lambda p: p.endswith(".csv")), 20): add("site", p, "drop", 
 others = site(lambda p: p.endswith(".py") and "/_vendor/" not in p and "_pb2" not in p and "/tests/" not in p and "/test/" not in p)
 for p in sample(others, 60): add("site", p, "keep", "hand-written package module")
 with open("tests/data/code_labels.jsonl", "w") as f:
-    f.write(json.dumps({"_comment": "Labels of real files from the Python standard library (root stdlib) and the venv's site-packages (root site); labelled by the rule in docs/evaluation.md before thresholds were tuned. Fields: root, path, package, version, sha256, label (keep/drop), why."}) + "\n")
+    f.write(json.dumps({"_comment": "Labels of real files from the Python standard library (root stdlib) and the venv's "
+                                    "site-packages (root site); labelled by the rule in docs/evaluation.md before thresholds "
+                                    "were tuned. Fields: root, path, package, version, sha256, label (keep/drop), why."}) + "\n")
     for row in rows: f.write(json.dumps(row) + "\n")
-from collections import Counter
 print(len(rows), Counter(r_["label"] for r_ in rows), Counter(r_["why"] for r_ in rows))

@@ -70,7 +70,8 @@ def evaluate(stage: CodeQuality | None = None, path: Path = LABELS) -> dict:
 
 if __name__ == "__main__":
     result = evaluate()
-    print(f"files {result['files']} (missing or changed {result['missing']}): precision {result['precision']:.3f} recall {result['recall']:.3f}")
+    print(f"files {result['files']} (missing or changed {result['missing']}): precision "
+          f"{result['precision']:.3f} recall {result['recall']:.3f}")
     for rule, s in result["rules"].items():
         print(f"  rule {rule:32} drops {s['drops']:4}  precision {s['precision']:.3f}")
     for kind, rec in result["recall_by_kind"].items():

@@ -92,13 +92,15 @@ def main() -> None:
     ap.add_argument("--suffix", default=".py", help="file name suffix detect-secrets sees for each case")
     args = ap.parse_args()
     for t, s in evaluate().items():
-        print(f"{t:14} precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp {s['tp']}, fp {s['fp']}, fn {s['fn']})")
+        print(f"{t:14} precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp {s['tp']}, fp {s['fp']}, "
+              f"fn {s['fn']})")
     if args.detect_secrets:
         cases = _cases(LABELS)
         ours = [{case["text"][s.start : s.end] for s in find_secrets(case["text"])} for case in cases]
         for name, found in (("code_secrets", ours), ("detect-secrets", detect_secrets_values([c["text"] for c in cases], args.suffix))):
             s, lines = by_value(cases, found), by_line(cases, found)
-            print(f"{name:14} by value: precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp {s['tp']}, fp {s['fp']}, fn {s['fn']}); "
+            print(f"{name:14} by value: precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp "
+                  f"{s['tp']}, fp {s['fp']}, fn {s['fn']}); "
                   f"by line: recall {lines['recall']:.3f}, look-alikes flagged {lines['false_alarm']:.3f}")
 
 

@@ -128,7 +128,8 @@ def main() -> None:
                 rows[name] = {**time_loader(path, args, f"{tmp}/cache-{len(rows)}", pace_s), "requests": requests.value - before}
     print(f"training consumes {need:,.0f} samples/s ({args.train_tokens_per_s:,.0f} tokens/s, seq_len {args.seq_len}); "
           f"a step of {args.global_batch} samples trains {1000 * pace:.0f} ms; {args.latency_ms:.0f} ms per request")
-    print(f"{'source':<28}{'open s':>8}{'samples/s':>12}{'wait ms/step':>14}{'max wait ms':>13}{'CPU s':>8}{'requests':>10}")
+    print(f"{'source':<28}{'open s':>8}{'samples/s':>12}{'wait ms/step':>14}{'max wait ms':>13}{'CPU s':>8}"
+          f"{'requests':>10}")
     for name, row in rows.items():
         print(f"{name:<28}{row['open_s']:>8.2f}{row['samples_per_s']:>12,.0f}{row['wait_ms']:>14.1f}{row['max_wait_ms']:>13.1f}"
               f"{row['cpu_s']:>8.2f}{row['requests']:>10}")

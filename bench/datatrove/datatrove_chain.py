@@ -3,7 +3,8 @@ examples: cleaning (datatrove_pipeline.py: extraction, language ID, Gopher/C4/Fi
 its four MinHash steps (datatrove_minhash.py: signatures, buckets, cluster, filter) and its tokenizer
 step (DocumentTokenizer with a local tokenizer.json). Runs in .venv-datatrove:
 
-    .venv-datatrove/bin/python -m bench.datatrove.datatrove_chain MODEL.ftz TOKENIZER.json OUT_DIR --workers 2 FILE.warc.gz [...]
+    .venv-datatrove/bin/python -m bench.datatrove.datatrove_chain MODEL.ftz TOKENIZER.json OUT_DIR \\
+        --workers 2 FILE.warc.gz [...]
 
 Prints one JSON line: documents read, kept after dedup, tokens written, and wall and CPU seconds per
 step (CPU of this process and its forked workers: bench/common/proctree.py). Interpreter start-up and

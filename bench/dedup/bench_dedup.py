@@ -169,7 +169,8 @@ def main() -> int:
         print(json.dumps(run_ours(Path(corpus), int(cores), verify, Path(work), memory)))
         return 0
     report: dict = {"cores": args.cores, "driver_memory": args.driver_memory or "default", "sizes": {}, "peak_rss_mb": {}}
-    print(f"{'engine':<26}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/s/core':>12}{'JVM MB':>8}{'py MB':>7}{'removed':>9}{'agree':>7}{'min J':>7}{'J<0.5':>6}")
+    print(f"{'engine':<26}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/s/core':>12}{'JVM MB':>8}{'py MB':>7}"
+          f"{'removed':>9}{'agree':>7}{'min J':>7}{'J<0.5':>6}")
     for n in args.sizes:
         corpus = WORK / str(n)
         make_corpus(n, corpus, files=args.cores)
@@ -196,7 +197,8 @@ def main() -> int:
                 r["first_removed_in_our_clusters"] = round(len(reference & clustered_ids(work / "out")) / max(1, len(reference)), 3)
             entry[key] = r
             quality = f"{r['min_removed_jaccard']:>7.2f}{r['removed_below_0_5']:>6}" if "min_removed_jaccard" in r else ""
-            print(f"{name:<26}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}{r['docs_per_s_per_core']:>12.0f}{r.get('peak_rss_mb_jvm', 0):>8}"
+            print(f"{name:<26}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}"
+                  f"{r['docs_per_s_per_core']:>12.0f}{r.get('peak_rss_mb_jvm', 0):>8}"
                   f"{r['peak_rss_mb_python']:>7}{len(removed):>9}{r['agreement_with_first']:>7.3f}{quality}", flush=True)
         if "ours" in entry and "datatrove" in entry:
             entry["ratio_docs_per_s_per_core"] = round(entry["ours"]["docs_per_s_per_core"] / entry["datatrove"]["docs_per_s_per_core"], 2)

@@ -3,11 +3,11 @@ corpus grows, against datatrove's sentence dedup.
 
 The corpus: N documents of 8-20 sentences, one a line, each 8-20 words drawn (Zipf-like) from the
 vocabulary of the real documents in ../shared/data/documents and ending on a word of 6+ letters (spaCy,
-datatrove's English sentence splitter, keeps "a." or "s." as one token and would join two lines); every document also carries 0-3 blocks
-of 1-4 sentences from a pool of 200 site templates, 5% repeat a run of 3-8 lines of an earlier document,
-and 2% carry a 40-word passage of the evaluation set (500 such passages, JSONL). Written once to
-/tmp/ccpretrain-bench/dedup_text/N as Parquet and, for datatrove, JSONL, split round-robin over
-``--cores`` files (so datatrove's "first copy", by position in a file, is the smallest id, as ours).
+datatrove's English sentence splitter, keeps "a." or "s." as one token and would join two lines); every document also
+carries 0-3 blocks of 1-4 sentences from a pool of 200 site templates, 5% repeat a run of 3-8 lines of an earlier
+document, and 2% carry a 40-word passage of the evaluation set (500 such passages, JSONL). Written once to
+/tmp/ccpretrain-bench/dedup_text/N as Parquet and, for datatrove, JSONL, split round-robin over ``--cores`` files (so
+datatrove's "first copy", by position in a file, is the smallest id, as ours).
 
 Each run is its own process, measured from /proc (bench/common/proctree.py): wall and CPU seconds of the
 whole process tree, documents per CPU second ("per core"), peak RSS of the JVM and of the largest
@@ -24,7 +24,8 @@ the heap held right after one (what it could not free), against the cap.
 - decontaminate (13-grams) in one process on one core, batches of 1,000 documents; baseline: the same
   documents' 13-gram hashes alone (``normalize.shingle_hashes``).
 
-    python -m bench.dedup.bench_dedup_text --sizes 10000 100000 300000 [--cores 2] [--datatrove-max 100000] [--json out.json]
+    python -m bench.dedup.bench_dedup_text --sizes 10000 100000 300000 [--cores 2] [--datatrove-max 100000] \\
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -244,7 +245,8 @@ def main() -> int:
         print(json.dumps(report))
         return 0
     results = {"cores": args.cores, "driver_memory": args.driver_memory, "sizes": {}}
-    print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}{'heap/GC MB':>11}{'removed':>9}")  # removed: lines (sentences), from every document
+    print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}"
+          f"{'heap/GC MB':>11}{'removed':>9}")  # removed: lines (sentences), from every document
     for n in args.sizes:
         corpus = args.work / str(n)
         make_corpus(n, corpus, files=args.cores)
@@ -268,10 +270,12 @@ def main() -> int:
         if "datatrove" in runs:
             runs["ratio_docs_per_cpu_second"] = round(runs["sentence"]["docs_per_cpu_second"] / runs["datatrove"]["docs_per_cpu_second"], 2)
             a = runs["agreement"]
-            print(f"  ours / datatrove docs per CPU second: {runs['ratio_docs_per_cpu_second']:.2f}x; removed sentences: ours {a['removed_ours']},"
+            print(f"  ours / datatrove docs per CPU second: {runs['ratio_docs_per_cpu_second']:.2f}x; removed "
+                  f"sentences: ours {a['removed_ours']},"
                   f" datatrove {a['removed_datatrove']}, both {a['removed_by_both']}, agreement {a['agreement']:.3f}", flush=True)
         d, base = runs["decontaminate"]["decontaminate"], runs["decontaminate"]["shingle_hashes"]
-        print(f"  decontaminate {d['docs_per_s_per_core']} docs/s/core, {d['docs_per_s_per_core'] / base['docs_per_s_per_core']:.2f}x hashing 13-grams alone,"
+        print(f"  decontaminate {d['docs_per_s_per_core']} docs/s/core, "
+              f"{d['docs_per_s_per_core'] / base['docs_per_s_per_core']:.2f}x hashing 13-grams alone,"
               f" peak RSS {runs['decontaminate']['peak_rss_mb']} MB, contaminated {d['contaminated']}", flush=True)
         results["sizes"][n] = runs
     if args.json:

@@ -137,7 +137,8 @@ def main() -> int:
     t0 = time.perf_counter()
     sets = shingle_sets(docs)
     pairs = true_pairs(sets)
-    print(f"corpus: {len(docs)} documents, {sum(j >= args.threshold for j in pairs.values())} true pairs with J >= {args.threshold} "
+    print(f"corpus: {len(docs)} documents, {sum(j >= args.threshold for j in pairs.values())} true pairs with "
+          f"J >= {args.threshold} "
           f"(brute force {time.perf_counter() - t0:.1f}s)")
     spark = None
     if args.engine == "spark":

@@ -57,7 +57,8 @@ def article_page(lang: str, sentences: list[str]) -> tuple[str, list[str]]:
     body = "".join(f"<p>{p}</p>" for p in paragraphs)
     page = (f'<html lang="{lang}"><head><title>{sentences[0][:50]}</title></head><body>'
             f'<nav><ul>{links}</ul></nav><article><h1>{sentences[0][:50]}</h1>{body}</article>'
-            f'<aside><h3>{sentences[18][:30]}</h3><ul>{links}</ul></aside><footer>© 2024 {sentences[19][:40]}</footer></body></html>')
+            f'<aside><h3>{sentences[18][:30]}</h3><ul>{links}</ul></aside><footer>© 2024 '
+            f'{sentences[19][:40]}</footer></body></html>')
     return page, sentences[:12]
 
 
@@ -109,8 +110,10 @@ def main() -> None:
                     for lang, (page, main) in multilingual_pages().items()} for name, f in funcs.items()}
 
     base = speed["trafilatura"]
-    print(f"{len(pages)} annotated pages, {args.rounds} interleaved rounds; with = `with` snippets found, without = boilerplate absent")
-    print(f"{'variant':<18}{'with even':>10}{'odd':>7}{'all':>7}{'without even':>14}{'odd':>7}{'all':>7}{'ms/page':>9}{'pages/s':>9}{'x traf':>8}"
+    print(f"{len(pages)} annotated pages, {args.rounds} interleaved rounds; with = `with` snippets found, "
+          "without = boilerplate absent")
+    print(f"{'variant':<18}{'with even':>10}{'odd':>7}{'all':>7}{'without even':>14}{'odd':>7}{'all':>7}"
+          f"{'ms/page':>9}{'pages/s':>9}{'x traf':>8}"
           f"{'warc text':>11}{'multiling':>11}")
     for name in funcs:
         q = quality[name]

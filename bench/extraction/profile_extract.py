@@ -100,7 +100,8 @@ def main() -> None:
     n = len(raw)
     routed = best.pop("routed pages", 0)
     total = sum(best.values())
-    print(f"{n} pages, best of {args.repeats}; CPU ms per page (all pages), share of the total; {routed:.0f} pages routed to Trafilatura")
+    print(f"{n} pages, best of {args.repeats}; CPU ms per page (all pages), share of the total; {routed:.0f} "
+          "pages routed to Trafilatura")
     for name, seconds in sorted(best.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<28}{1000 * seconds / n:8.3f} ms {seconds / total:7.1%}")
     print(f"  {'total':<28}{1000 * total / n:8.3f} ms")

@@ -1,5 +1,5 @@
-"""The fault-injection cases (tests/support/fault_cases.py, asserted by tests/pipelines/test_fault_injection.py), each in a
-fresh process: outcome, wall time and peak RSS of the Python process (for the Spark case, the driver's;
+"""The fault-injection cases (tests/support/fault_cases.py, asserted by tests/pipelines/test_fault_injection.py),
+each in a fresh process: outcome, wall time and peak RSS of the Python process (for the Spark case, the driver's;
 Spark's JVM is not included).
 
     python -m bench.faults.bench_faults            # every case, one table

@@ -39,7 +39,8 @@ GATE = 0.65
 HTTP_FIELDS = regex.compile(r"Content-Length:|Connection: close|Cache-Control:|Content-Type:")
 # English words that are not words of the other Latin-script languages in the set
 ENGLISH_ONLY = frozenset(
-    "the and with that this which from were have been their they you your its our also about these those would should could there into".split()
+    "the and with that this which from were have been their they you your its our also about these those "
+    "would should could there into".split()
 )
 ENGLISH_FUNCTION = ENGLISH_ONLY | frozenset("of to in for on by is are at as an or be it was not".split())
 
@@ -170,11 +171,14 @@ def throughput(stages: list[LanguageID], texts: list[str], repeat: int = 5) -> l
 
 def lingua_cost(accuracy: str, texts: list[str]) -> tuple[float, float]:
     """Seconds to build lingua and label ``texts`` (windows as the stage sends them) the first time, and
-    the process's peak memory in MB (VmHWM: ru_maxrss would count this parent's), in a fresh process (as on each worker)."""
+    the process's peak memory in MB (VmHWM: ru_maxrss would count this parent's), in a fresh process (as on each
+    worker)."""
     script = (
-        "import json, re, sys, time; from dataprep.classify.langid import lingua_detector; texts = json.load(sys.stdin); "
+        "import json, re, sys, time; from dataprep.classify.langid import lingua_detector; texts = "
+        "json.load(sys.stdin); "
         "t = time.perf_counter(); lingua_detector(sys.argv[1]).compute_language_confidence_values_in_parallel(texts); "
-        "print(time.perf_counter() - t, int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1]) / 1024)"
+        "print(time.perf_counter() - t, int(re.search(r'VmHWM:\\s+(\\d+)', "
+        "open('/proc/self/status').read())[1]) / 1024)"
     )
     out = subprocess.run([sys.executable, "-c", script, accuracy], input=json.dumps(texts), capture_output=True, text=True, check=True)
     seconds, mb = out.stdout.split()
@@ -234,7 +238,8 @@ def main() -> None:
     for accuracy in ("low", "high"):  # lingua reads texts of 120+ characters by trigrams only, short ones by 1- to 5-grams
         for what, batch in ((f"{len(windows)} web pages", windows), ("750 short sentences", sentences[0][::30])):
             seconds, mb = lingua_cost(accuracy, batch)
-            print(f"lingua {accuracy} accuracy, fresh process: {seconds:.1f} s to load and label {what}, peak memory {mb:.0f} MB")
+            print(f"lingua {accuracy} accuracy, fresh process: {seconds:.1f} s to load and label {what}, peak "
+                  f"memory {mb:.0f} MB")
     rates = throughput(list(stages.values()), web[0])
     print("\nweb documents/s: " + ", ".join(f"{k} {rate:.0f} ({rates[0] / rate:.2f}x lid.176's time)" for k, rate in zip(names, rates)))
     print(f"counters {dict(stages[names[2]].take_counters())}")

@@ -8,11 +8,11 @@ from a real document in ../shared/data), written once under ``--work``, and one 
 size, in a child process (``--child``): the driver's CPU seconds and its Python heap growth for listing
 expansion, task planning and the config fingerprint; the pickled task function every task deserialises
 (the task list travels as a broadcast, once per executor; the bench also times what unpickling it in
-every task would cost); merging one stats file per task into stats.json and printing the funnel (the stats files are a real
-task's, copied once per task); and the time to the first finished task of the real first step (a run on
-Spark ``local[2]`` with one task per file, as for a listing on an object store, cancelled once a task
-has finished). Sizes listed in ``--full`` also run the whole first step to the end (driver CPU, JVM and
-Python workers' CPU and peak memory) and write its report (``dataprep report``).
+every task would cost); merging one stats file per task into stats.json and printing the funnel (the stats files are a
+real task's, copied once per task); and the time to the first finished task of the real first step (a run on Spark
+``local[2]`` with one task per file, as for a listing on an object store, cancelled once a task has finished). Sizes
+listed in ``--full`` also run the whole first step to the end (driver CPU, JVM and Python workers' CPU and peak memory)
+and write its report (``dataprep report``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def write_tiny_warcs(work: Path, count: int) -> list[str]:
         if os.path.exists(path):
             continue
         text = texts[i % len(texts)][:600].replace("<", " ")
-        html = f"<html><head><title>page {i}</title></head><body><article><h1>Page {i}</h1><p>{text}</p></article></body></html>".encode()
+        html = f"<html><head><title>page {i}</title></head><body><article><h1>Page " f"{i}</h1><p>{text}</p></article></body></html>".encode()
         url = f"http://tiny{i % 997}.example/page/{i}"
         request = warc_record("request", {"WARC-Target-URI": url}, b"")
         with open(path + ".tmp", "wb") as fh:
@@ -204,15 +204,20 @@ def main() -> None:
             continue
         results[size] = r = json.loads(proc.stdout.strip().splitlines()[-1])
         per = lambda key: 1e6 * r[key]["cpu_s"] / size  # noqa: E731  (CPU microseconds per listing entry)
-        print(f"\n[{size} files] listing {r['listing']['cpu_s']}s ({per('listing'):.0f} us/file, heap {r['listing']['heap_peak_mb']} MB), "
+        print(f"\n[{size} files] listing {r['listing']['cpu_s']}s ({per('listing'):.0f} us/file, heap "
+              f"{r['listing']['heap_peak_mb']} MB), "
               f"plan {r['plan_tasks']['cpu_s']}s, fingerprint {r['fingerprint']['cpu_s']}s", flush=True)
-        print(f"  task function {r['task_function']['pickled_kb']} KB (the task list {r['task_function']['task_list_kb']} KB, "
+        print(f"  task function {r['task_function']['pickled_kb']} KB (the task list "
+              f"{r['task_function']['task_list_kb']} KB, "
               f"{r['task_function']['task_list_unpickle_ms']} ms to unpickle); "
               f"first task done after {r['first_task_seconds']}s", flush=True)
-        print(f"  stats merge {r.get('stats_merge', {}).get('cpu_s')}s (heap {r.get('stats_merge', {}).get('heap_peak_mb')} MB), "
-              f"save + table {r.get('stats_save_and_table', {}).get('cpu_s')}s; driver Python CPU {r['driver_python_cpu_s']}s, "
+        print(f"  stats merge {r.get('stats_merge', {}).get('cpu_s')}s (heap "
+              f"{r.get('stats_merge', {}).get('heap_peak_mb')} MB), "
+              f"save + table {r.get('stats_save_and_table', {}).get('cpu_s')}s; driver Python CPU "
+              f"{r['driver_python_cpu_s']}s, "
               f"peak RSS {r['driver_python_peak_rss_mb']} MB; JVM peak {r['tree']['peak_rss_mb_jvm']} MB"
-              + (f"; whole first step {r['run_seconds']}s wall, tree CPU {r['tree']['cpu_seconds']}s, report {r['report']['cpu_s']}s CPU"
+              + (f"; whole first step {r['run_seconds']}s wall, tree CPU {r['tree']['cpu_seconds']}s, report "
+                 f"{r['report']['cpu_s']}s CPU"
                  if "run_seconds" in r else ""), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

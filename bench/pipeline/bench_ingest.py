@@ -94,7 +94,8 @@ def main() -> None:
     args = parser.parse_args()
 
     files = write_bench_warcs(args.out, repeat=args.repeat, files=args.cores)
-    print(f"input: {len(files)} WARC files, {args.repeat} x 200 pages, {sum(os.path.getsize(f) for f in files) / 1e6:.1f} MB")
+    print(f"input: {len(files)} WARC files, {args.repeat} x 200 pages, "
+          f"{sum(os.path.getsize(f) for f in files) / 1e6:.1f} MB")
     runs: dict[str, dict | None] = {
         "ours auto (no Spark)": run_ours(files, "auto"),
         "ours resiliparse (no Spark)": run_ours(files, "resiliparse"),

@@ -170,7 +170,8 @@ def main() -> None:
             cold_runs.append(ours["cold"])
             warm_runs.append(ours["warm"])
         show = lambda x, k: f"{x[k]:.1f}s" if x else "failed"  # noqa: E731
-        print(f"  round {r + 1}: datatrove {show(dt, 'seconds')}, ours cold {show(ours and ours['cold'], 'seconds')}, warm {show(ours and ours['warm'], 'seconds')}", flush=True)
+        print(f"  round {r + 1}: datatrove {show(dt, 'seconds')}, ours cold "
+              f"{show(ours and ours['cold'], 'seconds')}, warm {show(ours and ours['warm'], 'seconds')}", flush=True)
 
     table = {"datatrove": median_rates(dt_runs, args.cores), "ours cold": median_rates(cold_runs, args.cores), "ours warm": median_rates(warm_runs, args.cores)}
     written = {"datatrove": dt_runs and dt_runs[0]["written"], "ours cold": cold_runs and cold_runs[0]["written"], "ours warm": warm_runs and warm_runs[0]["written"]}

@@ -210,10 +210,12 @@ def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
     for row in est.stages:
         projected, got = row.core_hours * 3600, real[row.stage]
         rows[row.stage] = {"projected_s": round(projected, 1), "measured_s": round(got, 1), "error": round(projected / got - 1, 3) if got else None}
-        print(f"    {row.stage + (' *' if row.whole_corpus else ''):<22}{projected:>10.1f}s projected {got:>10.1f}s measured {projected / got - 1:>+8.1%}")
+        print(f"    {row.stage + (' *' if row.whole_corpus else ''):<22}{projected:>10.1f}s projected "
+              f"{got:>10.1f}s measured {projected / got - 1:>+8.1%}")
     total = sum(real.values())
     rows["total"] = {"projected_s": round(est.core_hours * 3600, 1), "measured_s": round(total, 1), "error": round(est.core_hours * 3600 / total - 1, 3)}
-    print(f"    {'total':<22}{rows['total']['projected_s']:>10.1f}s projected {total:>10.1f}s measured {rows['total']['error']:>+8.1%}")
+    print(f"    {'total':<22}{rows['total']['projected_s']:>10.1f}s projected {total:>10.1f}s measured "
+          f"{rows['total']['error']:>+8.1%}")
     return rows
 
 
@@ -254,12 +256,15 @@ def main() -> None:
             print(proc.stderr[-3000:], file=sys.stderr)
             continue
         results[docs] = r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"  {r['seconds']}s wall, {r['cpu_seconds']}s CPU ({1000 * r['cpu_seconds'] / docs:.2f} ms/doc); peak RSS MB {r['peak_rss_mb']}", flush=True)
+        print(f"  {r['seconds']}s wall, {r['cpu_seconds']}s CPU ({1000 * r['cpu_seconds'] / docs:.2f} ms/doc); "
+              f"peak RSS MB {r['peak_rss_mb']}", flush=True)
         for name, s in r["steps"].items():
             cpu = s["cpu_jvm"] + s["cpu_python"]
-            print(f"    {name:<34}{s['seconds']:>8.1f}s wall {cpu:>8.1f}s CPU {1000 * cpu / docs:>7.3f} ms/doc  shuffle {(s['shuffle_bytes'] or 0) / 2**20:>8.1f} MB", flush=True)
+            print(f"    {name:<34}{s['seconds']:>8.1f}s wall {cpu:>8.1f}s CPU {1000 * cpu / docs:>7.3f} "
+                  f"ms/doc  shuffle {(s['shuffle_bytes'] or 0) / 2**20:>8.1f} MB", flush=True)
         for s in r["stages"]:
-            print(f"    stage {s['stage']:<24}{s['docs_in']:>8} in {s['docs_kept']:>8} kept {1000 * s['seconds'] / max(s['docs_in'], 1):>7.3f} ms/doc in"
+            print(f"    stage {s['stage']:<24}{s['docs_in']:>8} in {s['docs_kept']:>8} kept "
+                  f"{1000 * s['seconds'] / max(s['docs_in'], 1):>7.3f} ms/doc in"
                   f" {1000 * s.get('cpu_seconds', 0) / docs:>7.3f} CPU ms per page", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))

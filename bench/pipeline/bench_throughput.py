@@ -76,7 +76,8 @@ def shape(name: str, files: list[str], work: Path, cores: int) -> dict:
     for engine in ("datatrove", "ours cold", "ours warm"):
         e = entry[engine]
         split = f"  (JVM {e['cpu_seconds_jvm']:.1f} s, Python {e['cpu_seconds_python']:.1f} s)"
-        print(f"  {engine:<10} {e['read'] if 'read' in e else docs:>6} docs {e['seconds']:7.1f} s wall {e['cpu_seconds']:7.1f} s CPU"
+        print(f"  {engine:<10} {e['read'] if 'read' in e else docs:>6} docs {e['seconds']:7.1f} s wall "
+              f"{e['cpu_seconds']:7.1f} s CPU"
               f" {e['cpu_ms_per_doc']:6.2f} CPU ms/doc{split}", flush=True)
     return entry
 
@@ -122,8 +123,10 @@ def chain(files: list[str], work: Path, cores: int) -> dict:
     for key in ("cold", "warm"):
         entry[f"ours {key}"] = {**ours[key], **per_doc(ours[key], docs)}
         entry[f"ratio {key}"] = ratio(entry[f"ours {key}"], entry["datatrove"])
-    print(f"  datatrove: {docs} read, {dt['cleaned']} cleaned, {dt['removed_minhash']} removed by MinHash, {dt['tokens']:,} tokens")
-    print(f"  ours:      {ours['warm']['read']} read, {ours['warm']['written']} cleaned, {ours['warm']['kept']} kept after dedup")
+    print(f"  datatrove: {docs} read, {dt['cleaned']} cleaned, {dt['removed_minhash']} removed by MinHash, "
+          f"{dt['tokens']:,} tokens")
+    print(f"  ours:      {ours['warm']['read']} read, {ours['warm']['written']} cleaned, "
+          f"{ours['warm']['kept']} kept after dedup")
     print("  where the CPU goes (seconds; ours: the warm job, JVM + Python):")
     steps = [(f"datatrove {name}", s["cpu_seconds"]) for name, s in dt["steps"].items()]
     steps.append(("datatrove start-up and imports", dt["cpu_seconds"] - sum(s["cpu_seconds"] for s in dt["steps"].values())))
@@ -157,23 +160,28 @@ def report(results: dict, cores: int, under_load: bool) -> None:
         entry = results.get(key) or {}
         if "datatrove" in entry:
             r = entry[f"ratio {kind}"]
-            print(f"{label:<34}{entry['datatrove']['cpu_ms_per_doc']:>10.1f}{entry[f'ours {kind}']['cpu_ms_per_doc']:>9.2f}"
+            print(f"{label:<34}{entry['datatrove']['cpu_ms_per_doc']:>10.1f}"
+                  f"{entry[f'ours {kind}']['cpu_ms_per_doc']:>9.2f}"
                   f"{r['cpu']:>8.1f}x{r['wall']:>8.1f}x")
     minhash = results.get("minhash")
     if minhash and minhash.get("sizes"):
         n, entry = max(minhash["sizes"].items(), key=lambda kv: int(kv[0]))
         print(f"\nMinHash at {n} documents, removed-id Jaccard with datatrove's removals:"
               f" verify exact (default) {entry['ours']['agreement_with_first']:.3f} ({entry['ours']['removed']} removed),"
-              f" verify none (FineWeb-equivalent) {entry.get('ours_verify_none', {}).get('agreement_with_first', float('nan')):.3f}"
+              " verify none (FineWeb-equivalent) "
+              f"{entry.get('ours_verify_none', {}).get('agreement_with_first', float('nan')):.3f}"
               f" ({entry.get('ours_verify_none', {}).get('removed', '?')} removed, and"
-              f" {entry.get('ours_verify_none', {}).get('first_removed_in_our_clusters', float('nan')):.3f} of datatrove's removals"
+              f" {entry.get('ours_verify_none', {}).get('first_removed_in_our_clusters', float('nan')):.3f} of "
+              "datatrove's removals"
               f" in its clusters); datatrove removed {entry['datatrove']['removed']};"
               f" {entry.get('ratio_docs_per_s_per_core', float('nan')):.1f}x its docs/s/core")
     extraction = results.get("extraction")
     if extraction:
         q, t = extraction["quality"], extraction["trafilatura_quality"]
-        print(f"extraction {extraction['default']}: main text found {q['with_found']:.3f} (Trafilatura {t['with_found']:.3f}),"
-              f" boilerplate kept out {q['without_absent']:.3f} ({t['without_absent']:.3f}); {extraction['speed_ratio_vs_trafilatura']:.1f}x its pages/s")
+        print(f"extraction {extraction['default']}: main text found {q['with_found']:.3f} (Trafilatura "
+              f"{t['with_found']:.3f}),"
+              f" boilerplate kept out {q['without_absent']:.3f} ({t['without_absent']:.3f}); "
+              f"{extraction['speed_ratio_vs_trafilatura']:.1f}x its pages/s")
 
 
 def main() -> int:
@@ -217,7 +225,8 @@ def main() -> int:
     # The last minute's load includes this bench's own engines (up to --cores busy): allowed for at the end.
     under_load = start[0] > machine_cores or end[0] > machine_cores + args.cores
     if under_load and not args.allow_busy:
-        print(f"the machine became busy (1-min load {end[0]:.1f} > {machine_cores} cores + this bench's {args.cores}): not reporting;"
+        print(f"the machine became busy (1-min load {end[0]:.1f} > {machine_cores} cores + this bench's "
+              f"{args.cores}): not reporting;"
               " rerun, or pass --allow-busy", file=sys.stderr)
         return BUSY_EXIT
     results["under_load"] = under_load

@@ -26,7 +26,8 @@ DATATROVE_SIDE = r"""
 import json, sys, time, warnings
 warnings.filterwarnings("ignore")
 from datatrove.data import Document
-from datatrove.pipeline.filters import C4QualityFilter, FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter
+from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
+                                        GopherRepetitionFilter)
 from datatrove.utils.text import split_into_words
 texts = json.load(open(sys.argv[1]))
 split_into_words("warm up the tokenizer")
@@ -120,7 +121,8 @@ def main() -> int:
     print(f"{len(texts)} documents, {sum(map(len, texts)) / 1e6:.1f} M characters, one core each\n")
     print(f"{'stage':<20}{'ours docs/s':>14}{'datatrove docs/s':>18}{'speed-up':>10}")
     for name in mine:
-        print(f"{name:<20}{len(texts) / mine[name]:>14.0f}{len(texts) / theirs[name]:>18.0f}{theirs[name] / mine[name]:>9.1f}x")
+        print(f"{name:<20}{len(texts) / mine[name]:>14.0f}{len(texts) / theirs[name]:>18.0f}"
+              f"{theirs[name] / mine[name]:>9.1f}x")
     docs_s, mb_s = perplexity(texts)
     print(f"\nperplexity scoring (order 3, 2k vocab): {docs_s:.0f} documents/s, {mb_s:.2f} MB/s")
     return 0

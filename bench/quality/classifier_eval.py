@@ -133,7 +133,8 @@ def main() -> int:
         rows[split] = figures([pages[i] for i in chosen], [rules_keep[i] for i in chosen], [scores[i] for i in chosen])
     print(markdown(rows, args.rules))
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"\nmodel {model}; wall {time.perf_counter() - t0:.0f} s, CPU {time.process_time() - cpu0 + children.ru_utime + children.ru_stime:.0f} s "
+    print(f"\nmodel {model}; wall {time.perf_counter() - t0:.0f} s, CPU "
+          f"{time.process_time() - cpu0 + children.ru_utime + children.ru_stime:.0f} s "
           "(this process and its children; the Spark JVM's own CPU is not counted)")
     return 0
 

@@ -7,12 +7,12 @@ the checkout's own):
     python -m bench.quality.quality_decisions --check /tmp/decisions.json                  # this checkout
 
 Texts (needs ../shared/data): the pages profile_extract.py reads, extracted, and the parity set
-(shared documents, WARC main text, trafilatura-eval pages), each also with its first third appended and with every third line doubled (so the repetition
-rules fire), and the lingua sentences of each of 75 languages in documents of 10 and of 30 sentences
-(lines, then paragraphs), read with their own language's words. Stages: FineWeb's chain and
-ccpretrain's (less the classifier) with their settings, and each rule of the parity tests on its own;
-every stage judges every text. A decision is the drop reason and, where the stage rewrites the text
-(C4), the kept text's sha1. The n-gram statistics behind the repetition rules are compared too.
+(shared documents, WARC main text, trafilatura-eval pages), each also with its first third appended and with every third
+line doubled (so the repetition rules fire), and the lingua sentences of each of 75 languages in documents of 10 and of
+30 sentences (lines, then paragraphs), read with their own language's words. Stages: FineWeb's chain and ccpretrain's
+(less the classifier) with their settings, and each rule of the parity tests on its own; every stage judges every text.
+A decision is the drop reason and, where the stage rewrites the text (C4), the kept text's sha1. The n-gram statistics
+behind the repetition rules are compared too.
 """
 
 from __future__ import annotations

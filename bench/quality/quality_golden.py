@@ -107,7 +107,8 @@ def main() -> int:
     payload = {
         "generator": "bench/quality/quality_golden.py",
         "datatrove_version": "0.10.1",
-        "note": "texts are rebuilt from ../shared/data by tests.support.quality_parity.build_texts; text_sha1 checks them",
+        "note": "texts are rebuilt from ../shared/data by tests.support.quality_parity.build_texts; text_sha1 "
+                "checks them",
         "documents": decisions,
     }
     os.makedirs(os.path.dirname(args.output), exist_ok=True)

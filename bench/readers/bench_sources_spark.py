@@ -40,7 +40,9 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     args = parser.parse_args()
     spark = get_spark(f"local[{args.cores}]", app_name="bench-sources-spark")
-    rows = [f"{'preset':<14}{'files':>6}{'read':>7}{'dropped':>8}{'corpus':>8}{'CPU s':>8}{'wall s':>8}{'docs/s per core':>16}  same corpus"]
+    rows = [f"{'preset':<14}{'files':>6}{'read':>7}{'dropped':>8}{'corpus':>8}{'CPU s':>8}{'wall s':>8}"
+            f"{'docs/s per core':>16}  "
+            "same corpus"]
     with tempfile.TemporaryDirectory() as tmp:
         for make in (wikipedia, stackexchange, books, arxiv):
             corpora = []

@@ -149,7 +149,8 @@ def main() -> int:
         print(f"adult score, new / today's, CPU time, {name}: {new / today:.2f} ({today * 1e3:.1f} -> {new * 1e3:.1f} ms)")
     print(f"toxicity word scoring, 10 MB / 5 MB document, CPU time: {large / small:.2f} (linear: 2)")
     if "pii_datatrove" in seconds:
-        print(f"pii (ours, 7 types) / datatrove PIIFormatter (e-mail + IP) docs/s ratio: {seconds['pii_datatrove'] / seconds['pii']:.2f}")
+        print("pii (ours, 7 types) / datatrove PIIFormatter (e-mail + IP) docs/s ratio: "
+              f"{seconds['pii_datatrove'] / seconds['pii']:.2f}")
     return 0
 
 

@@ -7,11 +7,11 @@ sex-education, court-news and forum pages as hard negatives; written for this pr
 ../shared/data holds no explicit page). For the second set the table gives, per language, pages
 dropped and which rule of the adult signal decides (whole-page density, the densest window alone, distinct
 explicit entries), then the calibration view: the highest benign and the lowest explicit adult score
-per language (the density over its threshold or the distinct entries over their minimum: 1 drops). Benign text, never tuned on: the
-project's own multilingual demo pages, the 200 real web pages of ../shared/data/html (news, blogs,
-company pages; mostly German and English), the shared Common Crawl documents, and pseudo-pages of 20
-lingua sentences for each of 75 languages (real web sentences). A page counts as flagged when any
-safety stage drops it; the table shows which stage and reason.
+per language (the density over its threshold or the distinct entries over their minimum: 1 drops). Benign text, never
+tuned on: the project's own multilingual demo pages, the 200 real web pages of ../shared/data/html (news, blogs, company
+pages; mostly German and English), the shared Common Crawl documents, and pseudo-pages of 20 lingua sentences for each
+of 75 languages (real web sentences). A page counts as flagged when any safety stage drops it; the table shows which
+stage and reason.
 
     python -m bench.safety.bench_safety_multilingual
 """
@@ -68,7 +68,8 @@ def report_labelled(pages: list[dict], reasons: list[str | None]) -> tuple[int, 
     rules = adult_rules(pages)
     langs = sorted({p["lang"] for p in pages}, key=[p["lang"] for p in pages].index)
     print(f"labelled pages ({len(pages)}, tests/data/safety_labelled.jsonl): dropped by a safety stage, per language")
-    print(f"  {'lang':<5}{'explicit':>10}{'benign':>9}   explicit pages by adult rule (a page may pass several)          highest benign / lowest explicit adult score (1: dropped)")
+    print(f"  {'lang':<5}{'explicit':>10}{'benign':>9}   explicit pages by adult rule (a page may pass "
+          "several)          highest benign / lowest explicit adult score (1: dropped)")
     missed = lost = 0
     for lang in langs:
         idx = [i for i, p in enumerate(pages) if p["lang"] == lang]
@@ -81,7 +82,8 @@ def report_labelled(pages: list[dict], reasons: list[str | None]) -> tuple[int, 
         by_rule = Counter(r for i in exp for r in rules[i]["rules"])
         top_benign = max(rules[i]["score"] for i in ben)
         low_explicit = min(rules[i]["score"] for i in exp)
-        print(f"  {lang:<5}{caught:>6}/{len(exp):<3}{dropped:>5}/{len(ben):<3}   {dict(by_rule)!s:<62} {top_benign:.2f} / {low_explicit:.2f}")
+        print(f"  {lang:<5}{caught:>6}/{len(exp):<3}{dropped:>5}/{len(ben):<3}   {dict(by_rule)!s:<62} "
+              f"{top_benign:.2f} / {low_explicit:.2f}")
     for p, r in zip(pages, reasons):
         if bool(r) != (p["label"] == "explicit"):
             print(f"    wrong: {p['id']} ({p['label']}) got {r}")
@@ -152,7 +154,8 @@ def main() -> int:
     right = [p for p, r in zip(pages, reasons) if p["harmful"] and r == p["harmful"]]
     false_pos = [p["id"] for p, r in zip(pages, reasons) if not p["harmful"] and r]
     print(f"labelled pages: {len(pages)} ({len(harmful)} harmful)")
-    print(f"  recall {len(caught) / len(harmful):.2f} (by the intended stage and reason: {len(right) / len(harmful):.2f}); prose dropped: {false_pos}")
+    print(f"  recall {len(caught) / len(harmful):.2f} (by the intended stage and reason: "
+          f"{len(right) / len(harmful):.2f}); prose dropped: {false_pos}")
     for p, r in zip(pages, reasons):
         print(f"    {p['id']:<34} expected {str(p['harmful']):<24} got {r}")
     pages2 = labelled_pages()
@@ -164,11 +167,13 @@ def main() -> int:
         flagged = Counter(r for r in got if r)
         flagged_total += sum(flagged.values())
         benign_total += len(items)
-        print(f"benign {name}: {len(items)} pages, dropped {sum(flagged.values())} ({sum(flagged.values()) / len(items):.1%}): {dict(flagged)}")
+        print(f"benign {name}: {len(items)} pages, dropped {sum(flagged.values())} "
+              f"({sum(flagged.values()) / len(items):.1%}): {dict(flagged)}")
     n_explicit = sum(1 for p in pages2 if p["label"] == "explicit")
     caught_total = len(caught) + n_explicit - missed
     print(f"explicit pages of the labelled set missed: {missed} of {n_explicit}")
-    print(f"precision on labelled harmful vs all benign pages: {caught_total / (caught_total + flagged_total + len(false_pos)):.3f}"
+    print("precision on labelled harmful vs all benign pages: "
+          f"{caught_total / (caught_total + flagged_total + len(false_pos)):.3f}"
           f" (benign pages dropped: {flagged_total} of {benign_total}); {time.perf_counter() - t0:.0f} s")
     return 0
 

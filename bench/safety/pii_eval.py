@@ -72,7 +72,8 @@ def main() -> None:
     print(f"{len(rows)} lines, {sum(len(r['pii']) for r in rows)} labelled spans")
     print(f"{'type':<12}{'labelled':>9}{'tp':>5}{'fp':>5}{'fn':>5}{'exact':>7}{'precision':>11}{'recall':>8}")
     for t, r in report.items():
-        print(f"{t:<12}{r['tp'] + r['fn']:>9}{r['tp']:>5}{r['fp']:>5}{r['fn']:>5}{r['exact']:>7}{r['precision']:>11.3f}{r['recall']:>8.3f}")
+        print(f"{t:<12}{r['tp'] + r['fn']:>9}{r['tp']:>5}{r['fp']:>5}{r['fn']:>5}{r['exact']:>7}"
+              f"{r['precision']:>11.3f}{r['recall']:>8.3f}")
     if args.errors:
         print("\n".join(errors))
 

@@ -2,8 +2,9 @@
 
 Target: the stage (encode + EOS + Megatron shard writing with SHA-256) keeps >= 80% of raw encode speed.
 Speed is tokens per CPU-second of this process (one core), runs alternate (raw, stage, raw, ...) and
-the best of each is compared, because the machine is shared and noisy; only the ratio is meaningful. ``--spark`` adds the full Spark runner on local[1]
-(Arrow transfer JVM <-> Python included). Text: the team's real multilingual sentences and CC documents.
+the best of each is compared, because the machine is shared and noisy; only the ratio is meaningful. ``--spark`` adds
+the full Spark runner on local[1] (Arrow transfer JVM <-> Python included). Text: the team's real multilingual sentences
+and CC documents.
 
     python -m bench.tokenize.bench_tokenize [--shared ../shared/data] [--repeat 5] [--vocab 16000] [--spark]
 """
@@ -118,7 +119,8 @@ def main() -> int:
             spark_best = min(spark_best, time.perf_counter() - t0)
             out.unpersist()
         rate = (raw_tokens + n) / spark_best
-        print(f"  {'spark[1]':<10} {rate / 1e6:7.3f} M tokens/wall-s (end to end on local[1], incl. job startup; wall time,")
+        print(f"  {'spark[1]':<10} {rate / 1e6:7.3f} M tokens/wall-s (end to end on local[1], incl. job "
+              "startup; wall time,")
         print("             so not comparable to CPU-s figures on a shared machine)")
     return 0
 

@@ -281,7 +281,8 @@ def print_table(results: list[dict], summary: dict, names: list[str]) -> None:
     print(f"{'eval set':<8} {'seed':>4} {'raw':>8} {'cleaned':>8} {'diff':>8}")
     for name in names:
         for r in results:
-            print(f"{name:<8} {r['seed']:>4} {r['raw'][name]:>8.4f} {r['cleaned'][name]:>8.4f} {r['raw'][name] - r['cleaned'][name]:>+8.4f}")
+            print(f"{name:<8} {r['seed']:>4} {r['raw'][name]:>8.4f} {r['cleaned'][name]:>8.4f} "
+                  f"{r['raw'][name] - r['cleaned'][name]:>+8.4f}")
         s = summary[name]
         d = s["raw_minus_cleaned"]
         print(f"{name:<8} {'mean':>4} {s['raw']['mean']:>8.4f} {s['cleaned']['mean']:>8.4f} {d['mean']:>+8.4f}"
@@ -319,7 +320,8 @@ def main() -> int:
     eval_sets = write_eval_sets(out, args.sentences_per_doc, out / "tokenizer", raw_text)
     tokens_seen = args.steps * args.batch * args.seq_len
     log(f"each run: {args.steps} steps x {args.batch} x {args.seq_len} = {tokens_seen:,} tokens "
-        f"(raw {tokens_seen / sizes['raw']['tokens']:.1f} epochs, cleaned {tokens_seen / sizes['cleaned']['tokens']:.1f} epochs)")
+        f"(raw {tokens_seen / sizes['raw']['tokens']:.1f} epochs, cleaned "
+        f"{tokens_seen / sizes['cleaned']['tokens']:.1f} epochs)")
     results = train_and_eval(out, shards, vocab, eval_sets, args)
 
     names = list(eval_sets)

@@ -65,7 +65,8 @@ def main() -> None:
         off.append(timed_steps(config(os.path.join(work, f"off-{r}"), 0)))
         on.append(timed_steps(config(os.path.join(work, f"on-{r}"), 1)))
     m_off, m_on = statistics.median(off), statistics.median(on)
-    print(f"model {num_params(config(work, 0).model):,} params, batch {args.batch}x{args.seq_len}, 1 thread, {args.rounds} rounds of {args.steps - 1} steps")
+    print(f"model {num_params(config(work, 0).model):,} params, batch {args.batch}x{args.seq_len}, 1 thread, "
+          f"{args.rounds} rounds of {args.steps - 1} steps")
     print(f"CPU time per step  ordinary {1e3 * m_off:.1f} ms   diagnostic {1e3 * m_on:.1f} ms   "
           f"ratio {m_on / m_off:.2f}x   (every 100 steps: {100 * (m_on / m_off - 1) / 100:+.2f}% of the run)")
 

@@ -4,7 +4,8 @@ model, weights and tokens, rounds alternating so machine noise hits both. On the
 boolean tensor given to SDPA (flex attention has no CPU backward in torch 2.13), so it saves no compute:
 the figure is its overhead.
 
-    python -m bench.train.bench_document_mask [--d-model 256 --layers 4 --seq-len 1024 --batch 4 --doc-len 300 --rounds 3]
+    python -m bench.train.bench_document_mask \\
+        [--d-model 256 --layers 4 --seq-len 1024 --batch 4 --doc-len 300 --rounds 3]
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ English on sentences, not on pages, and English is most of a crawl. Only the mid
 ``ask_max_chars`` characters go to lingua (a page's start and end are mostly navigation), so its cost
 stays bounded on long pages. ``auto`` (the default) uses lingua where it is installed (the ``data``
 extra brings it) and logs which way it went; that choice is made where the stage is built (the driver) and
-travels with it, so an executor without lingua fails with the cause instead of labelling differently. ``lingua_accuracy: low`` (the default) reads trigrams only;
-``high`` reads short texts by 1- to 5-grams, more accurate on sentences but up to ~1.4 GB per Python
-worker once a short text arrives, more than a YARN container's default memory overhead.
+travels with it, so an executor without lingua fails with the cause instead of labelling differently. ``lingua_accuracy:
+low`` (the default) reads trigrams only; ``high`` reads short texts by 1- to 5-grams, more accurate on sentences but up
+to ~1.4 GB per Python worker once a short text arrives, more than a YARN container's default memory overhead.
 
 fastText itself reads the middle ``max_chars`` (3000) characters of a text, as its cost grows with the
 length; on real long pages its labels agree with the whole text's. ``max_chars: null`` reads all of it,
@@ -139,7 +139,8 @@ def check_languages(codes, labels: frozenset[str], where: str) -> None:
         guesses = [lab for lab in dict.fromkeys((base, base[:2], base[:3])) if lab in labels]
         guesses = guesses or difflib.get_close_matches(code.lower(), sorted(labels), n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(repr(g) for g in guesses[:3])}?" if guesses else ""
-        raise ValueError(f"{where}: {code!r} is not a language the model can emit (it has {len(labels)} labels such as en, de, zh){hint}")
+        raise ValueError(f"{where}: {code!r} is not a language the model can emit (it has {len(labels)} labels such as "
+                         f"en, de, zh){hint}")
 
 
 @register("langid")
@@ -151,15 +152,18 @@ class LanguageID(DocumentStage):
     languages: list[str] = Field(default_factory=list)  # model labels without __label__; empty: keep all, label only
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides
-    max_chars: int | None = Field(3000, ge=1, description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the whole text, as FineWeb")
+    max_chars: int | None = Field(3000, ge=1, description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the "
+                                                          "whole text, as FineWeb")
     second_opinion: Literal["auto", "none", "lingua"] = "auto"  # lingua decides short and uncertain texts; auto: if installed
     lingua_accuracy: Literal["high", "low"] = "low"  # high: 1- to 5-grams on short texts, up to ~1.4 GB per worker
     ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
-    ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; en: the gate most pipelines filter on)")
+    ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; "
+                                                                     "en: the gate most pipelines filter on)")
     english_support: float = Field(0.3, ge=0.0, le=1.0, description="lingua may relabel a text as English only where lid.176 gives English at least this probability")
-    trust_english_chars: int | None = Field(500, ge=1, description="texts this long that lid.176 calls English with probability >= ask_below are not sent to lingua (it errs on short texts, not pages); null: always ask")
+    trust_english_chars: int | None = Field(500, ge=1, description="texts this long that lid.176 calls English with probability >= ask_below are "
+                                                                   "not sent to lingua (it errs on short texts, not pages); null: always ask")
     # Whether lingua decides, fixed where the stage is built (the driver) and pickled with it, so every
     # executor labels as the driver said it would (``auto`` must not resolve per process).
     _lingua: bool = PrivateAttr(False)
@@ -178,9 +182,11 @@ class LanguageID(DocumentStage):
     def check_assets(self) -> None:
         if self.second_opinion == "auto":
             if lingua_installed():
-                log.info("langid: second_opinion auto -> lingua (%s accuracy) decides uncertain, short and %s-labelled texts", self.lingua_accuracy, "/".join(self.ask_labels))
+                log.info("langid: second_opinion auto -> lingua (%s accuracy) decides uncertain, short and "
+                         "%s-labelled texts", self.lingua_accuracy, "/".join(self.ask_labels))
             else:
-                log.info("langid: second_opinion auto -> lid.176 alone (lingua-language-detector is not installed: pip install 'ccpretrain[data]')")
+                log.info("langid: second_opinion auto -> lid.176 alone (lingua-language-detector is not "
+                         "installed: pip install 'ccpretrain[data]')")
         labels = model_labels(self.model_path, self.second_opinion)
         check_languages(self.languages, labels, "languages")
         check_languages(self.thresholds, labels, "thresholds")
@@ -209,7 +215,8 @@ class LanguageID(DocumentStage):
         if self._lingua:
             if not lingua_installed():
                 raise ImportError(
-                    f"langid: lingua decides uncertain texts (second_opinion: {self.second_opinion}, as resolved where the "
+                    f"langid: lingua decides uncertain texts (second_opinion: {self.second_opinion}, as "
+                    "resolved where the "
                     "pipeline was configured) but lingua-language-detector is not installed in this Python: install "
                     "'ccpretrain[data]' on every executor, or set second_opinion: none"
                 )
@@ -227,7 +234,8 @@ class LanguageID(DocumentStage):
         always = set(self.ask_labels)
         candidates = [
             i for i in present
-            if langs[i] in known and (scores[i] < self.ask_below or len(lines[i]) < self.ask_chars or langs[i] in always)
+            if langs[i] in known
+            and (scores[i] < self.ask_below or len(lines[i]) < self.ask_chars or langs[i] in always)
         ]  # fmt: skip
         ask = [i for i in candidates if not self._trusted_english(lines[i], langs[i], scores[i])]
         if len(ask) < len(candidates):

@@ -36,11 +36,11 @@ def train_labelled(examples: list[tuple[str, str]], output: str, heldout: float 
     from dataprep.classify.fasttext_classifier import FastTextClassifier
 
     held, train = split_heldout(examples, heldout, seed)
-    model = FastTextClassifier.train([t for t, _ in train], [l for _, l in train], output, seed=seed, **(params or {}))
-    report = {"output": output, "labels": dict(Counter(l for _, l in train)), "train_examples": len(train)}
+    model = FastTextClassifier.train([t for t, _ in train], [label for _, label in train], output, seed=seed, **(params or {}))
+    report = {"output": output, "labels": dict(Counter(label for _, label in train)), "train_examples": len(train)}
     if held:
         predicted = model.model.predict([" ".join(t.split()) for t, _ in held])[0]
-        correct = sum(p[0].removeprefix("__label__") == l for p, (_, l) in zip(predicted, held))
+        correct = sum(p[0].removeprefix("__label__") == label for p, (_, label) in zip(predicted, held))
         report.update(heldout_examples=len(held), heldout_accuracy=round(correct / len(held), 4))
     return report
 
@@ -55,13 +55,14 @@ def train_reference(positives: list[str], negatives: list[str], output: str, hel
     examples = [(t, POSITIVE) for t in positives] + [(t, NEGATIVE) for t in negatives]
     held, train = split_heldout(examples, heldout, seed)
     recipe = {**DCLM_RECIPE, **(params or {})}
-    model = FastTextClassifier.train([t for t, _ in train], [l for _, l in train], output, seed=seed, **recipe)
-    report = {"output": output, "recipe": recipe, "labels": dict(Counter(l for _, l in train)), "train_examples": len(train)}
+    model = FastTextClassifier.train([t for t, _ in train], [label for _, label in train], output, seed=seed, **recipe)
+    report = {"output": output, "recipe": recipe, "labels": dict(Counter(label for _, label in train)), "train_examples": len(train)}
     if held:
         scores = model.score([t for t, _ in held], POSITIVE)
-        rows = precision_recall_at_shares(scores, [l == POSITIVE for _, l in held])
+        rows = precision_recall_at_shares(scores, [label == POSITIVE for _, label in held])
         report.update(heldout_examples=len(held), heldout=rows)
-        print(f"held out: {len(held)} examples ({sum(l == POSITIVE for _, l in held)} reference)\n{format_report(rows)}", file=sys.stderr)
+        print(f"held out: {len(held)} examples ({sum(label == POSITIVE for _, label in held)} "
+              f"reference)\n{format_report(rows)}", file=sys.stderr)
     return report
 
 
@@ -74,8 +75,8 @@ def by_language(positives: list[str], negatives: list[str], languages: list[str]
     neg_langs, _ = detect.predict(negatives)
     split = {}
     for lang in languages:
-        pos = [t for t, l in zip(positives, pos_langs) if l == lang]
-        neg = [t for t, l in zip(negatives, neg_langs) if l == lang]
+        pos = [t for t, found in zip(positives, pos_langs) if found == lang]
+        neg = [t for t, found in zip(negatives, neg_langs) if found == lang]
         if not pos or not neg:
             raise ValueError(f"language {lang!r}: {len(pos)} reference texts and {len(neg)} negatives; both are needed")
         split[lang] = (pos, neg)

@@ -13,7 +13,6 @@ characteristic sentence in it (``_TITLES``).
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from email.parser import HeaderParser
@@ -48,9 +47,11 @@ _TITLES = [(re.compile(pattern), spdx) for pattern, spdx in [
     (r"Boost Software License - Version 1\.0", "BSL-1.0"),
     (r"This is free and unencumbered software released into the public domain", "Unlicense"),
     (r"CC0 1\.0 Universal", "CC0-1.0"),
-    (r"Permission to use, copy, modify, and(?:/or)? distribute this software for any\s+purpose with or without fee", "ISC"),
+    (r"Permission to use, copy, modify, and(?:/or)? distribute this software for any\s+purpose with "
+     r"or without fee", "ISC"),
     (r"Permission is hereby granted, free of charge, to any person obtaining", "MIT"),
-    (r"Redistribution and use in source and binary forms(?:(?!\n\s*\n\s*THIS SOFTWARE)[\s\S]){0,1500}?Neither the name", "BSD-3-Clause"),
+    (r"Redistribution and use in source and binary forms(?:(?!\n\s*\n\s*THIS "
+     r"SOFTWARE)[\s\S]){0,1500}?Neither the name", "BSD-3-Clause"),
     (r"Redistribution and use in source and binary forms", "BSD-2-Clause"),
     (r"This software is provided 'as-is', without any express or implied", "Zlib"),
 ]]
@@ -140,11 +141,3 @@ class CodeLicense(DocumentStage):
             return batch, [None] * batch.num_rows
         return batch, [None if self.allowed(lic) else f"license:{lic or NO_LICENSE}" for lic in batch.column("license").to_pylist()]
 
-
-def find_license_file(folder: str) -> list[str]:
-    """The licence files directly in ``folder`` (sorted), for a repository on disk."""
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    return [os.path.join(folder, n) for n in names if is_license_file(n) and os.path.isfile(os.path.join(folder, n))]

@@ -48,9 +48,10 @@ MINIFIABLE = {"JavaScript", "CSS", "HTML", "JSON", "SCSS", "Less"}  # line-lengt
 
 # Fallback when a record has no language: the extension (the code readers set ``language`` themselves).
 EXTENSIONS = {
-    ".py": "Python", ".pyi": "Python", ".js": "JavaScript", ".mjs": "JavaScript", ".cjs": "JavaScript", ".ts": "TypeScript",
-    ".css": "CSS", ".scss": "SCSS", ".less": "Less", ".html": "HTML", ".htm": "HTML", ".json": "JSON", ".yaml": "YAML",
-    ".yml": "YAML", ".csv": "CSV", ".tsv": "CSV", ".xml": "XML", ".toml": "TOML", ".md": "Markdown", ".rst": "reStructuredText",
+    ".py": "Python", ".pyi": "Python", ".js": "JavaScript", ".mjs": "JavaScript", ".cjs": "JavaScript",
+    ".ts": "TypeScript", ".css": "CSS", ".scss": "SCSS", ".less": "Less", ".html": "HTML", ".htm": "HTML",
+    ".json": "JSON", ".yaml": "YAML", ".yml": "YAML", ".csv": "CSV", ".tsv": "CSV", ".xml": "XML", ".toml": "TOML",
+    ".md": "Markdown", ".rst": "reStructuredText",
     ".txt": "Text", ".tex": "TeX", ".c": "C", ".h": "C", ".cc": "C++", ".cpp": "C++", ".hpp": "C++", ".java": "Java",
     ".go": "Go", ".rs": "Rust", ".rb": "Ruby", ".sh": "Shell", ".s": "Assembly", ".asm": "Assembly", ".sql": "SQL",
 }  # fmt: skip

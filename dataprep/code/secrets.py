@@ -26,7 +26,8 @@ _B = r"(?<![A-Za-z0-9_\-])"  # a token starts after a non-token character
 _E = r"(?![A-Za-z0-9_\-])"
 # type -> pattern; the value to redact is group "v" when the pattern has one, else the whole match.
 DETECTORS: dict[str, re.Pattern] = {
-    "private_key": re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]{16,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+    "private_key": re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]{16,20000}?-----END (?:[A-Z0-9]+ "
+                              r")*PRIVATE KEY(?: BLOCK)?-----"),
     "aws_key": re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Z0-9])"),
     "aws_secret": re.compile(r"(?i:aws)[\w.\-]{0,30}(?i:secret)[\w.\-]{0,30}[\"']?\s*[:=]>?\s*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"),
     "azure_key": re.compile(r"(?i:AccountKey|SharedAccessKey|azure[\w.\-]{0,20}key)[\"']?\s*[:=]\s*[\"']?(?P<v>[A-Za-z0-9+/]{40,100}={0,2})"),
@@ -54,7 +55,8 @@ _EXAMPLE = re.compile(
     r"^(?:pass(?:word)?|secret|token|pwd)$",
     re.I,
 )
-# An unquoted value that reads as code (a name, an attribute, a call, a subscript or type) is a reference, not a password.
+# An unquoted value that reads as code (a name, an attribute, a call, a subscript or type) is a reference,
+# not a password.
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*([(\[].*)?$")
 
 

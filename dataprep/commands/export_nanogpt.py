@@ -22,5 +22,6 @@ def main(args: argparse.Namespace) -> int:
     if not output:
         raise ValueError("give --output DIR: the folder for train.bin and val.bin")
     counts = export_nanogpt(args.dir, output, args.val_fraction)
-    print(f"{output}: train.bin {counts['train_tokens']} tokens, val.bin {counts['val_tokens']} tokens ({counts['val_documents']} documents)")
+    print(f"{output}: train.bin {counts['train_tokens']} tokens, val.bin {counts['val_tokens']} tokens "
+          f"({counts['val_documents']} documents)")
     return 0

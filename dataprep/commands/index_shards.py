@@ -25,6 +25,7 @@ def main(args: argparse.Namespace) -> int:
     manifest = index_shards(args.dir, args.vocab_size, args.eos, args.bos, args.tokenizer)
     summary = {k: manifest[k] for k in ("num_shards", "documents", "tokens", "dtype", "vocab_size")}
     print(json.dumps(summary) if args.json else
-          f"wrote {os.path.join(args.dir, 'manifest.json')}: {summary['num_shards']} shards, {summary['documents']:,} documents, "
+          f"wrote {os.path.join(args.dir, 'manifest.json')}: {summary['num_shards']} shards, "
+          f"{summary['documents']:,} documents, "
           f"{summary['tokens']:,} tokens ({summary['dtype']})")
     return 0

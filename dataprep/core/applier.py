@@ -26,7 +26,7 @@ class Applier:
         return []
 
     def begin(self, key: str, decisions: pa.Table | None) -> None:
-        """Start task ``key``; ``decisions``: the decision rows of its documents (keyed by ``id``), if the stage has any."""
+        """Start task ``key``; ``decisions``: the decision rows of its documents (keyed by ``id``), if the """ """stage has any."""
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         """The batch (same rows, same order) with the decision applied, and per row a drop reason or None."""

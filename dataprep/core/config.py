@@ -54,7 +54,8 @@ class InputConfig(StrictModel):
     format: Literal["auto", "warc", "wet", "jsonl", "parquet", "arrow", "wikipedia", "stackexchange", "books", "arxiv", "code"] = "auto"
     paths_prefix: str = COMMON_CRAWL_PREFIX  # prepended to relative lines of a paths listing
     batch_size: int = Field(500, gt=0, description="documents per Arrow batch")
-    batch_bytes: int = Field(64 << 20, gt=0, description="a batch also ends once its kept payloads reach this size (bytes of HTML, characters of text): bounds a worker's memory on crawls of large pages")
+    batch_bytes: int = Field(64 << 20, gt=0, description="a batch also ends once its kept payloads reach this size (bytes of HTML, characters of text): "
+                                                         "bounds a worker's memory on crawls of large pages")
     max_document_bytes: int = Field(5_000_000, gt=0, description="larger payloads are dropped as too_large")
     text_field: str = "text"  # for jsonl/parquet/arrow inputs
     id_field: str = "id"

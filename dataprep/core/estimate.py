@@ -194,7 +194,8 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
 def format_estimate(est: Estimate) -> str:
     from dataprep.core.units import human
 
-    lines = [f"projected from a sample of {est.sample_pages:,} pages (x{est.pages / est.sample_pages:,.1f}) to {est.pages:,} pages",
+    lines = [f"projected from a sample of {est.sample_pages:,} pages (x{est.pages / est.sample_pages:,.1f}) to "
+             f"{est.pages:,} pages",
              f"{'stage':<22}{'docs in':>16}{'kept':>16}{'core-h':>12}{'core ms/page':>14}"]
     for r in est.stages:
         mark = " *" if r.whole_corpus else ""

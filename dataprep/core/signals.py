@@ -38,8 +38,8 @@ PREPARED_SETTINGS = {
     "minhash_dedup": {"ngram", "char_ngram", "chinese_words", "shingle", "num_perm", "seed"},
 }
 REFUSED = {
-    "paragraph_dedup": "paragraph_dedup has no signals form: it cuts text by a decision over the documents earlier stages keep, "
-                       "and later stages read the cut text",
+    "paragraph_dedup": "paragraph_dedup has no signals form: it cuts text by a decision over the documents "
+                       "earlier stages keep, and later stages read the cut text",
 }
 
 
@@ -228,7 +228,8 @@ def replay_plan(recorded: list[dict], stages: list[Stage]) -> tuple[list[Stage],
     problems: list[str] = []
     if [r["name"] for r in recorded] != [s.name for s in stages]:
         names = ([s.name for s in stages], [r["name"] for r in recorded])
-        return [], [f"the config's stages {names[0]} are not the signals run's {names[1]}: filter needs the same stages in the same order"]
+        return [], [f"the config's stages {names[0]} are not the signals run's {names[1]}: filter needs the same "
+                    "stages in the same order"]
     plan: list[Stage] = []
     for position, (record, stage) in enumerate(zip(recorded, stages)):
         changed = {k for k, v in stage.model_dump(mode="json").items() if record["params"].get(k) != v}
@@ -236,7 +237,8 @@ def replay_plan(recorded: list[dict], stages: list[Stage]) -> tuple[list[Stage],
         if isinstance(stage, DocumentStage):
             if changed - set(stage.decision_fields):
                 problems.append(f"{where}: {', '.join(sorted(changed))} changed since the signals run, and "
-                                f"{', '.join(sorted(changed - set(stage.decision_fields)))} cannot be re-decided from stored signals: "
+                                f"{', '.join(sorted(changed - set(stage.decision_fields)))} cannot be re-decided from "
+                                "stored signals: "
                                 "run --signals with these settings")
             plan.append(ReplayStage(stage=stage, position=position, redecide=bool(changed)))
             continue

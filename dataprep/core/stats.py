@@ -3,7 +3,8 @@ and the first few tracebacks), wall time, and the events a stage counts itself (
 
 One ``StageStats`` per stage; they add up across batches, partitions and executors (``merge``), are
 saved as JSON and printed as the end-of-run table. Reasons starting with ``error:`` are errors, and a
-stage with more errors than the error budget allows fails its step (``over_budget`` names them, ``describe_errors`` says why).
+stage with more errors than the error budget allows fails its step (``over_budget`` names them, ``describe_errors`` says
+why).
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def save_json(stats: list[StageStats], path: str, extra: dict | None = None) -> 
 
 def format_table(stats: list[StageStats], top_reasons: int = 4) -> str:
     """The end-of-run funnel: one line per stage, then its main drop reasons indented below."""
-    header = f"{'stage':<22}{'docs in':>10}{'kept':>10}{'dropped':>10}{'errors':>8}{'bytes in':>10}{'bytes kept':>11}{'sec':>8}"
+    header = f"{'stage':<22}{'docs in':>10}{'kept':>10}{'dropped':>10}{'errors':>8}{'bytes in':>10}" f"{'bytes kept':>11}{'sec':>8}"
     lines = [header, "-" * len(header)]
     for s in stats:
         lines.append(

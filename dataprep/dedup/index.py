@@ -117,11 +117,13 @@ def open_index(index_dir: str, config: dict) -> list[str]:
         raise DedupIndexError(f"dedup index {index_dir}: no {MANIFEST} (not an index, or its write did not finish)")
     manifest = json.loads(read_text(manifest_path))
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise DedupIndexError(f"dedup index {index_dir}: format {manifest.get('format')!r} version {manifest.get('version')!r}; this code reads {FORMAT!r} version {VERSION}")
+        raise DedupIndexError(f"dedup index {index_dir}: format {manifest.get('format')!r} version "
+                              f"{manifest.get('version')!r}; this code reads {FORMAT!r} version {VERSION}")
     saved = manifest.get("config", {})
     differs = [f"{k}: index {saved.get(k)!r}, stage {config.get(k)!r}" for k in sorted(set(saved) | set(config)) if saved.get(k) != config.get(k)]
     if differs:
-        raise DedupIndexError(f"dedup index {index_dir} was built with another configuration ({'; '.join(differs)}); rebuild it or match the stage to it")
+        raise DedupIndexError(f"dedup index {index_dir} was built with another configuration ({'; '.join(differs)}); rebuild "
+                              "it or match the stage to it")
     fs, _, (root,) = fsspec.get_fs_token_paths(index_dir)
     paths = []
     for entry in manifest["files"]:

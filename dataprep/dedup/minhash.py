@@ -188,13 +188,16 @@ class MinHashDedup(IndexedStage):
     threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity that counts as a duplicate")
     verify: Literal["exact", "signature", "none"] = Field(
         "exact",
-        description="check candidate pairs: true Jaccard of the shingle sets (computed only where the signatures leave doubt), "
-        "Jaccard estimated from the signatures, or not at all (none: FineWeb's rule, every band collision is a duplicate)",
+        description="check candidate pairs: true Jaccard of the shingle sets (computed only where the signatures leave "
+                    "doubt), "
+        "Jaccard estimated from the signatures, or not at all (none: FineWeb's rule, every band collision is "
+        "a duplicate)",
     )
     seed: int = 1
     write_clusters: bool = Field(False, description="Spark: write id -> cluster for clusters of 2+ under the step dir")
     sample_weights: dict[str, float] | str = Field(
-        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1}, or a published '
+        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1}, or a '
+                        'published '
         'table by name: fineweb2 (FineWeb-2\'s rehydration); empty: no sample_weight column'
     )
 

@@ -24,7 +24,8 @@ def named_table(table: dict[str, float] | str) -> dict[str, float]:
     if isinstance(table, dict):
         return table
     if table not in NAMED_TABLES:
-        raise ValueError(f"sample_weights: no table named {table!r} (named tables: {', '.join(sorted(NAMED_TABLES))}; or give a mapping)")
+        raise ValueError(f"sample_weights: no table named {table!r} (named tables: {', '.join(sorted(NAMED_TABLES))}; or "
+                         "give a mapping)")
     return NAMED_TABLES[table]
 
 

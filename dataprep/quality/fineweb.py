@@ -38,11 +38,14 @@ class FineWebQuality(QualityFilter):
     new_line_ratio: float = 0.3
     # Not in datatrove (the defaults keep its decisions)
     line_punct_share: Literal["lines", "chars"] = Field(
-        "lines", description="'chars': the share of characters in lines that end a sentence, so headings, dates and table cells do not outweigh the paragraphs")
+        "lines", description="'chars': the share of characters in lines that end a sentence, so headings, dates and table cells "
+                             "do not outweigh the paragraphs")
     line_punct_test: Literal["ends", "holds"] = Field(
-        "ends", description="'holds': a line counts when it holds a sentence end anywhere (a stop before a space, closing quotes, brackets or emoji), so a paragraph that trails off into credits or a tag still counts")
+        "ends", description="'holds': a line counts when it holds a sentence end anywhere (a stop before a space, closing "
+                            "quotes, brackets or emoji), so a paragraph that trails off into credits or a tag still counts")
     short_line_share: Literal["lines", "chars"] = Field(
-        "lines", description="'chars': the share of characters in short lines, so a recipe's ingredient list does not outweigh its method")
+        "lines", description="'chars': the share of characters in short lines, so a recipe's ingredient list does not outweigh "
+                             "its method")
     dup_min_line_words: int = Field(0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines")
     dup_collapse_doubled: bool = Field(False, description="a line that occurs exactly twice is not duplicated text (a lead repeated as a teaser)")
 

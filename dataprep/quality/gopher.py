@@ -42,10 +42,12 @@ class GopherQuality(QualityFilter):
     # Not in datatrove (defaults keep its decisions): datatrove's words split punctuation off, so every
     # comma and bracket counts against the alpha ratio, and so do figures, dates, prices and scores.
     alpha_words: Literal["tokens", "whitespace"] = Field(
-        "tokens", description="words of the alpha ratio: 'whitespace' splits on spaces as the Gopher paper does (punctuation stays on its word)")
+        "tokens", description="words of the alpha ratio: 'whitespace' splits on spaces as the Gopher paper does "
+                              "(punctuation stays on its word)")
     alpha_counts_numbers: bool = Field(False, description="words with a digit (numbers, dates, prices) count as alphabetic")
     stop_words_unlisted: Literal["english", "skip"] = Field(
-        "english", description="a language without a stop-word list of its own (languages.LANGUAGES): 'english' judges it by English's, as datatrove does, so nearly all its pages fail; 'skip' does not apply the rule")
+        "english", description="a language without a stop-word list of its own (languages.LANGUAGES): 'english' judges it by "
+                               "English's, as datatrove does, so nearly all its pages fail; 'skip' does not apply the rule")
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         words = split_words(text, language)
@@ -247,10 +249,13 @@ class GopherRepetition(QualityFilter):
     dup_n_grams: list[tuple[int, float]] = [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)]
     # Not in datatrove (defaults keep its decisions)
     min_line_words: int = Field(0, ge=0, description="judge repetition without lines of fewer words (navigation residue); 0: all lines")
-    max_top_word_frac: float | None = Field(None, description="drop 'top_word' when one content word is more than this share of the words (keyword stuffing); documents of 50+ words")
-    min_ngram_words: int = Field(0, ge=0, description="judge n-gram repetition only on documents of at least this many words: in a short page one repeated title already passes the thresholds")
+    max_top_word_frac: float | None = Field(None, description="drop 'top_word' when one content word is more than this share of the words (keyword stuffing); "
+                                                              "documents of 50+ words")
+    min_ngram_words: int = Field(0, ge=0, description="judge n-gram repetition only on documents of at least this many words: "
+                                                      "in a short page one repeated title already passes the thresholds")
     collapse_doubled_lines: bool = Field(
-        False, description="judge repetition with a line that occurs exactly twice kept once (a lead repeated as a teaser, a title as heading, a block in desktop and mobile layout)")
+        False, description="judge repetition with a line that occurs exactly twice kept once (a lead repeated as a teaser, a "
+                           "title as heading, a block in desktop and mobile layout)")
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         if not text.strip():  # datatrove keeps whitespace-only texts here; nothing is lost by dropping them

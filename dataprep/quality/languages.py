@@ -5,8 +5,8 @@ words, rule thresholds), sentence ends and symbols.
 (datatrove) count words with spaCy's rule-based tokenizer; the ``spaced`` splitter reproduces it
 (``spacy_words``), and English uses exactly that. Chinese is counted in words by jieba's dictionary
 segmenter; Japanese by SudachiPy's (the ``ja`` extra; without it each Han/kana character counts as a
-word, and a warning says so); Thai uses pythainlp when installed, otherwise character clusters. A language without settings uses English's
-splitter and stop words and the stages' own thresholds.
+word, and a warning says so); Thai uses pythainlp when installed, otherwise character clusters. A language without
+settings uses English's splitter and stop words and the stages' own thresholds.
 
 To add a language: ``add_language(LanguageSettings("xx", splitter="spaced", stop_words=...,
 thresholds={...}))`` before the pipeline runs (or an entry in ``LANGUAGES``). ``thresholds`` maps a
@@ -177,13 +177,16 @@ LANGUAGES: dict[str, LanguageSettings] = {
         LanguageSettings("nl", stop_words=frozenset("de het een en van is dat op te in niet".split())),
         LanguageSettings("ru", stop_words=frozenset("и в не на что с он как по это к из о а".split())),
         LanguageSettings("pl", stop_words=frozenset("i w nie na się z to że do jest".split())),
-        LanguageSettings("zh", "jieba", frozenset("的 是 在 了 和 有 不 我 这 人 中 一 也 就 都 与 为 他 她 们".split()), _NO_WORD_LENGTH),
+        LanguageSettings("zh", "jieba",
+                         frozenset("的 是 在 了 和 有 不 我 这 人 中 一 也 就 都 与 为 他 她 们".split()),
+                         _NO_WORD_LENGTH),
         LanguageSettings("yue", "jieba", frozenset("嘅 係 喺 咗 同 有 唔 我 呢 人 一 都".split()), _NO_WORD_LENGTH),
         LanguageSettings("wuu", "cjk_chars", frozenset("个 是 勒 了 搭 有 勿 我 迭 人 一".split()), _NO_WORD_LENGTH),
         LanguageSettings("ja", "japanese", frozenset("の に は を た が で て と し れ さ".split()), _NO_WORD_LENGTH),
         LanguageSettings("ko", stop_words=frozenset("이 그 저 것 수 등 및 더 또 그리고 있다 하는 있는 한다".split()),
                          thresholds={"min_avg_word_length": 1.5}),
-        LanguageSettings("th", "thai", frozenset("ที่ และ การ ใน ของ เป็น มี ได้ ไม่ ให้".split()), {"min_avg_word_length": 1.5}),
+        LanguageSettings("th", "thai", frozenset("ที่ และ การ ใน ของ เป็น มี ได้ ไม่ ให้".split()),
+                         {"min_avg_word_length": 1.5}),
     ]
 }  # fmt: skip
 

@@ -7,8 +7,8 @@ whose real part packs the tokens before the last 3 and whose imaginary part the 
 each, exact in a float64): numpy sorts and ``searchsorted``s complex numbers natively by (real, imaginary),
 i.e. in token order (lower orders keep the one-word keys and their speed).
 Each order stores sorted keys with log10 probabilities and its contexts with log10 back-off weights
-(the ARPA layout), so scoring a batch is a few ``searchsorted`` calls per order. Saved as one uncompressed ``.npz`` whose ``header`` carries the format
-version; loading is a single read, no parsing.
+(the ARPA layout), so scoring a batch is a few ``searchsorted`` calls per order. Saved as one uncompressed ``.npz``
+whose ``header`` carries the format version; loading is a single read, no parsing.
 """
 
 from __future__ import annotations

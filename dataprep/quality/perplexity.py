@@ -168,7 +168,7 @@ class Perplexity(DocumentStage):
             model = self._model_for(lang)
             if model is None:
                 continue
-            rows = [i for i, l in enumerate(langs) if l == lang] if not self.model_dir else list(range(len(texts)))
+            rows = [i for i, found in enumerate(langs) if found == lang] if not self.model_dir else list(range(len(texts)))
             scores = model.perplexities([texts[i] for i in rows])
             for i, score in zip(rows, scores):
                 ppl[i] = score
@@ -231,9 +231,11 @@ def write_model_files(folder: str, sp, lm: NGramLM, lang: str, held: list[str], 
     if not len(held_ppl):
         raise ValueError("no held-out text to set the bucket cut-offs from")
     meta = {
-        "format": MODEL_FORMAT, "version": MODEL_VERSION, "lang": lang, "order": lm.order, "vocab_size": sp.GetPieceSize(),
+        "format": MODEL_FORMAT, "version": MODEL_VERSION, "lang": lang, "order": lm.order,
+        "vocab_size": sp.GetPieceSize(),
         "cutoffs": {"p30": float(np.percentile(held_ppl, 30)), "p60": float(np.percentile(held_ppl, 60))}, **scoring,
-        "reference": {**reference, "heldout_documents": len(held), "ngrams": {str(k): int(len(lm.keys[k])) for k in lm.keys},
+        "reference": {**reference, "heldout_documents": len(held),
+                      "ngrams": {str(k): int(len(lm.keys[k])) for k in lm.keys},
                       "heldout_perplexity_median": float(np.median(held_ppl))},
     }  # fmt: skip
     with open(os.path.join(folder, "model.json"), "w", encoding="utf-8") as fh:

@@ -109,8 +109,9 @@ def _is_empty(path: str) -> bool:
 
 
 def detect_format(path: str, declared: str = "auto") -> str | None:
-    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``arrow`` (a Hugging Face dataset on disk), ``wikipedia``, ``stackexchange``, ``books`` (Project
-    Gutenberg) or ``arxiv`` (LaTeX, tar archives): from the config, the extension, else the first bytes."""
+    """``warc`` (also WET/WAT), ``jsonl``, ``parquet``, ``arrow`` (a Hugging Face dataset on disk), ``wikipedia``,
+    ``stackexchange``, ``books`` (Project Gutenberg) or ``arxiv`` (LaTeX, tar archives): from the config, the
+    extension, else the first bytes."""
     if declared != "auto":
         return "warc" if declared in ("warc", "wet") else declared
     name = path.lower().removesuffix(".gz")

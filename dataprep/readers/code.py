@@ -316,7 +316,8 @@ def _skipped(name: str) -> str | None:
 
 def _archive_repositories(path: str) -> tuple[set[str], dict[str, list[str]]]:
     """The folders of an archive where repositories begin (a licence file or ``.git`` inside, outside
-    vendored folders; every top folder too) and each one's licence texts. A broken archive gives what was read before the break."""
+    vendored folders; every top folder too) and each one's licence texts. A broken archive gives what was read before
+    the break."""
     roots: set[str] = set()
     texts: dict[str, list[str]] = {}
     try:

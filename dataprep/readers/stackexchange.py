@@ -2,8 +2,8 @@
 
 A question's answers may come before or after it in the file, so rows are first spilled to a temporary
 SQLite file on the worker's local disk (the system's temporary folder; one pass over the input, memory
-holds one row), then read back question by question with their answers, highest score first (ties: the older answer first). That keeps a worker's
-memory flat on a dump of any size for the price of writing its text once to local disk.
+holds one row), then read back question by question with their answers, highest score first (ties: the older answer
+first). That keeps a worker's memory flat on a dump of any size for the price of writing its text once to local disk.
 
 A document is the title, the question, then each answer after a line ``Answer:`` (``Accepted answer:``
 for the one the asker accepted); post bodies are HTML, turned into text by ``extract``'s Resiliparse

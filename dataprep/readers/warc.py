@@ -107,7 +107,9 @@ _WHAT = {
     "error:unreadable": "reading failed",
     "error:not_warc": "not a WARC file (no WARC record at its start)",
     "error:malformed_record": "a record that does not parse; reading resumes at the next one",
-    "error:bad_content_length": "a record's Content-Length does not match its content; reading resumes at the next record",
+    "error:bad_content_length": (
+        "a record's Content-Length does not match its content; reading resumes at the next record"
+    ),
 }
 
 

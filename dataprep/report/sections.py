@@ -120,7 +120,8 @@ def rules(stats: list[StageStats], examples: dict, charts: Charts, top: int = 20
         return None
     s = Section("Removal per rule", ["Documents each rule removed, the share of its stage's input, and examples of what "
                                      "it removed: URL and the start of the text (the text only when the run set "
-                                     "output.write_dropped), personal data and secrets replaced by placeholders. What each quality preset costs on labelled pages: "
+                                     "output.write_dropped), personal data and secrets replaced by placeholders. What each quality "
+                                     "preset costs on labelled pages: "
                                      "bench/quality/filter_eval.py."])
     color = {st.stage: f"C{i % 10}" for i, st in enumerate(stats)}
     biggest = sorted(reasons, key=lambda r: -r[2])[:top]
@@ -247,7 +248,8 @@ def tokens(manifests: list, charts: Charts, listed: int = 30) -> Section | None:
             s.text.append(f"{folder}: unreadable manifest: {m}")
             continue
         per_shard = [sh["tokens"] for sh in m["shards"]]
-        s.text.append(f"{folder}: {_n(m['tokens'])} tokens, {_n(m['documents'])} documents in {len(per_shard)} shards (vocabulary "
+        s.text.append(f"{folder}: {_n(m['tokens'])} tokens, {_n(m['documents'])} documents in {len(per_shard)} shards "
+                      "(vocabulary "
                       f"{_n(m['vocab_size'])}, {m['dtype']}, tokenizer sha256 {m['tokenizer'].get('model_sha256', '?')[:12]}).")
         if 0 < len(per_shard) <= 60:
             s.images.append(charts.barh(f"tokens_{i}.png", [sh["name"] for sh in m["shards"]], per_shard, "tokens per shard"))

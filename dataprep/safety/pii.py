@@ -91,7 +91,8 @@ _PHONE_WORDS = {"tel", "tél", "phone", "ph", "fax", "mobile", "mob", "cell", "c
 _PHONE_STEMS = ("telef", "teleph", "téléph", "teléf", "телеф")
 _PHONE_CJK = ("电话", "電話", "手机", "手機", "携帯", "联系", "連絡", "전화", "연락처")
 _VERSION_WORDS = {"version", "ver", "v", "build", "release", "rev", "revision", "firmware", "update", "patch",
-                  "chrome", "firefox", "safari", "android", "ios", "windows", "versión", "versione", "versão", "版本"}  # fmt: skip
+                  "chrome", "firefox", "safari", "android", "ios", "windows",
+                  "versión", "versione", "versão", "版本"}  # fmt: skip
 # A number right after one of these labels is an identifier of a thing, not of a person.
 _THING_WORDS = {"order", "invoice", "tracking", "shipment", "isbn", "issn", "ean", "upc", "gtin", "sku", "serial",
                 "riferimento", "lot", "transaction", "txn", "part", "model", "item", "ticket", "case", "patent",

@@ -3,8 +3,8 @@ elsewhere (megatron-core's ``preprocess_data.py``, another pipeline), so ``pretr
 --data`` and ``verify-shards`` can use them.
 
 Every pair is opened and validated (header, sizes, pointers), hashed, and its largest token id checked
-against ``--vocab-size`` (a negative or larger one names the shard and its offset). The manifest names the tokenizer by the hash of ``--tokenizer`` (a
-``tokenizer.json`` or SentencePiece model) when given.
+against ``--vocab-size`` (a negative or larger one names the shard and its offset). The manifest names the tokenizer by
+the hash of ``--tokenizer`` (a ``tokenizer.json`` or SentencePiece model) when given.
 """
 
 from __future__ import annotations

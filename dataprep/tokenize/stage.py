@@ -118,7 +118,8 @@ class Tokenize(GlobalStage):
         if tokenizer_exists(self.tokenizer_dir):
             return Tokenizer.load(self.tokenizer_dir)
         if self.train is None:
-            raise FileNotFoundError(f"tokenize: no tokenizer in {self.tokenizer_dir!r}; train one with `dataprep train-tokenizer` or set `train:`")
+            raise FileNotFoundError(f"tokenize: no tokenizer in {self.tokenizer_dir!r}; train one with `dataprep "
+                                    "train-tokenizer` or set `train:`")
         if sample is None:
             raise ValueError("tokenize: tokenizer must be trained but no sample was given")
         return self.train.train(sample, self.tokenizer_dir)
@@ -155,7 +156,8 @@ class Tokenize(GlobalStage):
         if self.repeat_by is None:
             return [1] * len(kept)
         if self.repeat_by not in table.column_names:
-            raise ValueError(f"tokenize: repeat_by column {self.repeat_by!r} is missing (minhash_dedup writes sample_weight when sample_weights is set)")
+            raise ValueError(f"tokenize: repeat_by column {self.repeat_by!r} is missing (minhash_dedup writes "
+                             "sample_weight when sample_weights is set)")
         weights = table.column(self.repeat_by).to_pylist()
         ids = table.column("id").to_pylist()
         return [copies(weights[i], ids[i]) for i in kept]

@@ -58,7 +58,8 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
             problems.append(f"shard {name}: dtype {shard.dtype}, manifest says {manifest['dtype']}")
         if (shard.num_docs, shard.num_tokens) != (entry["documents"], entry["tokens"]):
             problems.append(
-                f"shard {name}: {shard.num_docs} documents / {shard.num_tokens} tokens, manifest says {entry['documents']} / {entry['tokens']}"
+                f"shard {name}: {shard.num_docs} documents / {shard.num_tokens} tokens, manifest says "
+                f"{entry['documents']} / {entry['tokens']}"
             )
         if found:
             problems.append(f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
@@ -66,7 +67,8 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
         documents += shard.num_docs
         tokens += shard.num_tokens
     if not problems and (documents, tokens) != (manifest.get("documents", documents), manifest.get("tokens", tokens)):
-        problems.append(f"{MANIFEST_NAME}: totals {manifest['documents']} documents / {manifest['tokens']} tokens disagree with its shards")
+        problems.append(f"{MANIFEST_NAME}: totals {manifest['documents']} documents / {manifest['tokens']} tokens "
+                        "disagree with its shards")
     model = join_path(directory, TOKENIZER_DIR, MODEL_NAME)
     if _exists(fs, model) and file_sha256(model) != manifest["tokenizer"].get("model_sha256"):
         problems.append(f"{TOKENIZER_DIR}/{MODEL_NAME}: SHA-256 differs from the manifest's tokenizer")

@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", type=spark_master, help="Spark master, e.g. local[*] or spark://host:7077 (default: config, or spark-submit's)")
     parser.add_argument("--force", action="store_true", help="redo every step even if a previous run finished it")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace what another run (another config or input) left in the output folder; without it such a run is refused")
+                        help="replace what another run (another config or input) left in the output folder; without it such a run "
+                             "is refused")
     parser.add_argument("--signals", action="store_true",
                         help="run every stage on every document and keep its values and verdicts in OUT/signals (for dataprep filter)")
     add_set_argument(parser)

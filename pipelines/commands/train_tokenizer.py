@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TokenizerTraining()
     corpus.add_argument("--input", nargs="+", required=True, help="cleaned corpus: Parquet or JSONL files, folders or globs")
     sp.add_argument("--vocab-size", type=positive_int, required=True,
-                    help="vocabulary size including special and byte tokens; a sample too small for it gives the largest it supports")
+                    help="vocabulary size including special and byte tokens; a sample too small for it gives the largest it "
+                         "supports")
     sp.add_argument("--exact-vocab-size", action="store_true", help="a sample too small for --vocab-size is an error")
     parser.add_argument("--output", type=output_folder, required=True, help="tokenizer folder to write")
     sp.add_argument("--model-type", choices=["bpe", "unigram"], default=defaults.model_type)
@@ -35,7 +36,8 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.spark import get_spark
 
     if tokenizer_exists(args.output) and not args.force:
-        raise ValueError(f"{args.output} already holds a tokenizer; pass --force to replace it (shards made with it will no longer verify)")
+        raise ValueError(f"{args.output} already holds a tokenizer; pass --force to replace it (shards made with it will "
+                         "no longer verify)")
     training = TokenizerTraining(
         vocab_size=args.vocab_size,
         model_type=args.model_type,

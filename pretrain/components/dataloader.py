@@ -203,7 +203,8 @@ class Loader:
                  documents: bool = False, phases: list[tuple[int | None, list[float]]] | None = None):
         if global_batch % (micro_batch * dp_size):
             raise ValueError(
-                f"global_batch_size {global_batch} is not a multiple of micro_batch_size {micro_batch} x data-parallel size {dp_size}"
+                f"global_batch_size {global_batch} is not a multiple of micro_batch_size {micro_batch} x "
+                f"data-parallel size {dp_size}"
             )
         self.sources, self.split = sources, split
         self.global_batch, self.micro_batch = global_batch, micro_batch
@@ -298,7 +299,7 @@ class Loader:
 
 
 def open_cache(cfg: DataCacheConfig, folder: str | None = None) -> BlockCache:
-    """The block cache for sources given as URLs, in ``folder`` (default: a temporary folder, removed with the cache)."""
+    """The block cache for sources given as URLs, in ``folder`` (default: a temporary folder, removed with the """ """cache)."""
     temporary = None if folder else tempfile.TemporaryDirectory(prefix="ccpretrain-data-cache-")
     cache = BlockCache(folder or temporary.name, cfg.max_bytes, cfg.block_bytes, cfg.workers, Retry(cfg.retries, cfg.backoff_s))
     cache.temporary = temporary  # lives as long as the cache

@@ -5,9 +5,10 @@ Each stage is a ``Llama`` built on the meta device with the other stages' blocks
 stay on the first stage, final norm and head on the last), then parallelized (TP, FSDP) and initialised
 like the whole model: parameter names are unchanged, so a checkpoint (DCP, by name) resumes at any pp
 size and the initial weights equal the single-process ones. A rank holds one stage, or several for the
-interleaved and zero-bubble schedules (looped: stage s on rank s mod pp). ``RankStages`` shows a rank's stages as one module with the whole model's names, for the
-optimizer and the checkpoint. The micro-batches of a step are its gradient-accumulation micro-batches;
-the schedules divide gradients by their count (the mean over micro-batches, as without a pipeline).
+interleaved and zero-bubble schedules (looped: stage s on rank s mod pp). ``RankStages`` shows a rank's stages as one
+module with the whole model's names, for the optimizer and the checkpoint. The micro-batches of a step are its
+gradient-accumulation micro-batches; the schedules divide gradients by their count (the mean over micro-batches, as
+without a pipeline).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import torch
 from torch import nn
 
 from pretrain.components.loss import cross_entropy
-from pretrain.config import MULTI_STAGE_SCHEDULES, ModelConfig, TrainConfig
+from pretrain.config import ModelConfig, TrainConfig
+from pretrain.layout_rules import MULTI_STAGE_SCHEDULES
 from pretrain.models.llama import Llama, block_params
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize

@@ -187,7 +187,8 @@ def model_for_inference(trained: Trained, device: str | torch.device = "cpu") ->
     missing, unexpected = model.load_state_dict(trained.weights, strict=False)
     if missing or unexpected:
         raise checkpoint.CheckpointError(
-            f"{trained.path}: weights do not match the model config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+            f"{trained.path}: weights do not match the model config (missing {missing[:3]}, unexpected "
+            f"{unexpected[:3]})")
     model.reset_buffers()
     return model.eval()
 
@@ -212,7 +213,8 @@ def find_tokenizer(trained: Trained, override: str | None = None) -> tuple[Token
             manifest = load_manifest(source.path)
         sha = (manifest.get("tokenizer") or {}).get("model_sha256")
         if not sha:
-            raise FileNotFoundError(f"{source.path}: its manifest names no tokenizer model (shards indexed without one); pass --tokenizer DIR")
+            raise FileNotFoundError(f"{source.path}: its manifest names no tokenizer model (shards indexed without one); pass "
+                                    "--tokenizer DIR")
         found.setdefault(sha, (source.path, manifest))
     if len(found) > 1:
         raise ValueError(f"the run's data sources use {len(found)} different tokenizers; pass --tokenizer DIR")

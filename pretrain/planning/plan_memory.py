@@ -9,13 +9,12 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   ZeRO-3 (FSDP) also weights. Our ZeRO-1 (``parallel.shard_optimizer``) runs without FSDP: fp32 weights and
   gradients whole on every GPU (autocast casts per matmul, so the residual stream stays fp32) and AdamW's two
   fp32 moments sharded: 4 + 4 + 8/dp bytes; per step it all-reduces the fp32 gradients and broadcasts
-  each rank's updated share (4 bytes per parameter). Tensor parallelism (degree t) splits every matrix t ways; only the norm
-  weights stay replicated. Our trainer's FSDP2 keeps the fp32 master as the sharded parameter and
-  reduces gradients in fp32: the same 16 bytes per parameter, all sharded. Gradient accumulation
-  reduce-scatters every micro-batch by default, so only gradient shards accumulate; with ``no_sync``
-  accumulation (one reduction per step) every rank holds the full unsharded gradients, in fp32 (FSDP2
-  accumulates in its reduce dtype), from the first micro-batch to the last: 4 bytes per parameter
-  (divided by t only).
+  each rank's updated share (4 bytes per parameter). Tensor parallelism (degree t) splits every matrix t ways; only the
+  norm weights stay replicated. Our trainer's FSDP2 keeps the fp32 master as the sharded parameter and reduces gradients
+  in fp32: the same 16 bytes per parameter, all sharded. Gradient accumulation reduce-scatters every micro-batch by
+  default, so only gradient shards accumulate; with ``no_sync`` accumulation (one reduction per step) every rank holds
+  the full unsharded gradients, in fp32 (FSDP2 accumulates in its reduce dtype), from the first micro-batch to the last:
+  4 bytes per parameter (divided by t only).
 - activations saved for backward, per token per layer, on our Llama block. The residual stream is fp32
   under autocast (one GPU; fp32 weights cast per matmul) and bf16 under FSDP2's bf16 mixed-precision policy
   (any data parallelism: DDP is FSDP2 replicated); fp16 runs under autocast everywhere (the trainer's FSDP
@@ -32,11 +31,11 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   2022).
 - the step's peak is the larger of two moments. At the loss: every saved activation plus the loss's fp32
   buffers (log-probabilities, their gradient and the logits' gradient: 12 bytes per vocabulary entry per
-  token, 16 with the z-loss's fp32 logits, split t ways under loss parallelism), while no gradient exists yet when a step has one micro-batch
-  (gradients are set to None after each step; later micro-batches find the earlier ones' gradients). At the
-  end of backward: all gradients plus one block's activations and their gradients (and its recomputed
-  activations under checkpointing). Checked against the peaks an H100 measured (docs/gpu.md; the
-  measurements are in tests/pretrain/planning/test_plan.py).
+  token, 16 with the z-loss's fp32 logits, split t ways under loss parallelism), while no gradient exists yet when a
+  step has one micro-batch (gradients are set to None after each step; later micro-batches find the earlier ones'
+  gradients). At the end of backward: all gradients plus one block's activations and their gradients (and its recomputed
+  activations under checkpointing). Checked against the peaks an H100 measured (docs/gpu.md; the measurements are in
+  tests/pretrain/planning/test_plan.py).
 - FSDP gathers one unit (a block, or the root: embeddings + output) ahead of use: two gathered units
   plus one unit of unsharded gradients.
 - context parallelism builds no attention mask; each layer keeps the whole sequence's keys and values for

@@ -81,7 +81,8 @@ def test_every_config_the_readme_names_exists_and_loads():
     written = set(re.findall(r"--output (configs/\S+\.yaml)", readme))  # outputs of `pretrain size/plan --output`
     named = sorted(set(re.findall(r"configs/[\w/.-]+\.yaml", readme)) - written)
     assert "configs/pipeline/fineweb.yaml" in named and len(named) >= 5
-    # a training config's `vocab_size: auto` reads its shards, which the demo writes (tests/pretrain/train/test_tiny_cpu_config.py)
+    # a training config's `vocab_size: auto` reads its shards, which the demo writes
+    # (tests/pretrain/train/test_tiny_cpu_config.py)
     loaders = {"pipeline": load_config, "model": load_model_config,
                "train": lambda path: load_train_config(path, sets=["model.vocab_size=32000"])}
     for path in named:

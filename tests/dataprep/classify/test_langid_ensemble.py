@@ -1,7 +1,7 @@
 """lid.176 + lingua ensemble: the languages lid.176 lacks or confuses with English get their own
 label, Norwegian is split into Bokmål and Nynorsk, confident labels stay, mixed-script texts are not
-called English, nor texts lid.176 gives little English, configs may name lingua's languages only when lingua is on, and ``auto`` (the default)
-turns it on where lingua is installed and says so."""
+called English, nor texts lid.176 gives little English, configs may name lingua's languages only when lingua is on, and
+``auto`` (the default) turns it on where lingua is installed and says so."""
 
 from __future__ import annotations
 

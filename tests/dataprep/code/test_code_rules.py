@@ -37,8 +37,9 @@ def test_each_rule_drops_with_its_reason_and_plain_code_stays():
     reasons = dict(zip(out.dropped.column("path").to_pylist(), out.dropped.column("drop_reason").to_pylist()))
     assert out.kept.column("path").to_pylist() == ["pkg/util.py", "page.html"]
     assert reasons == {
-        "pkg/api.py": "generated:marker", "pkg/api_pb2.py": "generated:name", "static/app.js": "minified:max_line_length",
-        "web/node_modules/left-pad/index.py": "vendored", "poetry.lock": "lock_file", "data/rows.json": "data_file:too_large",
+        "pkg/api.py": "generated:marker", "pkg/api_pb2.py": "generated:name",
+        "static/app.js": "minified:max_line_length", "web/node_modules/left-pad/index.py": "vendored",
+        "poetry.lock": "lock_file", "data/rows.json": "data_file:too_large",
         "pkg/blob.py": "binary", "pkg/latin.py": "encoding", "pkg/art.py": "alnum_fraction",
     }  # fmt: skip
 

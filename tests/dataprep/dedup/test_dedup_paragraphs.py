@@ -77,7 +77,8 @@ def test_keep_first_leaves_one_copy_with_the_smallest_id(planted):
 
 
 def test_sentence_spans_cut_a_repeated_passage_but_not_a_shorter_one(shared_data):
-    sentences = ["The committee met on Tuesday to review the annual budget.", "Members raised concerns about rising maintenance costs.",
+    sentences = ["The committee met on Tuesday to review the annual budget.",
+                 "Members raised concerns about rising maintenance costs.",
                  "A final decision was postponed until the spring meeting."]  # fmt: skip
     texts = real_documents(shared_data)[::10]  # one document from each file: no site in common
     docs = {f"d{i}": t + "\n" + " ".join(sentences) for i, t in enumerate(texts[:3])}

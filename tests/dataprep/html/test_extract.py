@@ -43,7 +43,8 @@ def extract_texts(engine: str, gold: list[dict], html: list[bytes]) -> tuple[lis
     return [texts.get(str(i), "") for i in range(len(gold))], result
 
 
-# Measured on the 200 pages (599 `with`, 597 `without` snippets; bench/extraction/bench_extract.py), bounds a little below.
+# Measured on the 200 pages (599 `with`, 597 `without` snippets; bench/extraction/bench_extract.py), bounds a
+# little below.
 # found/absent:           all            odd pages (block-rule thresholds were tuned on the even ones;
 #                                        the class-name list of drop_marked_elements on all 200)
 #   auto (default)        0.912 / 0.935  0.911 / 0.937
@@ -77,7 +78,8 @@ def test_block_rules_drop_link_lists_bylines_and_the_tail():
             "<p>" + "The first paragraph of the article says something long enough to count. " * 3 + "</p>",
             '<p>Short one<br>\nover two lines &amp; an entity.</p>',
             "<h2>Related</h2>",
-            '<ul>\n  <li><a href="/a">Another story with a long title</a></li>\n  <li><a href="/b">And one more</a></li>\n</ul>',
+            '<ul>\n  <li><a href="/a">Another story with a long title</a></li>\n  <li><a href="/b">And one '
+            'more</a></li>\n</ul>',
             "<p>" + "The last paragraph of the article is long as well, and it ends here. " * 2 + "</p>",
             "<p>Share this.</p>",
             "<p>Sign up for our newsletter</p>",
@@ -151,7 +153,8 @@ def test_article_pages_keep_main_text_in_any_script(sentences_by_lang, lang):
     sents = [s.strip() for s in sentences_by_lang[lang][:20]]
     links = "".join(f'<li><a href="/{i}">{s[:50]}</a></li>' for i, s in enumerate(sents[12:18]))
     paragraphs = "".join(f"<p>{' '.join(sents[i : i + 3])}</p>" for i in range(0, 12, 3))
-    page = f"<html><body><nav><ul>{links}</ul></nav><article>{paragraphs}</article><aside><ul>{links}</ul></aside></body></html>"
+    page = (f"<html><body><nav><ul>{links}</ul></nav><article>{paragraphs}</article>"
+            f"<aside><ul>{links}</ul></aside></body></html>")
     text = " ".join(Extract().apply(html_batch([page.encode()])).kept.column("text")[0].as_py().split())
     assert all(" ".join(s.split()) in text for s in sents[:12])
     assert sents[12][:50] not in text

@@ -110,7 +110,8 @@ def stop_words_of(code: str) -> set[str]:
 
 
 def test_japanese_ruby_readings_are_not_inlined():
-    sentence = "<ruby>漢字<rp>(</rp><rt>かんじ</rt><rp>)</rp></ruby>は中国から伝わった文字です。<ruby>東京<rt>とうきょう</ruby>は首都です。"
+    sentence = ("<ruby>漢字<rp>(</rp><rt>かんじ</rt><rp>)</rp></ruby>は中国から伝わった文字です。"
+                "<ruby>東京<rt>とうきょう</ruby>は首都です。")
     html = f"<html><body><article><h1>漢字</h1><p>{sentence * 5}</p></article></body></html>"
     for engine in ("blocks", "resiliparse", "trafilatura"):
         text = Extract(engine=engine).extract(html)

@@ -22,7 +22,8 @@ from resume import rerun_after_a_crash
 
 PAPER = Path(__file__).resolve().parents[2] / "data/arxiv/2401.00001"
 KEPT = ["\\section{Introduction}", "Tide tables are old, but TideNet{} learns them from data.",
-        "We train TideNet{} on \\textsc{HarbourSet}{} and report the error $\\epsilon_{\\mathrm{tide}}$ in percent, where 5\\% is good.",
+        "We train TideNet{} on \\textsc{HarbourSet}{} and report the error $\\epsilon_{\\mathrm{tide}}$ in "
+        "percent, where 5\\% is good.",
         "\\section{Method}", "The model minimises $\\norm{x - y}$ over the \\textsc{HarbourSet}{} harbours.",
         "\\subsection{Training}", "Each harbour gives one series; the error $\\epsilon_{\\mathrm{tide}}$ is measured hourly."]
 GONE = ["\\documentclass", "\\usepackage", "\\newcommand", "\\def", "\\maketitle", "abstract", "We predict tides",

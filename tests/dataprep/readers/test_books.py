@@ -45,8 +45,10 @@ def test_the_book_is_kept_whole_without_gutenberg_text():
 
 
 def test_older_gutenberg_markers_and_credits():
-    old = ("The Project Gutenberg Etext of Old Tales\n\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*\n\n"
-           "Produced by A. Volunteer\n\nOLD TALES\n\nOnce there was a mill.\n\nEnd of Project Gutenberg's Old Tales\n\nMore licence.\n")
+    old = ("The Project Gutenberg Etext of Old Tales\n\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN "
+           "ETEXTS*Ver.04.29.93*END*\n\n"
+           "Produced by A. Volunteer\n\nOLD TALES\n\nOnce there was a mill.\n\nEnd of Project Gutenberg's Old "
+           "Tales\n\nMore licence.\n")
     assert strip_gutenberg(old) == "OLD TALES\n\nOnce there was a mill.\n"
     assert strip_gutenberg("A book from elsewhere.\n") == "A book from elsewhere.\n"
 

@@ -173,7 +173,7 @@ def test_language_stage_names_are_checked(tmp_path):
 
 
 def test_code_shingles_see_through_layout_not_through_renames():
-    code = "def total(items):\n    result = 0\n    for item in items:\n        result += item.price * item.count\n    return result\n"
+    code = "def total(items):\n    result = 0\n    for item in items:\n        result += item.price * " "item.count\n    return result\n"
     relaid = code.replace("    ", "\t").replace(" * ", "*").replace(" += ", "+=")
     renamed = code.replace("result", "acc").replace("item", "row")
     stage = MinHashDedup(shingle="code")

@@ -191,7 +191,8 @@ def test_stackexchange_numbers_past_sqlite_integers(tmp_path):
     rows = [
         '<row Id="1" PostTypeId="1" Title="Salt?" Body="&lt;p&gt;How much salt?&lt;/p&gt;" />',
         '<row Id="2" PostTypeId="2" ParentId="1" Score="99999999999999999999999" Body="&lt;p&gt;A pinch.&lt;/p&gt;" />',
-        '<row Id="3" PostTypeId="2" ParentId="1" Score="-99999999999999999999999" Body="&lt;p&gt;A bucket.&lt;/p&gt;" />',
+        '<row Id="3" PostTypeId="2" ParentId="1" Score="-99999999999999999999999" Body="&lt;p&gt;A '
+        'bucket.&lt;/p&gt;" />',
         '<row Id="4" PostTypeId="2" ParentId="1" Score="many" Body="&lt;p&gt;Some.&lt;/p&gt;" />',
         '<row Id="99999999999999999999999" PostTypeId="1" Title="Big" Body="&lt;p&gt;id&lt;/p&gt;" />',
     ]

@@ -400,7 +400,8 @@ def test_only_bad_files_exit_1_with_one_line(shared_data, tmp_path):
     """``dataprep run`` over files none of which holds a readable record: exit 1 and one line saying
     how many files and why, not an empty corpus with exit 0."""
     (tmp_path / "bad").mkdir()
-    bad = [damaged(shared_data, tmp_path / "bad", case) for case in ("first_member_corrupt.warc.gz", "empty.warc.gz", "dangling_link.warc.gz")]
+    for case in ("first_member_corrupt.warc.gz", "empty.warc.gz", "dangling_link.warc.gz"):
+        damaged(shared_data, tmp_path / "bad", case)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "pipelines.cli", "run", "ingest", "--input", str(tmp_path / "bad"), "--output", str(tmp_path / "out")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -148,9 +148,9 @@ def test_no_tensor_grows_with_the_square_of_the_sequence(one_torch_thread, cp):
 
 def test_resident_size_stays_flat_where_the_mask_grew_with_the_square():
     """The peak resident size of rank 0's forward and backward pass at cp 2, with glibc returning every
-    allocation of 64 KiB or more to the system (as in tests/pretrain/distributed/test_train_scale.py): the dense mask's peak
-    quadruples when the sequence doubles (~170 MB at 8192 tokens), the new attention's stays under a
-    twentieth of it (~1.5 MB: the sequence's keys and values, their gradients and copies)."""
+    allocation of 64 KiB or more to the system (as in tests/pretrain/distributed/test_train_scale.py): the dense mask's
+    peak quadruples when the sequence doubles (~170 MB at 8192 tokens), the new attention's stays under a twentieth of
+    it (~1.5 MB: the sequence's keys and values, their gradients and copies)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
                           timeout=300)

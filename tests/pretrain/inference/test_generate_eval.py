@@ -129,8 +129,11 @@ def test_generate_is_reproducible_and_stays_in_the_vocabulary(trained, capsys):
         tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert greedy == tokens[0, len(prompt):].tolist()
     assert generate(model, prompt, 8, top_p=1e-6) == greedy  # nucleus of one token
-    sample = lambda seed: generate(model, prompt, 20, temperature=3.0, top_p=1.0, vocab_limit=tokenizer.vocab_size,
-                                   generator=torch.Generator().manual_seed(seed))
+
+    def sample(seed):
+        return generate(model, prompt, 20, temperature=3.0, top_p=1.0, vocab_limit=tokenizer.vocab_size,
+                        generator=torch.Generator().manual_seed(seed))
+
     assert sample(1) == sample(1) != sample(2)
     assert max(sample(3) + sample(4)) < tokenizer.vocab_size < loaded.model.vocab_size
     assert len(generate(model, prompt * 20, 3, greedy=True)) == 3  # prompt longer than max_seq_len: windowed

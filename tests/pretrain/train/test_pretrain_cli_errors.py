@@ -99,7 +99,8 @@ CASES = [
     ("train train.yaml --output fresh --set log.jsonl={root}/a_file/metrics.jsonl", "a_file"),
     ("train train.yaml --resume nowhere", "nowhere"),
     ("train train.yaml --output fresh --set data.cache.dir={root}/a_file", "a_file"),
-    ("train train.yaml --output fresh --set data.sources.0.path=http://127.0.0.1:9/shards --set data.cache.retries=0",
+    ("train train.yaml --output fresh --set data.sources.0.path=http://127.0.0.1:9/shards --set "
+     "data.cache.retries=0",
      "http://127.0.0.1:9/shards"),  # nothing listens on the discard port
     ("plot run -o a_folder", "a_folder"),
     ("plot run -o a_file/curves.png", "a_file"),
