@@ -28,6 +28,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
+from dataprep.core.errors import WorkFailed
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
 from dataprep.core.storage import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text, remove_tree
@@ -50,7 +51,7 @@ PREPARED_DIR = "_prepared"  # the per-document rows its decision starts from (Mi
 ERRORS_FILE = "_ERRORS.json"
 
 
-class NoReadableInput(RuntimeError):
+class NoReadableInput(WorkFailed):
     """No input file held a readable record: the run fails instead of writing an empty corpus."""
 
 

@@ -15,6 +15,7 @@ import time
 
 import fsspec
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text, join_path, read_text, remove_tree
 
 RUN_MARKER = "_RUN.json"
@@ -22,7 +23,7 @@ RUN_MARKER = "_RUN.json"
 RUN_ENTRIES = ("corpus", "shards", "stats.json", "report", "tokenizer", "_checkpoints")
 
 
-class OutputInUse(ValueError):
+class OutputInUse(UsageError):
     """The output folder holds another run's output (a usage error: exit status 2)."""
 
 

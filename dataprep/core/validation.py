@@ -14,8 +14,10 @@ import typing
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dataprep.core.errors import UsageError, WorkFailed  # noqa: F401  (WorkFailed: its old import path)
 
-class ConfigError(ValueError):
+
+class ConfigError(UsageError):
     """A configuration problem, with the offending key in the message."""
 
 
@@ -148,7 +150,3 @@ def split_dotted_options(argv: list[str]) -> tuple[list[str], list[str]]:
         i += 1
     return rest, sets
 
-
-class WorkFailed(RuntimeError):
-    """The work could not be done for a reason its message states and a user can act on (a JVM that does
-    not start, no readable input): the command prints that one line and exits 1, without a traceback."""

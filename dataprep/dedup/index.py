@@ -28,6 +28,7 @@ import json
 import fsspec
 from pydantic import Field, model_validator
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text, exists, join_path, read_text
 from dataprep.core.stage import GlobalStage
 
@@ -42,7 +43,7 @@ NORMALIZER = "fineweb-1"
 EARLIER = "\x00"
 
 
-class DedupIndexError(ValueError):
+class DedupIndexError(UsageError):
     """An index that cannot be used: missing, from another configuration, or corrupt."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import fsspec
 import numpy as np
 
+from dataprep.core.errors import UsageError
 from dataprep.tokenize.manifest import MANIFEST_NAME, parse_manifest
 from dataprep.tokenize.shards import ShardError, ShardIndex, check_shard, parse_index
 
@@ -39,7 +40,7 @@ class RemoteReadError(OSError):
     """A request that kept failing after every retry; the message names the URL."""
 
 
-class UnreadableSource(RemoteReadError, ValueError):
+class UnreadableSource(RemoteReadError, UsageError):
     """A source's manifest unreadable before any work (most often a wrong host, port or scheme): a usage
     error, one line and exit status 2 from the commands."""
 
