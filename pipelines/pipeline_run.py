@@ -28,7 +28,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-from dataprep.core.errors import WorkFailed
+from dataprep.core.errors import UsageError, WorkFailed
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
 from dataprep.core.storage import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text, remove_tree
@@ -107,7 +107,7 @@ class PipelineRun:
         expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
         files = expand(cfg.input.paths) if cfg.input.paths else []
         if not cfg.input.paths:
-            raise ValueError("no input: set input.paths in the config or pass --input")
+            raise UsageError("no input: set input.paths in the config or pass --input")
         self._claim_output(files)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         self._ship_assets()
@@ -224,7 +224,7 @@ class PipelineRun:
         for path in sorted(paths):
             name = os.path.basename(os.path.abspath(path))
             if names.setdefault(name, path) != path:
-                raise ValueError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by name: rename one")
+                raise UsageError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by name: rename one")
             self.spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 
     # -- steps ---------------------------------------------------------------------------------

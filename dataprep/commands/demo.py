@@ -33,6 +33,7 @@ import yaml
 from fastwarc.warc import WarcRecord, WarcRecordType
 
 from dataprep.core.arguments import output_folder
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_bytes
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "demo"
@@ -87,10 +88,10 @@ def _read_yaml(name: str):
 def _page(entry: dict, category: str, where: str) -> DemoPage:
     for key in ("url", "site", "title", "lang"):
         if not entry.get(key):
-            raise ValueError(f"{where}: page {entry.get('url', '?')!r} lacks {key!r}")
+            raise UsageError(f"{where}: page {entry.get('url', '?')!r} lacks {key!r}")
     unknown = set(entry) - {f.name for f in fields(DemoPage)} | ({"category"} & set(entry))
     if unknown:
-        raise ValueError(f"{where}: page {entry['url']!r} has unknown keys {sorted(unknown)}")
+        raise UsageError(f"{where}: page {entry['url']!r} has unknown keys {sorted(unknown)}")
     pii = tuple((item["kind"], str(item["value"])) for item in entry.get("pii", ()))
     return DemoPage(category=category, pii=pii, **{k: v for k, v in entry.items() if k != "pii"})
 
@@ -107,7 +108,7 @@ def _load() -> tuple[DemoPage, ...]:
         text = original.text
         for old, new in entry["edits"]:
             if text.count(old) != 1:
-                raise ValueError(f"duplicates.yaml: edit {old!r} must occur once in {original.url}")
+                raise UsageError(f"duplicates.yaml: edit {old!r} must occur once in {original.url}")
             text = text.replace(old, new)
         extra = {k: entry[k] for k in ("site", "title", "author") if k in entry}
         pages.append(replace(original, url=entry["url"], category="near_duplicate", text=text,
@@ -124,11 +125,11 @@ def _validate(pages: list[DemoPage]) -> None:
     seen: set[str] = set()
     for page in pages:
         if page.url in seen:
-            raise ValueError(f"demo page URL {page.url} appears twice")
+            raise UsageError(f"demo page URL {page.url} appears twice")
         seen.add(page.url)
         for kind, value in page.pii:
             if value not in page.text:
-                raise ValueError(f"{page.url}: planted {kind} {value!r} is not in the text")
+                raise UsageError(f"{page.url}: planted {kind} {value!r} is not in the text")
         (page.title + page.text + page.site + (page.author or "")).encode(page.charset)  # strict
 
 

@@ -8,6 +8,7 @@ import json
 import os
 
 from dataprep.core.arguments import positive_float
+from dataprep.core.errors import UsageError
 from dataprep.core.estimate import estimate, format_estimate, pages_from_files
 from dataprep.core.stats import StageStats
 
@@ -48,10 +49,10 @@ def _load(path: str, sample_cores: int | None):
     doc = load_stats(folder)
     stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
     if not stats:
-        raise ValueError(f"{folder}/stats.json holds no stages: the sample run did not finish")
+        raise UsageError(f"{folder}/stats.json holds no stages: the sample run did not finish")
     cores = sample_cores or doc.get("cores")
     if not cores:
-        raise ValueError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
+        raise UsageError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
     steps = doc.get("steps") or [{}]
     return Sample(stats, int(cores), steps[0].get("tasks")), doc.get("input_files")
 
@@ -65,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
         from dataprep.core.storage import expand_inputs
 
         if not per_file:
-            raise ValueError("the sample's stats.json does not say how many files it read: give --pages-per-file")
+            raise UsageError("the sample's stats.json does not say how many files it read: give --pages-per-file")
         pages = pages_from_files(len(expand_inputs([args.listing])), per_file)
     else:
         pages = args.pages

@@ -12,6 +12,7 @@ import os
 import sys
 from importlib.metadata import entry_points
 
+from dataprep.core.errors import UsageError
 from dataprep.core.arguments import output_folder, positive_int
 from dataprep.core.cli import add_output_argument
 from dataprep.core.storage import atomic_write_text, is_url, join_path
@@ -38,7 +39,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
                  max_docs: int = 1_000_000) -> tuple[str, str]:
     """Write ``report.html``, ``report.md`` and their PNGs into ``dest`` (default OUTPUT_DIR/report)."""
     if dest is None and is_url(output_dir):
-        raise ValueError("the pipeline output is remote: give a local folder for the report with --out")
+        raise UsageError("the pipeline output is remote: give a local folder for the report with --out")
     dest = dest or os.path.join(output_dir, "report")
     doc = load_stats(output_dir)
     stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
@@ -82,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.max_docs <= 0:
-        raise ValueError("--max-docs must be positive")
+        raise UsageError("--max-docs must be positive")
     html_path, md_path = build_report(args.pipeline_output, args.output, args.train_run, args.max_docs)
     print(f"report: {html_path}\nsummary: {md_path}")
     return 0

@@ -17,7 +17,7 @@ import typing
 
 from pydantic import BaseModel
 
-from dataprep.core.registry import MissingDependency, stage_class, stage_names
+from dataprep.core.registry import MissingDependency, UnknownStage, stage_class, stage_names
 from dataprep.core.stage import GlobalStage
 
 _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
@@ -120,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     if args.name and not stages:
         from dataprep.core.validation import did_you_mean
 
-        raise KeyError(f"unknown stage {args.name!r}{did_you_mean(args.name, stage_names())}")
+        raise UnknownStage(f"unknown stage {args.name!r}{did_you_mean(args.name, stage_names())}")
     if args.json:
         print(json.dumps(stages, indent=2, default=str))
         return 0

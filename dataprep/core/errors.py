@@ -41,6 +41,10 @@ class MissingPath(UsageError, FileNotFoundError):
     """A path the user gave does not exist (or is not the file or folder it should be): one line, exit 2."""
 
 
+class OutputExists(UsageError, FileExistsError):
+    """An output that is there already and may not be replaced without being told (``--overwrite``): exit 2."""
+
+
 class WorkFailed(CcpretrainError, RuntimeError):
     """The work could not be done for a reason its message states and a user can act on (a JVM that does
     not start, no readable input): the command prints that one line and exits 1, without a traceback."""

@@ -18,6 +18,8 @@ from typing import IO, Iterator
 
 import fsspec
 
+from dataprep.core.errors import MissingPath, OutputExists, UsageError
+
 # Common Crawl publishes per-crawl listings such as warc.paths.gz: one relative path per line.
 COMMON_CRAWL_PREFIX = "https://data.commoncrawl.org/"
 _UPLOAD_CHUNK = 1 << 20
@@ -53,7 +55,7 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) 
                     if line and not line.startswith("#"):
                         files.append(line if "://" in line or line.startswith("/") else paths_prefix + line)
             if len(files) == listed:
-                raise FileNotFoundError(f"input listing {pattern!r} names no file")
+                raise MissingPath(f"input listing {pattern!r} names no file")
             continue
         fs, _, _ = fsspec.get_fs_token_paths(pattern)
         if is_url(pattern) and not any(ch in pattern for ch in "*?["):
@@ -67,7 +69,7 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX) 
             elif fs.exists(match):
                 found.append(match)
         if not found:
-            raise FileNotFoundError(f"input {pattern!r} matches no file")
+            raise MissingPath(f"input {pattern!r} matches no file")
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         files.extend(f if protocol in ("file", "local") else f"{protocol}://{f}" for f in found)
     return sorted(dict.fromkeys(files))
@@ -179,7 +181,7 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
     path = os.path.abspath(path.removeprefix("file://"))
     check_output_path(path, "output", folder=True)
     if not overwrite and os.path.isdir(path) and os.listdir(path):
-        raise FileExistsError(f"{path} exists and is not empty (pass --overwrite to replace it)")
+        raise OutputExists(f"{path} exists and is not empty (pass --overwrite to replace it)")
     parent = os.path.dirname(path)
     make_folder(parent)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
@@ -200,14 +202,14 @@ def check_output_path(path: str, flag: str, folder: bool) -> None:
         return
     full = os.path.abspath(path.removeprefix("file://"))
     if folder and os.path.exists(full) and not os.path.isdir(full):
-        raise ValueError(f"{flag} {path}: is a file, not a folder: name a new or existing folder")
+        raise UsageError(f"{flag} {path}: is a file, not a folder: name a new or existing folder")
     if not folder and os.path.isdir(full):
-        raise ValueError(f"{flag} {path}: is a folder: name a file")
+        raise UsageError(f"{flag} {path}: is a folder: name a file")
     parent = os.path.dirname(full)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")
+        raise UsageError(f"{flag} {path}: {parent} is a file, not a folder")
 
 
 # Folders holding the files shipped with a job (on Spark executors: SparkFiles' root), searched by base
@@ -226,7 +228,7 @@ def resolve_asset(path: str) -> str:
         candidate = os.path.join(directory, name)
         if os.path.exists(candidate):
             return candidate
-    raise FileNotFoundError(
+    raise MissingPath(
         f"{path!r} does not exist on {socket.gethostname()} (working directory {os.getcwd()}) "
         "and was not shipped with the job"
     )

@@ -56,7 +56,7 @@ class IndexedStage(GlobalStage):
     @model_validator(mode="after")
     def _check_index_paths(self) -> "IndexedStage":
         if self.save_index and self.save_index in self.load_indexes:
-            raise ValueError(f"save_index {self.save_index!r} is also in load_indexes: an index cannot be rewritten while it is read")
+            raise UsageError(f"save_index {self.save_index!r} is also in load_indexes: an index cannot be rewritten while it is read")
         return self
 
     def index_config(self) -> dict:
@@ -65,7 +65,7 @@ class IndexedStage(GlobalStage):
 
     def check_local(self) -> None:
         if self.save_index or self.load_indexes:
-            raise ValueError(f"{self.name}: save_index and load_indexes work in Spark runs (dataprep run), not in memory")
+            raise UsageError(f"{self.name}: save_index and load_indexes work in Spark runs (dataprep run), not in memory")
 
 
 def _sha256(fs, path: str) -> str:

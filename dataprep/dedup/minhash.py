@@ -49,6 +49,7 @@ from pydantic import Field, model_validator
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from dataprep.core.errors import UsageError
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.normalize import _windows, mix64, shingle_hashes
@@ -200,7 +201,7 @@ class MinHashDedup(IndexedStage):
     @model_validator(mode="after")
     def _check_layout(self) -> "MinHashDedup":
         if not self.optimize_bands and self.bands * self.rows > self.num_perm:
-            raise ValueError(f"bands * rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
+            raise UsageError(f"bands * rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
         self.weight_ranges()
         return self
 
@@ -305,7 +306,7 @@ class MinHashDedup(IndexedStage):
         verification, connected components; each component keeps its smallest id."""
         self.check_local()
         if documents.column("id").null_count:
-            raise ValueError("minhash_dedup: every document needs a non-null id")
+            raise UsageError("minhash_dedup: every document needs a non-null id")
         keys = prepared.column("keys").combine_chunks()
         owners = prepared.column("id").take(pc.list_parent_indices(keys))
         edges = bucket_edges(keys.flatten(), owners)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from dataprep.core.errors import UsageError
+
 WEIGHT = "sample_weight"
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)|(\+))?\s*$")
 
@@ -21,16 +23,16 @@ def parse_weights(table: dict[str, float]) -> list[tuple[int, int | None, float]
     for key, weight in table.items():
         match = _RANGE.match(str(key))
         if not match:
-            raise ValueError(f"sample_weights: {key!r} is not a size, a range 'A-B' or 'A+'")
+            raise UsageError(f"sample_weights: {key!r} is not a size, a range 'A-B' or 'A+'")
         low = int(match[1])
         high = None if match[4] else int(match[3]) if match[2] else low
         if low < 1 or (high is not None and high < low) or weight < 0:
-            raise ValueError(f"sample_weights: {key!r}: {weight} is not a valid size range and weight")
+            raise UsageError(f"sample_weights: {key!r}: {weight} is not a valid size range and weight")
         ranges.append((low, high, float(weight)))
     ranges.sort(key=lambda r: r[0])
     for (_, high, _), (low, _, _) in zip(ranges, ranges[1:]):
         if high is None or high >= low:
-            raise ValueError(f"sample_weights: ranges overlap at size {low}")
+            raise UsageError(f"sample_weights: ranges overlap at size {low}")
     return ranges
 
 

@@ -26,6 +26,7 @@ import zlib
 from typing import Iterator
 
 from dataprep.core.config import InputConfig
+from dataprep.core.errors import UsageError
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import open_stream
@@ -87,7 +88,7 @@ def _paper_files(name: str, data: bytes) -> list[tuple[str, bytes]]:
     try:
         data = gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
-        raise ValueError(f"{name}: not gzip: {exc}") from None
+        raise UsageError(f"{name}: not gzip: {exc}") from None
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from dataprep.core.errors import UsageError
 from dataprep.core.arguments import non_negative_int, output_folder, positive_float, positive_int, spark_master
 from dataprep.tokenize.stage import TokenizerTraining
 from dataprep.tokenize.tokenizer import tokenizer_exists
@@ -35,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.spark import get_spark
 
     if tokenizer_exists(args.output) and not args.force:
-        raise ValueError(f"{args.output} already holds a tokenizer; pass --force to replace it (shards made with it will no longer verify)")
+        raise UsageError(f"{args.output} already holds a tokenizer; pass --force to replace it (shards made with it will no longer verify)")
     training = TokenizerTraining(
         vocab_size=args.vocab_size,
         model_type=args.model_type,

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from dataprep.core.errors import UsageError
 from pretrain.config import ParallelConfig
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
@@ -45,11 +46,11 @@ class ParallelDims:
         the world size."""
         others = cfg.dp_replicate * cfg.cp * cfg.tp * cfg.pp
         if world_size % others:
-            raise ValueError(f"parallel dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x tp={cfg.tp} x pp={cfg.pp} "
+            raise UsageError(f"parallel dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x tp={cfg.tp} x pp={cfg.pp} "
                              f"does not divide the world size {world_size}")
         dp = world_size // others if cfg.dp_shard == -1 else cfg.dp_shard
         if dp < 1 or dp * others != world_size:
-            raise ValueError(f"parallel.dp_shard={cfg.dp_shard} x dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x "
+            raise UsageError(f"parallel.dp_shard={cfg.dp_shard} x dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x "
                              f"tp={cfg.tp} x pp={cfg.pp} must equal the world size {world_size}")
         return cls(dp_shard=dp, tp=cfg.tp, world_size=world_size, dp_replicate=cfg.dp_replicate, cp=cfg.cp,
                    pp=cfg.pp)

@@ -19,6 +19,7 @@ import tempfile
 
 import pyarrow as pa
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import exists, join_path
 from dataprep.tokenize.manifest import MANIFEST_NAME
 from pretrain.components.dataloader import Loader, Source, build_loaders
@@ -31,11 +32,11 @@ def run_validation(trained: Trained, device, max_batches: int | None = None) -> 
     """The training loop's validation at the checkpoint: same loader, batches and precision."""
     run = trained.run
     if run is None:
-        raise FileNotFoundError(f"{trained.path}: the run's config.yaml was not found; pass --data")
+        raise MissingPath(f"{trained.path}: the run's config.yaml was not found; pass --data")
     _, val = build_loaders(run.data, run.seq_len, run.global_batch_size, run.micro_batch_size, 0, 1,
                            run.model.vocab_size)  # sources given as URLs: cached in a temporary folder
     if val is None:
-        raise ValueError("the run has no validation split (data.val_fraction is 0 or the held-out documents "
+        raise UsageError("the run has no validation split (data.val_fraction is 0 or the held-out documents "
                          "are shorter than seq_len + 1 tokens); pass --data")
     return _evaluate(trained, val, max_batches or run.log.val_batches, device, _precision(trained, device))
 
@@ -60,7 +61,7 @@ def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir:
     from dataprep.tokenize.stage import Tokenize
 
     if not exists(path):
-        raise FileNotFoundError(f"--data {path}: not found")
+        raise MissingPath(f"--data {path}: not found")
     tokenizer, manifest = find_tokenizer(trained, tokenizer_dir)
     kept, dropped, read = [], 0, StageStats(READ_STAGE)
     for result in iter_documents(path, InputConfig(paths=[path], text_field=text_field), read):
@@ -68,7 +69,7 @@ def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir:
         dropped += result.dropped.num_rows
     if not read.docs_kept:  # a missing or damaged file is a counted drop there: say why
         why = next(iter(read.errors_seen.messages), "")
-        raise ValueError(f"{path}: no documents read" + (f" ({why})" if why else ""))
+        raise UsageError(f"{path}: no documents read" + (f" ({why})" if why else ""))
     tokenizer.save(os.path.join(out_dir, "tokenizer-in"))
     stage = Tokenize(tokenizer=os.path.join(out_dir, "tokenizer-in"), output_dir=os.path.join(out_dir, "shards"),
                      add_bos=bool(manifest.get("add_bos", False)), add_eos=bool(manifest.get("add_eos", True)))
@@ -83,7 +84,7 @@ def _precision(trained: Trained, device) -> str:
 
 def _evaluate(trained: Trained, loader: Loader, n_batches: int, device, precision: str) -> dict:
     if n_batches < 1:
-        raise ValueError("no full batch of samples to evaluate")
+        raise UsageError("no full batch of samples to evaluate")
     model = model_for_inference(trained, device)
     loss = validation_loss(model, loader, n_batches, TrainStepContext(device, precision, False, False), None)
     seq_len = loader.sources[0].seq_len
@@ -98,14 +99,14 @@ def evaluate_checkpoint(checkpoint: str, data: str | None = None, device: str = 
     tokenized here with the run's tokenizer; None: the run's validation split), at the run's sequence
     length and micro-batch unless given."""
     if max_batches is not None and max_batches < 1:
-        raise ValueError(f"--max-batches {max_batches}: must be at least 1")
+        raise UsageError(f"--max-batches {max_batches}: must be at least 1")
     trained = load_trained(checkpoint)
     device = resolve_device(device)
     run = trained.run
     seq_len = seq_len if seq_len is not None else (run.seq_len if run else trained.model.max_seq_len)
     batch_size = batch_size if batch_size is not None else (run.micro_batch_size if run else 8)
     if seq_len > trained.model.max_seq_len or seq_len < 1 or batch_size < 1:
-        raise ValueError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
+        raise UsageError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
     if data is None:
         result = {"data": "validation split of the run", **run_validation(trained, device, max_batches)}
     elif exists(join_path(data, MANIFEST_NAME)):  # a shard folder, local or at a URL
