@@ -46,6 +46,15 @@ def problems(err: ValidationError, model: type[BaseModel] | None = None) -> list
     return out
 
 
+def validated(model: type[BaseModel], **fields) -> BaseModel:
+    """``model(**fields)`` from values the user gave (command-line flags): a ``ValidationError`` becomes a
+    ``ConfigError`` with ``describe``'s one line, as a config file's does in its loader."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, model)) from None
+
+
 def did_you_mean(word: str, known) -> str:
     """``; did you mean 'x'?`` for the closest of ``known``, or an empty string."""
     close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)

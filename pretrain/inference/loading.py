@@ -23,7 +23,7 @@ from dataprep.tokenize.manifest import TOKENIZER_DIR, load_manifest
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components import checkpoint
 from pretrain.components.remote_shards import is_remote, load_remote_manifest
-from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_train_config
+from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_model_config, load_train_config
 from pretrain.models.llama import Llama
 
 RUN_CONFIG = "config.yaml"  # written by pretrain.train into out_dir
@@ -143,7 +143,7 @@ def load_trained(path: str) -> Trained:
         model_cfg, step = state.get("model_config"), state.get("step")
         if model_cfg is None:
             raise checkpoint.CheckpointError(f"checkpoint {resolved}: {checkpoint.STATE_FILE} lacks model_config")
-    cfg = ModelConfig.model_validate(model_cfg)
+    cfg = load_model_config(model_cfg)  # a damaged or foreign file: a config error, not a traceback
     run = _find_run_config(resolved)
     if run is not None and run.model != cfg:  # a config.yaml above an unrelated model
         run = None
