@@ -169,10 +169,10 @@ class LanguageID(DocumentStage):
     def _check(self) -> "LanguageID":
         path = self.model_path or default_model_path()
         if not os.path.isfile(path):
-            raise UsageError(f"language ID model not found: {path}")
+            raise ValueError(f"language ID model not found: {path}")
         for lang, value in self.thresholds.items():
             if not 0.0 <= value <= 1.0:
-                raise UsageError(f"thresholds.{lang}: {value} is not between 0 and 1")
+                raise ValueError(f"thresholds.{lang}: {value} is not between 0 and 1")
         self._lingua = uses_lingua(self.second_opinion)
         return self
 

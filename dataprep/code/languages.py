@@ -15,7 +15,6 @@ import pyarrow as pa
 from identify import identify
 from pydantic import Field, field_validator
 
-from dataprep.core.errors import UsageError
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage
 from dataprep.core.validation import did_you_mean
@@ -73,7 +72,7 @@ class CodeLanguage(DocumentStage):
         known = sorted(set(LANGUAGES.values()))
         for name in names:
             if name not in known:
-                raise UsageError(f"unknown language {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+                raise ValueError(f"unknown language {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
         return names
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:

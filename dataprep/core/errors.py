@@ -1,4 +1,4 @@
-"""The project's own exception types: the only errors a command answers with one line and no traceback.
+r"""The project's own exception types: the only errors a command answers with one line and no traceback.
 
 ``dispatch`` (``dataprep.core.cli``) maps exit statuses from these types alone, so a bug that raises a
 builtin error (a ``KeyError`` on a missing dict key, a ``ValueError`` from a library) still shows its
@@ -7,9 +7,11 @@ traceback instead of passing for the user's mistake.
 Which type to raise:
 
 - ``UsageError`` (exit 2) when the user's input is wrong and the user can fix it: an argument, a config
-  value, a path that does not exist or is the wrong kind, a file (shard, checkpoint, index, tokenizer)
-  that is not what the command needs. Subclasses name the kind: ``ConfigError`` (validation.py),
-  ``CheckpointError``, ``ShardError``, ``DedupIndexError``, ``OutputInUse``, ``UnreadableSource``.
+  value, a file (shard, checkpoint, index, tokenizer, model) that is not what the command needs.
+  ``MissingPath`` for a path the user gave that does not exist or is not a file or folder as it should
+  be, ``OutputExists`` for an output that may not be replaced without ``--overwrite``. Subclasses name
+  the kind: ``ConfigError`` (validation.py), ``CheckpointError``, ``ShardError``, ``DedupIndexError``,
+  ``OutputInUse``, ``UnreadableSource``, ``UnknownStage``.
 - ``WorkFailed`` (exit 1) when the input was fine but the work could not be done for a reason the message
   states (a JVM that does not start, no readable input, an error budget exceeded).
 - A builtin error (``ValueError``, ``KeyError``, ``RuntimeError``, ...) for anything only a bug can reach:
@@ -17,9 +19,13 @@ Which type to raise:
 - Where the user's input reaches a builtin error by itself (``open`` on a path the user gave; pydantic's
   ``ValidationError`` when a user's config is validated), convert it where the input enters (the loader
   or the command) into one of the types above, with the same one-line message.
+- A pydantic validator raises ``ValueError`` (pydantic's convention): its loader turns the
+  ``ValidationError`` into a ``ConfigError`` (``validation.validated`` for models built from flags).
 
-``UsageError`` is also a ``ValueError`` and ``WorkFailed`` a ``RuntimeError``, so callers and pydantic
-validators that catch those keep working.
+``UsageError`` is also a ``ValueError``, ``MissingPath`` a ``FileNotFoundError``, ``OutputExists`` a
+``FileExistsError`` and ``WorkFailed`` a ``RuntimeError``, so callers that catch those keep working.
+The raises still to judge by this rule (those left are bugs' or validators'):
+``grep -rnE "raise (ValueError|KeyError|[A-Za-z]*(File|Directory|OS)Error)\(" dataprep pipelines pretrain``
 """
 
 from __future__ import annotations

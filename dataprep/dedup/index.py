@@ -56,7 +56,7 @@ class IndexedStage(GlobalStage):
     @model_validator(mode="after")
     def _check_index_paths(self) -> "IndexedStage":
         if self.save_index and self.save_index in self.load_indexes:
-            raise UsageError(f"save_index {self.save_index!r} is also in load_indexes: an index cannot be rewritten while it is read")
+            raise ValueError(f"save_index {self.save_index!r} is also in load_indexes: an index cannot be rewritten while it is read")
         return self
 
     def index_config(self) -> dict:

@@ -201,7 +201,7 @@ class MinHashDedup(IndexedStage):
     @model_validator(mode="after")
     def _check_layout(self) -> "MinHashDedup":
         if not self.optimize_bands and self.bands * self.rows > self.num_perm:
-            raise UsageError(f"bands * rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
+            raise ValueError(f"bands * rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
         self.weight_ranges()
         return self
 

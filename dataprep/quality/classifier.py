@@ -43,7 +43,7 @@ class QualityClassifier(DocumentStage):
     @classmethod
     def _exists(cls, path: str | None) -> str | None:
         if path is not None and not os.path.isfile(path):
-            raise UsageError(f"classifier model {path!r} does not exist (train one with dataprep train-classifier)")
+            raise ValueError(f"classifier model {path!r} does not exist (train one with dataprep train-classifier)")
         return path
 
     @field_validator("model_paths")

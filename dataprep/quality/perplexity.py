@@ -141,7 +141,7 @@ class Perplexity(DocumentStage):
     @model_validator(mode="after")
     def _need_a_model(self) -> "Perplexity":
         if not self.model_dir and not self.models:
-            raise UsageError("set model_dir (one model) or models ({lang: dir})")
+            raise ValueError("set model_dir (one model) or models ({lang: dir})")
         return self
 
     def check_assets(self) -> None:

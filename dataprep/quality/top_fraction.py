@@ -46,7 +46,7 @@ class TopFraction(GlobalStage):
     @model_validator(mode="after")
     def _check_cutoffs(self) -> "TopFraction":
         if self.cutoffs is not None and not self.by_language and set(self.cutoffs) != {ALL}:
-            raise UsageError(f'top_fraction: without by_language, cutoffs must be {{"{ALL}": value}}, got {sorted(self.cutoffs)}')
+            raise ValueError(f'top_fraction: without by_language, cutoffs must be {{"{ALL}": value}}, got {sorted(self.cutoffs)}')
         return self
 
     @property

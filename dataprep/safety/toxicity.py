@@ -24,7 +24,6 @@ from typing import Literal
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from dataprep.core.errors import UsageError
 from dataprep.core.storage import resolve_asset
 from dataprep.safety.word_lists import ASSETS, WordList, lang_key, load_lists, word_list
 from dataprep.core.registry import register
@@ -78,7 +77,7 @@ class ToxicityFilter(DocumentStage):
     @model_validator(mode="after")
     def _check_model(self) -> "ToxicityFilter":
         if self.model == "fasttext" and not self.model_path:
-            raise UsageError("model: fasttext needs model_path (train one with `dataprep train-classifier`)")
+            raise ValueError("model: fasttext needs model_path (train one with `dataprep train-classifier`)")
         return self
 
     def check_assets(self) -> None:

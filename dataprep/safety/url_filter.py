@@ -28,7 +28,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field, field_validator
 
-from dataprep.core.errors import MissingPath, UsageError
+from dataprep.core.errors import MissingPath
 from dataprep.core.storage import resolve_asset
 from dataprep.safety.word_lists import ASSETS, literal_union
 from dataprep.core.registry import register
@@ -198,9 +198,9 @@ class UrlFilter(DocumentStage):
     def _exists(cls, paths: list[str]) -> list[str]:
         for path in paths:
             if not os.path.exists(path):  # fail at config time, naming the path
-                raise UsageError(f"blocklist {path!r} does not exist")
+                raise ValueError(f"blocklist {path!r} does not exist")
             if not os.path.isdir(path) and not tarfile.is_tarfile(path):
-                raise UsageError(f"blocklist {path!r} is neither a folder nor a tarball")
+                raise ValueError(f"blocklist {path!r} is neither a folder nor a tarball")
         return paths
 
     def _lists(self) -> dict[str, Category]:

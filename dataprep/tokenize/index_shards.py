@@ -22,7 +22,7 @@ from dataprep.tokenize.verify import file_sha256, scan_bin
 def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = None, tokenizer: str | None = None) -> dict:
     """Validate every shard pair in ``directory`` and write its manifest; returns the manifest."""
     if not os.path.isdir(directory):
-        raise MissingPath(f"{directory}: no such folder (give the folder of .idx/.bin shard pairs)")
+        raise MissingPath(f"{directory}: not a folder (give the folder of .idx/.bin shard pairs)")
     names = sorted(f[:-4] for f in os.listdir(directory) if f.endswith(".idx") and not f.startswith(".tmp-"))
     if not names:
         raise MissingPath(f"{directory}: no .idx/.bin shard pairs")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 
 import torch
+from pydantic import ValidationError
 
 from dataprep.core.errors import MissingPath, UsageError
+from dataprep.core.validation import describe
 from pretrain.config import ModelConfig
 
 # our parameter name -> Hugging Face Llama name; layers.N.<key>.weight <-> model.layers.N.<value>.weight
@@ -124,8 +126,15 @@ def read_hf_folder(hf_dir: str) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
 
     if not os.path.isdir(hf_dir):
         raise MissingPath(f"{hf_dir}: not a folder; give a Hugging Face Llama folder (config.json, *.safetensors)")
-    with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as fh:
-        cfg = from_hf_config(json.load(fh), hf_dir)
+    config_path = os.path.join(hf_dir, "config.json")
+    if not os.path.isfile(config_path):
+        raise MissingPath(f"{hf_dir}: no config.json; give a Hugging Face Llama folder (config.json, *.safetensors)")
+    try:
+        with open(config_path, encoding="utf-8") as fh:
+            cfg = from_hf_config(json.load(fh), hf_dir)
+    except (json.JSONDecodeError, KeyError, ValidationError) as exc:  # the user's file, damaged or not a Llama's
+        problem = describe(exc) if isinstance(exc, ValidationError) else f"lacks {exc}" if isinstance(exc, KeyError) else exc
+        raise UsageError(f"{config_path}: not a usable Llama config ({problem})") from None
     files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))
     if not files:
         raise MissingPath(f"{hf_dir}: no *.safetensors weights")
