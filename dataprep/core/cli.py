@@ -7,8 +7,9 @@ dependency breaks only the command that needs it (with the extra to install).
 Conventions shared by every command of ``dataprep`` and ``pretrain``: exit status 0 on success, 1 when
 the work failed, 2 for a usage or configuration error (one message, no traceback; ``CCP_DEBUG=1`` shows
 it), each from the project's own error types (``dataprep.core.errors``); any other exception is a bug,
-shown with its traceback and a line asking to report it (exit 1); ``--log-level`` sets the ``ccpretrain`` loggers' level; a command that takes ``--set KEY=VALUE``
-also takes torchtitan-style ``--optim.lr 3e-4``.
+shown with its traceback and a line asking to report it (exit 1); ``--log-level`` sets the
+``ccpretrain`` loggers' level; a command that takes ``--set KEY=VALUE`` also takes torchtitan-style
+``--optim.lr 3e-4``.
 """
 
 from __future__ import annotations
@@ -112,10 +113,10 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
         import os
         import traceback
 
-        if os.environ.get("CCP_DEBUG"):
-            raise
         if wants_json:  # the traceback goes to stderr, but stdout still holds the promised object
             print_failure_json(f"{prog} {argv[0]}: internal error: {type(exc).__name__}: {exc}", 1)
+        if os.environ.get("CCP_DEBUG"):
+            raise
         traceback.print_exc()
         print(BUG_REPORT_LINE, file=sys.stderr, flush=True)
         return 1
