@@ -25,7 +25,7 @@ Which type to raise:
 ``UsageError`` is also a ``ValueError``, ``MissingPath`` a ``FileNotFoundError``, ``OutputExists`` a
 ``FileExistsError`` and ``WorkFailed`` a ``RuntimeError``, so callers that catch those keep working.
 The raises still to judge by this rule (those left are bugs' or validators'):
-``grep -rnE "raise (ValueError|KeyError|[A-Za-z]*(File|Directory|OS)Error)\(" dataprep pipelines pretrain``
+``grep -rnE "raise (ValueError|KeyError|\w*(File|Directory|OS)\w*Error)\(" dataprep pipelines pretrain``
 """
 
 from __future__ import annotations
