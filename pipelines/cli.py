@@ -15,6 +15,7 @@ from dataprep.core.cli import dispatch
 # command -> (module, one-line help): each module defines add_arguments(parser) and main(args) -> int
 COMMANDS = {
     "run": ("pipelines.commands.run", "run a cleaning pipeline config on Spark (local[*] by default)"),
+    "filter": ("pipelines.commands.filter", "a config's corpus and shards from a signals run (dataprep run --signals), new thresholds included"),
     "stages": ("dataprep.commands.stages", "list every stage and its parameters (the config reference)"),
     "demo-data": ("dataprep.commands.demo", "write the bundled sample WARC used by the demo"),
     "train-ppl-model": ("dataprep.commands.perplexity", "train a CCNet-style n-gram perplexity model"),

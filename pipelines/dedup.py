@@ -3,7 +3,8 @@
 Everything stays distributed: per-document hashes and signatures come from the stage code through
 ``mapInArrow``; grouping, candidate edges, verification and connected components are DataFrame
 operations, so neither edges nor signatures are ever collected on the driver. Results are
-deterministic: the kept document of a group is its smallest ``id``, whatever the partitioning.
+deterministic: the kept document of a group is its smallest ``id``, whatever the partitioning (or, with
+a ``priority`` list, the copy of the best-ranked source: ``pipelines.dedup_priority``).
 
 Saved indexes (``dataprep.dedup.index``): the documents of earlier runs join the groups and graphs
 with ids prefixed by ``EARLIER``, which sorts first, so a group holding an earlier document has it as
@@ -32,8 +33,10 @@ from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
 from dataprep.dedup.urls import UrlDedup
 from dataprep.core.storage import join_path
+from pipelines.dedup_priority import prioritized
 from pipelines.progress import timed
 from pipelines.steps import PREPARE_COLUMNS
+from pipelines.run_folder import check_dataset_folder
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
 MAX_ROUNDS = 100
@@ -87,6 +90,7 @@ def _resolve_earlier(clusters: DataFrame, cluster: str) -> DataFrame:
 
 def _save_index(entries: DataFrame, stage: IndexedStage) -> None:
     """Write this run's kept entries (never those loaded from indexes) as a new index."""
+    check_dataset_folder(join_path(stage.save_index, DATA))  # Spark replaces it whole
     begin_write(stage.save_index)
     entries = _materialize(entries.where(~F.col("id").startswith(EARLIER)))
     entries.write.mode("overwrite").parquet(join_path(stage.save_index, DATA))
@@ -122,7 +126,7 @@ def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
         grouped = _materialize(grouped)
         _save_index(grouped.where(F.col("id") == F.col(exact.CLUSTER)).select("id", "hash"), stage)
     clusters = grouped.where(F.col(exact.CLUSTER_SIZE) > 1).select("id", exact.CLUSTER, exact.CLUSTER_SIZE)
-    clusters = _materialize(_resolve_earlier(clusters, exact.CLUSTER))
+    clusters = _materialize(_resolve_earlier(prioritized(clusters, df, stage, exact.CLUSTER), exact.CLUSTER))
     if stage.write_clusters:
         _write_clusters(clusters, ctx, exact.CLUSTER, exact.CLUSTER_SIZE)
     return clusters
@@ -305,7 +309,7 @@ def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_m
         members = connected_components(edges, single_task_max_edges)
         size = F.count("*").over(Window.partitionBy("root"))
         clusters = members.select("id", F.col("root").alias(minhash.CLUSTER), size.alias(minhash.CLUSTER_SIZE))
-        clusters = _materialize(_resolve_earlier(clusters, minhash.CLUSTER))
+        clusters = _materialize(_resolve_earlier(prioritized(clusters, df, stage, minhash.CLUSTER), minhash.CLUSTER))
         if stage.save_index:
             _save_index(sigs.join(clusters.where(F.col(DUPLICATE)).select("id"), "id", "left_anti"), stage)
     finally:

@@ -31,14 +31,18 @@ from dataclasses import dataclass
 from dataprep.core.errors import UsageError, WorkFailed
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
-from dataprep.core.storage import atomic_write_text, exists, expand_inputs, is_url, join_path, read_text, remove_tree
+from dataprep.core.storage import (atomic_write_text, check_output_outside_inputs, exists, expand_inputs, is_url,
+                                   join_path, read_text, remove_tree)
 from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
+from pipelines.interrupt import check_interrupted, interruptible
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.fail_fast import ErrorWatch
-from pipelines.run_folder import claim
+from dataprep.core.run_record import record_written
+from pipelines.input_changes import describe_changes, input_state
+from pipelines.run_folder import check_dataset_folder, claim
 from dataprep.core.provenance import code_version, listing, now, sha256_json
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, make_prepare_fn, plan_steps
 from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
@@ -53,6 +57,11 @@ ERRORS_FILE = "_ERRORS.json"
 
 class NoReadableInput(WorkFailed):
     """No input file held a readable record: the run fails instead of writing an empty corpus."""
+
+
+class NothingKept(WorkFailed):
+    """A stage dropped every document it was given: the run fails, after its stats and table, instead of
+    ending in a later stage's puzzling error or an empty corpus."""
 
 
 @dataclass
@@ -103,24 +112,30 @@ class PipelineRun:
         return self._spark
 
     def run(self) -> RunResult:
+        """Run the steps; Ctrl-C ends it with KeyboardInterrupt, keeping what finished (``interruptible``)."""
+        with interruptible():
+            return self._run()
+
+    def _run(self) -> RunResult:
         cfg = self.config
-        expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
-        files = expand(cfg.input.paths) if cfg.input.paths else []
-        if not cfg.input.paths:
-            raise UsageError("no input: set input.paths in the config or pass --input")
+        files = self._input_files()
         self._claim_output(files)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         self._ship_assets()
-        fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json")})
+        state = input_state(files)  # a file changed since a step read it: that step and the ones after are redone
+        fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json"), "state": state})
         all_stats: list[StageStats] = []
         steps_done: list[dict] = []  # per step: its tasks and how many a previous run had finished
         skipped = 0
         previous_dir = None
         redo = self.force
         for step in self.steps:
+            check_interrupted()
             fingerprint = _fingerprint([fingerprint, step.fingerprint()])
             step_dir = join_path(self.out, "steps", step.name)
             marker = None if redo else _read_marker(join_path(step_dir, DONE_MARKER))
+            if marker and step.reads_input and (changes := describe_changes(marker.get("inputs", {}), state)):
+                print(f"step {step.name}: {changes}; reading them again", flush=True)
             if marker and marker.get("fingerprint") == fingerprint:
                 print(f"step {step.name}: already done, skipping", flush=True)
                 skipped += 1
@@ -138,21 +153,49 @@ class PipelineRun:
                 self._check_errors(step, step_dir, stats)
                 atomic_write_text(
                     join_path(step_dir, DONE_MARKER),
-                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats]}, indent=1),
+                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats],
+                                **({"inputs": state} if step.reads_input else {})}, indent=1),
                 )
                 steps_done.append({"step": step.name, "skipped": False, **tasks})
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
             all_stats.extend(stats)
             previous_dir = step_dir
+            emptied = next((s for s in stats if not s.docs_kept and (s.docs_in or s.stage == READ_STAGE)), None)
+            if emptied:
+                self._save_stats(all_stats, len(files), steps_done, None)
+                raise NothingKept(self._nothing_kept(emptied))
+        check_interrupted()
         corpus_dir = join_path(self.out, "corpus")
         self._write_corpus(previous_dir, corpus_dir, fingerprint, redo)
-        all_stats = merge_all(all_stats)
-        save_json(all_stats, join_path(self.out, "stats.json"),
-                  {"input_files": len(files), "cores": self.spark.sparkContext.defaultParallelism,
-                   "corpus": corpus_dir, "steps": steps_done})
-        print(format_table(all_stats), flush=True)
+        all_stats = self._save_stats(all_stats, len(files), steps_done, corpus_dir)
+        record_written(self.out, [path for stage in cfg.stages for path in stage.files_written()])
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
+
+    def _save_stats(self, stats: list[StageStats], files: int, steps_done: list[dict], corpus_dir: str | None) -> list[StageStats]:
+        """Write ``stats.json`` and print the per-stage table (the funnel); return the merged stats."""
+        stats = merge_all(stats)
+        save_json(stats, join_path(self.out, "stats.json"),
+                  {"input_files": files, "cores": self.spark.sparkContext.defaultParallelism, "corpus": corpus_dir, "steps": steps_done})
+        print(format_table(stats), flush=True)
+        return stats
+
+    def _nothing_kept(self, stage: StageStats) -> str:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in Counter(stage.dropped).most_common(3))
+        if not stage.docs_in:
+            return (f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of them a document): check "
+                    f"input.paths and input.format; per-stage counts: {join_path(self.out, 'stats.json')}")
+        return (f"stage {stage.stage} dropped all {stage.docs_in} documents it was given ({reasons or 'no reason recorded'}), "
+                f"so the run stops there with nothing kept; per-stage counts: {join_path(self.out, 'stats.json')}")
+
+    def _input_files(self) -> list[str]:
+        cfg = self.config
+        if not cfg.input.paths:
+            raise UsageError("no input: set input.paths in the config or pass --input")
+        expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
+        files = expand(cfg.input.paths)
+        check_output_outside_inputs(self.out, cfg.input.paths)
+        return files
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -197,7 +240,7 @@ class PipelineRun:
     def _check_input_read(stats: list[StageStats], files: int) -> None:
         """Fail when no input file yielded a single readable record (every one empty, damaged or
         unreadable): an empty corpus with exit 0 would hide a wrong path or a broken download. Input
-        that reads but holds no document (only metadata records, say) is only warned about."""
+        that reads but holds no document (only metadata records, say) fails after its stats (``NothingKept``)."""
         read = next((s for s in stats if s.stage == READ_STAGE), None)
         if read is None:
             return
@@ -211,8 +254,6 @@ class PipelineRun:
                 f"no readable input in {files} file{'s' * (files != 1)}: {', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
                 "Check input.paths (--input) and input.format"
             )
-        if read.docs_kept == 0:
-            log.warning("the input holds no documents (%d records read, all dropped): check input.paths and input.format", read.docs_in)
 
     def _ship_assets(self) -> None:
         """On a cluster, send the model files and folders stages name to every executor: their paths
@@ -419,10 +460,15 @@ class PipelineRun:
         done = _read_marker(marker)
         if not redo and done and done.get("fingerprint") == fingerprint:
             return
-        df = self._kept(last_dir)
-        df = df.drop(*[c for c in ("_bytes", "html") if c in df.columns])
+        df = self._corpus_frame(self._kept(last_dir))
+        check_dataset_folder(corpus_dir)
         self._write(df, corpus_dir)
         atomic_write_text(marker, json.dumps({"fingerprint": fingerprint}))
+
+    @staticmethod
+    def _corpus_frame(df):
+        """The kept documents as the corpus holds them (working columns left out)."""
+        return df.drop(*[c for c in ("_bytes", "html") if c in df.columns])
 
 
 def run_pipeline(config: PipelineConfig, spark=None, force: bool = False, overwrite: bool = False) -> RunResult:

@@ -12,7 +12,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from dataprep.core.errors import WorkFailed
-from pipelines import class_archive
+from pipelines import class_archive, interrupt
 
 DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -80,13 +80,15 @@ def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dic
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with interrupt.held():
+            spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - PySpark's start-up errors have no common base
         if "JAVA_GATEWAY_EXITED" not in str(exc) and "JAVA_HOME" not in str(exc):
             raise
         raise WorkFailed(f"Spark's JVM did not start (master {master or 'local[*]'}): check that Java 17 is installed "
                          "(`java -version`, or set JAVA_HOME) and the master's address; its own message is printed above") from None
     spark.sparkContext.setLogLevel("WARN")
+    interrupt.install()  # instead of PySpark's handler, which raises inside py4j calls
     if archive_note:
         class_archive.record_class_path(archive_note, spark.sparkContext._jvm.System.getProperty("java.class.path"))
     return spark

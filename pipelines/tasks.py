@@ -36,7 +36,7 @@ PART = "_part"  # a global step's decision rows: the previous step's part holdin
 
 
 def task_key(inputs: list[str]) -> str:
-    return hashlib.sha256("\n".join(inputs).encode()).hexdigest()[:20]
+    return hashlib.sha256("\n".join(inputs).encode("utf-8", errors="surrogateescape")).hexdigest()[:20]
 
 
 def data_path(step_dir: str, key: str) -> str:
@@ -119,11 +119,12 @@ def reusable(markers: Iterable[dict], fingerprint: str, inputs: list[str], step_
 
 
 def remove_others(step_dir: str, keep: Iterable[str]) -> None:
-    """Delete every file of the step's rows and markers that is not a kept task's."""
+    """Delete every task file of the step's rows and markers (``part-*`` and temporaries) that is not a
+    kept task's; a file named otherwise is nobody's task and not ours to delete."""
     keep_names = {f"part-{key}.{ext}" for key in keep for ext in ("parquet", "json")}
     for sub in (DATA_DIR, STATS_DIR):
         folder = storage.join_path(step_dir, sub)
-        stale = [storage.join_path(folder, n) for n in _names(folder) if n not in keep_names]
+        stale = [storage.join_path(folder, n) for n in _names(folder) if n not in keep_names and n.startswith(("part-", ".tmp-"))]
         if stale:
             fs, _, paths = fsspec.get_fs_token_paths(stale)
             fs.rm(paths, recursive=True)
@@ -138,7 +139,7 @@ def write_task(step_dir: str, key: str, inputs: list[str], fingerprint: str, tab
             for table in tables:
                 writer.write_table(table)
     marker = {"key": key, "fingerprint": fingerprint, "inputs": inputs, **finished()}
-    storage.atomic_write_text(marker_path(step_dir, key), json.dumps(marker, ensure_ascii=False))
+    storage.atomic_write_text(marker_path(step_dir, key), json.dumps(marker))  # escaped: a file name may not be UTF-8
 
 
 def read_decisions(folder: str, parts: list[str]) -> pa.Table | None:

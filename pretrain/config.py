@@ -6,16 +6,18 @@ its model config by path (relative to the training config's folder) or inlines i
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, describe
 from pretrain.layout_rules import MULTI_STAGE_SCHEDULES, PP_SCHEDULES, check_layout
 
-__all__ = ["ConfigError", "ModelConfig", "TrainConfig", "load_model_config", "load_train_config", "save_yaml"]
+__all__ = ["ConfigError", "ModelConfig", "TrainConfig", "check_sources", "load_model_config", "load_train_config",
+           "save_yaml"]
 
 
 class ModelConfig(StrictModel):
@@ -55,7 +57,7 @@ class ModelConfig(StrictModel):
 
 class DataSource(StrictModel):
     path: str  # a token-shard directory with manifest.json: a local folder or an fsspec URL
-    weight: float = Field(1.0, gt=0)  # share of training tokens drawn from this source
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)  # share of training tokens drawn from this source
     name: str | None = None  # in the metrics' per-source token counts (default: the path)
     preset: str | None = None  # the pipeline preset that builds it, named when the folder is missing
 
@@ -84,6 +86,26 @@ class DataConfig(StrictModel):
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
     cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
+
+    @field_validator("sources")
+    @classmethod
+    def _check_sources(cls, sources: list[DataSource]) -> list[DataSource]:
+        """Weights that add up to a number, and each folder and name once (a source listed twice would be
+        drawn as two, and its per-source counts would merge)."""
+        if not sources:
+            raise ValueError("empty: name at least one token-shard folder")
+        if not math.isfinite(sum(s.weight for s in sources)):
+            raise ValueError(f"the weights {[s.weight for s in sources]} do not add up to a finite number: give "
+                             "them as shares (0.7, 0.3) or token counts")
+        for key in ("path", "name"):
+            seen: dict[str, int] = {}
+            for i, source in enumerate(sources):
+                value = source.path if key == "path" else source.name or source.path
+                if value in seen:
+                    raise ValueError(f"source {i} has the {key} {value!r} of source {seen[value]}: list each "
+                                     "source once (its weight is its share)")
+                seen[value] = i
+        return sources
 
 
 
@@ -145,6 +167,7 @@ class PlannedConfig(StrictModel):
 
     global_batch_size: int = Field(gt=0)
     law_lr: float = Field(gt=0)
+    step_seconds: float | None = Field(None, ge=0)  # the plan's time per step: the training log compares
 
 
 class CheckpointConfig(StrictModel):
@@ -208,6 +231,27 @@ class LogConfig(StrictModel):
         return self
 
 
+class EvalConfig(StrictModel):
+    """Evaluation during training (pretrain/components/in_loop_eval.py) and ``pretrain eval RUN``'s default
+    tasks: lm-evaluation-harness tasks (needs ccpretrain[eval]) and held-out document sets in bits per byte."""
+
+    tasks: list[str] = Field(default_factory=list)  # harness task names (its own, or YAML files under include_path)
+    include_path: str | None = None  # a folder of local task YAML files
+    limit: int | None = Field(None, gt=0)  # items per task (default: all)
+    num_fewshot: int | None = Field(None, ge=0)
+    # held-out documents by name: JSONL/Parquet files scored in bits per byte (metrics: eval/NAME/bpb)
+    documents: dict[str, str] = Field(default_factory=dict)
+    text_field: str = "text"
+    every_steps: int = Field(0, ge=0)  # 0: only at the end of the run
+    batch_size: int = Field(16, gt=0)  # sequences per forward
+
+    @model_validator(mode="after")
+    def _check_something_to_score(self) -> "EvalConfig":
+        if not self.tasks and not self.documents:
+            raise ValueError("eval: names no tasks and no documents: set eval.tasks or eval.documents (or remove eval:)")
+        return self
+
+
 class TrainConfig(StrictModel):
     model: ModelConfig  # inline; a path to a model config YAML is read by load_train_config
     data: DataConfig
@@ -236,6 +280,7 @@ class TrainConfig(StrictModel):
     # warm start: trained weights (our checkpoint, run folder or model.safetensors, or a Hugging Face Llama
     # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it
     init_from: str | None = None
+    eval: EvalConfig | None = None  # downstream tasks and held-out documents scored during training
 
     @model_validator(mode="after")
     def _check_horizon(self) -> "TrainConfig":
@@ -323,7 +368,17 @@ def _sources_from_mixture(data: dict) -> None:
     if section.get("sources"):
         raise ConfigError("set data.mixture or data.sources, not both")
     data["data"] = {**section, "sources": load_mixture(section["mixture"])}
+    check_sources(data["data"]["sources"], f"mixture {section['mixture']}")
     check_built(data["data"]["sources"])
+
+
+def check_sources(sources: list, where: str) -> None:
+    """The checks ``data.sources`` gets (weights, each source once) for sources read on their own (a
+    mixture), so that ``pretrain budget`` refuses what ``pretrain train`` refuses; ``where`` names them."""
+    try:
+        DataConfig.model_validate({"sources": sources})
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe(exc, DataConfig)}") from None
 
 
 def _vocab_from_data(data: dict) -> None:

@@ -24,9 +24,11 @@ from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summary
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
+from pretrain.components.in_loop_eval import InLoopEval
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
 from pretrain.components.profiling import StepProfiler, profiled_step
+from pretrain.components.preemption import Stopped, StopSignal, stop_at_once
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
@@ -158,6 +160,10 @@ class Trainer:
                                            self.rank, self.world)
         window = cfg.log.profile_steps
         self.profiler = StepProfiler(cfg.out_dir, *window, self.rank, self.world, self.device) if window else None
+        # SIGINT/SIGTERM: every rank saves the same step and exits
+        self.stop = StopSignal(self.world, self.rank, process_group_timeout(health))
+        # the eval: section's tasks and held-out documents (pretrain/components/in_loop_eval.py)
+        self.evaluator = InLoopEval(cfg, self.device, self.precision, self.dims) if cfg.eval else None
 
     def _build_model(self) -> tuple[PipelineParallelModel | None, torch.nn.Module]:
         """The model, or with pipeline parallelism this rank's stages (the optimizer and checkpoints see
@@ -203,7 +209,8 @@ class Trainer:
             write_run_lineage(cfg.out_dir, self.lineage)
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
                                  flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
-                                 wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"))
+                                 wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"), horizon=self.steps,
+                                 planned_step_s=cfg.planned and cfg.planned.step_seconds)
         if self.batch_record is not None:
             self.log.write(self.batch_record)
             if self.rank == 0:
@@ -224,6 +231,9 @@ class Trainer:
         cfg, state, records = self.cfg, self.state, []
         self.log.start(state.step)
         while state.step < end:
+            if self.stop.agreed():  # a collective: every rank answers at the same step
+                self._stop_here()
+                break
             outcome = self._step()
             state.step += 1
             self.log.count_tokens(self.tokens_per_step)
@@ -241,6 +251,9 @@ class Trainer:
                 self.log.write(stragglers)
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
                 self._validate()
+            if self.evaluator is not None and self.evaluator.due(state.step, self.steps):
+                self.log.write(self.evaluator.run(self.model, state.step))
+                self.log.start(state.step)  # the pause is not training time
             if _due(state.step, cfg.checkpoint.every_steps, end):
                 self._save()
             self.watchdog.progress(state.step)  # a validation or save counts toward its step's time
@@ -270,7 +283,8 @@ class Trainer:
         cfg = self.cfg
         return (_due(step, cfg.log.every_steps, self.steps) or _due(step, cfg.checkpoint.every_steps, end)
                 or (self.val_loader is not None and _due(step, cfg.log.val_every_steps, self.steps))
-                or self.stragglers.sampled(step) or self._diagnostic(step))
+                or self.stragglers.sampled(step) or self._diagnostic(step)
+                or (self.evaluator is not None and self.evaluator.due(step, self.steps)))
 
     def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
         """This step's verdict, kept on the device; returns the flag that holds its update back."""
@@ -353,6 +367,15 @@ class Trainer:
                         "async": self.saver is not None})
         self.log.start(self.state.step)
 
+    def _stop_here(self) -> None:
+        """On a signal: checkpoint the step every rank stopped at (unless it is saved already) and log it."""
+        saved = self.last_checkpoint and checkpoint.checkpoint_step(self.last_checkpoint) == self.state.step
+        if self.state.step > 0 and not saved:
+            self._save()
+        self.last_checkpoint = self.last_checkpoint or checkpoint.latest_before(self.ckpt_root, self.state.step + 1)
+        self.log.write({"kind": "stop", "step": self.state.step, "signal": self.stop.received,
+                        "checkpoint": self.last_checkpoint})
+
     def settle_checkpoints(self) -> None:
         """Wait until a checkpoint written in the background is committed, on every rank."""
         if self.saver is not None:
@@ -383,17 +406,21 @@ def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``,
     with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged (rank 0;
     empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
-    many rollbacks."""
-    trainer = Trainer(cfg, tuple(map(parse_fault, inject)))
-    trainer.resume(resume)
-    trainer.start_logging()
-    try:
-        with trainer.watchdog.watching(trainer.state.step):  # from here on a hung rank ends its process
-            records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
-    finally:  # also when the run stops on an error: a checkpoint being written is committed first
-        if trainer.saver is not None:
-            trainer.saver.wait()
-    trainer.finish()
+    many rollbacks, Stopped after a SIGINT or SIGTERM (with the checkpoint of the step it stopped at)."""
+    with stop_at_once():  # a signal during set-up: nothing to save yet
+        trainer = Trainer(cfg, tuple(map(parse_fault, inject)))
+        trainer.resume(resume)
+        trainer.start_logging()
+    with trainer.stop.catching():  # from here a signal stops the loop at a step boundary, with a checkpoint
+        try:
+            with trainer.watchdog.watching(trainer.state.step):  # from here on a hung rank ends its process
+                records = trainer.train(end=min(trainer.steps, stop_at or trainer.steps))
+        finally:  # also when the run stops on an error: a checkpoint being written is committed first
+            if trainer.saver is not None:
+                trainer.saver.wait()
+        trainer.finish()
+    if trainer.stop.received and trainer.state.step < trainer.steps:
+        raise Stopped(trainer.stop.received, trainer.state.step, trainer.last_checkpoint)
     return records if trainer.rank == 0 else []
 
 

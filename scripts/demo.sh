@@ -53,3 +53,4 @@ step "10. report"
 dataprep report "$OUT/pipeline" --train-run "$OUT/train"
 
 printf '\nDone. Cleaned corpus: %s/pipeline/corpus  shards: %s/pipeline/shards  model: %s/train (exported: %s/hf)  report: %s/pipeline/report/report.html\n' "$OUT" "$OUT" "$OUT" "$OUT" "$OUT"
+printf 'The commands live in .venv: in a new shell, run `source .venv/bin/activate` here first (README.md).\n'

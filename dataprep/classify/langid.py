@@ -273,6 +273,17 @@ class LanguageID(DocumentStage):
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         langs, scores = self.predict(batch.column("text").to_pylist())
+        stored = pa.array(scores, pa.float32())  # decided on the value recorded, so stored signals decide alike
+        batch = with_column(batch, "lang", langs, pa.string())
+        return with_column(batch, "lang_score", stored), self.reasons(langs, stored.to_pylist())
+
+    decision_fields = ("languages", "threshold", "thresholds")
+
+    def reasons_from_signals(self, batch: pa.Table) -> list[str | None]:
+        return self.reasons(batch.column("lang").to_pylist(), batch.column("lang_score").to_pylist())
+
+    def reasons(self, langs: list[str | None], scores: list[float]) -> list[str | None]:
+        """Why each document is dropped (None: kept), given its language and probability."""
         wanted = set(self.languages)
         reasons: list[str | None] = []
         for lang, score in zip(langs, scores):
@@ -284,5 +295,4 @@ class LanguageID(DocumentStage):
                 reasons.append("langid:low_score")
             else:
                 reasons.append(None)
-        batch = with_column(batch, "lang", langs, pa.string())
-        return with_column(batch, "lang_score", scores, pa.float32()), reasons
+        return reasons

@@ -27,7 +27,7 @@ def read_texts(paths: list[str], text_field: str = "text") -> tuple[list[str], i
     """Texts of JSONL (``.jsonl``/``.json``, gzip allowed), Parquet, or plain text (one document per
     non-blank line) files, and how many records had no text (counted, not fatal)."""
     texts, missing = [], 0
-    for path in expand_inputs(paths):
+    for path in expand_inputs(paths, skip_links_out=True):
         name = path.removesuffix(".gz")
         if os.path.basename(path).startswith(("_", ".")):  # Spark/Hadoop markers beside part files
             continue

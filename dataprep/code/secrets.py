@@ -7,7 +7,8 @@ value that reads as an example stays: documentation keys (``AKIAIOSFODNN7EXAMPLE
 (``your-api-key-here``, ``xxxx``, ``<token>``, ``${ENV}``, ``{{ var }}``), variable references and
 too-short values. Hashes and UUIDs match no detector, so they stay.
 
-Attributes: one int32 column per type, ``secrets_<type>``, plus ``secrets_count``.
+Attributes: one int32 column per type, ``secrets_<type>``, plus ``secrets_count``; stats count
+``redacted:<type>`` (``found:<type>`` with ``redact: false``), which the report and the run's table show.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ class CodeSecrets(DocumentStage):
             spans = find_secrets(text or "", self.types)
             for span in spans:
                 counts[span.type][i] += 1
+                self.count(f"{'redacted' if self.redact else 'found'}:{span.type}")
             totals.append(len(spans))
             new_texts.append(redact(text, spans, PLACEHOLDERS) if spans and self.redact else text)
         batch = with_column(batch, "text", new_texts, pa.string())

@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 
-from dataprep.core.arguments import positive_float
+from dataprep.core.arguments import positive_float, whole_number
 from dataprep.core.errors import UsageError
 from dataprep.core.estimate import estimate, format_estimate, pages_from_files
 from dataprep.core.stats import StageStats
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sample", nargs="+", help="the output folder (or its stats.json) of a `dataprep run` on a sample of the crawl; "
                         "two samples of different sizes separate fixed costs from costs per page")
     size = parser.add_mutually_exclusive_group(required=True)
-    size.add_argument("--pages", type=int, help="pages in the whole crawl")
+    size.add_argument("--pages", type=whole_number, help="pages in the whole crawl (2.5e9 or 2500000000)")
     size.add_argument("--listing", metavar="PATHS", help="the crawl's file listing (warc.paths.gz, a glob, a folder): its files times pages per file")
     parser.add_argument("--pages-per-file", type=float, help="pages per input file (default: the sample's)")
     parser.add_argument("--cores", type=int, default=1, help="cores the crawl will run on, for the wall time (default 1)")

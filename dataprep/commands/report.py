@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from dataprep.core.errors import UsageError
 from dataprep.core.arguments import output_folder, positive_int
 from dataprep.core.cli import add_output_argument
+from dataprep.core.run_record import record_written
 from dataprep.core.storage import atomic_write_text, is_url, join_path
 from dataprep.report import SECTIONS_GROUP, Section
 from dataprep.report import sections as sec
@@ -44,12 +45,13 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     doc = load_stats(output_dir)
     stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
     os.makedirs(dest, exist_ok=True)
+    before = _stamps(dest)  # what the report adds or rewrites goes into the run's record
     charts = Charts(dest)
     sample, total = read_corpus_sample(join_path(output_dir, "corpus"), max_docs)
     manifests = find_manifests(output_dir)
-    sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts),
+    sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts), sec.redactions(stats),
                 sec.rules(stats, drop_examples(output_dir), charts),
-                sec.sources(sample, total, stats, source_funnel(output_dir))]
+                sec.sources(sample, total, stats, source_funnel(output_dir)), sec.cross_source(stats)]
     if sample is not None:
         sections += [
             sec.languages(sample, charts),
@@ -58,6 +60,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
             sec.distribution(sample, charts, "Perplexity", "perplexity.png", ("perplexity",),
                              "perplexity under the n-gram model", log_x=True, category="ppl_bucket"),
             sec.duplicates(sample, charts),
+            sec.rehydration(sample, manifests, charts),
             sec.pii(sample),
             sec.distribution(sample, charts, "Toxicity", "toxicity.png", sec.TOXICITY_SCORES,
                              "flagged-word fraction / classifier probability", totals=("toxicity_removed",)),
@@ -70,7 +73,12 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     html_path, md_path = os.path.join(dest, "report.html"), os.path.join(dest, "report.md")
     atomic_write_text(md_path, render_markdown(title, sections))
     atomic_write_text(html_path, render_html(title, sections))
+    record_written(output_dir, [path for path, stamp in _stamps(dest).items() if before.get(path) != stamp])
     return html_path, md_path
+
+
+def _stamps(folder: str) -> dict[str, int]:
+    return {entry.path: entry.stat().st_mtime_ns for entry in os.scandir(folder) if entry.is_file()}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

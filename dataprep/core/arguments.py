@@ -28,6 +28,17 @@ def positive_int(text: str) -> int:
     return _checked(int, text, lambda v: v > 0, "must be positive")
 
 
+def whole_number(text: str) -> int:
+    """An integer, also written as a float (``2.5e9``, ``1e6``)."""
+    try:
+        return int(text)
+    except ValueError:
+        value = _number(float, text)
+        if not value.is_integer():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        return int(value)
+
+
 def non_negative_int(text: str) -> int:
     return _checked(int, text, lambda v: v >= 0, "must be 0 or more")
 

@@ -12,7 +12,7 @@ EXTRAS = {
     "xxhash": "data", "profanity_check": "data", "jieba": "data", "opencc": "data", "lingua": "data",
     "mwparserfromhell": "data", "identify": "data", "ukkonen": "data",
     "torch": "train", "safetensors": "train",
-    "transformers": "hf", "tokenizers": "hf",
+    "transformers": "hf", "tokenizers": "hf", "lm_eval": "eval", "accelerate": "eval",
     "pythainlp": "th", "sudachipy": "ja", "sudachidict_core": "ja", "kenlm": "kenlm",
     "tensorboard": "tensorboard", "wandb": "wandb", "s3fs": "s3", "aiohttp": "http",
 }

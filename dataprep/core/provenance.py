@@ -32,8 +32,9 @@ def sha256_json(obj) -> str:
 def listing(files: list[str]) -> dict:
     """An input listing's digest (over its sorted names), count and first names."""
     names = sorted(files)
-    return {"files": len(names), "sha256": hashlib.sha256("\n".join(names).encode()).hexdigest(),
-            "names": names[:MAX_NAMES]}
+    raw = "\n".join(names).encode("utf-8", "surrogateescape")  # a file name that is not UTF-8 keeps its bytes
+    shown = [name.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for name in names[:MAX_NAMES]]
+    return {"files": len(names), "sha256": hashlib.sha256(raw).hexdigest(), "names": shown}
 
 
 @functools.cache

@@ -142,6 +142,11 @@ class Stage(BaseModel):
         (the tokenizer it trains) records that place here. The config, and so the step's fingerprint,
         keeps the default, so a moved output folder still resumes."""
 
+    def files_written(self) -> list[str]:
+        """The files the stage wrote outside its step's rows (a trained tokenizer, token shards), for the
+        run's record: ``--overwrite`` removes what a run wrote and nothing else."""
+        return []
+
     def record_run(self, run: dict) -> None:
         """Told the run's identity (config and input digests, code version, time) before it starts: a stage
         that writes a dataset (tokenize) records it there, for lineage."""
@@ -155,6 +160,13 @@ class DocumentStage(Stage):
     """A stage that decides each document on its own; batches are independent."""
 
     removed_columns: ClassVar[tuple[str, ...]] = ()  # input columns the stage drops (e.g. raw HTML)
+    # Settings that only move the decision over the values the stage adds (a threshold): a filter over
+    # stored signals (dataprep.core.signals) decides again with ``reasons_from_signals`` when only these changed.
+    decision_fields: ClassVar[tuple[str, ...]] = ()
+
+    def reasons_from_signals(self, batch: pa.Table) -> list[str | None]:
+        """Per row, the drop reason under the current settings, from the columns ``process`` added."""
+        raise NotImplementedError
 
     def output_fields(self) -> list[pa.Field]:
         """The attribute columns ``process`` adds (or replaces) besides ``text``; override when it adds any."""

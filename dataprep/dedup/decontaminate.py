@@ -50,7 +50,7 @@ def eval_items(paths: list[str], text_fields: list[str], id_field: str | None) -
     """(item id, text) for every text of every row of the evaluation files (JSONL, optionally
     compressed, or Parquet); a row without ``id_field`` is named by its row number."""
     items = []
-    for path in expand_inputs(paths):
+    for path in expand_inputs(paths, skip_links_out=True):
         stem = _stem(path)
         if ".parquet" in os.path.basename(path):
             with open_stream(path, decompress=False) as fh:

@@ -71,8 +71,8 @@ class ExactDedup(IndexedStage):
         groups = prepared.group_by("hash").aggregate([("id", "min"), ("id", "count")])
         groups = groups.filter(pc.greater(groups.column("id_count"), 1))
         rows = prepared.join(groups, "hash", join_type="inner")
-        return pa.table({"id": rows.column("id"), CLUSTER: rows.column("id_min"),
-                         CLUSTER_SIZE: rows.column("id_count").cast(pa.int64())}), {}
+        clusters = pa.table({"id": rows.column("id"), CLUSTER: rows.column("id_min"), CLUSTER_SIZE: rows.column("id_count").cast(pa.int64())})
+        return self.by_priority(clusters, documents, CLUSTER), {}
 
     def applier(self, state: dict) -> MarkDuplicates:
         return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE)

@@ -26,6 +26,7 @@ import hashlib
 import json
 
 import fsspec
+import pyarrow as pa
 from pydantic import Field, model_validator
 
 from dataprep.core.errors import UsageError
@@ -52,6 +53,19 @@ class IndexedStage(GlobalStage):
 
     save_index: str | None = Field(None, description="write this run's kept documents as a dedup index to this folder")
     load_indexes: list[str] = Field([], description="indexes of earlier runs: documents duplicating them are removed")
+    priority: list[str] = Field([], description="source kinds, best first: a cluster keeps the copy whose source_kind comes "
+                                "first (e.g. [wikipedia, books, web]) instead of the smallest id; removals counted per pair of sources")
+
+    def by_priority(self, clusters: pa.Table, documents: pa.Table, cluster: str) -> pa.Table:
+        """The in-memory clusters with their kept copies chosen by ``priority`` (unchanged without one)."""
+        if not self.priority:
+            return clusters
+        from dataprep.dedup.priority import pair_counts, prioritize
+
+        clusters = prioritize(clusters, documents, self.priority, cluster)
+        for pair, n in pair_counts(clusters, documents, cluster).items():
+            self.count(pair, n)
+        return clusters
 
     @model_validator(mode="after")
     def _check_index_paths(self) -> "IndexedStage":

@@ -194,8 +194,9 @@ class MinHashDedup(IndexedStage):
     )
     seed: int = 1
     write_clusters: bool = Field(False, description="Spark: write id -> cluster for clusters of 2+ under the step dir")
-    sample_weights: dict[str, float] = Field(
-        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1} (FineWeb-2); empty: no sample_weight column'
+    sample_weights: dict[str, float] | str = Field(
+        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1}, or a published '
+        'table by name: fineweb2 (FineWeb-2\'s rehydration); empty: no sample_weight column'
     )
 
     @model_validator(mode="after")
@@ -314,7 +315,8 @@ class MinHashDedup(IndexedStage):
             edges = self._verified(edges, prepared, documents)
         nodes, roots = component_roots(edges["src"], edges["dst"])
         sizes = Counter(roots.to_pylist())
-        return pa.table({"id": nodes, CLUSTER: roots, CLUSTER_SIZE: pa.array([sizes[r] for r in roots.to_pylist()], pa.int64())}), {}
+        clusters = pa.table({"id": nodes, CLUSTER: roots, CLUSTER_SIZE: pa.array([sizes[r] for r in roots.to_pylist()], pa.int64())})
+        return self.by_priority(clusters, documents, CLUSTER), {}
 
     def applier(self, state: dict) -> MarkDuplicates:
         return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE, self.weight_ranges() if self.sample_weights else None)

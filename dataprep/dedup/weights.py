@@ -13,12 +13,27 @@ import re
 from dataprep.core.errors import UsageError
 
 WEIGHT = "sample_weight"
+# Published tables, by name. fineweb2: FineWeb-2's README, "Deduplication" (github.com/huggingface/fineweb-2):
+# no duplicates 1, clusters of 2 and 3 their size, 4: 3, 5-99: 5, 100-999: 8, 1000 and more: 1.
+NAMED_TABLES: dict[str, dict[str, float]] = {
+    "fineweb2": {"1": 1, "2": 2, "3": 3, "4": 3, "5-99": 5, "100-999": 8, "1000+": 1},
+}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)|(\+))?\s*$")
 
 
-def parse_weights(table: dict[str, float]) -> list[tuple[int, int | None, float]]:
+def named_table(table: dict[str, float] | str) -> dict[str, float]:
+    """``table`` itself, or the published table it names (``NAMED_TABLES``)."""
+    if isinstance(table, dict):
+        return table
+    if table not in NAMED_TABLES:
+        raise UsageError(f"sample_weights: no table named {table!r} (named tables: {', '.join(sorted(NAMED_TABLES))}; or give a mapping)")
+    return NAMED_TABLES[table]
+
+
+def parse_weights(table: dict[str, float] | str) -> list[tuple[int, int | None, float]]:
     """[(lowest size, highest size or None for no limit, weight)], sorted; overlapping or malformed
-    ranges and negative weights are errors that name the entry."""
+    ranges and negative weights are errors that name the entry. A name picks a published table."""
+    table = named_table(table)
     ranges = []
     for key, weight in table.items():
         match = _RANGE.match(str(key))

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import bz2
 import logging
+import os
 import zlib
 from typing import Iterator
 
 from dataprep.core.config import InputConfig
-from dataprep.core.storage import open_stream
+from dataprep.core.storage import input_folder, open_stream, refused_link
 from dataprep.readers.arxiv import read_arxiv
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason, read_schema
 from dataprep.readers.books import read_book
@@ -50,7 +51,7 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
     With ``stats``, each batch is counted there (documents, payload bytes read, time, errors)."""
     out = Batches(path, cfg.batch_size, cfg.batch_bytes, stats)
     try:
-        fmt = _format_to_read(path, cfg, out)
+        fmt = None if _refused_link(path, cfg, out) else _format_to_read(path, cfg, out)
         if fmt is not None:
             for result in _READERS[fmt](path, cfg, out):
                 yield result
@@ -63,6 +64,16 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
 
 _READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet, "arrow": read_arrow, "wikipedia": read_wikipedia,
             "stackexchange": read_stackexchange, "books": read_book, "arxiv": read_arxiv, "code": read_code}
+
+
+def _refused_link(path: str, cfg: InputConfig, out: Batches) -> bool:
+    """A file found in an input folder through a link that leads outside it (or to a folder) is not read:
+    one dropped row naming the link."""
+    folder = input_folder(path, cfg.paths)
+    reason = refused_link(path, folder) if folder else None
+    if reason:
+        out.file_error(reason, f"a link to {os.path.realpath(path)}, not read (only links to files inside the input folder {folder} are)")
+    return reason is not None
 
 
 def _format_to_read(path: str, cfg: InputConfig, out: Batches) -> str | None:

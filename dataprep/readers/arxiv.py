@@ -17,7 +17,6 @@ whose files has a section is dropped as ``no_sections``, a bulk archive's paper 
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import re
@@ -29,7 +28,8 @@ from dataprep.core.config import InputConfig
 from dataprep.core.errors import UsageError
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
-from dataprep.core.storage import open_stream
+from dataprep.core.storage import decoded_name, open_stream
+from dataprep.readers.archives import ARCHIVE_ERRORS, member_name, open_tar
 from dataprep.readers.batches import Batches, hash_id
 
 KIND = "arxiv"
@@ -51,7 +51,7 @@ def read_arxiv(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
             if name.endswith(".tex"):
                 _paper(out, path, name, [(name, raw.read(cfg.max_document_bytes + 1))], cfg)
                 return
-            with tarfile.open(fileobj=raw, mode="r|*") as archive:
+            with open_tar(raw) as archive:
                 loose: list[tuple[str, bytes]] = []  # a paper's own archive: its files
                 for member in archive:
                     if not member.isfile():
@@ -59,17 +59,21 @@ def read_arxiv(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                     if out.full():
                         yield out.flush()
                     n += 1
-                    data = archive.extractfile(member).read(cfg.max_document_bytes + 1)
+                    file_name = decoded_name(member_name(member.name))
+                    if member.size > cfg.max_document_bytes:  # not read: its header says how large it is
+                        out.drop("too_large", id=hash_id(path, zlib.crc32(file_name.encode())))
+                        continue
+                    data = archive.extractfile(member).read()
                     out.bytes_read += len(data)
-                    if _arxiv_id(os.path.basename(member.name)):  # a bulk archive's paper
-                        _paper(out, path, os.path.basename(member.name), data, cfg)
-                    elif member.name.endswith(".tex"):
-                        loose.append((member.name, data))
+                    if _arxiv_id(os.path.basename(file_name)):  # a bulk archive's paper
+                        _paper(out, path, os.path.basename(file_name), data, cfg)
+                    elif file_name.endswith(".tex"):
+                        loose.append((file_name, data))
                     else:
                         out.counters[f"{RECORDS_SKIPPED}non_tex_file"] += 1
                 if loose:
                     _paper(out, path, name, loose, cfg)
-    except (EOFError, tarfile.ReadError, OSError, zlib.error) as exc:  # a cut or corrupt archive
+    except ARCHIVE_ERRORS as exc:  # a cut or corrupt archive
         reason = "error:truncated" if n else "error:malformed_record"
         out.drop(reason, exc, id=hash_id(path, -1))
 
@@ -82,16 +86,21 @@ def _arxiv_id(name: str) -> str | None:
     return stem if _ARXIV_ID.match(stem) else None
 
 
-def _paper_files(name: str, data: bytes) -> list[tuple[str, bytes]]:
-    """A bulk archive's paper: a gzipped tar of its files, or one gzipped ``.tex``. Raises ValueError if
-    it is neither."""
+def _paper_files(name: str, data: bytes, limit: int) -> list[tuple[str, bytes]] | None:
+    """A bulk archive's paper: a gzipped tar of its files, or one gzipped ``.tex``; None when it expands past
+    ``limit`` bytes (decompressing stops there). Raises ValueError if it is neither."""
+    gz = zlib.decompressobj(wbits=31)
     try:
-        data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
+        data = gz.decompress(data, limit + 1)
+    except zlib.error as exc:
         raise UsageError(f"{name}: not gzip: {exc}") from None
+    if len(data) > limit:
+        return None
+    if not gz.eof:
+        raise UsageError(f"{name}: not gzip: cut short")
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+            return [(decoded_name(member_name(m.name)), tar.extractfile(m).read()) for m in tar if m.isfile()]
     except tarfile.ReadError:
         return [(name.removesuffix(".gz") + ".tex", data)]
 
@@ -99,13 +108,16 @@ def _paper_files(name: str, data: bytes) -> list[tuple[str, bytes]]:
 def _paper(out: Batches, path: str, name: str, files: list[tuple[str, bytes]] | bytes, cfg: InputConfig) -> None:
     """One paper from its files, or from a bulk archive member's bytes."""
     arxiv_id = _arxiv_id(name)
-    row = {"id": f"arxiv-{arxiv_id}" if arxiv_id else hash_id(path, zlib.crc32(name.encode())),
+    row = {"id": f"arxiv-{arxiv_id}" if arxiv_id else hash_id(path, zlib.crc32(decoded_name(name).encode())),
            "url": f"https://arxiv.org/abs/{arxiv_id}" if arxiv_id else None, "date": None}
     if isinstance(files, bytes):
         try:
-            files = _paper_files(name, files)
+            files = _paper_files(name, files, cfg.max_document_bytes)
         except ValueError as exc:
             out.drop("error:malformed_record", exc, **row)
+            return
+        if files is None:
+            out.drop("too_large", **row)
             return
     texts = []
     for file_name, data in files:

@@ -8,11 +8,13 @@ import logging
 import time
 import zlib
 from collections import Counter
+from typing import Iterator
 
 import pyarrow as pa
 
 from dataprep.core.stage import DOC_SCHEMA, WEB, ErrorLog, StageResult, mark_dropped
 from dataprep.core.stats import StageStats
+from dataprep.core.storage import decoded_name
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ class Batches:
     """Collects kept and dropped rows; ``flush`` turns them into one StageResult."""
 
     def __init__(self, source: str, batch_size: int, batch_bytes: int, stats: StageStats | None = None) -> None:
-        self.source, self.batch_size, self.batch_bytes, self.stats = source, batch_size, batch_bytes, stats
+        self.source = decoded_name(source)  # a file name that is not UTF-8 is shown, and stored, decoded
+        self.batch_size, self.batch_bytes, self.stats = batch_size, batch_bytes, stats
         self.kind = WEB  # a reader of another source sets its own; a row may carry its own source_kind
         self.schema = READ_SCHEMA  # the code reader's rows have more columns
         self.kept: list[dict] = []
@@ -146,6 +149,18 @@ def broken_file_reason(exc: BaseException) -> str:
     return "error:malformed_record"
 
 
+def bounded_lines(fh, limit: int) -> Iterator[bytes | None]:
+    """The lines of a binary stream, none held past ``limit`` bytes: a longer line (a dump with no line
+    breaks, a decompression bomb) is skipped without being held, as None."""
+    while line := fh.readline(limit):
+        if len(line) >= limit and not line.endswith(b"\n"):
+            while (rest := fh.readline(limit)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
+
+
 def hash_id(source: str, n: int) -> str:
     """Stable id for a document without one: the same file and position give the same id every run."""
-    return hashlib.blake2b(f"{source}\0{n}".encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(f"{source}\0{n}".encode("utf-8", errors="surrogateescape"), digest_size=16).hexdigest()

@@ -27,9 +27,7 @@ import hashlib
 import os
 import posixpath
 import stat
-import tarfile
 import zipfile
-import zlib
 from functools import lru_cache
 from typing import Callable, Iterator
 
@@ -43,8 +41,9 @@ from dataprep.code.licenses import NO_LICENSE, is_license_file, license_of_files
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
-from dataprep.core.storage import expand_inputs, is_url, open_stream
-from dataprep.readers.batches import CODE_READ_SCHEMA, Batches, broken_file_reason, hash_id
+from dataprep.core.storage import decoded_name, expand_inputs, glob_or_literal, is_url, open_stream, refused_link
+from dataprep.readers.archives import ARCHIVE_ERRORS, member_name, open_tar
+from dataprep.readers.batches import CODE_READ_SCHEMA, BadInputFile, Batches, broken_file_reason, hash_id
 from dataprep.readers.documents import jsonl_records
 
 KIND = "code"
@@ -65,8 +64,7 @@ def expand_code_inputs(patterns: list[str]) -> list[str]:
         if is_url(pattern):
             inputs.extend(expand_inputs([pattern]))
             continue
-        matches = sorted(glob.glob(pattern)) if any(ch in pattern for ch in "*?[") else [pattern]
-        matches = [m for m in matches if os.path.exists(m)]
+        matches = [m for m in glob_or_literal(pattern) if os.path.exists(m)]
         if not matches:
             raise MissingPath(f"input {pattern!r} matches no file or folder")
         for match in matches:
@@ -135,7 +133,7 @@ def _folder_license(folder: str) -> str:
     try:
         for name in sorted(os.listdir(folder)):
             full = os.path.join(folder, name)
-            if is_license_file(name) and os.path.isfile(full):
+            if is_license_file(name) and os.path.isfile(full) and not refused_link(full, folder):
                 with open(full, "rb") as fh:
                     texts.append(fh.read(1 << 20).decode("utf-8", errors="replace"))
     except OSError:  # an unreadable licence is no licence: the policy decides
@@ -155,7 +153,10 @@ def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
     for folder, dirs, files in os.walk(top, onerror=lambda exc: out.file_error("error:unreadable", "cannot list a folder", exc)):
         for skipped in [d for d in dirs if d in SKIPPED_FOLDERS]:
             out.counters[f"{RECORDS_SKIPPED}{skipped.strip('_.')}_folder"] += 1
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
+        dirs[:] = [d for d in dirs if d not in SKIPPED_FOLDERS]
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]  # never walked: dropped below
+        dirs[:] = sorted(d for d in dirs if d not in links)
+        files = sorted(files + links)
         if only is not None:
             dirs[:], files = [], [only]
         if folder not in roots:  # a folder with its own .git or licence is a repository, unless vendored into one
@@ -165,12 +166,16 @@ def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
         root = roots[folder]
         if root not in licenses:
             licenses[root] = _folder_license(root)
-        for name in sorted(files):
+        for name in files:
             if out.full():
                 yield out.flush()
             full = os.path.join(folder, name)
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            repo = os.path.basename(root)
+            rel = _text_name(out, os.path.relpath(full, root).replace(os.sep, "/"))
+            repo = decoded_name(os.path.basename(root))
+            # os.walk enters no linked folder: only the file itself can be a link (one named as the input is read)
+            if only is None and os.path.islink(full) and (reason := refused_link(full, top)):
+                _drop_link(out, reason, full, top, id=file_id(repo, rel), path=rel, repo=repo)
+                continue
             try:
                 info = os.stat(full)
                 if not stat.S_ISREG(info.st_mode):  # fifos, sockets, devices: nothing to read
@@ -182,6 +187,20 @@ def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
                 out.drop("error:unreadable", exc, id=file_id(repo, rel), path=rel, repo=repo)
                 continue
             _add_file(out, cfg, repo, rel, data, licenses[root], info.st_size)
+
+
+def _text_name(out: Batches, name: str) -> str:
+    """A file name that is not UTF-8 is kept, decoded with U+FFFD for its bad bytes, and counted."""
+    text = decoded_name(name)
+    if text != name:
+        out.counters["file_names_not_utf8"] += 1
+    return text
+
+
+def _drop_link(out: Batches, reason: str, full: str, tree: str, **row) -> None:
+    """A link that is not read: a dropped row whose error names the link and where it leads."""
+    message = f"{full}: a link to {os.path.realpath(full)}, not read (only links to files inside {tree} are)"
+    out.drop(reason, BadInputFile(decoded_name(message)), **row)
 
 
 def _parents(folder: str) -> Iterator[str]:
@@ -205,6 +224,8 @@ def _read_package(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRe
     license_texts = []
     for folder, _, files in os.walk(dist):
         for name in sorted(files):
+            if refused_link(os.path.join(folder, name), dist):
+                continue
             if is_license_file(name) or os.path.relpath(folder, dist).split(os.sep)[0] == "licenses":
                 with open(os.path.join(folder, name), "rb") as fh:
                     license_texts.append(fh.read(1 << 20).decode("utf-8", errors="replace"))
@@ -220,6 +241,10 @@ def _read_package(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRe
         if out.full():
             yield out.flush()
         full = os.path.join(site, *parts)
+        rel = _text_name(out, rel)
+        if reason := refused_link(full, site):
+            _drop_link(out, reason, full, site, id=file_id(repo, rel), path=rel, repo=repo)
+            continue
         try:
             with open(full, "rb") as fh:
                 data = fh.read(cfg.max_document_bytes + 1)
@@ -235,22 +260,29 @@ def _read_package(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRe
 
 
 def _members(path: str, wanted: Callable[[str], bool], limit: int) -> Iterator[tuple[str, int, bytes | None]]:
-    """An archive's files in order: (name, size, the first ``limit + 1`` bytes if ``wanted(name)`` else None)."""
+    """An archive's files in order, named relative to it (``member_name``): (name, size, its bytes if
+    ``wanted(name)`` else None). A member over ``limit`` bytes, by the size its header gives, is not read:
+    its bytes are ``b""``."""
     with open_stream(path, decompress=False) as raw:
         if path.lower().endswith(".zip"):
             with zipfile.ZipFile(raw) as archive:
                 for info in archive.infolist():
                     if not info.is_dir():
+                        name = member_name(info.filename)
                         data = None
-                        if wanted(info.filename):
+                        if wanted(name):
                             with archive.open(info) as fh:
-                                data = fh.read(limit + 1)
-                        yield info.filename, info.file_size, data
+                                data = fh.read(limit + 1) if info.file_size <= limit else b""
+                        yield name, info.file_size, data
             return
-        with tarfile.open(fileobj=raw, mode="r|*") as archive:
+        with open_tar(raw) as archive:
             for member in archive:
                 if member.isfile():
-                    yield member.name, member.size, archive.extractfile(member).read(limit + 1) if wanted(member.name) else None
+                    name = member_name(member.name)
+                    data = None
+                    if wanted(name):
+                        data = archive.extractfile(member).read(limit + 1) if member.size <= limit else b""
+                    yield name, member.size, data
 
 
 def _read_archive(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
@@ -265,15 +297,14 @@ def _read_archive(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRe
             if out.full():
                 yield out.flush()
             n += 1
-            name = name.removeprefix("./")
             if data is None:
                 out.counters[f"{RECORDS_SKIPPED}{_skipped(name).strip('_.')}_file"] += 1
                 continue
             root = _archive_root(name, roots)
-            repo = posixpath.basename(root) or fallback
-            rel = name[len(root) + 1:] if root else name
+            repo = decoded_name(posixpath.basename(root)) or fallback
+            rel = _text_name(out, name[len(root) + 1:] if root else name)
             _add_file(out, cfg, repo, rel, data, licenses.get(root, NO_LICENSE), size)
-    except (EOFError, tarfile.ReadError, zipfile.BadZipFile, OSError, zlib.error) as exc:  # a cut or corrupt archive
+    except (*ARCHIVE_ERRORS, zipfile.BadZipFile) as exc:  # a cut or corrupt archive
         reason = broken_file_reason(exc) if n else "error:malformed_record"
         out.file_error("error:truncated" if n and reason == "error:malformed_record" else reason,
                        f"archive reading stopped after {n} files", exc)
@@ -291,7 +322,6 @@ def _archive_repositories(path: str) -> tuple[set[str], dict[str, list[str]]]:
     texts: dict[str, list[str]] = {}
     try:
         for name, _, data in _members(path, lambda name: is_license_file(posixpath.basename(name)), 1 << 20):
-            name = name.removeprefix("./")
             folder = posixpath.dirname(name)
             roots.add(name.split("/", 1)[0] if "/" in name else "")
             if "/.git/" in f"/{name}":
@@ -299,16 +329,17 @@ def _archive_repositories(path: str) -> tuple[set[str], dict[str, list[str]]]:
             elif data is not None and not VENDORED_DIRS.intersection(folder.split("/")):  # a vendored copy stays in its repository
                 roots.add(folder)
                 texts.setdefault(folder, []).append(data.decode("utf-8", errors="replace"))
-    except (EOFError, tarfile.ReadError, zipfile.BadZipFile, OSError, zlib.error):
+    except (*ARCHIVE_ERRORS, zipfile.BadZipFile):
         pass  # the second pass counts the damage
     return roots, texts
 
 
 def _archive_root(name: str, roots: set[str]) -> str:
+    """The nearest folder above member ``name`` where a repository begins; "" for the archive's top."""
     folder = posixpath.dirname(name)
-    while folder and folder not in roots:
+    while folder not in roots and folder not in ("", "/"):
         folder = posixpath.dirname(folder)
-    return folder
+    return folder.strip("/")
 
 
 # ---------------------------------------------------------------------------------------------

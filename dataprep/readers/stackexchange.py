@@ -30,12 +30,13 @@ from dataprep.core.config import InputConfig
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import open_stream
-from dataprep.readers.batches import Batches, hash_id
+from dataprep.readers.batches import Batches, bounded_lines, hash_id
 from dataprep.readers.wikipedia import decompressed
 
 log = logging.getLogger(__name__)
 KIND = "stackexchange"
 QUESTION, ANSWER = "1", "2"
+_INT64 = 1 << 63
 _SCHEMA = """
 PRAGMA journal_mode = OFF;
 PRAGMA synchronous = OFF;
@@ -62,13 +63,17 @@ def _spill(path: str, cfg: InputConfig, out: Batches, db: sqlite3.Connection) ->
     closed, pending, n = False, None, 0
     with open_stream(path, decompress=False) as raw:
         try:
-            for line in decompressed(raw, path):
+            for line in bounded_lines(decompressed(raw, path), cfg.max_document_bytes * 2 + 65536):
                 if pending is not None:  # a row is judged once the next line shows the file went on
                     n += 1
                     _row(pending, path, n, cfg, out, db)
                     pending = None
                     if out.full():
                         yield out.flush()
+                if line is None:  # a row too long to hold
+                    n += 1
+                    out.drop("too_large", id=hash_id(path, n))
+                    continue
                 stripped = line.strip()
                 if stripped.startswith(b"<row"):
                     pending = stripped
@@ -92,7 +97,8 @@ def _row(line: bytes, path: str, n: int, cfg: InputConfig, out: Batches, db: sql
     out.bytes_read += len(line)
     try:
         row = ET.fromstring(line).attrib
-        post_id, kind = int(row["Id"]), row.get("PostTypeId")
+        post_id, kind = _integer(row["Id"]), row.get("PostTypeId")
+        accepted, parent = _integer(row.get("AcceptedAnswerId")), _integer(row.get("ParentId"))
     except (ET.ParseError, KeyError, ValueError) as exc:
         if broken_reason:
             out.drop(broken_reason, exc, id=hash_id(path, n))
@@ -101,14 +107,31 @@ def _row(line: bytes, path: str, n: int, cfg: InputConfig, out: Batches, db: sql
     if len(body) > cfg.max_document_bytes:
         out.drop("too_large", id=hash_id(path, n))
     elif kind == QUESTION:
-        accepted = row.get("AcceptedAnswerId")
         db.execute("INSERT OR REPLACE INTO question VALUES (?, ?, ?, ?, ?)",
-                   (post_id, row.get("Title", ""), body, int(accepted) if accepted else None, row.get("CreationDate")))
-    elif kind == ANSWER and row.get("ParentId"):
-        db.execute("INSERT OR REPLACE INTO answer VALUES (?, ?, ?, ?)",
-                   (post_id, int(row["ParentId"]), int(row.get("Score") or 0), body))
+                   (post_id, row.get("Title", ""), body, accepted, row.get("CreationDate")))
+    elif kind == ANSWER and parent is not None:
+        db.execute("INSERT OR REPLACE INTO answer VALUES (?, ?, ?, ?)", (post_id, parent, _score(row.get("Score")), body))
     else:
         out.counters[f"{RECORDS_SKIPPED}post_type_{kind}"] += 1
+
+
+def _integer(text: str | None) -> int | None:
+    """An id attribute as SQLite stores it; ValueError (a malformed row) when it is not one."""
+    if not text:
+        return None
+    value = int(text)
+    if not -_INT64 <= value < _INT64:
+        raise ValueError(f"{text[:40]} does not fit a 64-bit integer")
+    return value
+
+
+def _score(text: str | None) -> int:
+    """An answer's score, held within SQLite's integers (a score past them still ranks first or last); 0
+    when missing or not a number."""
+    try:
+        return max(-_INT64, min(int(text or 0), _INT64 - 1))
+    except ValueError:
+        return 0
 
 
 def _documents(path: str, cfg: InputConfig, out: Batches, db: sqlite3.Connection) -> Iterator[StageResult]:

@@ -27,7 +27,7 @@ from dataprep.core.extras import install_command
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import open_stream
-from dataprep.readers.batches import Batches, hash_id
+from dataprep.readers.batches import Batches, bounded_lines, hash_id
 
 log = logging.getLogger(__name__)
 KIND = "wikipedia"
@@ -67,7 +67,14 @@ def read_wikipedia(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageR
         size = 0
         inside = None  # "page", "siteinfo" or None
         try:
-            for line in fh:
+            for line in bounded_lines(fh, cfg.max_document_bytes * 2 + 65536):
+                if line is None:  # a line too long to hold: its page is too large (outside one: a page of one line)
+                    if inside:
+                        size += cfg.max_document_bytes * 2 + 1
+                    else:
+                        n += 1
+                        out.drop("too_large", id=hash_id(path, n))
+                    continue
                 stripped = line.strip()
                 if inside is None:
                     if stripped.startswith(b"<page"):

@@ -15,13 +15,17 @@ import random
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dataprep.code.secrets import PLACEHOLDERS as SECRET_PLACEHOLDERS
+from dataprep.code.secrets import find_secrets
 from dataprep.core.errors import MissingPath, UsageError
-from dataprep.core.storage import exists, is_url, join_path, read_text
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import STATS_MARK
+from dataprep.core.storage import exists, is_url, join_path, read_text
+from dataprep.safety.pii import find_pii, redact
 from dataprep.tokenize.manifest import MANIFEST_NAME, load_manifest
 
 CATEGORIES = ("lang", "ppl_bucket", "source_kind")  # string columns worth counting; other strings are ids
+EXAMPLE_WINDOW = 25_000  # the start of a dropped text that is scrubbed, then cut: the longest secret (a PEM key) fits
 
 
 def load_stats(output_dir: str) -> dict:
@@ -121,11 +125,19 @@ def source_funnel(output_dir: str) -> tuple[dict, dict] | None:
 
 
 def _example(url: str | None, text: str | None, snippet: int) -> str:
-    """'URL: start of the text…' on one line (either part may be missing)."""
-    flat = " ".join((text or "").split())
+    """'URL: start of the text…' on one line (either part may be missing), with PII and secrets replaced
+    by the pipeline's own placeholders: a dropped document never went through the pii or code_secrets
+    stage, and a report is read by people who must not see either."""
+    flat = " ".join(scrub((text or "")[:EXAMPLE_WINDOW]).split())
     if len(flat) > snippet:
         flat = flat[:snippet].rstrip() + "…"
-    return ": ".join(part for part in ((url or "")[:100], flat) if part)
+    return ": ".join(part for part in (scrub(url or "")[:100], flat) if part)
+
+
+def scrub(text: str) -> str:
+    """``text`` with every secret and every piece of PII the project's detectors find replaced."""
+    text = redact(text, find_secrets(text), SECRET_PLACEHOLDERS)
+    return redact(text, find_pii(text))
 
 
 def find_manifests(output_dir: str) -> list[tuple[str, dict | str]]:

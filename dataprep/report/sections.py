@@ -102,13 +102,25 @@ def funnel(stats: list[StageStats], charts: Charts) -> Section | None:
     return s
 
 
+def redactions(stats: list[StageStats]) -> Section | None:
+    """What the pii and code_secrets stages replaced with placeholders (or only found, with redact: false)."""
+    rows = [[st.stage, event.split(":", 1)[1], event.split(":", 1)[0], _n(n)]
+            for st in stats for event, n in sorted(st.counters.items()) if event.startswith(("redacted:", "found:"))]
+    if not rows:
+        return None
+    total = sum(n for st in stats for event, n in st.counters.items() if event.startswith("redacted:"))
+    return Section("Redactions", [(f"{_n(total)} secrets and pieces of personal data replaced by placeholders in kept "
+                                   "documents (found: counted only, the stage ran with redact: false).")],
+                   tables=[(["stage", "type", "action", "count"], rows)])
+
+
 def rules(stats: list[StageStats], examples: dict, charts: Charts, top: int = 20, per_stage: int = 15) -> Section | None:
     reasons = [(st, reason, n) for st in stats for reason, n in st.dropped.most_common()]
     if not reasons:
         return None
     s = Section("Removal per rule", ["Documents each rule removed, the share of its stage's input, and examples of what "
                                      "it removed: URL and the start of the text (the text only when the run set "
-                                     "output.write_dropped). What each quality preset costs on labelled pages: "
+                                     "output.write_dropped), personal data and secrets replaced by placeholders. What each quality preset costs on labelled pages: "
                                      "bench/quality/filter_eval.py."])
     color = {st.stage: f"C{i % 10}" for i, st in enumerate(stats)}
     biggest = sorted(reasons, key=lambda r: -r[2])[:top]
@@ -182,6 +194,34 @@ def duplicates(sample: pa.Table, charts: Charts) -> Section | None:
                                     f"{DEDUP_COLUMNS[col]} clusters by size (log scale)", log=True))
         s.tables.append(([f"{DEDUP_COLUMNS[col]} cluster size", "clusters", "duplicates they stand for"], rows))
     return s
+
+
+def rehydration(sample: pa.Table, manifests: list, charts: Charts) -> Section | None:
+    """Documents per sample weight (``minhash_dedup: sample_weights``) and the tokens their copies add."""
+    if "sample_weight" not in sample.column_names or not sample.num_rows:
+        return None
+    weights = _floats(sample, "sample_weight")
+    tokens = _floats(sample, "num_tokens") if "num_tokens" in sample.column_names else np.zeros(len(weights))
+    values = sorted(set(weights.tolist()))
+    counts = [int((weights == w).sum()) for w in values]
+    rows = [[_num(w), _n(n), _n(int(((w - 1) * tokens[weights == w]).sum()))] for w, n in zip(values, counts)]
+    s = Section("Rehydration", ["Each kept document is written to the shards as many times as its duplicate cluster's weight."])
+    added = [m["tokens"] - m["unique_tokens"] for _, m in manifests if isinstance(m, dict) and "unique_tokens" in m]
+    if added:
+        s.text.append(f"Copies add {_n(sum(added))} tokens to the shards' unique tokens.")
+    s.images.append(charts.barh("sample_weights.png", [_num(w) for w in values], counts, "documents by sample weight"))
+    s.tables.append((["sample weight", "documents", "tokens their copies add"], rows))
+    return s
+
+
+def cross_source(stats: list[StageStats]) -> Section | None:
+    """Duplicates removed per pair of sources (dedup stages with a ``priority`` list)."""
+    rows = [[st.stage, *key.removeprefix("cross_source:").split("->", 1), _n(n)]
+            for st in stats for key, n in sorted(st.counters.items()) if key.startswith("cross_source:")]
+    if not rows:
+        return None
+    return Section("Duplicates across sources", ["Each duplicate removed, by its source and the source of the copy kept (the stage's priority list)."],
+                   tables=[(["stage", "copy removed from", "copy kept from", "documents"], rows)])
 
 
 def pii(sample: pa.Table) -> Section | None:

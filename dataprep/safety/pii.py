@@ -8,6 +8,7 @@ rejected. Every pattern is anchored on a boundary and bounded, so time stays lin
 
 Attributes: one int32 column per detector, ``pii_<type>`` (``pii_email``, ``pii_phone``, ...), plus
 ``pii_count``, their sum. Counts are taken before redaction; with ``redact: false`` text is unchanged.
+Stats count ``redacted:<type>`` (``found:<type>`` with ``redact: false``) for the run's table and report.
 """
 
 from __future__ import annotations
@@ -355,6 +356,7 @@ class PiiScrubber(DocumentStage):
             spans = find_pii(text or "", self.types)
             for span in spans:
                 counts[span.type][i] += 1
+                self.count(f"{'redacted' if self.redact else 'found'}:{span.type}")
             totals.append(len(spans))
             new_texts.append(redact(text, spans) if spans and self.redact else text)
             too_many = self.max_spans is not None and len(spans) > self.max_spans

@@ -82,17 +82,18 @@ def begin_dataset(directory: str) -> None:
         fs.rm(local)
 
 
-def finish_dataset(directory: str, shards: list[dict], tokenizer, extra: dict | None = None) -> dict:
-    """After every shard exists: save the tokenizer beside the shards, delete shard files this run did
-    not write (left by an earlier run with other partitioning, or temporaries of a crashed task), then
-    write the manifest, last."""
+def finish_dataset(directory: str, shards: list[dict], tokenizer, prefix: str, extra: dict | None = None) -> dict:
+    """After every shard exists: save the tokenizer beside the shards, delete shard files (named
+    ``prefix``...) this run did not write (left by an earlier run with other partitioning, or temporaries
+    of a crashed task; other files in the folder are not the stage's to delete), then write the
+    manifest, last."""
     manifest = build_manifest(shards, tokenizer.describe(), dtype_for_vocab(tokenizer.vocab_size).name, extra)
     tokenizer.save(join_path(directory, TOKENIZER_DIR))
     keep = {s["name"] + ext for s in shards for ext in (".bin", ".idx")}
     fs, _, (root,) = fsspec.get_fs_token_paths(directory)
     for path in fs.ls(root, detail=False):
         name = os.path.basename(path.rstrip("/"))
-        if name.endswith((".bin", ".idx")) and name not in keep or name.startswith(".tmp-"):
+        if name.startswith(prefix) and name.endswith((".bin", ".idx")) and name not in keep or name.startswith(f".tmp-{prefix}"):
             fs.rm(path)
     write_manifest(directory, manifest)
     return manifest

@@ -21,6 +21,7 @@ a row. The manifest's ``tokens`` count every copy,
 
 from __future__ import annotations
 
+import json
 from typing import Iterable, Literal
 
 import numpy as np
@@ -30,16 +31,18 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.applier import Applier
-from dataprep.core.storage import join_path
+from dataprep.core.storage import exists, join_path, read_text
 from dataprep.core.registry import register
 from dataprep.core.sampling import sample_texts
 from dataprep.core.stage import GlobalStage, with_column
-from dataprep.tokenize.manifest import begin_dataset, finish_dataset
+from dataprep.tokenize.manifest import MANIFEST_NAME, TOKENIZER_DIR, begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
-from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists, train_tokenizer
+from dataprep.tokenize.tokenizer import META_NAME, MODEL_NAME, Tokenizer, tokenizer_exists, train_tokenizer
+from dataprep.tokenize.tokenizer_json_reader import CONFIG_NAME, JSON_NAME
 
 NUM_TOKENS = "num_tokens"
 SHARD_PREFIX = "shard"
+TOKENIZER_FILES = (MODEL_NAME, META_NAME, JSON_NAME, CONFIG_NAME)  # what saving a tokenizer writes
 
 
 class TokenizerTraining(BaseModel):
@@ -192,7 +195,20 @@ class Tokenize(GlobalStage):
     def complete(self, state: dict, finished: Iterable[dict]) -> None:
         """Write the manifest from every task's shards, last: its presence means the dataset is whole."""
         shards = [shard for task in finished for shard in task.get("shards", [])]
-        finish_dataset(state["shards_dir"], shards, self.load_tokenizer(), self.manifest_extra())
+        finish_dataset(state["shards_dir"], shards, self.load_tokenizer(), f"{SHARD_PREFIX}-", self.manifest_extra())
+
+    def files_written(self) -> list[str]:
+        """The tokenizer it trained (in the run's folder) and the shards, their manifest and tokenizer copy."""
+        folders = [self.tokenizer_dir] if self.tokenizer is None else []
+        shards = self.shards_folder()
+        written = [join_path(folder, name) for folder in folders for name in TOKENIZER_FILES if exists(join_path(folder, name))]
+        if exists(join_path(shards, MANIFEST_NAME)):
+            manifest = json.loads(read_text(join_path(shards, MANIFEST_NAME)))
+            written += [join_path(shards, MANIFEST_NAME)]
+            written += [join_path(shards, s["name"] + ext) for s in manifest["shards"] for ext in (".bin", ".idx")]
+            copy = join_path(shards, TOKENIZER_DIR)
+            written += [join_path(copy, name) for name in TOKENIZER_FILES if exists(join_path(copy, name))]
+        return written
 
     def manifest_extra(self) -> dict:
         return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard, "repeat_by": self.repeat_by,

@@ -15,6 +15,7 @@ from dataprep.core.storage import check_output_path
 from pretrain.components import checkpoint
 from pretrain.components.guard import NonFiniteError
 from pretrain.components.metrics import check_trackers
+from pretrain.components.preemption import Stopped
 from pretrain.components.spikes import SpikeError
 from pretrain.config import TrainConfig, load_train_config
 from pretrain.train import run, total_steps
@@ -61,6 +62,15 @@ def main(args: argparse.Namespace) -> int:
     except (NonFiniteError, SpikeError) as exc:  # the run stopped on purpose: one clear line, its own exit status
         print(f"error: {exc}", file=sys.stderr)
         return 3
+    except Stopped as stop:  # Ctrl-C or SIGTERM: the step it stopped at is saved; one line says how to go on
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"pretrain train: {stop}", file=sys.stderr, flush=True)
+            if getattr(args, "json", False):
+                import json
+
+                print(json.dumps({"ok": False, "exit_status": stop.exit_status, "stopped_by": stop.signal_name,
+                                  "step": stop.step, "checkpoint": stop.checkpoint, "error": str(stop)}))
+        return stop.exit_status
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

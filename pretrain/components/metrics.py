@@ -19,6 +19,7 @@ import time
 import torch
 
 from dataprep.core.storage import read_jsonl_records
+from dataprep.core.units import duration
 from dataprep.core.validation import ConfigError
 from pretrain.planning.hardware import peak_flops
 
@@ -75,10 +76,18 @@ def memory_gib(device: torch.device) -> dict:
     return {"rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}  # KiB on Linux
 
 
+PLAN_MISMATCH = 3  # a measured step time this many times the plan's (or a fraction as small) is worth a word
+
+
 class MetricsLogger:
+    """``horizon``: the run's last step, for the ETA; ``planned_step_s``: the plan's time per step, which the
+    measured one is compared with once."""
+
     def __init__(self, out_dir: str, jsonl: str | None, tensorboard: str | None, flops_per_token: float,
-                 world_size: int, device: torch.device, rank: int = 0, wandb=None, run_config: dict | None = None):
+                 world_size: int, device: torch.device, rank: int = 0, wandb=None, run_config: dict | None = None,
+                 horizon: int | None = None, planned_step_s: float | None = None):
         self.enabled = rank == 0
+        self.horizon, self.planned_step_s, self._records = horizon, planned_step_s, 0
         self.flops_per_token, self.world_size, self.device = flops_per_token, world_size, device
         self.peak = device_peak_flops(device)
         self._jsonl = self._tb = self._wandb = None
@@ -110,14 +119,30 @@ class MetricsLogger:
         """Write a training record with throughput since the previous call; returns the record."""
         elapsed = max(time.perf_counter() - self._t0, 1e-9)
         tps = self._tokens / elapsed
-        record = {"kind": "train", "step": step, **values, "tokens_per_s": tps,
-                  "step_time_s": elapsed / max(step - self._last_step, 1)}
+        step_time = elapsed / max(step - self._last_step, 1)
+        record = {"kind": "train", "step": step, **values, "tokens_per_s": tps, "step_time_s": step_time}
+        if self.horizon is not None:  # the steps left at the recent pace (validation and saves not counted)
+            record["eta_s"] = max(self.horizon - step, 0) * step_time
+        self._compare_with_plan(step_time)
         if self.peak:
             record["mfu"] = tps * self.flops_per_token / (self.peak * self.world_size)
         record.update(memory_gib(self.device))
         self.start(step)
         self.write(record)
         return record
+
+    def _compare_with_plan(self, step_time: float) -> None:
+        """Once, from the second record on (the first holds the warm-up), say when steps take far longer or
+        shorter than the plan said."""
+        self._records += 1
+        if self._records != 2 or not self.enabled or not self.planned_step_s:
+            return
+        ratio = step_time / self.planned_step_s
+        if 1 / PLAN_MISMATCH <= ratio <= PLAN_MISMATCH:
+            return
+        print(f"[train] warning: a step takes {step_time:.3g} s, {ratio:.3g}x the plan's {self.planned_step_s:.3g} s "
+              "(pretrain plan's GPU, MFU and layout): another or a busy machine, or slow data; the ETA follows the "
+              "measured time", file=sys.stderr, flush=True)
 
     def write(self, record: dict, line: str | None = None) -> None:
         """Write ``record`` to the JSONL file and the trackers, and to the console as ``line`` (default: every
@@ -154,6 +179,8 @@ def _fmt(key: str, value) -> str:
             return f"mfu {100 * value:.1f}%"
         if key == "tokens_per_s":
             return f"tok/s {value:,.0f}"
+        if key == "eta_s":
+            return f"eta {duration(value)}"
         return f"{key} {value:.4g}"
     return f"{key} {value}"
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 
-from dataprep.core.errors import UsageError
+from dataprep.core.errors import MissingPath, UsageError
 
 
 def shard_totals(directories: list[str], required: bool = True) -> dict | None:
     """Unique tokens, documents and vocabulary of token-shard directories (local or URLs), from their manifests.
 
-    ``required=False`` skips directories without a manifest (shards not written yet) and answers None
-    when none has one."""
+    ``required=False`` skips folders without a manifest (shards not written yet) and answers None when
+    none has one; a folder that does not exist is an error either way."""
     manifests = [m for m in (_manifest(d, required) for d in directories) if m is not None]
     if not manifests:
         return None
@@ -36,6 +36,9 @@ def _manifest(directory: str, required: bool) -> dict | None:
     if not is_remote(directory):
         if os.path.isfile(directory):
             raise UsageError(f"--data {directory}: is a file; give the token-shard folder (with {MANIFEST_NAME})")
+        if not os.path.exists(directory):
+            raise MissingPath(f"--data {directory}: no such folder; give the token-shard folder a pipeline's "
+                                    "tokenize stage writes")
         return load_manifest(directory) if required or os.path.exists(os.path.join(directory, MANIFEST_NAME)) else None
     try:
         return load_remote_manifest(directory)

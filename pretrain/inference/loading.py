@@ -51,14 +51,24 @@ def save_run_dir(cfg: TrainConfig) -> None:
     from pretrain.config import save_yaml
 
     sources = [s if is_remote(s.path) else s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
-    portable = cfg.model_copy(update={"data": cfg.data.model_copy(update={"sources": sources}),
+    # the sources a mixture named are written out, so the mixture is not named again (both would not load)
+    portable = cfg.model_copy(update={"data": cfg.data.model_copy(update={"sources": sources, "mixture": None}),
                                       "out_dir": os.path.abspath(cfg.out_dir),
-                                      "init_from": cfg.init_from and os.path.abspath(cfg.init_from)})
+                                      "init_from": cfg.init_from and os.path.abspath(cfg.init_from),
+                                      "eval": cfg.eval and _absolute_eval_paths(cfg.eval)})
+    load_train_config(portable.model_dump(mode="json"))  # what eval, generate and export will read must load
     save_yaml(portable, os.path.join(cfg.out_dir, RUN_CONFIG))
     manifests = [load_remote_manifest(s.path) if is_remote(s.path) else load_manifest(s.path) for s in sources]
     tokenizers = {json.dumps(m.get("tokenizer"), sort_keys=True) for m in manifests}
     if len(tokenizers) == 1 and _copy_tokenizer(sources[0].path, os.path.join(cfg.out_dir, TOKENIZER_DIR)):
         atomic_write_text(os.path.join(cfg.out_dir, RUN_MANIFEST), json.dumps(manifests[0], indent=1))
+
+
+def _absolute_eval_paths(section):
+    """The ``eval:`` section with its task folder and document files as absolute paths."""
+    return section.model_copy(update={
+        "include_path": section.include_path and os.path.abspath(section.include_path),
+        "documents": {name: path if is_remote(path) else os.path.abspath(path) for name, path in section.documents.items()}})
 
 
 def _copy_tokenizer(source: str, folder: str) -> bool:
@@ -86,12 +96,16 @@ def _copy_tokenizer(source: str, folder: str) -> bool:
 
 
 def _find_run_config(path: str) -> TrainConfig | None:
-    """The run's config.yaml in the checkpoint's folder or up to three folders above it."""
+    """The run's config.yaml in the checkpoint's folder or up to three folders above it (None when there is
+    none); one that does not load is an error that says why, never taken for a missing one."""
     folder = _find_run_dir(path)
-    try:
-        return load_train_config(os.path.join(folder, RUN_CONFIG)) if folder else None
-    except ConfigError:
+    if folder is None:
         return None
+    found = os.path.join(folder, RUN_CONFIG)
+    try:
+        return load_train_config(found)
+    except ConfigError as exc:
+        raise ConfigError(f"the run's {found} does not load: {exc}") from None
 
 
 def _find_run_dir(path: str) -> str | None:

@@ -1,5 +1,6 @@
 """``pretrain plot RUN_DIR``: loss (train and validation) and throughput curves of a run, as one PNG, with
-the run's events (skipped steps, loss spikes, rollbacks) marked on the loss curve; and when the run logged
+the run's events (skipped steps, loss spikes, rollbacks) marked on the loss curve and, when the run evaluated
+during training (``eval:``), the bits per byte and task scores of its ``kind: eval`` records; and when the run logged
 per-layer diagnostics (``log.diagnostics_every_steps``), one heat map (layer x step) per quantity, as a
 second PNG beside it (``diagnostics_png``).
 
@@ -36,6 +37,20 @@ def train_and_val(metrics_path: str) -> tuple[list[dict], list[dict]]:
     if not train:
         raise UsageError(f"{metrics_path} holds no training records")
     return train, val
+
+
+def eval_curves(metrics_path: str) -> dict[str, tuple[list[int], list[float]]]:
+    """Each measure of the run's ``kind: eval`` records (``held_out/bpb``, ``TASK/acc``): (steps, values)."""
+    curves: dict[str, tuple[list[int], list[float]]] = {}
+    for record in read_metrics(metrics_path):
+        if record.get("kind") != "eval":
+            continue
+        for key, value in record.items():
+            if "/" in key and isinstance(value, (int, float)) and not isinstance(value, bool):
+                steps, values = curves.setdefault(key, ([], []))
+                steps.append(record["step"])
+                values.append(value)
+    return curves
 
 
 EVENTS = {"skip": ("skipped step", "tab:orange"), "spike": ("loss spike", "tab:red"),
@@ -131,7 +146,9 @@ def plot(metrics_path: str, png_path: str) -> str:
     import matplotlib.pyplot as plt
 
     train, val = train_and_val(metrics_path)
-    fig, (ax_loss, ax_tps) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    curves = eval_curves(metrics_path)
+    fig, axes = plt.subplots(3 if curves else 2, 1, figsize=(8, 10 if curves else 7), sharex=True)
+    ax_loss, ax_tps = axes[0], axes[1]
     ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
     if val:
         ax_loss.plot([r["step"] for r in val], [r["val_loss"] for r in val], "o-", label="validation")
@@ -149,11 +166,27 @@ def plot(metrics_path: str, png_path: str) -> str:
         ax_mfu.plot([r["step"] for r in train if "mfu" in r], [100 * r["mfu"] for r in train if "mfu" in r],
                     color="tab:red", alpha=0.6)
         ax_mfu.set_ylabel("MFU %")
-    ax_tps.set_xlabel("step")
     ax_tps.grid(alpha=0.3)
+    if curves:
+        _plot_eval(axes[2], curves)
+    axes[-1].set_xlabel("step")
     fig.suptitle(os.path.basename(os.path.dirname(os.path.abspath(metrics_path))))
     fig.tight_layout()
     return _save(fig, png_path)
+
+
+def _plot_eval(ax, curves: dict[str, tuple[list[int], list[float]]]) -> None:
+    """Bits per byte of the held-out document sets on the left axis, task scores on the right."""
+    scores = ax.twinx() if any(k.endswith("/bpb") for k in curves) and any(not k.endswith("/bpb") for k in curves) else ax
+    for key, (steps, values) in curves.items():
+        target = ax if key.endswith("/bpb") or scores is ax else scores
+        target.plot(steps, values, "s-" if key.endswith("/bpb") else "^--", label=key)
+    ax.set_ylabel("bits per byte" if any(k.endswith("/bpb") for k in curves) else "task score")
+    if scores is not ax:
+        scores.set_ylabel("task score")
+        scores.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
 
 
 def training_section(run: str, folder: str) -> Section:
@@ -174,6 +207,8 @@ def training_section(run: str, folder: str) -> Section:
         best = min(val, key=lambda r: r["val_loss"])
         rows.append(["validation loss last / best",
                      f"{val[-1]['val_loss']:.4f} / {best['val_loss']:.4f} (step {int(best['step']):,})"])
+    for key, (steps, values) in eval_curves(path).items():
+        rows.append([f"eval {key} first → last", f"{values[0]:.4f} → {values[-1]:.4f} (steps {steps[0]:,} → {steps[-1]:,})"])
     if found := events(path):
         rows.append(["events", describe_events(found)])
     for key, label, scale, unit in (("tokens_per_s", "tokens/s", 1, ""), ("mfu", "MFU", 100, "%")):

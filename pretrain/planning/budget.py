@@ -111,6 +111,13 @@ class ParametricLoss:
     beta: float
     note: str = ""
     source: str = HOFFMANN
+    vocab_size: int = 32_000  # of the tokenizer the fit's losses were measured with (MassiveText's SentencePiece)
+
+    @property
+    def uniform_loss(self) -> float:
+        """ln V: the loss of a uniform guess over the fit's vocabulary. A predicted loss above it is no
+        model's: N or D lies so far below the fitted range that the formula means nothing there."""
+        return math.log(self.vocab_size)
 
     @property
     def a(self) -> float:
@@ -158,7 +165,8 @@ METHODS: dict[str, Method] = {
                                    A=math.exp(6.255414), B=math.exp(7.3049974), alpha=0.3526596, beta=0.3526596,
                                    note="fitted with the repetition constants R_D*, R_N*",
                                    source="Muennighoff et al. 2023, arXiv:2305.16264 (constants from "
-                                          "github.com/huggingface/datablations, 'Parametric Fit')"),
+                                          "github.com/huggingface/datablations, 'Parametric Fit')",
+                                   vocab_size=50_257),  # GPT-2's tokenizer
     # M_opt = 0.1715 C^0.5243 (Eq. 4); its D_opt = 5.8316 C^0.4757 is C / M_opt (0.1715 x 5.8316 = 1.0001)
     "deepseek": FlopsPerTokenLaw("DeepSeek LLM (N = M/6)", k=0.1715 / 6, a=0.5243,
                                  note="M: non-embedding FLOPs/token; their final data",

@@ -20,11 +20,12 @@ from dataclasses import dataclass, replace
 from dataprep.core.errors import UsageError
 from dataprep.core.units import human
 from pretrain.components.shard_totals import shard_totals
-from pretrain.config import ModelConfig
+from pretrain.config import ModelConfig, check_sources
 from pretrain.planning import data_constrained, hyperparameters, inference_aware
 from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
                              parametric_fit, params_of_model, parse_number, positive)
-from pretrain.planning.data_constrained import Allocation, allocation, at_epochs, best_allocation, constrained_loss
+from pretrain.planning.data_constrained import (Allocation, allocation, at_epochs, best_allocation, constrained_loss,
+                                                epochs_text, repetition_warning)
 
 ALLOCATION_FITS = ["deepseek"]  # --fit choices without a loss: they size N, D and the hyperparameters only
 
@@ -78,6 +79,8 @@ def _corpus(q: BudgetQuestion) -> tuple[float | None, str, int | None]:
     """Unique tokens U, where they came from, and the shards' vocabulary (None without --data)."""
     if q.data and q.unique_tokens:
         raise UsageError("give --data or --unique-tokens, not both")
+    if q.data and len(set(q.data)) < len(q.data):
+        raise UsageError(f"--data names a folder twice ({', '.join(q.data)}): its tokens would count twice")
     if q.data:
         corpus = shard_totals(q.data)
         return (float(corpus["tokens"]), f"U = {corpus['tokens']:,} tokens in {corpus['documents']:,} documents "
@@ -108,6 +111,7 @@ def _mixture(q: BudgetQuestion) -> list[dict] | None:
     if len(specs) > 1:
         raise UsageError("--data takes one mixture, or shard folders: not both, nor two mixtures")
     sources = load_mixture(specs[0])
+    check_sources(sources, f"mixture {specs[0]}")
     check_built(sources)
     return sources
 
@@ -124,7 +128,7 @@ def _mixture_section(sources: list[dict], tokens: float) -> list[dict]:
         epochs = drawn / unique
         warning = None
         if epochs > data_constrained.R_D_STAR:
-            warning = (f"{epochs:.1f} epochs: little value left (past R_D* = {data_constrained.R_D_STAR:.1f} repeats "
+            warning = (f"{epochs_text(epochs)} epochs: little value left (past R_D* = {data_constrained.R_D_STAR:.1f} repeats "
                        "a token's worth has decayed by 1/e); lower its weight or add data")
         elif epochs > USEFUL_EPOCHS:
             warning = f"{epochs:.1f} epochs: diminishing returns beyond {USEFUL_EPOCHS} (repeated tokens count for less)"
@@ -135,8 +139,19 @@ def _mixture_section(sources: list[dict], tokens: float) -> list[dict]:
 
 
 def _answer(a: Allocation, fit: str) -> dict:
-    """An allocation's figures, and how far its loss is above the fresh-data optimum of its compute."""
-    return a.to_dict() | {"loss_above_fresh_optimum": a.loss - estimate(fit, compute=a.flops).loss}
+    """An allocation's figures, and how far its loss is above the fresh-data optimum of its compute (no
+    losses where the fit's are beyond a uniform guess: ``_sensible``)."""
+    answer = a.to_dict() | {"loss_above_fresh_optimum": a.loss - estimate(fit, compute=a.flops).loss}
+    if _sensible(a.loss, fit) is None:
+        answer |= dict.fromkeys(("loss", "fresh_loss", "repetition_penalty", "loss_above_fresh_optimum")) | {
+            "loss_beyond_fit": True}
+    return answer
+
+
+def _sensible(loss: float | None, method: str) -> float | None:
+    """``loss``, or None when it exceeds ln V, a uniform guess's loss: the formula is far outside its range."""
+    law = METHODS[method]
+    return loss if loss is None or loss <= law.uniform_loss else None
 
 
 def _data_section(q: BudgetQuestion, law, ref, unique: float, fixed_params: bool) -> dict:
@@ -226,9 +241,12 @@ def _row(method: str, inputs: dict, unique: float | None) -> dict:
     est = estimate(method, **inputs)
     row = est.to_dict() | {"label": METHODS[method].name, "source": METHODS[method].source,
                            "unique_tokens": unique, "epochs": 1.0 if unique is None else est.tokens / unique,
-                           "effective_tokens": data_constrained.effective_tokens(est.tokens, unique)}
+                           "effective_tokens": data_constrained.effective_tokens(est.tokens, unique),
+                           "loss": _sensible(est.loss, method)}
+    if est.loss is not None and row["loss"] is None:
+        row["loss_beyond_fit"] = True
     if unique is not None and method in FITS:
-        row["loss_with_repeats"] = constrained_loss(METHODS[method], est.params, est.tokens, unique)
+        row["loss_with_repeats"] = _sensible(constrained_loss(METHODS[method], est.params, est.tokens, unique), method)
     return row
 
 
@@ -276,6 +294,8 @@ def budget_answer(q: BudgetQuestion) -> dict:
     ref = estimate(q.fit, **inputs[q.fit])
     if mixture is not None:
         result["mixture"] = _mixture_section(mixture, ref.tokens if run_tokens is None else run_tokens)
+    if unique is not None:
+        result["corpus_warning"] = _corpus_warning(q.fit, ref.tokens if run_tokens is None else run_tokens, unique)
     result["hyperparameters"] = _hyperparameters(q, ref, model, seq_len, run_tokens)
     if unique is not None or q.inference_tokens is not None:
         law = _loss_fit(q)
@@ -299,10 +319,21 @@ def budget_answer(q: BudgetQuestion) -> dict:
     return result
 
 
+def _corpus_warning(fit: str, tokens: float, unique: float) -> str | None:
+    """When the answer repeats the corpus past R_D* times: say so, and the budget 4 epochs of it call for."""
+    warning = repetition_warning(tokens, unique)
+    if warning is None:
+        return None
+    fitting = estimate(fit, tokens=USEFUL_EPOCHS * unique)
+    return (f"{warning}; {USEFUL_EPOCHS} epochs of this corpus call for C = {fitting.flops:.3g} FLOPs "
+            f"(N = {human(fitting.params)}, {fit})")
+
+
 def _line(name: str, a: dict) -> str:
-    return (f"  {name:<22} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {a['epochs']:>7.1f} epochs  "
-            f"D' {human(a['effective_tokens']):>7}  loss {a['loss']:.3f} "
-            f"(fresh-data optimum +{a['loss_above_fresh_optimum']:.3f})")
+    loss = ("loss beyond the fit's range" if a["loss"] is None else
+            f"loss {a['loss']:.3f} (fresh-data optimum +{a['loss_above_fresh_optimum']:.3f})")
+    return (f"  {name:<22} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {epochs_text(a['epochs']):>7} epochs  "
+            f"D' {human(a['effective_tokens']):>7}  {loss}")
 
 
 def format_report(result: dict) -> str:
@@ -316,18 +347,20 @@ def format_report(result: dict) -> str:
     lines.append(header)
     for row in rows:
         loss = f"{row['loss']:.3f}" if row["loss"] is not None else "-"
+        if row.get("loss_beyond_fit"):
+            loss = f">{METHODS[row['method']].uniform_loss:.1f}"
         line = (f"{row['label']:<38} {human(row['params']):>8} {human(row['tokens']):>8} "
                 f"{row['tokens_per_param']:>6.1f} {row['flops']:>9.3g} {loss:>6}")
         if unique is not None:
-            line += f" {row['epochs']:>7.1f} {human(row['effective_tokens']):>8}"
+            line += f" {epochs_text(row['epochs']):>7} {human(row['effective_tokens']):>8}"
         if "flops_for_model" in row:
             f = row["flops_for_model"]
             line += f" {f['appendix_f']:>9.3g} {f['ratio']:>6.3f}"
         lines.append(line)
     h = result["hyperparameters"]
     lines += ["", f"learning rate and batch (DeepSeek LLM) for {h['basis']}:",
-              f"  peak learning rate {h['learning_rate']:.2e}, global batch {human(h['batch_tokens'])} tokens = "
-              f"{h['batch_sequences']:,.0f} sequences of {h['seq_len']}{hyperparameters.fit_note(h)}"]
+              f"  peak learning rate {h['learning_rate']:.2e}, global batch {hyperparameters.batch_text(h)}"
+              f"{hyperparameters.fit_note(h)}"]
     fit = METHODS[result["fit"]].name
     if "data_constrained" in result:
         dc = result["data_constrained"]
@@ -343,7 +376,7 @@ def format_report(result: dict) -> str:
                       f"{inf['target_loss']:.3f}"]
         for key, name in (("reference", "compute-optimal"), ("inference_optimal", "inference-optimal")):
             a = inf[key]
-            lines.append(f"  {name:<18} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {a['epochs']:>7.1f} "
+            lines.append(f"  {name:<18} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {epochs_text(a['epochs']):>7} "
                          f"epochs  training {a['flops']:.3g} + inference {a['inference_flops']:.3g} = "
                          f"{a['lifetime_flops']:.3g} FLOPs")
         lines.append(f"  saving {100 * inf['saving']:.1f}% of lifetime FLOPs")
@@ -354,8 +387,15 @@ def format_report(result: dict) -> str:
                   f"  {'source':<16} {'weight':>6} {'U':>8} {'w x D':>8} {'epochs':>7} {'D_eff':>8}"]
         for r in rows:
             lines.append(f"  {r['name']:<16} {r['weight']:>6.3f} {human(r['unique_tokens']):>8} {human(r['tokens']):>8} "
-                         f"{r['epochs']:>7.1f} {human(r['effective_tokens']):>8}")
+                         f"{epochs_text(r['epochs']):>7} {human(r['effective_tokens']):>8}")
         lines += [f"  warning: {r['name']}: {r['warning']}" for r in rows if r["warning"]]
+    if result.get("corpus_warning"):
+        lines += ["", f"warning: {result['corpus_warning']}"]
+    if any(r.get("loss_beyond_fit") for r in result["estimates"]) or result.get("data_constrained", {}).get(
+            "chinchilla", {}).get("loss_beyond_fit"):
+        lines += ["", "note: >10.4 (>10.8): the fit predicts a loss above ln V, a uniform guess over the vocabulary "
+                      "its losses were measured with (32K tokens; GPT-2's 50K for the C4 fit): no model's loss, the "
+                      "formula says nothing about models or corpora this small"]
     if result["extrapolated"]:
         lines += ["", f"note: N below {human(FITTED_MIN_PARAMS)} or D below {human(FITTED_MIN_TOKENS)} tokens lies "
                       "outside the runs the fits were made on: read the losses as trends, not predictions"]

@@ -29,6 +29,27 @@ SOURCE = ("Muennighoff et al. 2023, arXiv:2305.16264, Section 5: R_D* = 15.38775
           "in github.com/huggingface/datablations ('Parametric Fit'; the paper prints 15.4 and 5.3)")
 
 
+def epochs_text(epochs: float) -> str:
+    """Epochs for people: one decimal, or 11M past ten thousand (a corpus far too small for the tokens)."""
+    from dataprep.core.units import human
+
+    return f"{epochs:.1f}" if epochs < 1e4 else human(epochs)
+
+
+def repetition_warning(tokens: float, unique: float) -> str | None:
+    """What to say when D repeats the corpus more than R_D* times: past that, more repeats are worth almost
+    nothing (D' never exceeds (1 + R_D*) U). None below."""
+    from dataprep.core.units import human
+
+    epochs = tokens / unique
+    if epochs <= R_D_STAR:
+        return None
+    return (f"{human(tokens)} tokens are {epochs_text(epochs)} epochs of a corpus of {human(unique)}: past "
+            f"R_D* = {R_D_STAR:.1f} repeats a token's worth has decayed by 1/e, and D' never exceeds "
+            f"{1 + R_D_STAR:.1f} U = {human((1 + R_D_STAR) * unique)} tokens (Muennighoff et al. 2023): "
+            "add data, or train on fewer tokens")
+
+
 def _decayed(unique: float, repeats: float, star: float) -> float:
     return unique + unique * star * -math.expm1(-repeats / star)
 

@@ -96,15 +96,16 @@ GPUS: dict[str, GPUSpec] = {
 
 ALIASES = {"h100-sxm": "h100", "a100": "a100-80gb", "a100-sxm": "a100-80gb"}
 
-# torch.cuda.get_device_name() strings -> key, first match wins (so "H100 PCIe" before "H100").
+# torch.cuda.get_device_name() strings -> key, first match wins (so "H100 PCIe" before "H100"); a model
+# number never matches the start of a longer one ("H1000" is no H100).
 _DEVICE_PATTERNS = [
-    (r"H100.*PCIE", "h100-pcie"),
-    (r"H100.*NVL", "h100-nvl"),
-    (r"H100", "h100"),
-    (r"H200", "h200"),
-    (r"B200", "b200"),
-    (r"A100.*40\s*GB", "a100-40gb"),
-    (r"A100", "a100-80gb"),
+    (r"H100(?!\d).*PCIE", "h100-pcie"),
+    (r"H100(?!\d).*NVL", "h100-nvl"),
+    (r"H100(?!\d)", "h100"),
+    (r"H200(?!\d)", "h200"),
+    (r"B200(?!\d)", "b200"),
+    (r"A100(?!\d).*40\s*GB", "a100-40gb"),
+    (r"A100(?!\d)", "a100-80gb"),
     (r"L40S", "l40s"),
     (r"\bL4\b", "l4"),
     (r"\bA10\b", "a10"),
@@ -136,5 +137,8 @@ def get_gpu(name: str) -> GPUSpec:
         return GPUS[key]
     spec = match_device(name)
     if spec is None:
-        raise UsageError(f"unknown GPU {name!r}; known: {', '.join(GPUS)} (or give memory and peak FLOP/s)")
+        from dataprep.core.validation import did_you_mean
+
+        raise UsageError(f"unknown GPU {name!r}{did_you_mean(key, [*GPUS, *ALIASES])} (known: {', '.join(GPUS)}; "
+                         "or give memory and peak FLOP/s)")
     return spec

@@ -67,6 +67,16 @@ def warmup_steps(steps: int) -> int:
     return max(1, min(MAX_WARMUP_STEPS, int(steps * WARMUP_FRACTION)))
 
 
+def batch_text(law: dict) -> str:
+    """The law's batch in tokens and sequences; under one sequence (a tiny budget), the one sequence to use."""
+    from dataprep.core.units import human
+
+    tokens = f"{human(law['batch_tokens'])} tokens"
+    if law["batch_sequences"] < 1:
+        return f"{tokens}, less than one sequence of {law['seq_len']}: 1 sequence, the smallest batch"
+    return f"{tokens} = {law['batch_sequences']:,.0f} sequences of {law['seq_len']}"
+
+
 def fit_note(law: dict) -> str:
     """What a report adds when the budget is below the law's fitted range."""
     return (f" (extrapolated: below the smallest budget it was fitted on, {SMALLEST_FITTED_COMPUTE:.0e} FLOPs)"

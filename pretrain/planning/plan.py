@@ -396,7 +396,8 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
                      **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
                         if lay["pp"] > 1 else {})},
         "optim": {"lr": hyper["learning_rate"], "warmup_steps": hyper["warmup_steps"]}, "out_dir": out_dir,
-        "planned": {"global_batch_size": lay["global_batch"], "law_lr": hyper["law"]["learning_rate"]},
+        "planned": {"global_batch_size": lay["global_batch"], "law_lr": hyper["law"]["learning_rate"],
+                    "step_seconds": result["time"]["step_seconds"]},
         **({"checkpoint": {"every_steps": result["checkpoint_interval"]["every_steps"],
                            "async_save": result["checkpoint_interval"]["async_save"]}}
            if "checkpoint_interval" in result else {}),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataprep.core.units import human
 from pretrain.planning.budget import DEEPSEEK
-from pretrain.planning.hyperparameters import fit_note
+from pretrain.planning.data_constrained import epochs_text, repetition_warning
+from pretrain.planning.hyperparameters import batch_text, fit_note
 from pretrain.planning.plan import ZERO_LEVEL_NAMES
 from pretrain.planning.plan_memory import GB, OVERLAP
 
@@ -52,7 +53,9 @@ def format_report(r: dict, more: tuple[str, ...] = ()) -> str:
     lines += _hyperparameter_lines(r["hyperparameters"], r["micro_batch"], lay["dp"])
     if t.get("epochs") is not None:
         lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "
-                     f"{t['epochs']:.1f} epochs (what repeats are worth: pretrain budget --data)")
+                     f"{epochs_text(t['epochs'])} epochs (what repeats are worth: pretrain budget --data)")
+        if (warning := repetition_warning(t["target_tokens"], t["unique_tokens"])) is not None:
+            lines.append(f"warning: {warning}")
     if "checkpoint_interval" in r:
         lines.append(checkpoint_interval_line(r["checkpoint_interval"], r["cluster"]["gpus"]))
     lines += more
@@ -69,8 +72,7 @@ def _hyperparameter_lines(h: dict, micro_batch: int, dp: int) -> list[str]:
     lines = [f"hyperparameters: peak learning rate {h['learning_rate']:.2e} ({h['learning_rate_from']}), global batch "
              f"{h['global_batch']} sequences ({h['global_batch_from']}{rounded}), warmup {h['warmup_steps']:,} steps",
              f"  law: DeepSeek LLM at C = M x D = {law['compute']:.3g} FLOPs: learning rate "
-             f"{law['learning_rate']:.2e}, batch {human(law['batch_tokens'])} tokens = "
-             f"{law['batch_sequences']:,.0f} sequences ({DEEPSEEK}, Section 3.1){fit_note(law)}"]
+             f"{law['learning_rate']:.2e}, batch {batch_text(law)} ({DEEPSEEK}, Section 3.1){fit_note(law)}"]
     return lines + [f"  differs from the law: {line}" for line in h["differs_from_law"]]
 
 

@@ -81,6 +81,20 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert priced["money"] == pytest.approx(0.04 * large["core_hours"])
     assert dataprep_main(["estimate", str(sample_run), "--pages", "1000000", "--price-per-core-hour", "0.04"]) == 0
     assert f"money: {priced['money']:,.2f} for " in capsys.readouterr().out
+    assert _estimate(capsys, sample_run, "--pages", "2.5e9")["pages"] == 2_500_000_000
+
+
+def test_a_listing_on_s3_without_credentials_is_one_line(sample_run, capsys, monkeypatch, tmp_path):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to ask for
+    listing = "s3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz"
+    assert dataprep_main(["estimate", str(sample_run), "--listing", listing]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"dataprep estimate: error: cannot read input '{listing}'")
+    assert "https://data.commoncrawl.org/crawl-data/CC-MAIN-2024-22/warc.paths.gz" in err
 
 
 def test_two_samples_separate_fixed_costs(spark, shared_data, sample_run, capsys, tmp_path):

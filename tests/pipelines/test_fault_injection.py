@@ -20,7 +20,7 @@ from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import default_model_path
 from dataprep.core.stats import ErrorBudgetExceeded
 from pipelines.commands import run as run_module
-from pipelines.pipeline_run import DONE_MARKER, ERRORS_FILE, run_pipeline
+from pipelines.pipeline_run import DONE_MARKER, ERRORS_FILE, NothingKept, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = [str(i) for i in range(cases.GOOD_PAGES)]
@@ -169,12 +169,15 @@ def test_a_stage_failing_every_document_fails_the_step_and_resume_after_the_fix(
 
 
 def test_errors_under_the_budget_are_counted_drops(spark, tmp_path):
+    """Within the budget (here every document may fail) errors are counted drops and the step is done;
+    as no document is left, the run then fails naming the stage."""
     config, model = _broken_model_config(tmp_path, max_fraction=1.0)
     checked = load_config(config)
     model.unlink()
-    result = run_pipeline(checked, spark=spark)
-    langid = next(s for s in result.stats if s.stage == "langid")
-    assert langid.dropped == {"error:FileNotFoundError": 30}
+    with pytest.raises(NothingKept, match="stage langid dropped all 30 documents it was given \\(30 error:FileNotFoundError\\)"):
+        run_pipeline(checked, spark=spark)
+    stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}
+    assert stats["langid"]["dropped"] == {"error:FileNotFoundError": 30}
     assert (tmp_path / "out" / "steps" / "02_langid" / DONE_MARKER).exists()
 
 
@@ -215,15 +218,17 @@ def test_progress_stats_files_and_bytes(spark, tmp_path, capsys):
     assert len(list((step / "_stats").glob("part-*.json"))) == 2
 
 
-def test_a_whole_input_without_documents_warns(spark, tmp_path, caplog):
-    """Input that reads but holds no document (here: only images) warns; input with nothing readable fails
+def test_a_whole_input_without_documents_fails_after_its_stats(spark, tmp_path, caplog):
+    """Input that reads but holds no document (here: only images) fails naming the stage that dropped
+    them, after writing stats.json; input with nothing readable fails sooner
     (tests/dataprep/readers/test_readers.py)."""
     (tmp_path / "empty.warc.gz").write_bytes(b"")
     images = cases.write_warc(tmp_path / "images.warc", [cases.warc_record(i, b"\x89PNG", headers="Content-Type: image/png") for i in range(3)], False)
     config = load_config({"input": {"paths": [str(tmp_path / "empty.warc.gz"), str(images)]}, "output": {"dir": str(tmp_path / "out")},
                           "stages": [{"stage": "extract"}]})
-    run_pipeline(config, spark=spark)
-    assert "the input holds no documents" in caplog.text and "1 input files are empty" in caplog.text
+    with pytest.raises(NothingKept, match="dropped all 3 documents"):
+        run_pipeline(config, spark=spark)
+    assert "1 input files are empty" in caplog.text and (tmp_path / "out" / "stats.json").exists()
 
 
 def test_piping_into_head_prints_no_traceback():

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from dataprep.commands.report import build_report
 from dataprep.core.config import load_config
 from pipelines.pipeline_run import run_pipeline
 from pipelines.run_folder import RUN_MARKER, OutputInUse
@@ -45,8 +46,7 @@ def first_run(spark, shared_data, tmp_path_factory):
     """One finished run, written once and copied by each test that changes it."""
     out = tmp_path_factory.mktemp("first") / "out"
     result = run_pipeline(_config(out, [shared_data / JSONL]), spark=spark)
-    (out / "report").mkdir()
-    (out / "report" / "report.md").write_text("the first run's report\n")  # `dataprep report` writes here
+    build_report(str(out))  # `dataprep report`: its files join the run's record
     return out, _ids(result.corpus_dir)
 
 
@@ -96,7 +96,7 @@ def test_the_same_run_resumes_and_overwrite_replaces(spark, first_run, shared_da
     assert run_pipeline(other, spark=spark).skipped_steps == 2
 
 
-def test_folders_a_run_cannot_use(shared_data, tmp_path):
+def test_folders_a_run_cannot_use(spark, shared_data, tmp_path):
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
     done = _dataprep("run", "ingest", "--input", str(shared_data / JSONL), "--output", str(a_file), cwd=tmp_path)
@@ -106,17 +106,50 @@ def test_folders_a_run_cannot_use(shared_data, tmp_path):
     other_files.mkdir()
     (other_files / "notes.txt").write_text("keep me")
     done = _dataprep("run", "ingest", "--input", str(shared_data / JSONL), "--output", str(other_files), cwd=tmp_path)
-    assert done.returncode == 2 and "not a pipeline output (notes.txt)" in done.stderr
+    assert done.returncode == 2 and "not a pipeline output (notes.txt)" in done.stderr and "--overwrite" not in done.stderr
+    with pytest.raises(OutputInUse, match=r"\(notes\.txt\)"):  # --overwrite deletes none of them either
+        run_pipeline(_config(other_files, [shared_data / JSONL]), spark=spark, overwrite=True)
     assert (other_files / "notes.txt").read_text() == "keep me" and not (other_files / RUN_MARKER).exists()
 
 
-def test_an_older_output_without_a_run_record_is_refused_until_overwritten(spark, first_run, shared_data, tmp_path):
+def test_overwrite_removes_only_what_runs_wrote_and_refuses_naming_anything_else(spark, first_run, shared_data, tmp_path):
+    out = _copy(first_run, tmp_path)
+    (out / "report" / "q3_findings.md").write_text("my notes")
+    (out / "tokenizer").mkdir()
+    (out / "tokenizer" / "vocab.txt").write_text("my vocabulary")
+    before = _snapshot(out)
+    other = _config(out, [shared_data / OTHER], [{"stage": "langid"}])
+    with pytest.raises(OutputInUse, match=r"report/q3_findings\.md, tokenizer/vocab\.txt.*move those files away"):
+        run_pipeline(other, spark=spark, overwrite=True)
+    assert _snapshot(out) == before  # nothing removed, not even what the run wrote
+
+    (out / "report" / "q3_findings.md").unlink()
+    (out / "tokenizer" / "vocab.txt").unlink()
+    (out / "tokenizer").rmdir()
+    run_pipeline(other, spark=spark, overwrite=True)
+    assert not (out / "report").exists() and (out / "corpus" / "_STEP_DONE.json").exists()
+
+
+def test_an_older_output_without_a_run_record_is_refused_even_with_overwrite(spark, first_run, shared_data, tmp_path):
     out = _copy(first_run, tmp_path)
     (out / RUN_MARKER).unlink()
     config = _config(out, [shared_data / JSONL])
     with pytest.raises(OutputInUse, match="no run record"):
         run_pipeline(config, spark=spark)
-    assert run_pipeline(config, spark=spark, overwrite=True).skipped_steps == 1  # its finished step still counts
+    before = _snapshot(out)
+    with pytest.raises(OutputInUse, match=r"does not list as written by ccpretrain \(corpus/"):
+        run_pipeline(config, spark=spark, overwrite=True)  # nothing says these files are a run's
+    assert _snapshot(out) == before
+
+
+def test_a_file_put_into_a_folder_spark_rewrites_is_named_not_deleted(spark, first_run, shared_data, tmp_path):
+    out = _copy(first_run, tmp_path)
+    (out / "corpus" / "README.txt").write_text("my note on this corpus")
+    with pytest.raises(OutputInUse, match=r"corpus/README\.txt"):
+        run_pipeline(_config(out, [shared_data / OTHER], [{"stage": "langid"}]), spark=spark, overwrite=True)
+    with pytest.raises(OutputInUse, match=r"README\.txt.*rewrites that folder whole"):
+        run_pipeline(_config(out, [shared_data / JSONL]), spark=spark, force=True)  # the same run, redone
+    assert (out / "corpus" / "README.txt").read_text() == "my note on this corpus"
 
 
 def test_a_trained_tokenizer_goes_under_the_output_at_the_size_the_sample_supports(spark, shared_data, tmp_path, caplog):
@@ -127,6 +160,9 @@ def test_a_trained_tokenizer_goes_under_the_output_at_the_size_the_sample_suppor
     assert meta["training"]["vocab_size_requested"] == 32000
     manifest = json.loads((out / "shards" / "manifest.json").read_text())
     assert 260 < manifest["vocab_size"] < 32000 and manifest["tokens"] > 0
+    written = set(json.loads((out / RUN_MARKER).read_text())["written"])  # what --overwrite may remove
+    files = {str(p.relative_to(out)) for p in out.glob("*/**/*") if p.is_file() and p.parts[len(out.parts)] in ("tokenizer", "shards")}
+    assert files and files <= written
     assert "supports" in caplog.text and "fewer than vocab_size 32000" in caplog.text
     assert pq.read_table(result.corpus_dir).num_rows > 0
     assert not (tmp_path / "out").exists() and not Path("out/fineweb-tokenizer").exists()

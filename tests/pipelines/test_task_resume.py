@@ -1,13 +1,18 @@
 """Task-level resume on a real SparkSession: after a crash in the first step (tasks per input file) or
 in a later one (tasks per part of the previous step), the rerun reuses the finished tasks, runs the
-rest, and gives exactly the documents and stats of an uninterrupted run; a changed config reruns
-them. And the error budget stops a step early, before all of its tasks ran."""
+rest, and gives exactly the documents and stats of an uninterrupted run; so does a rerun after Ctrl-C,
+which ends the run with one line and exit status 130. A changed config reruns them. And the error
+budget stops a step early, before all of its tasks ran."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -61,6 +66,33 @@ def test_a_rerun_after_a_crash_reuses_the_finished_tasks(spark, shared_data, tmp
     assert stats_without_timings(out) == clean_stats
     if step == LATER:
         assert [s["skipped"] for s in json.loads((out / "stats.json").read_text())["steps"]] == [True, True, False]
+
+
+def test_ctrl_c_ends_the_run_in_one_line_and_the_same_command_resumes(spark, shared_data, tmp_path, uninterrupted):
+    """A real SIGINT to the process group (what Ctrl-C sends) while a step runs."""
+    out = tmp_path / "out"
+    config = tmp_path / "run.yaml"
+    config.write_text(json.dumps({"input": {"paths": [str(p) for p in _inputs(shared_data)]}, "output": {"dir": str(out)}, "stages": STAGES}))
+    code = "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
+    run = subprocess.Popen([sys.executable, "-c", code, "run", str(config)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        for line in run.stdout:  # the first step is done, the second one started
+            if "step 01_exact_dedup: running" in line:
+                break
+        os.killpg(run.pid, signal.SIGINT)
+        _, err = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    said = [line for line in err.splitlines() if line.strip() and "Using incubator modules" not in line]  # the JVM's start-up notice
+    assert run.returncode == 130, err
+    assert len(said) == 1 and "interrupted; to resume, run the same command again" in said[0], err
+    assert not (out / "steps" / "02_langid" / DONE_MARKER).exists() and not (out / "corpus").exists()
+
+    result = run_pipeline(_config(out, _inputs(shared_data)), spark=spark)  # the same command, again
+    assert result.skipped_steps >= 1
+    assert _documents(result) == uninterrupted[1] and stats_without_timings(out) == uninterrupted[2]
 
 
 def test_a_changed_config_reruns_the_tasks(spark, shared_data, tmp_path, uninterrupted):

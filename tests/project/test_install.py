@@ -125,10 +125,10 @@ class FreshVenv:
         subprocess.run([str(self.bin / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                         f"{self.wheel}[{extras}]", *more], check=True, timeout=1200, env=self.env, cwd=self.work)
 
-    def run(self, *args: str, check: bool = True, shell: bool = False) -> subprocess.CompletedProcess:
+    def run(self, *args: str, check: bool = True, shell: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
         command = args[0] if shell else list(args)
         result = subprocess.run(command, shell=shell, executable="/bin/bash" if shell else None, cwd=self.work,
-                                env=self.env, capture_output=True, text=True, timeout=900)
+                                env=env or self.env, capture_output=True, text=True, timeout=900)
         assert not check or result.returncode == 0, f"{args}: {result.stdout[-2000:]}\n{result.stderr[-4000:]}"
         return result
 
@@ -256,6 +256,12 @@ NOT_RUN = {
     'pip install ".[data]"': "this venv is made so, from the built wheel (fresh_venv)",
     'pip install ".[train]"': "this venv gets it from the built wheel, with hf (test_readme_commands...)",
     'pip install ".[all]"': "data + train, as this venv ends up",
+    'pip install "ccpretrain[eval]"': "the eval extra (lm-eval, accelerate); scripts/env.sh installs it for the tests",
+    "pretrain eval runs/my-run --tasks hellaswag,arc_easy --limit 500":
+        "harness tasks whose data come from the Hugging Face hub; tests/pretrain/inference/test_harness.py runs "
+        "pretrain eval --tasks on local task files",
+    "pretrain eval runs/my-run --tasks tiny_mc --include-path tasks/ --limit 100 --json":
+        "a local task folder of the user's; tests/pretrain/inference/test_harness.py runs the same flags",
     "dataprep run configs/pipeline/fineweb.yaml --input 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' "
     "--output s3a://bucket/cc-2024-22": "Common Crawl over the network and an S3 bucket; the same config runs on the demo WARC below",
     "MASTER=$(scripts/spark_cluster.sh start --workers 2 --cores 1 --memory 2g | tail -1)":
@@ -268,7 +274,6 @@ NOT_RUN = {
         "Slurm: tests/pipelines/test_slurm_pipeline.py runs the script with scontrol/srun stand-ins",
     "sbatch --nodes=4 scripts/slurm_train.sbatch CONFIG": "Slurm and GPUs",
     "sbatch --nodes=4 --gpus-per-node=8 --time=24:00:00 scripts/slurm_train.sbatch configs/train/125m_gpu.yaml": "Slurm and GPUs",
-    "pretrain train configs/train/tiny_cpu.yaml": "200 steps; the same run with --set max_steps=50 runs below",
     "pretrain train CONFIG --inject nan:step=12,rank=1 --set max_consecutive_skips=0":
         "a drill on a placeholder CONFIG; tests/pretrain/train/test_train_guard.py runs it on one and two processes",
     "torchrun --nproc_per_node=8 -m pretrain.train configs/train/125m_gpu.yaml": "8 GPUs",
@@ -295,6 +300,10 @@ NOT_RUN = {
         "needs the user's reference text and crawl output; tests/dataprep/classify/test_classifier_reference.py trains from a reference",
     "dataprep run dclm --input 'crawl/*.warc.gz' --set stages.8.model_path=ref.bin":
         "needs the user's crawl and the classifier above; the preset loads in tests/pipelines/test_pipeline.py",
+    "dataprep run fineweb --input 'crawl/*.warc.gz' --output out/signals --signals":
+        "needs the user's crawl; tests/pipelines/test_signals.py runs signals mode on the shared WARCs",
+    "dataprep filter out/signals --config fineweb --output out/strict --set stages.1.threshold=0.97 --where 'harm_score < 0.01'":
+        "needs the signals run above; tests/pipelines/test_signals.py runs dataprep filter with --set and --where",
     'dataprep run fineweb --input sample/*.warc.gz --output out/sample':
         "needs a sample of the user's crawl; the same run as the fineweb command above",
     "dataprep estimate out/sample --listing 's3://commoncrawl/crawl-data/CC-MAIN-2024-22/warc.paths.gz' --cores 500":
@@ -320,6 +329,9 @@ NOT_RUN = {
     'torchrun --nproc_per_node=2 -m pretrain.train CONFIG --set health.straggler_every_steps=10 --inject slow:rank=1,ms=500':
         "a drill on the user's CONFIG; tests/pretrain/train/test_train_spikes.py and tests/pretrain/train/test_train_health.py run the same",
 }
+
+# What the README says a new shell needs (after scripts/demo.sh made .venv): run before every command below.
+ACTIVATE = "source .venv/bin/activate"
 
 # In the order they run: (README command, what runs: the command with its placeholders filled), and
 # (None, set-up) lines that give later commands what a user's earlier work would have left.
@@ -349,7 +361,8 @@ RUN = [
     ("pretrain budget --params 7B --inference-tokens 2T", None),
     ("pretrain plan 1b --data out/cc/shards --epochs 4 --output configs/train/1b.yaml", None),
     ("pretrain budget --model tiny --data out/demo/pipeline/shards --method approach3 --epochs 4", None),
-    ("pretrain train configs/train/tiny_cpu.yaml --optim.lr 3e-4 --set max_steps=50 --json", None),
+    ("pretrain train configs/train/tiny_cpu.yaml", None),
+    ("pretrain train configs/train/tiny_cpu.yaml --optim.lr 3e-4 --set max_steps=50 --set out_dir=runs/tiny_lr3e-4 --json", None),
     (None, "mkdir -p runs && ln -s $PWD/runs/tiny_cpu runs/my-run && ln -s $PWD/out/cc/shards heldout"
            " && head -n 5 data/reference_en.jsonl > heldout.jsonl"),
     ("pretrain plot RUN_DIR", "pretrain plot runs/my-run"),
@@ -368,8 +381,8 @@ def test_every_readme_command_is_run_or_has_a_reason_not_to():
     """The README's commands and those of docs/*.md."""
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     documented = [c for page in pages for c in readme_commands(page.read_text(encoding="utf-8"))]
-    classified = set(NOT_RUN) | {command for command, _ in RUN if command}
-    assert len(documented) > 40 and "dataprep stages langid" in documented
+    classified = set(NOT_RUN) | {command for command, _ in RUN if command} | {ACTIVATE}
+    assert len(documented) > 40 and "dataprep stages langid" in documented and ACTIVATE in documented
     assert [c for c in documented if c not in classified] == [], "new README commands: run them below or say why not"
     assert sorted(classified - set(documented)) == [], "listed commands the README no longer has"
 
@@ -377,17 +390,22 @@ def test_every_readme_command_is_run_or_has_a_reason_not_to():
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # ~4 min of CPU; on a shared, loaded machine it took 11 min of wall-clock
 def test_readme_commands_run_in_a_fresh_venv(fresh_venv):
-    """The README's commands, copied as a user would into a shell in a checkout (``configs/``) with the
-    wheel installed: the data side, then ``[train,hf]`` with the CPU torch the scripts pin."""
+    """The README's commands, copied as a user would into a checkout (``configs/``, the ``.venv`` the
+    scripts make: here the wheel installed, the data side, then ``[train,hf]`` with the CPU torch the
+    scripts pin), each in a new shell that has only what the README says it needs (``ACTIVATE``)."""
     import shutil
 
     fresh_venv.install("train,hf", "torch==2.13.0")
-    fresh_venv.env["OMP_NUM_THREADS"] = "1"  # tiny matrices on a shared machine: one thread is faster
     user = fresh_venv.work / "checkout"
     shutil.copytree(ROOT / "configs", user / "configs", symlinks=True)
+    (user / ".venv").symlink_to(fresh_venv.venv)
+    new_shell = {k: v for k, v in fresh_venv.env.items() if not k.startswith("PYSPARK_")}  # nothing of the venv's
+    new_shell["PATH"] = new_shell["PATH"].replace(f"{fresh_venv.bin}:", "", 1)
+    new_shell["OMP_NUM_THREADS"] = "1"  # tiny matrices on a shared machine: one thread is faster
+    assert fresh_venv.run(f"cd {user} && command -v dataprep", shell=True, check=False, env=new_shell).returncode != 0
     for command, runs in RUN:
         line = runs or command
-        result = fresh_venv.run(f"cd {user} && {line}", shell=True)
+        result = fresh_venv.run(f"cd {user} && {ACTIVATE} && {line}", shell=True, env=new_shell)
         if command and "--json" in command.split():
             json.loads(result.stdout)  # one JSON object on stdout
         if line == "pretrain eval runs/my-run":

@@ -28,14 +28,21 @@ def make_text_run(shared_data, root, steps: int = 4, add_bos: bool = False, trai
     """Tokenizer trained on real multilingual text, token shards, and a tiny model trained ``steps`` steps
     (vocab padded beyond the tokenizer's, grouped-query attention); ``train``: more training config keys
     (device, precision)."""
+    tokenizer, shards, held_out = make_text_shards(shared_data, root, add_bos)
+    cfg = tiny_config(shards, root / "run", model={"vocab_size": 1024, **model}, max_steps=steps,
+                      checkpoint={"every_steps": steps}, log={"val_every_steps": steps, "val_batches": 2},
+                      **(train or {}))
+    run(load_train_config(cfg))
+    return {"tokenizer": tokenizer, "shards": shards, "run": str(root / "run"), "held_out": held_out}
+
+
+def make_text_shards(shared_data, root, add_bos: bool = False):
+    """A tokenizer (vocabulary 1000) trained on real multilingual text, that text as token shards, and
+    held-out texts: (tokenizer, shard folder, held-out texts)."""
     lingua, docs = load_texts(shared_data)
     texts = [r["text"] for r in lingua if r["line"] % 4] + docs[::2]
     held_out = [r["text"] for r in lingua if r["line"] % 4 == 0] + docs[1::2]
     tok_dir, shards = str(root / "tokenizer"), str(root / "tokens")
     tokenizer = train_tokenizer(texts, tok_dir, vocab_size=1000, character_coverage=0.98, seed=1)
     Tokenize(tokenizer=tok_dir, output_dir=shards, add_bos=add_bos).run_local(texts_table(texts))
-    cfg = tiny_config(shards, root / "run", model={"vocab_size": 1024, **model}, max_steps=steps,
-                      checkpoint={"every_steps": steps}, log={"val_every_steps": steps, "val_batches": 2},
-                      **(train or {}))
-    run(load_train_config(cfg))
-    return {"tokenizer": tokenizer, "shards": shards, "run": str(root / "run"), "held_out": held_out}
+    return tokenizer, shards, held_out

@@ -23,7 +23,8 @@ request_id = "3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b"
 
 def test_secrets_are_replaced_and_counted_and_look_alikes_stay():
     table = pa.table({"id": ["a"], "text": [CONFIG]})
-    out = parse_stages([{"stage": "code_secrets"}])[0].apply(table).kept
+    stage = parse_stages([{"stage": "code_secrets"}])[0]
+    out = stage.apply(table).kept
     text = out.column("text")[0].as_py()
     assert 'aws_access_key_id = "<SECRET_AWS_KEY>"' in text and 'password = "<SECRET_PASSWORD>"' in text
     assert "postgresql://app:<SECRET_PASSWORD>@db.internal/main" in text
@@ -32,6 +33,7 @@ def test_secrets_are_replaced_and_counted_and_look_alikes_stay():
         assert stays in text
     assert out.column("secrets_aws_key")[0].as_py() == 1 and out.column("secrets_password")[0].as_py() == 1
     assert out.column("secrets_count")[0].as_py() == 3
+    assert stage.take_counters() == {"redacted:aws_key": 1, "redacted:password": 1, "redacted:connection_string": 1}  # the stats' counts
 
 
 def test_an_unknown_type_is_a_config_error():

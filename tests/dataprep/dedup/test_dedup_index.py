@@ -74,6 +74,19 @@ def test_exact_index(spark, runs, tmp_path):
     assert {r.id: r.exact_cluster for r in rows if r.drop_reason} == {"b-exact": "a-12", "a-03": "a-03"}  # near copies stay
 
 
+def test_saving_an_index_where_a_persons_files_are_refuses_and_keeps_them(spark, runs, tmp_path):
+    from pipelines.global_runners import run_global
+    from pipelines.run_folder import OutputInUse
+
+    run1, _, _, _ = runs
+    notes = tmp_path / "index" / "data" / "README.txt"
+    notes.parent.mkdir(parents=True)
+    notes.write_text("my notes")
+    with pytest.raises(OutputInUse, match="README.txt"):  # Spark would replace data/ whole
+        run_global(spark.createDataFrame(doc_table(run1).to_pandas()), ExactDedup(save_index=str(tmp_path / "index"))).collect()
+    assert notes.read_text() == "my notes"
+
+
 def test_an_index_from_another_configuration_or_damaged_is_refused(spark, runs, tmp_path):
     from pipelines.global_runners import run_global
 

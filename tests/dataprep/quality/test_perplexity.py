@@ -116,3 +116,22 @@ def test_bad_model_files_fail_clearly(model_dir, tmp_path):
     with pytest.raises(ValueError, match="model_dir"):
         Perplexity()
     assert dataprep_main(["train-ppl-model", "--input", str(tmp_path / "missing.jsonl"), "--lang", "en", "--output", str(tmp_path / "m")]) == 2
+
+
+def test_retraining_into_a_folder_replaces_only_the_models_own_files(shared_data, tmp_path, capsys):
+    """The output folder is replaced when it holds an earlier model and nothing else; a file of the
+    user's there is named and kept, and the earlier model stays as it was."""
+    docs = _reference(shared_data)[:300]
+    train = tmp_path / "ref.jsonl"
+    train.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    out = tmp_path / "models"
+    args = ["train-ppl-model", "--input", str(train), "--lang", "en", "--output", str(out), "--vocab-size", "300"]
+    assert dataprep_main(args) == 0
+    assert dataprep_main(args) == 0  # an earlier model only: replaced
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert dataprep_main(args) == 2
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and len(err.strip().splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

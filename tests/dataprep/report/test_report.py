@@ -170,7 +170,7 @@ def local_output(shared_data, tmp_path_factory) -> Path:
 def test_every_attribute_section_appears_with_the_corpus_numbers(local_output, tmp_path):
     html_path, md_path = build_report(str(local_output), str(tmp_path / "report"))
     md = Path(md_path).read_text()
-    assert _sections(md) == CORE_SECTIONS + ATTRIBUTE_SECTIONS
+    assert _sections(md) == [*CORE_SECTIONS[:2], "Redactions", *CORE_SECTIONS[2:], *ATTRIBUTE_SECTIONS]  # the run has pii
     corpus = pq.read_table(local_output / "corpus")
     stats = {d["stage"]: d for d in json.loads((local_output / "stats.json").read_text())["stages"]}
     assert stats["exact_dedup"]["docs_dropped"] == 2 and stats["minhash_dedup"]["docs_dropped"] >= 1
@@ -179,6 +179,7 @@ def test_every_attribute_section_appears_with_the_corpus_numbers(local_output, t
     assert "https://example.org/" in md  # example URLs of the dropped documents
     emails = sum(n or 0 for n in corpus.column("pii_email").to_pylist())
     assert re.search(rf"^\| email \| {emails:,} \|", md, flags=re.M)
+    assert re.search(rf"^\| pii \| email \| redacted \| {emails:,} \|", md, flags=re.M)  # the stage's own count, the same
     assert "| exact duplicate cluster size | clusters |" in md and re.search(r"^\| 3 \| 1 \| 2 \|", md, flags=re.M)
     manifest = json.loads(next(local_output.glob("steps/*/shards/manifest.json")).read_text())
     assert f"{manifest['tokens']:,} tokens, {manifest['documents']:,} documents in {manifest['num_shards']} shards" in md

@@ -101,3 +101,16 @@ def open_dataset_files(prefix):
     from dataprep.tokenize.shards import IndexedShard
 
     return list(IndexedShard(str(prefix)))
+
+
+def test_fineweb2_names_its_published_table_and_the_rehydrate_preset_uses_it():
+    from dataprep.dedup.weights import NAMED_TABLES, parse_weights, weights_for
+
+    config = load_config("rehydrate", check_assets=False)
+    minhash, tokenize = config.stages[-2], config.stages[-1]
+    assert minhash.sample_weights == "fineweb2" and tokenize.repeat_by == "sample_weight"
+    sizes = [1, 2, 3, 4, 5, 99, 100, 999, 1000, 50_000]
+    assert weights_for(sizes, minhash.weight_ranges()) == [1, 2, 3, 3, 5, 5, 8, 8, 1, 1]  # FineWeb-2's README
+    assert parse_weights(NAMED_TABLES["fineweb2"]) == minhash.weight_ranges()
+    with pytest.raises(ValueError, match="no table named 'fineweb3'"):
+        parse_weights("fineweb3")

@@ -70,6 +70,19 @@ def test_round_trip_exact_on_multilingual_text(tokenizer_dir, corpus):
     assert with_specials == [tok.bos_id, *tok.encode("abc"), tok.eos_id] and tok.decode(with_specials) == "abc"
 
 
+def test_shards_into_a_folder_of_other_files_delete_none_of_them(tokenizer_dir, corpus, tmp_path):
+    """The stage deletes shards of its own an earlier run left, never another tool's .bin/.idx there."""
+    out_dir = tmp_path / "shards"
+    out_dir.mkdir()
+    for name in ("gpt2_train.bin", "gpt2_train.idx", "notes.txt"):
+        (out_dir / name).write_text("someone else's")
+    (out_dir / "shard-old-00000.bin").write_text("an earlier run's shard")
+    Tokenize(tokenizer=tokenizer_dir, output_dir=str(out_dir)).run_local(texts_table(corpus["docs"][:50]))
+    names = {p.name for p in out_dir.iterdir()}
+    assert {"gpt2_train.bin", "gpt2_train.idx", "notes.txt"} <= names and "shard-old-00000.bin" not in names
+    assert verify_dataset(str(out_dir)) == []
+
+
 def test_stage_text_to_shards_to_text(tokenizer_dir, corpus, tmp_path):
     texts = corpus["docs"] + [""] + corpus["held_out"][:2000]
     out_dir = str(tmp_path / "shards")

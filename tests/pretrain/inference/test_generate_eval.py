@@ -137,3 +137,45 @@ def test_generate_is_reproducible_and_stays_in_the_vocabulary(trained, capsys):
     assert pretrain_main(["generate", trained["run"], "--prompt", "Hello", "--max-new-tokens", "5", "--num-samples", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("Hello") == 2 and "-" * 40 in out
+
+
+def test_a_run_trained_on_a_mixture_evaluates_samples_and_exports(trained, tmp_path, capsys):
+    """Its saved config.yaml names the mixture's sources, and loads again: eval, generate and export work on
+    the run folder as the train command's last line says."""
+    import yaml
+    from train_fixtures import tiny_config
+
+    from pretrain.config import load_train_config
+
+    other = str(tmp_path / "other")
+    Tokenize(tokenizer=os.path.join(trained["shards"], "tokenizer"), output_dir=other).run_local(
+        texts_table(trained["held_out"]))
+    mixture = tmp_path / "two.yaml"
+    mixture.write_text(yaml.safe_dump({"sources": [{"name": "main", "path": trained["shards"], "weight": 0.7},
+                                                   {"name": "other", "path": other, "weight": 0.3}]}))
+    out = str(tmp_path / "run")
+    cfg = tiny_config([], out, model={"vocab_size": 1024}, max_steps=2, checkpoint={"every_steps": 2},
+                      log={"val_every_steps": 2, "val_batches": 1})
+    cfg["data"] = {"mixture": str(mixture), "val_fraction": 0.1}
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump(cfg))
+    assert pretrain_main(["train", str(tmp_path / "train.yaml")]) == 0
+    saved = load_train_config(os.path.join(out, "config.yaml"))
+    assert [(s.name, s.weight) for s in saved.data.sources] == [("main", 0.7), ("other", 0.3)]
+    capsys.readouterr()
+    assert _eval(capsys, out)["step"] == 2
+    assert pretrain_main(["generate", out, "--prompt", "Hello", "--max-new-tokens", "3"]) == 0
+    assert "Hello" in capsys.readouterr().out
+    assert pretrain_main(["export", out, "--to", "hf", "--output", str(tmp_path / "hf")]) == 0
+    assert os.path.isfile(tmp_path / "hf" / "config.json")
+
+
+def test_a_run_config_that_does_not_load_says_why(trained, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trained["run"], run)
+    text = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(text.replace("seq_len: 16", "seq_len: -16", 1))
+    assert pretrain_main(["generate", str(run), "--prompt", "Hello", "--max-new-tokens", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'config.yaml'} does not load" in err and "seq_len" in err and "not found" not in err

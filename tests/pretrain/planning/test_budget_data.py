@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -153,8 +154,35 @@ def test_cli_reads_unique_tokens_from_the_manifest(tmp_path, capsys):
     for key in ("chinchilla", "best"):
         assert {"params", "tokens", "flops", "epochs", "effective_tokens", "effective_params", "loss",
                 "fresh_loss", "repetition_penalty", "loss_above_fresh_optimum"} <= set(dc[key])
-    assert dc["best"]["loss"] <= dc["chinchilla"]["loss"]
+    # 30K tokens cannot carry 1e21 FLOPs: the fit's losses there exceed a uniform guess's and are left out
+    assert dc["best"]["loss"] is None and dc["best"]["loss_beyond_fit"] and dc["chinchilla"]["loss_beyond_fit"]
+    assert "epochs of a corpus of 30.4K" in out["corpus_warning"]
     assert "15.387756" in out["sources"]["R_D*, R_N*"] and "2203.15556" in out["sources"]["approach3"]
+    assert cli(["budget", "--compute", "1e22", "--unique-tokens", "30B", "--json"]) == 0
+    dc = json.loads(capsys.readouterr().out)["data_constrained"]
+    assert dc["best"]["loss"] <= dc["chinchilla"]["loss"] < METHODS["approach3"].uniform_loss
+
+
+def test_plan_on_a_small_corpus_warns_of_its_epochs(tmp_path, capsys):
+    shards = _manifest(tmp_path / "shards")
+    assert cli(["plan", "1b", "--data", shards]) == 0
+    out = capsys.readouterr().out
+    assert "tokens are 568K epochs (what repeats" in out and "warning: 17.3B tokens are 568K epochs of a corpus" in out
+
+
+def test_a_small_corpus_prints_no_loss_beyond_a_uniform_guess_nor_an_empty_batch(tmp_path, capsys):
+    """Sizes far below the fits' range: the formula's losses (up to ~100 nats) and a batch under one
+    sequence are not shown as answers; the repetition warning says what the corpus supports."""
+    shards = _manifest(tmp_path / "shards")
+    assert cli(["budget", "--data", shards, "--epochs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "less than one sequence of 2048: 1 sequence" in out and "= 0 sequences" not in out
+    assert ">10.4" in out and ">10.8" in out and "loss beyond the fit's range" in out
+    assert not re.search(r"loss (1[1-9]|[2-9]\d)\.", out)  # no loss of 11 nats or more anywhere
+    assert cli(["budget", "--data", shards, "--compute", "1e23"]) == 0
+    out = capsys.readouterr().out
+    assert "M epochs" in out and re.search(r"warning: \S+ tokens are [\d.]+[MBT] epochs of a corpus of 30.4K", out)
+    assert not re.search(r"\d{6,}\.\d epochs", out)  # epochs past ten thousand read as 11M, not 11000613.8
 
 
 def test_cli_epochs_alone_size_the_model_for_that_many_passes(tmp_path, capsys):
@@ -204,7 +232,7 @@ def test_cli_table_prints_every_source(tmp_path, capsys):
     (["budget", "--compute", "1e21", "--unique-tokens", "-3"], "positive"),
     (["budget", "--compute", "1e21", "--unique-tokens", "1B", "--epochs", "0"], "epochs must be positive"),
     (["budget", "--compute", "1e21", "--inference-tokens", "-1"], "must not be negative"),
-    (["budget", "--compute", "1e21", "--data", "/nonexistent/shards"], "not found"),
+    (["budget", "--compute", "1e21", "--data", "/nonexistent/shards"], "/nonexistent/shards: no such folder"),
 ])
 def test_cli_errors_are_one_line(argv, message, capsys):
     assert cli(argv) == 2

@@ -403,10 +403,11 @@ def test_emitted_training_config_round_trips(tmp_path):
 
 def test_plan_cli(tmp_path, capsys):
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "125m", "--gpus", "2", "--gpu", "a100-80gb", "--output", str(out), "--data", "tok",
+    assert cli(["plan", "125m", "--gpus", "2", "--gpu", "a100-80gb", "--output", str(out), "--data", str(tmp_path),
                 "--tokens", "2.5B", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["written"] == str(out) and load_train_config(str(out)).max_tokens == 2_500_000_000
+    assert load_train_config(str(out)).planned.step_seconds == r["time"]["step_seconds"]  # the log compares
     assert cli(["plan", "125m", "--gpus", "2"]) == 0
     assert "per-GPU memory" in capsys.readouterr().out
     assert cli(["plan", "125m", "--gpus", "16", "--inter-node-gbs", "12.5", "--intra-node-gbs", "300", "--json"]) == 0
@@ -421,7 +422,7 @@ def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
     """Without --lr or --global-batch the config gets DeepSeek LLM's for C = M D (M of the model, D the
     method's tokens), the batch the multiple of micro-batch x data-parallel ranks nearest the law's."""
     out = tmp_path / "t.yaml"
-    assert cli(["plan", "1b", "--gpus", "8", "--output", str(out), "--data", "tok", "--json"]) == 0
+    assert cli(["plan", "1b", "--gpus", "8", "--output", str(out), "--data", str(tmp_path), "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     h, lay, tc = r["hyperparameters"], r["layout"], load_train_config(str(out))
     cfg = preset("1b")
@@ -441,7 +442,7 @@ def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
 def test_values_the_user_sets_win_and_the_plan_says_they_differ(tmp_path, capsys):
     out = tmp_path / "t.yaml"
     assert cli(["plan", "1b", "--gpus", "8", "--global-batch", "512", "--lr", "1e-3", "--output", str(out),
-                "--data", "tok", "--json"]) == 0
+                "--data", str(tmp_path), "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     h, tc = r["hyperparameters"], load_train_config(str(out))
     assert (tc.optim.lr, tc.global_batch_size) == (1e-3, 512) and (h["learning_rate_from"], h["global_batch_from"]) == (

@@ -42,6 +42,12 @@ def root(tmp_path_factory):
     (root / "broken.yaml").write_text(": : [\n")
     (root / "a_file").write_text("x")
     (root / "a_folder").mkdir()
+    make_token_dataset(root / "tokens2", n_docs=30, seed=1)
+    for name, weights in (("zero", (0, 0)), ("negative", (-1, 1)), ("nan", (float("nan"), 1)), ("huge", (1e308, 1e308))):
+        (root / f"{name}.yaml").write_text(yaml.safe_dump({"sources": [{"path": "tokens", "weight": weights[0]},
+                                                                       {"path": "tokens2", "weight": weights[1]}]}))
+    (root / "twice.yaml").write_text(yaml.safe_dump({"sources": [{"path": "tokens"}, {"path": "tokens"}]}))
+    (root / "train_twice.yaml").write_text(yaml.safe_dump({**cfg, "data": {"sources": [{"path": "tokens"}, {"path": "tokens"}]}}))
     return root
 
 
@@ -60,6 +66,16 @@ CASES = [
     ("budget --compute 1e21 --seq-len 0", "--seq-len 0"),
     ("budget --compute 1e21 --peak-flops garbage", "garbage"),
     ("budget --compute 1e21 --gpu no-such-gpu", "no-such-gpu"),
+    ("budget --compute 1e21 --gpu h1000", "unknown GPU 'h1000'; did you mean 'h100'?"),
+    ("budget --data zero.yaml --tokens 1M", "sources.0.weight: Input should be greater than 0"),
+    ("budget --data negative.yaml --tokens 1M", "sources.0.weight: Input should be greater than 0"),
+    ("budget --data nan.yaml --tokens 1M", "sources.0.weight: Input should be a finite number"),
+    ("budget --data huge.yaml --tokens 1M", "do not add up to a finite number"),
+    ("budget --data twice.yaml --tokens 1M", "source 1 has the path 'tokens' of source 0"),
+    ("budget --data tokens --data tokens --compute 1e21", "names a folder twice"),
+    ("train train_twice.yaml", "source 1 has the path 'tokens' of source 0"),
+    ("plan 125m --gpu h1000", "did you mean 'h100'?"),
+    ("plan 125m --data nowhere", "--data nowhere: no such folder"),
     ("size 125M --output a_file/model.yaml", "a_file"),
     ("size 125M --output a_folder", "a_folder"),
     ("plan heads.yaml", HEADS),

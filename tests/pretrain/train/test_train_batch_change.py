@@ -48,7 +48,7 @@ def _optimizer_peak(trainer: Trainer) -> float:
 
 def test_plan_out_records_the_planned_batch_and_the_laws_lr(tmp_path, capsys):
     out = tmp_path / "train.yaml"
-    assert cli(["plan", "125m", "--gpus", "2", "--lr", "1e-3", "--output", str(out), "--data", "tok"]) == 0
+    assert cli(["plan", "125m", "--gpus", "2", "--lr", "1e-3", "--output", str(out), "--data", str(tmp_path)]) == 0
     cfg = load_train_config(str(out))
     assert cfg.planned.global_batch_size == cfg.global_batch_size and cfg.optim.lr == 1e-3
     assert cfg.planned.law_lr != 1e-3 and cfg.planned.law_lr > 0

@@ -89,6 +89,16 @@ def test_run_logs_metrics_checkpoints_and_exports(finished_run):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_progress_lines_give_an_eta_and_a_step_time_far_from_the_plans_is_said_once(data, tmp_path, capsys):
+    planned = {"global_batch_size": 8, "law_lr": 3e-3, "step_seconds": 1e-6}  # a plan no CPU can keep
+    records = run(load_train_config(tiny_config(data, tmp_path / "run", max_steps=4, planned=planned)))
+    for r in records:  # the steps left at the recent step time
+        assert r["eta_s"] == pytest.approx((4 - r["step"]) * r["step_time_s"])
+    err = capsys.readouterr().err
+    assert len([line for line in err.splitlines() if " | eta " in line]) == 4
+    assert err.count("x the plan's 1e-06 s") == 1
+
+
 def test_model_learns(data, tmp_path):
     cfg = tiny_config(data, tmp_path, max_steps=30, optim={"lr": 1e-2, "warmup_steps": 3},
                       log={"every_steps": 5, "val_every_steps": 30}, checkpoint={"every_steps": 30})

@@ -1,0 +1,61 @@
+"""Signals mode's document stages in memory: every document stays, each stage's values and verdict sit under
+its own position (two stages of one kind do not collide), a rewriting stage keeps the text it replaced,
+and a replayed stage gives the verdict the stage itself gives, with stored or new thresholds."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from dataprep.classify.langid import LanguageID
+from dataprep.core.runner import run_stages
+from dataprep.core.signals import AnnotatedStage, ReplayStage, replay_plan, signal_stages
+from dataprep.safety.pii import PiiScrubber
+
+TEXTS = {
+    "en": "The committee met on Tuesday to discuss the budget for the coming year and agreed on most points.",
+    "de": "Der Ausschuss traf sich am Dienstag, um den Haushalt für das kommende Jahr zu besprechen.",
+    "pii": "Write to jane.doe@example.com for the minutes of the meeting about the budget of the coming year.",
+}
+
+
+def _table() -> pa.Table:
+    return pa.table({"id": list(TEXTS), "text": list(TEXTS.values())})
+
+
+def test_every_document_stays_with_each_stages_values_under_its_position():
+    stages = [LanguageID(languages=["en"], second_opinion="none"), LanguageID(languages=["de"], second_opinion="none")]
+    result, stats = run_stages(signal_stages(stages), _table())
+    rows = {r["id"]: r for r in result.kept.to_pylist()}
+    assert set(rows) == set(TEXTS) and result.dropped.num_rows == 0
+    assert rows["en"]["00_langid__reason"] is None and rows["en"]["01_langid__reason"] == "langid:en"
+    assert rows["de"]["00_langid__reason"] == "langid:de" and rows["de"]["01_langid__reason"] is None
+    assert rows["de"]["00_langid__lang"] == rows["de"]["01_langid__lang"] == "de"
+    assert stats[0].counters["would_drop:langid:de"] == 1
+
+
+def test_a_rewriting_stage_keeps_the_text_it_replaced():
+    (annotated,) = signal_stages([PiiScrubber()])
+    rows = {r["id"]: r for r in annotated.apply(_table()).kept.to_pylist()}
+    assert "jane.doe@example.com" not in rows["pii"]["text"]
+    assert rows["pii"]["original_text"] == TEXTS["pii"]
+    assert rows["en"]["original_text"] is None  # unchanged: not stored twice
+
+
+def test_a_replayed_stage_decides_as_the_stage_does_with_stored_or_new_thresholds():
+    stage = LanguageID(languages=["en"], second_opinion="none")
+    signals = AnnotatedStage(stage=stage, position=0).apply(_table()).kept
+    for threshold in (0.65, 0.99999):
+        changed = LanguageID(languages=["en"], second_opinion="none", threshold=threshold)
+        (replay,), problems = replay_plan([{"name": "langid", "params": stage.model_dump(mode="json")}], [changed])
+        assert problems == [] and isinstance(replay, ReplayStage) and replay.redecide == (threshold != 0.65)
+        replayed = replay.apply(signals)
+        direct = changed.apply(_table())
+        assert sorted(replayed.kept.column("id").to_pylist()) == sorted(direct.kept.column("id").to_pylist())
+        assert replayed.dropped.column("drop_reason").to_pylist() == direct.dropped.column("drop_reason").to_pylist()
+
+
+def test_a_setting_the_signals_cannot_redecide_is_refused_by_name():
+    stage = LanguageID(languages=["en"], second_opinion="none")
+    changed = LanguageID(languages=["en"], second_opinion="none", max_chars=100)
+    _, problems = replay_plan([{"name": "langid", "params": stage.model_dump(mode="json")}], [changed])
+    assert len(problems) == 1 and problems[0].startswith("stages.0 (langid): max_chars changed")
