@@ -15,6 +15,7 @@ COMMANDS = {
     "plot": ("pretrain.commands.plot", "plot a run's loss and throughput curves (and per-layer diagnostics) to PNG"),
     "export": ("pretrain.commands.export", "export a checkpoint (Hugging Face Llama, safetensors)"),
     "generate": ("pretrain.commands.generate", "sample text from a checkpoint"),
+    "ablate": ("pretrain.commands.ablate", "train the same small model on each data arm and compare them over seeds"),
     "eval": ("pretrain.commands.eval", "loss and perplexity of a checkpoint on held-out data"),
     "lineage": ("pretrain.commands.lineage", "the data a model was trained on, back to the crawl; runs that used a corpus"),
 }

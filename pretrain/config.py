@@ -80,12 +80,68 @@ class DataCacheConfig(StrictModel):
         return self
 
 
+class MixturePhase(StrictModel):
+    """Until ``until`` (a fraction of the run's tokens, after the previous phase's), draw the sources by
+    ``weights`` (source name -> share of training tokens; a source left out gets none)."""
+
+    until: float = Field(gt=0, le=1)
+    weights: dict[str, float]
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> "MixturePhase":
+        if any(w < 0 for w in self.weights.values()) or not any(w > 0 for w in self.weights.values()):
+            raise ValueError(f"data.phases: the phase until {self.until:g} needs non-negative weights, one of them "
+                             "positive")
+        return self
+
+
 class DataConfig(StrictModel):
     sources: list[DataSource]
     mixture: str | None = None  # a mixture preset name or file (pretrain/mixture.py); it fills sources
     val_fraction: float = Field(0.01, ge=0, lt=1)  # documents held out for validation
     seed: int = 1234
     cache: DataCacheConfig = Field(default_factory=DataCacheConfig)  # for sources given as URLs
+    # attention within documents (pretrain/models/documents.py), and rotary positions restarting at each
+    # document (default: on with the mask)
+    document_mask: bool = False
+    document_positions: bool | None = None
+    # the mixture's weights in phases of the run (pretrain/components/mixture_order.py); None: the sources'
+    # weights throughout. Validation keeps the sources' weights, so its loss compares across phases.
+    phases: list[MixturePhase] | None = None
+
+    def source_names(self) -> list[str]:
+        """Each source's name in the metrics and in ``phases``: its ``name``, else its path."""
+        return [s.name or s.path for s in self.sources]
+
+    @model_validator(mode="after")
+    def _check_phases(self) -> "DataConfig":
+        if not self.phases:
+            return self
+        untils = [p.until for p in self.phases]
+        if any(b <= a for a, b in zip(untils, untils[1:])) or untils[-1] != 1.0:
+            raise ValueError(f"data.phases: `until` must increase and the last be 1.0 (the end of the run), got {untils}")
+        names = self.source_names()
+        for phase in self.phases:
+            unknown = sorted(set(phase.weights) - set(names))
+            if unknown:
+                raise ValueError(f"data.phases: the phase until {phase.until:g} weighs {', '.join(unknown)}, not a "
+                                 f"source of this run (sources: {', '.join(names)})")
+        return self
+
+    def phase_weights(self) -> list[tuple[float, list[float]]]:
+        """Each phase's end (a fraction of the run) and its weight per source, in the order of ``sources``."""
+        phases = self.phases or [MixturePhase(until=1.0, weights=dict(zip(self.source_names(),
+                                                                            (s.weight for s in self.sources))))]
+        return [(p.until, [p.weights.get(name, 0.0) for name in self.source_names()]) for p in phases]
+
+    @model_validator(mode="after")
+    def _check_documents(self) -> "DataConfig":
+        if self.document_positions and not self.document_mask:
+            raise ValueError("data.document_positions restarts positions at documents the model attends across: "
+                             "set data.document_mask: true too")
+        if self.document_positions is None:
+            self.document_positions = self.document_mask
+        return self
 
     @field_validator("sources")
     @classmethod
@@ -135,6 +191,9 @@ class ParallelConfig(StrictModel):
     reshard_after_forward: bool = True
     # FSDP2's CPUOffloadPolicy: sharded weights, gradients and optimizer states live in host memory (CUDA)
     offload: bool = False
+    # ZeRO-1: replicated weights and gradients over dp_replicate ranks, AdamW's moments sharded over them
+    # (pretrain/distributed/zero1.py)
+    shard_optimizer: bool = False
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "ParallelConfig":
@@ -176,6 +235,16 @@ class CheckpointConfig(StrictModel):
     keep_last: int = Field(3, gt=0)  # besides these, the last checkpoint before each loss spike is kept
     # copy the state to host memory, then write it in a background thread while training goes on
     async_save: bool = False
+    # a checkpoint at each validation that improves on the best so far; the best one is never pruned
+    keep_best: bool = False
+
+
+class EarlyStopConfig(StrictModel):
+    """End the run once the validation loss has not improved by more than ``min_delta`` for ``patience``
+    validations in a row."""
+
+    patience: int = Field(gt=0)
+    min_delta: float = Field(0.0, ge=0)
 
 
 class SpikeConfig(StrictModel):
@@ -280,6 +349,7 @@ class TrainConfig(StrictModel):
     # warm start: trained weights (our checkpoint, run folder or model.safetensors, or a Hugging Face Llama
     # folder) with a fresh optimizer and schedule at step 0; a resumed checkpoint wins over it
     init_from: str | None = None
+    early_stop: EarlyStopConfig | None = None  # stop when the validation loss no longer improves
     eval: EvalConfig | None = None  # downstream tasks and held-out documents scored during training
 
     @model_validator(mode="after")
@@ -289,11 +359,20 @@ class TrainConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _check_validation_needs(self) -> "TrainConfig":
+        wanted = [name for name, on in (("checkpoint.keep_best", self.checkpoint.keep_best),
+                                        ("early_stop", self.early_stop is not None)) if on]
+        if wanted and self.data.val_fraction == 0:
+            raise ValueError(f"{' and '.join(wanted)} need a validation split: set data.val_fraction above 0")
+        return self
+
+    @model_validator(mode="after")
     def _check_mesh(self) -> "TrainConfig":
         """Every rule of the layout known before the world size is (``pretrain.layout_rules``): at run time a
         mismatch crashes one rank while the others wait in a collective."""
         check_layout(self.parallel, self.model, seq_len=self.seq_len, precision=self.precision,
-                     micro_batch=self.micro_batch_size, global_batch=self.global_batch_size)
+                     micro_batch=self.micro_batch_size, global_batch=self.global_batch_size,
+                     document_mask=self.data.document_mask)
         return self
 
 
@@ -360,14 +439,16 @@ def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, set
 
 def _sources_from_mixture(data: dict) -> None:
     """``data.mixture`` becomes ``data.sources``; a source not built yet is refused here, before any step."""
-    from pretrain.mixture import check_built, load_mixture
+    from pretrain.mixture import check_built, load_mixture, load_mixture_phases
 
     section = data.get("data")
     if not isinstance(section, dict) or not section.get("mixture"):
         return
     if section.get("sources"):
         raise ConfigError("set data.mixture or data.sources, not both")
-    data["data"] = {**section, "sources": load_mixture(section["mixture"])}
+    sources, phases = load_mixture(section["mixture"]), load_mixture_phases(section["mixture"])
+    # the config's own phases win over the mixture file's (a run's saved config holds them)
+    data["data"] = {**section, "sources": sources, **({"phases": phases} if phases and not section.get("phases") else {})}
     check_sources(data["data"]["sources"], f"mixture {section['mixture']}")
     check_built(data["data"]["sources"])
 

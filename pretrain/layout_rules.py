@@ -26,7 +26,7 @@ def world_size_of(parallel: Any, world_size: int | None = None) -> int | None:
 
 def layout_problems(parallel: Any, model: Any = None, *, seq_len: int | None = None, precision: str | None = None,
                     micro_batch: int | None = None, global_batch: int | None = None, world_size: int | None = None,
-                    device_type: str | None = None) -> list[str]:
+                    device_type: str | None = None, document_mask: bool = False) -> list[str]:
     """Every rule the layout breaks, as messages in the order they are checked. ``parallel`` is a
     ``ParallelConfig`` (or anything with its fields); a rule whose inputs are not given yet is skipped."""
     problems = _degree_problems(parallel)
@@ -34,6 +34,9 @@ def layout_problems(parallel: Any, model: Any = None, *, seq_len: int | None = N
         problems += _model_problems(parallel, model, world_size_of(parallel, world_size))
     if seq_len is not None:
         problems += _sequence_problems(parallel, seq_len)
+    if document_mask and (parallel.cp > 1 or parallel.pp > 1):
+        problems.append("data.document_mask does not combine with context or pipeline parallelism yet: set "
+                        "parallel.cp and parallel.pp to 1, or data.document_mask: false")
     if precision == "fp16" and parallel.pp > 1:
         problems.append("precision fp16 is not supported with pipeline parallelism (no loss scaling across "
                         "stages): use bf16")
@@ -76,6 +79,10 @@ def _degree_problems(par: Any) -> list[str]:
     if par.pp > 1 and par.no_sync_accumulation:
         problems.append("parallel.no_sync_accumulation does not apply with pp > 1: the pipeline schedule "
                         "reduces gradients after the last micro-batch itself")
+    if getattr(par, "shard_optimizer", False) and (par.dp_shard not in (-1, 1) or par.tp > 1 or par.cp > 1
+                                                   or par.pp > 1 or par.offload):
+        problems.append("parallel.shard_optimizer (ZeRO-1) shards AdamW's moments over replicated weights: set "
+                        "dp_replicate to the data-parallel degree, dp_shard 1 (or -1), and tp, cp, pp 1, no offload")
     if par.cp > 1 and (par.pp > 1 or par.compile):
         problems.append("parallel.cp > 1 does not combine with pp > 1 or compile yet")
     return problems

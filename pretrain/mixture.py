@@ -1,7 +1,7 @@
 """Mixture presets: each source's token-shard folder and weight, by name (``configs/mixture/``) or path.
 
 A training config takes one as ``data: {mixture: llama1}``; it becomes ``data.sources``, the list the
-loader mixes by token weight. A local source that has not been built yet is refused by name before any
+loader mixes by token weight, and the file's ``phases:`` (if any) ``data.phases``. A local source that has not been built yet is refused by name before any
 step, naming the pipeline preset that builds it.
 """
 
@@ -31,6 +31,15 @@ def find_mixture(spec: str) -> str | None:
 
 def load_mixture(spec: str) -> list[dict]:
     """The sources of mixture ``spec`` (a preset name or a YAML path), as ``data.sources`` entries."""
+    return _read_mixture(spec)[0]
+
+
+def load_mixture_phases(spec: str) -> list[dict] | None:
+    """The ``phases:`` of mixture ``spec``, as ``data.phases`` entries; None when it has none."""
+    return _read_mixture(spec)[1]
+
+
+def _read_mixture(spec: str) -> tuple[list[dict], list[dict] | None]:
     path = find_mixture(spec)
     if path is None:
         raise ConfigError(f"mixture {spec!r} is neither a file nor a preset (presets: {', '.join(presets())})")
@@ -39,7 +48,10 @@ def load_mixture(spec: str) -> list[dict]:
     sources = data.get("sources") if isinstance(data, dict) else None
     if not isinstance(sources, list) or not sources or not all(isinstance(s, dict) for s in sources):
         raise ConfigError(f"{path}: expected `sources:`, a list of {{name, path, weight, preset}}")
-    return sources
+    phases = data.get("phases")
+    if phases is not None and (not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases)):
+        raise ConfigError(f"{path}: expected `phases:`, a list of {{until, weights}}")
+    return sources, phases
 
 
 def check_built(sources: list[dict]) -> None:

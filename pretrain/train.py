@@ -19,14 +19,16 @@ import torch.distributed as dist
 from dataprep.core.errors import UsageError
 from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
+from pretrain.components.best import BestValidation
 from pretrain.components.dataloader import build_loaders, fingerprint
+from pretrain.components.document_bounds import masked_attention_span
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summary
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
 from pretrain.components.in_loop_eval import InLoopEval
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
-from pretrain.components.optimizer import build_lr_scheduler, build_optimizer, lr_factor
+from pretrain.components.optimizer import build_lr_scheduler, build_optimizer
 from pretrain.components.profiling import StepProfiler, profiled_step
 from pretrain.components.preemption import Stopped, StopSignal, stop_at_once
 from pretrain.components.safetensors_export import export_checkpoint, export_model
@@ -117,7 +119,7 @@ class Trainer:
         cache_dir = os.path.join(cfg.data.cache.dir or os.path.join(cfg.out_dir, "data_cache"), f"rank-{self.rank}")
         self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
                                                            cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size,
-                                                           cache_dir)
+                                                           cache_dir, total_steps(cfg))
         if self.rank == 0:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
@@ -127,14 +129,15 @@ class Trainer:
             self.diagnostics = LayerDiagnostics(self.model, self.pipe.stages if self.pipe else [self.model],
                                                 cfg.model.n_layers, self.device, self.world // self.dims.pp,
                                                 logits=not self.dims.cp_enabled)
-        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision)
+        self.optimizer = build_optimizer(self.model, cfg.optim, self.precision, self.dims.zero1_group())
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
         self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
                                     fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
                                     pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None),
-                                    z_loss=cfg.model.z_loss)
+                                    z_loss=cfg.model.z_loss, document_positions=cfg.data.document_positions,
+                                    grad_group=self.dims.zero1_group())
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
         self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0
@@ -143,11 +146,16 @@ class Trainer:
         self.lineage = LineageState(training_lineage(cfg))  # the data and code this run trains with
         components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
                       "spikes": self.spikes, "batch": self.batch, "lineage": self.lineage}
+        stop = cfg.early_stop
+        self.best = BestValidation(stop.patience, stop.min_delta) if stop else BestValidation()
+        if cfg.checkpoint.keep_best or stop:
+            components["best"] = self.best  # a resumed run remembers its best validation
         self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
                                 self.dims.degrees(), components)
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
         self.tokens_per_step = cfg.global_batch_size * cfg.seq_len
         self.last_checkpoint: str | None = None
+        self.saved_step: int | None = None  # the step of the last checkpoint this process wrote
         self.saver = checkpoint.AsyncSaver() if cfg.checkpoint.async_save else None  # None: saves block
         self.skips = SkipCounter(cfg.max_consecutive_skips)
         if faults and self.dims.pp_enabled:
@@ -207,8 +215,10 @@ class Trainer:
         if self.rank == 0:
             save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
             write_run_lineage(cfg.out_dir, self.lineage)
+        span = (masked_attention_span(self.train_loader.sources, cfg.seq_len)  # CUDA skips the masked blocks
+                if cfg.data.document_mask and self.device.type == "cuda" else None)
         self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
-                                 flops_per_token(cfg.model, cfg.seq_len), self.world, self.device, self.rank,
+                                 flops_per_token(cfg.model, cfg.seq_len, span), self.world, self.device, self.rank,
                                  wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"), horizon=self.steps,
                                  planned_step_s=cfg.planned and cfg.planned.step_seconds)
         if self.batch_record is not None:
@@ -246,7 +256,7 @@ class Trainer:
             if self._read_verdicts():
                 continue  # rolled back: the loop goes on from the checkpoint's step
             if _due(state.step, cfg.log.every_steps, self.steps):
-                records.append(self._log_train(outcome.loss, outcome.grad_norm))
+                records.append(self._log_train(outcome))
             if (stragglers := self.stragglers.gather(state.step)) is not None:
                 self.log.write(stragglers)
             if self.val_loader is not None and _due(state.step, cfg.log.val_every_steps, self.steps):
@@ -254,9 +264,12 @@ class Trainer:
             if self.evaluator is not None and self.evaluator.due(state.step, self.steps):
                 self.log.write(self.evaluator.run(self.model, state.step))
                 self.log.start(state.step)  # the pause is not training time
-            if _due(state.step, cfg.checkpoint.every_steps, end):
+            if _due(state.step, cfg.checkpoint.every_steps, end) and self.saved_step != state.step:
                 self._save()
             self.watchdog.progress(state.step)  # a validation or save counts toward its step's time
+            if self.best.exhausted:
+                records.append(self._stop_early())
+                break
         return records
 
     def _step(self) -> StepOutcome:
@@ -318,6 +331,7 @@ class Trainer:
                              f"{self.rollbacks} rollbacks (spikes.max_rollbacks): stopped; look at the data and the "
                              f"learning rate, then resume from {before} with --resume")
         checkpoint.load(before, self.model_state, self.state)
+        self.saved_step = None  # the steps ahead are trained anew: their checkpoints are written again
         skipped = max(policy.skip_batches, spike.step - self.state.step)  # at least through the spike's batch
         self.train_loader.skip(skipped)
         self.rollbacks += 1
@@ -336,12 +350,11 @@ class Trainer:
             self._save()
             raise self.skips.error(step, found)
 
-    def _log_train(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> dict:
+    def _log_train(self, outcome: StepOutcome) -> dict:
         step = self.state.step
-        lr = self.batch.peak_lr * lr_factor(step - 1, self.steps, self.cfg.optim)  # the lr this step used
-        mean_loss = self.dims.mean_loss(loss, self.pipe is None or self.pipe.has_last)
+        mean_loss = self.dims.mean_loss(outcome.loss, self.pipe is None or self.pipe.has_last)
         z = {"z_loss": self.dims.mean_loss(self.ctx.z_total, True)} if self.cfg.model.z_loss else {}
-        return self.log.log_train(step, loss=mean_loss, lr=lr, grad_norm=grad_norm.item(),
+        return self.log.log_train(step, loss=mean_loss, lr=outcome.lr, grad_norm=outcome.grad_norm.item(),
                                   tokens=step * self.tokens_per_step, **z, **self.pp_fields, **self._mixture_fields())
 
     def _mixture_fields(self) -> dict:
@@ -350,12 +363,36 @@ class Trainer:
             return {}
         drawn = self.train_loader.tokens_drawn()
         total = max(sum(drawn.values()), 1)
-        return {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
+        fields = {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
+        if self.train_loader.order.num_phases > 1:  # the phase the last step drew from, and its shares so far
+            phase, counts = self.train_loader.order.drawn_in_phase(self.train_loader.consumed)
+            fields |= {"phase": phase + 1, "phase_source_share": {
+                s.name: int(n) / max(int(counts.sum()), 1) for s, n in zip(self.train_loader.sources, counts)}}
+        return fields
 
     def _validate(self) -> None:
         loss = validation_loss(self.stepper, self.val_loader, self.cfg.log.val_batches, self.ctx, self.dims)
         self.log.write({"kind": "val", "step": self.state.step, "val_loss": loss})
+        if self.best.observe(self.state.step, loss) and self.cfg.checkpoint.keep_best:
+            self._save()
+            self.settle_checkpoints()
+            if self.rank == 0:
+                checkpoint.mark_best(self.last_checkpoint, loss, self.cfg.checkpoint.keep_last)
         self.log.start(self.state.step)  # the pause is not training time
+
+    def _stop_early(self) -> dict:
+        """``early_stop``: the validation loss stopped improving; the weights of this step are saved (the
+        best checkpoint too, with ``keep_best``) and the run ends."""
+        if self.saved_step != self.state.step:
+            self._save()
+        self.settle_checkpoints()
+        record = self.best.record(self.state.step)
+        self.log.write(record)
+        if self.rank == 0:
+            print(f"[train] early stop at step {self.state.step}: no validation improved on {self.best.loss:.4f} "
+                  f"(step {self.best.step}) by more than {self.best.min_delta:g} for {self.best.patience} "
+                  "validations", file=sys.stderr)
+        return record
 
     def _save(self) -> None:
         """Save (or start saving) a checkpoint; the time it blocked the loop goes into the metrics, where
@@ -363,6 +400,7 @@ class Trainer:
         save = self.saver.save if self.saver else checkpoint.save
         started = time.perf_counter()
         self.last_checkpoint = save(self.ckpt_root, self.model_state, self.state, self.cfg.checkpoint.keep_last)
+        self.saved_step = self.state.step
         self.log.write({"kind": "checkpoint", "step": self.state.step, "blocking_s": time.perf_counter() - started,
                         "async": self.saver is not None})
         self.log.start(self.state.step)
@@ -404,8 +442,8 @@ class Trainer:
 def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
         inject: tuple[str, ...] | list[str] = ()) -> list[dict]:
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``,
-    with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged (rank 0;
-    empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
+    with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged, and the
+    ``early_stop`` record last if the run stopped early (rank 0; empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
     many rollbacks, Stopped after a SIGINT or SIGTERM (with the checkpoint of the step it stopped at)."""
     with stop_at_once():  # a signal during set-up: nothing to save yet
         trainer = Trainer(cfg, tuple(map(parse_fault, inject)))

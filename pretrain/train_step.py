@@ -22,6 +22,7 @@ from pretrain.components.loss import cross_entropy, z_loss
 from pretrain.components.optimizer import clip_grad_norm
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.pipeline_parallel import PipelineParallelModel
+from pretrain.distributed.zero1 import reduce_gradients
 
 
 class TrainStepContext:
@@ -33,8 +34,10 @@ class TrainStepContext:
 
     def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
                  no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None,
-                 z_loss: float = 0.0):
+                 z_loss: float = 0.0, document_positions: bool = True, grad_group=None):
         self.device = device
+        self.grad_group = grad_group  # ZeRO-1: gradients averaged over this group before clipping
+        self.document_positions = document_positions  # with a document mask: positions restart per document
         # the z-loss coefficient; z_total: this step's mean z-loss, on the device (logged apart from the loss)
         self.z_loss, self.z_total, self.micro_batches = z_loss, torch.zeros((), device=device), 1
         self.no_sync = fsdp and no_sync_accumulation
@@ -64,13 +67,17 @@ class TrainStepContext:
             self.scaler = torch.amp.GradScaler(device.type)
 
     def loss(self, model, batch: torch.Tensor, train: bool = True) -> torch.Tensor:
-        """The training objective of one micro-batch (cross-entropy, plus the z-loss when ``train``)."""
+        """The training objective of one micro-batch (cross-entropy, plus the z-loss when ``train``); a
+        micro-batch of (micro, 2, seq_len + 1) holds the ids and each token's document (``data.document_mask``)."""
         batch = batch.to(self.device, non_blocking=True)
+        documents = None
+        if batch.ndim == 3:
+            batch, documents = batch[:, 0], batch[:, 1, :-1]
         inputs, targets = batch[:, :-1], batch[:, 1:]
         if self.positions is not None:  # context parallel: this rank's chunks of each sequence
             inputs, targets = inputs[:, self.positions], targets[:, self.positions]
         with self.autocast():
-            logits = model(inputs)
+            logits = model(inputs) if documents is None else model(inputs, documents, self.document_positions)
         with self.loss_ctx():
             loss = cross_entropy(logits, targets)
             if self.z_loss and train:
@@ -105,6 +112,7 @@ class StepOutcome(NamedTuple):
     loss: torch.Tensor
     grad_norm: torch.Tensor
     skip: torch.Tensor | None  # on the device: 1 where every rank held the update back; None: not judged
+    lr: float  # the learning rate the optimizer used (its first group's, before the schedule stepped)
 
 
 def step_optimizer(optimizer, skip: torch.Tensor | None) -> None:
@@ -125,18 +133,21 @@ def step_optimizer(optimizer, skip: torch.Tensor | None) -> None:
 
 def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
                    judge: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
-                   diagnostics: LayerDiagnostics | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Unscale (fp16), clip, step; returns the gradient norm and the skip flag. ``judge`` sees the
+                   diagnostics: LayerDiagnostics | None = None) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+    """Unscale (fp16), clip, step; returns the gradient norm, the skip flag and the learning rate the
+    optimizer used (read from its param group before the scheduler moves it on). ``judge`` sees the
     gradient norm and returns a flag (on the device; None: step) that holds the update back on every rank:
     the non-finite guard, a loss spike. A skipped step drops its gradients and leaves AdamW's moments
     alone; the schedule advances as for any step. fp16: the scaler skips on inf/nan gradients itself, and
     the flag is read back. ``diagnostics`` (a diagnostic step) sees the unclipped gradients and the weights
     before the update."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if ctx.grad_group is not None:
+        reduce_gradients(params, ctx.grad_group)
     if ctx.scaler:
         ctx.scaler.unscale_(optimizer)
     if diagnostics is not None:
         diagnostics.gradients()
-    params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = clip_grad_norm(params, grad_clip, ctx.pp_group)
     skip = judge(grad_norm) if judge is not None else None
     if ctx.scaler:
@@ -146,8 +157,9 @@ def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float
     else:
         step_optimizer(optimizer, skip)
     optimizer.zero_grad(set_to_none=True)
+    lr = optimizer.param_groups[0]["lr"]
     scheduler.step()
-    return grad_norm, skip
+    return grad_norm, skip, lr
 
 
 def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,

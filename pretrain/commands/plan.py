@@ -16,7 +16,7 @@ from pretrain.planning.budget import METHODS
 from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
 from pretrain.planning.cost import add_cost_arguments, cost_rates, format_comparison, format_cost, plan_cost
 from pretrain.planning.plan import plan, train_config
-from pretrain.planning.plan_inputs import plan_gpu, plan_model, plan_tokens
+from pretrain.planning.plan_inputs import plan_document_tokens, plan_gpu, plan_model, plan_tokens
 from pretrain.planning.plan_memory import PRECISIONS
 from pretrain.planning.plan_report import format_report
 
@@ -48,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "compute-optimal batch, rounded to a multiple of micro-batch x data-parallel ranks)")
     run.add_argument("--lr", type=float, help="peak learning rate (default: DeepSeek LLM's compute-optimal one for "
                      "this model and tokens)")
+    run.add_argument("--document-mask", nargs="?", const="data", metavar="MEAN_TOKENS",
+                     help="attention within documents (data.document_mask): attention FLOPs over each document's "
+                          "blocks only; the token-weighted mean document length is read from the --data shards, or "
+                          "given")
     run.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
     cluster.add_argument("--precision", choices=list(PRECISIONS), default="bf16",
                          help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
@@ -98,11 +102,14 @@ def main(args: argparse.Namespace) -> int:
     unique = corpus["tokens"] if corpus else None
     tokens, source = plan_tokens(args.tokens, args.epochs, unique)
 
+    document_tokens = plan_document_tokens(args.document_mask, args.data)
+
     def plan_on(gpu):
         return plan(cfg, gpus=args.gpus, gpu=gpu, seq_len=args.seq_len, micro_batch=args.micro_batch,
                     global_batch=args.global_batch, precision=args.precision, mfu=args.mfu, tokens=tokens,
                     gpus_per_node=args.gpus_per_node, show_tp=args.tp, method=args.method, tokens_source=source,
-                    unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr)
+                    unique_tokens=unique, no_sync=args.no_sync_accumulation, max_bubble=args.max_bubble, lr=args.lr,
+                    document_tokens=document_tokens)
 
     if args.compare_gpus:
         return _compare(args, plan_on)

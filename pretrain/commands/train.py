@@ -74,16 +74,18 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-    final = os.path.join(cfg.out_dir, "model.safetensors")
+    stopped = records.pop() if records and records[-1]["kind"] == "early_stop" else None
+    final = _handed_over(cfg, stopped is not None)
     if int(os.environ.get("RANK", "0")) == 0 and not getattr(args, "json", False):
-        _say_where(cfg, final)
+        _say_where(cfg, final, stopped)
     if getattr(args, "json", False) and int(os.environ.get("RANK", "0")) == 0:
         import json
 
         print(json.dumps({"out_dir": os.path.abspath(cfg.out_dir), "steps": total_steps(cfg),
                           "last_step": records[-1]["step"] if records else None,
                           "loss": records[-1]["loss"] if records else None,
-                          "model": os.path.abspath(final) if os.path.exists(final) else None,
+                          "model": final and os.path.abspath(final),
+                          "early_stop": stopped,
                           "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
     return 0
 
@@ -110,13 +112,26 @@ def _check_paths(cfg: TrainConfig, resume: str) -> None:
         check_output_path(os.path.join(cfg.out_dir, cfg.log.jsonl), "log.jsonl", folder=False)
 
 
-def _say_where(cfg: TrainConfig, final: str) -> None:
+def _handed_over(cfg: TrainConfig, stopped: bool) -> str | None:
+    """What eval, generate and export take from the run: its best checkpoint (``checkpoint.keep_best``),
+    else the final weights, else, after an early stop, its last checkpoint; None: the run is unfinished."""
+    root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
+    final = os.path.join(cfg.out_dir, "model.safetensors")
+    if not (stopped or os.path.exists(final)):
+        return None
+    if (best := checkpoint.find_best(root)) is not None:
+        return best
+    return final if os.path.exists(final) else checkpoint.list_checkpoints(root)[-1]
+
+
+def _say_where(cfg: TrainConfig, model: str | None, stopped: dict | None) -> None:
     """The run's last line: where the model went and what to run next (or how to continue)."""
     import shlex
 
-    if not os.path.exists(final):
+    if model is None:
         print(f"checkpoints in {os.path.join(cfg.out_dir, cfg.checkpoint.dir)}: continue with --resume auto")
         return
     run = shlex.quote(cfg.out_dir)
-    print(f"model: {final}; next: pretrain eval {run} | pretrain generate {run} --prompt 'The' | "
+    why = f"stopped early at step {stopped['step']}; " if stopped else ""
+    print(f"{why}model: {model}; next: pretrain eval {run} | pretrain generate {run} --prompt 'The' | "
           f"pretrain export {run} --output {shlex.quote(os.path.join(cfg.out_dir, 'hf'))}")

@@ -13,7 +13,7 @@ Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``t
 and renamed into place only when every rank has finished, so any ``step-*`` directory is complete (one
 lacking ``.metadata`` or ``train_state.json``, copied in by hand or cut short by a file system, is passed
 over); the oldest are removed beyond ``keep_last``, except those ``pin`` marks (the last checkpoint before
-a loss spike). ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
+a loss spike) and the one ``mark_best`` marks (the lowest validation loss, ``checkpoint.keep_best``). ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
 Nothing is unpickled freely (``pretrain.components.safe_reader``).
 The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
 full model in one process (inference and export use it).
@@ -50,6 +50,7 @@ from pretrain.distributed.process_group import barrier, global_rank
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "train_state.json"
 PIN_FILE = "pinned.json"  # a checkpoint kept beyond keep_last, and why
+BEST_FILE = "best.json"  # the checkpoint of the lowest validation loss (checkpoint.keep_best), kept too
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
@@ -74,12 +75,31 @@ class ModelOptimizerState:
         self.model, self.optimizer = model, optimizer
 
     def state_dict(self) -> dict:
+        if _is_zero1(self.optimizer):  # this rank's share of the optimizer, in the same flat form
+            from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+            from pretrain.distributed import zero1
+
+            own = zero1.zero1_state_dict if self.optimizer.optim.state else zero1.zero1_load_target
+            return {"model": get_model_state_dict(self.model), "optim": own(self.model, self.optimizer)}
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer, options=FLAT_OPTIM)
         return {"model": model_sd, "optim": optim_sd}
 
     def load_state_dict(self, state: Mapping) -> None:
+        if _is_zero1(self.optimizer):
+            from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+            from pretrain.distributed.zero1 import load_zero1_state_dict
+
+            set_model_state_dict(self.model, state["model"])
+            load_zero1_state_dict(self.model, self.optimizer, state["optim"])
+            return
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
                        options=FLAT_OPTIM)
+
+
+def _is_zero1(optimizer) -> bool:
+    return type(optimizer).__name__ == "ZeroRedundancyOptimizer"
 
 
 @dataclass
@@ -145,9 +165,26 @@ def pin(path: str, reason: str) -> None:
     atomic_write_text(os.path.join(path, PIN_FILE), json.dumps({"reason": reason}) + "\n")
 
 
+def mark_best(path: str, val_loss: float, keep_last: int) -> None:
+    """Make checkpoint ``path`` the run's best (rank 0): it is kept, and the previous best goes back to
+    ``keep_last``'s rotation."""
+    atomic_write_text(os.path.join(path, BEST_FILE),
+                      json.dumps({"step": checkpoint_step(path), "val_loss": val_loss}) + "\n")
+    for other in list_checkpoints(os.path.dirname(path)):
+        if other != path and os.path.exists(os.path.join(other, BEST_FILE)):
+            os.remove(os.path.join(other, BEST_FILE))
+    _prune(os.path.dirname(path), keep_last)
+
+
+def find_best(root: str) -> str | None:
+    """The checkpoint ``mark_best`` marked under ``root``, if any (the newest, should a crash leave two)."""
+    marked = [path for path in list_checkpoints(root) if os.path.exists(os.path.join(path, BEST_FILE))]
+    return marked[-1] if marked else None
+
+
 def _prune(root: str, keep_last: int) -> None:
     for old in list_checkpoints(root)[:-keep_last]:
-        if not os.path.exists(os.path.join(old, PIN_FILE)):
+        if not any(os.path.exists(os.path.join(old, name)) for name in (PIN_FILE, BEST_FILE)):
             shutil.rmtree(old, ignore_errors=True)
 
 

@@ -6,16 +6,15 @@ Each source (a token-shard directory) is split by documents into a training and 
 sample ``i`` is tokens ``[i*seq_len, i*seq_len + seq_len + 1)`` of it, read from the memory maps (never
 the corpus in RAM), or for a source given as a URL through a local block cache (``remote_shards``), with
 the blocks of the next steps' samples fetched ahead. Samples therefore cross document boundaries, as in
-GPT/Megatron pretraining. Every batch's ids are checked against the source's vocabulary on the host (an id
-beyond it would fail in the model's embedding, late and without naming the shard).
+GPT/Megatron pretraining; with ``data.document_mask`` each sample also carries its tokens' document
+numbers, and the model attends within documents (pretrain/components/document_bounds.py). Every batch's
+ids are checked against the source's vocabulary on the host (an id beyond it would fail in the model's
+embedding, late and without naming the shard).
 
-The global order (``MixtureOrder``) is a function of the sample's global position only: position ``j``
-belongs to mixture block ``j // BLOCK``, whose ``BLOCK`` slots are split between sources in proportion to
-their weights (a share of training tokens; all samples hold the same number of tokens) and shuffled;
-the k-th slot of a source takes the k-th entry of that source's seeded permutation, a new permutation
-each epoch of the source. So within an epoch of a source no sample repeats, and the order does not depend
-on how many data-parallel ranks read it: each rank takes its contiguous slice of every global batch,
-and the loader's whole state is the number of samples consumed, so a run can resume at any DP size.
+The global order (``MixtureOrder``, pretrain/components/mixture_order.py, with ``data.phases`` if any) is
+a function of the sample's global position only, so it does not depend on how many data-parallel ranks
+read it: each rank takes its contiguous slice of every global batch, and the loader's whole state is the
+number of samples consumed, so a run can resume at any DP size.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import tempfile
 import warnings
 import zlib
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
@@ -35,10 +33,10 @@ import torch
 from dataprep.core.errors import MissingPath, UsageError
 from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.shards import open_dataset
+from pretrain.components.document_bounds import document_ids
+from pretrain.components.mixture_order import BLOCK, MixtureOrder, block_counts  # noqa: F401 (re-exported)
 from pretrain.components.remote_shards import BlockCache, Retry, is_remote, open_remote_dataset
 from pretrain.config import DataCacheConfig, DataConfig
-
-BLOCK = 1024  # mixture resolution: weights are rounded to multiples of 1/BLOCK of the samples
 
 
 class TokenStream:
@@ -177,6 +175,11 @@ class Source:
         stream = self.train if split == "train" else self.val
         return stream.read(index * self.seq_len, self.seq_len + 1)
 
+    def document_ids(self, split: str, index: int) -> np.ndarray:
+        """Each token's document number in ``sample(split, index)`` (pretrain/components/document_bounds.py)."""
+        stream = self.train if split == "train" else self.val
+        return document_ids(stream, index * self.seq_len, self.seq_len + 1)
+
     def find_out_of_vocab(self, split: str, index: int) -> tuple[str, int, int] | None:
         stream = self.train if split == "train" else self.val
         return stream.find_out_of_vocab(index * self.seq_len, self.seq_len + 1, self.vocab_size)
@@ -190,74 +193,15 @@ class Source:
         return is_remote(self.path)
 
 
-def block_counts(weights: list[float], block: int = BLOCK) -> np.ndarray:
-    """Slots per source in a block of ``block`` samples, proportional to the weights (largest remainder)."""
-    w = np.asarray(weights, dtype=np.float64) / sum(weights)
-    counts = np.floor(w * block).astype(np.int64)
-    order = np.argsort(-(w * block - counts), kind="stable")
-    counts[order[: block - counts.sum()]] += 1
-    if (counts == 0).any():
-        raise UsageError(f"mixture weights {weights} give a source less than 1/{block} of the samples")
-    return counts
-
-
-class MixtureOrder:
-    """Global sample position -> (source, sample index), deterministic given the seed."""
-
-    def __init__(self, sizes: list[int], weights: list[float], seed: int):
-        self.sizes, self.seed = sizes, seed
-        self.counts = block_counts(weights) if len(sizes) > 1 else np.array([BLOCK])
-        # small per-instance caches: consumption moves forward, so only the latest entries are reused
-        self._block = lru_cache(maxsize=4)(self._make_block)
-        self._permutation = lru_cache(maxsize=8)(self._make_permutation)
-
-    def _make_block(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """Source of each slot of block ``b`` and the slot's rank among its source's slots."""
-        layout = np.repeat(np.arange(len(self.sizes)), self.counts)
-        if len(self.sizes) > 1:
-            layout = np.random.default_rng([self.seed, 1, b]).permutation(layout)
-        rank = np.empty(BLOCK, dtype=np.int64)
-        for s in range(len(self.sizes)):
-            rank[layout == s] = np.arange(self.counts[s])
-        return layout, rank
-
-    def _make_permutation(self, source: int, epoch: int) -> np.ndarray:
-        n = self.sizes[source]
-        return np.random.default_rng([self.seed, 2, source, epoch]).permutation(n).astype(np.int64 if n >= 2**31 else np.int32)
-
-    def drawn(self, start: int, end: int) -> np.ndarray:
-        """Samples each source gives at positions ``[start, end)``: whole blocks by their counts, the
-        partial blocks at either end by their layouts."""
-        out = np.zeros(len(self.sizes), dtype=np.int64)
-        first, last = -(-start // BLOCK), end // BLOCK  # the whole blocks inside the range
-        if first >= last:
-            for b in range(start // BLOCK, (end - 1) // BLOCK + 1) if end > start else ():
-                lo, hi = max(start - b * BLOCK, 0), min(end - b * BLOCK, BLOCK)
-                out += np.bincount(self._block(b)[0][lo:hi], minlength=len(self.sizes))
-            return out
-        out += (last - first) * self.counts
-        if start < first * BLOCK:
-            out += self.drawn(start, first * BLOCK)
-        if end > last * BLOCK:
-            out += self.drawn(last * BLOCK, end)
-        return out
-
-    def __call__(self, position: int) -> tuple[int, int]:
-        b, r = divmod(position, BLOCK)
-        layout, rank = self._block(b)
-        s = int(layout[r])
-        k = b * int(self.counts[s]) + int(rank[r])  # how many samples of source s came before
-        epoch, k = divmod(k, self.sizes[s])
-        return s, int(self._permutation(s, epoch)[k])
-
-
 class Loader:
     """This rank's share of every global batch, as micro-batches of ``seq_len + 1`` token ids.
 
-    ``state_dict()`` is the number of global samples consumed, the same on every rank."""
+    ``state_dict()`` is the number of global samples consumed, the same on every rank. With ``documents``
+    each row is (2, seq_len + 1): the token ids and each token's document number."""
 
     def __init__(self, sources: list[Source], weights: list[float], split: str, global_batch: int,
-                 micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0, read_ahead_steps: int = 0):
+                 micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0, read_ahead_steps: int = 0,
+                 documents: bool = False, phases: list[tuple[int | None, list[float]]] | None = None):
         if global_batch % (micro_batch * dp_size):
             raise UsageError(
                 f"global_batch_size {global_batch} is not a multiple of micro_batch_size {micro_batch} x data-parallel size {dp_size}"
@@ -265,7 +209,8 @@ class Loader:
         self.sources, self.split = sources, split
         self.global_batch, self.micro_batch = global_batch, micro_batch
         self.dp_rank, self.dp_size = dp_rank, dp_size
-        self.order = MixtureOrder([s.num_samples(split) for s in sources], weights, seed)
+        self.documents = documents
+        self.order = MixtureOrder([s.num_samples(split) for s in sources], weights, seed, phases)
         self.vocab_size = min(s.vocab_size for s in sources)  # the batch check's bound (per source on a hit)
         self.consumed = 0
         self.remote = any(s.remote for s in sources)
@@ -279,7 +224,8 @@ class Loader:
 
     def sample(self, position: int) -> np.ndarray:
         s, i = self.order(position)
-        return self.sources[s].sample(self.split, i)
+        tokens = self.sources[s].sample(self.split, i)
+        return np.stack([tokens, self.sources[s].document_ids(self.split, i)]) if self.documents else tokens
 
     def global_positions(self, step_start: int) -> range:
         per_rank = self.global_batch // self.dp_size
@@ -291,7 +237,8 @@ class Loader:
         if self.remote:
             self._prefetch_step(step_start)  # the blocks arrive in parallel; reading them below waits
         rows = np.stack([self.sample(p) for p in self.global_positions(step_start)])
-        if rows.size and (rows.max() >= self.vocab_size or rows.min() < 0):  # on the host: no device sync
+        tokens = rows[:, 0] if self.documents else rows
+        if tokens.size and (tokens.max() >= self.vocab_size or tokens.min() < 0):  # on the host: no device sync
             self._raise_out_of_vocab(step_start)
         return list(torch.from_numpy(rows).split(self.micro_batch))
 
@@ -398,15 +345,27 @@ def warn_if_read_ahead_overflows(cfg: DataCacheConfig, remote: list[Source], seq
                       "fetched again; raise max_bytes or lower read_ahead_steps or block_bytes")
 
 
+def phase_ends(cfg: DataConfig, steps: int, global_batch: int) -> list[tuple[int | None, list[float]]] | None:
+    """``data.phases`` in samples: each phase ends on a step boundary (the last runs on); None without phases."""
+    if not cfg.phases:
+        return None
+    weights = cfg.phase_weights()
+    return [(None if i == len(weights) - 1 else round(until * steps) * global_batch, w)
+            for i, (until, w) in enumerate(weights)]
+
+
 def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch: int, dp_rank: int, dp_size: int,
-                  vocab_size: int | None = None, cache_dir: str | None = None) -> tuple[Loader, Loader | None]:
+                  vocab_size: int | None = None, cache_dir: str | None = None,
+                  steps: int | None = None) -> tuple[Loader, Loader | None]:
     """The training loader and, when any source holds validation samples, the validation loader.
-    ``cache_dir`` is this process's folder for blocks of sources given as URLs."""
+    ``cache_dir`` is this process's folder for blocks of sources given as URLs; ``steps``, the run's, places
+    ``data.phases``."""
     sources = open_sources(cfg, seq_len, vocab_size, cache_dir, val_samples=global_batch)
     weights = [s.weight for s in cfg.sources]
     ahead = cfg.cache.read_ahead_steps
     warn_if_read_ahead_overflows(cfg.cache, [s for s in sources if s.remote], seq_len, global_batch // dp_size)
-    train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead)
+    train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead,
+                   cfg.document_mask, phase_ends(cfg, steps or 1, global_batch))
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:
         if cfg.val_fraction > 0:
@@ -415,7 +374,7 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
                              "add data, lower seq_len, or set data.val_fraction: 0")
         return train, None
     val = Loader([sources[i] for i in val_idx], [weights[i] for i in val_idx], "val", global_batch, micro_batch,
-                 dp_rank, dp_size, cfg.seed + 1, ahead)
+                 dp_rank, dp_size, cfg.seed + 1, ahead, cfg.document_mask)
     return train, val
 
 
@@ -425,6 +384,7 @@ def fingerprint(loader: Loader) -> dict:
         "sources": [s.path for s in loader.sources],
         "samples": [s.num_samples(loader.split) for s in loader.sources],
         "counts": loader.order.counts.tolist(),
+        **({"phases": [c.tolist() for c in loader.order.phase_counts]} if loader.order.num_phases > 1 else {}),
         "seed": loader.order.seed,
         "seq_len": loader.sources[0].seq_len,
     }

@@ -11,11 +11,13 @@ from torch.distributed.tensor import DTensor
 from pretrain.config import OptimConfig
 
 
-def build_optimizer(model: torch.nn.Module, opt: OptimConfig, precision: str = "fp32") -> torch.optim.AdamW:
+def build_optimizer(model: torch.nn.Module, opt: OptimConfig, precision: str = "fp32",
+                    shard_over=None) -> torch.optim.Optimizer:
     """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains). Fused (one
     kernel, and a skipped step decided on the device through its ``found_inf``) wherever the parameters
     live on the GPU, and on the CPU except under fp16 (torch's CPU fused AdamW rejects the loss scaler's
-    found_inf on sharded parameters)."""
+    found_inf on sharded parameters). ``shard_over``: a process group whose ranks each keep the moments of
+    their share of the parameters (ZeRO-1, pretrain/distributed/zero1.py)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": opt.weight_decay},
@@ -23,6 +25,10 @@ def build_optimizer(model: torch.nn.Module, opt: OptimConfig, precision: str = "
     ]
     fused = all(p.device.type == "cuda" for p in params) or (
         precision != "fp16" and all(p.device.type in ("cuda", "cpu") for p in params))
+    if shard_over is not None:
+        from pretrain.distributed.zero1 import build_zero1
+
+        return build_zero1(groups, shard_over, lr=opt.lr, betas=opt.betas, eps=opt.eps, fused=fused)
     return torch.optim.AdamW(groups, lr=opt.lr, betas=opt.betas, eps=opt.eps, fused=fused)
 
 

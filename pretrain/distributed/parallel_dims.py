@@ -37,6 +37,7 @@ class ParallelDims:
     cp: int = 1
     pp: int = 1
     single_rank_fsdp: bool = False  # FSDP2 wrapping on one process (benchmarks: its policy and gathers, unsharded)
+    shard_optimizer: bool = False  # ZeRO-1 over dp_replicate: plain replicated weights, no FSDP
     mesh: DeviceMesh | None = field(default=None, repr=False)
     flat: dict[str, DeviceMesh] = field(default_factory=dict, repr=False)  # the flattened dimensions
 
@@ -52,8 +53,11 @@ class ParallelDims:
         if dp < 1 or dp * others != world_size:
             raise UsageError(f"parallel.dp_shard={cfg.dp_shard} x dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x "
                              f"tp={cfg.tp} x pp={cfg.pp} must equal the world size {world_size}")
+        if cfg.shard_optimizer and dp != 1:
+            raise UsageError(f"parallel.shard_optimizer (ZeRO-1) replicates the weights: dp_shard resolves to {dp}; set "
+                             f"dp_replicate to the data-parallel degree ({dp * cfg.dp_replicate})")
         return cls(dp_shard=dp, tp=cfg.tp, world_size=world_size, dp_replicate=cfg.dp_replicate, cp=cfg.cp,
-                   pp=cfg.pp)
+                   pp=cfg.pp, shard_optimizer=cfg.shard_optimizer and cfg.dp_replicate > 1)
 
     def degrees(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in MESH_DIMS}
@@ -70,7 +74,9 @@ class ParallelDims:
     @property
     def fsdp_enabled(self) -> bool:
         """FSDP2 holds the weights: sharded over dp_shard x cp, replicated over dp_replicate (HSDP; DDP when
-        nothing is sharded)."""
+        nothing is sharded). Not under ZeRO-1 (``shard_optimizer``): plain weights, gradients averaged by hand."""
+        if self.shard_optimizer:
+            return False
         return self.dp_replicate * self.dp_shard * self.cp > 1 or self.single_rank_fsdp
 
     @property
@@ -116,6 +122,10 @@ class ParallelDims:
 
     def local_rank(self, dim: str) -> int:
         return 0 if self.mesh is None else self.submesh(dim).get_local_rank()
+
+    def zero1_group(self) -> dist.ProcessGroup | None:
+        """The group ZeRO-1 shards AdamW's moments over and averages gradients across; None without it."""
+        return self.group("dp_replicate") if self.shard_optimizer else None
 
     def group(self, dim: str) -> dist.ProcessGroup | None:
         """The process group of mesh dimension ``dim`` when it has more than one rank."""

@@ -1,7 +1,8 @@
 """A trained model ready for inference, from any CHECKPOINT form; ``generate``, ``eval`` and ``export``
 start here.
 
-A CHECKPOINT is a ``step-*`` directory, a run's checkpoint folder or out_dir (latest checkpoint), or a
+A CHECKPOINT is a ``step-*`` directory, a run's checkpoint folder or out_dir (its best checkpoint when
+``checkpoint.keep_best`` marked one, else the latest), or a
 ``model.safetensors`` written at the end of a run (or by ``pretrain export --to ccpretrain``). The run's
 ``config.yaml`` is looked up beside it; through it the tokenizer is found: the run's own ``tokenizer/``
 copy (written by ``save_run_dir`` when training starts, so a run folder can move or be copied to
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -128,6 +130,11 @@ def _locate(path: str) -> str:
     run = _find_run_config(path) if os.path.isfile(os.path.join(path, RUN_CONFIG)) else None
     roots = [path] + ([os.path.join(path, run.checkpoint.dir)] if run else []) + [os.path.join(path, "checkpoints")]
     for root in roots:
+        best = checkpoint.find_best(root)
+        if best is not None:  # checkpoint.keep_best: the lowest validation loss, not the last step
+            print(f"{path}: using its best checkpoint, step {checkpoint.checkpoint_step(best)} (lowest validation "
+                  "loss; give a step-* folder for another)", file=sys.stderr)
+            return best
         found = checkpoint.list_checkpoints(root)
         if found:
             return found[-1]

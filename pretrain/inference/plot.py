@@ -156,6 +156,10 @@ def plot(metrics_path: str, png_path: str) -> str:
         label, colour = EVENTS[kind]
         for i, record in enumerate(records):
             ax_loss.axvline(record["step"], color=colour, linestyle=":", alpha=0.7, label=label if i == 0 else None)
+    for k, (step, shares) in enumerate(phase_shares(train)[1:]):  # where each later mixture phase began
+        ax_loss.axvline(step, color="tab:gray", linestyle="--", alpha=0.7, label="mixture phase" if k == 0 else None)
+        ax_loss.annotate(", ".join(f"{n} {v:.0%}" for n, v in shares.items()), (step, 1), xycoords=("data", "axes fraction"),
+                         fontsize=7, va="top", rotation=90)
     ax_loss.set_ylabel("loss")
     ax_loss.legend()
     ax_loss.grid(alpha=0.3)
@@ -187,6 +191,16 @@ def _plot_eval(ax, curves: dict[str, tuple[list[int], list[float]]]) -> None:
         scores.legend(loc="upper right", fontsize=8)
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
+def phase_shares(train: list[dict]) -> list[tuple[int, dict[str, float]]]:
+    """Per mixture phase (``data.phases``) the first step logged in it and the source shares drawn in it (its
+    last record's ``phase_source_share``); empty for a run without phases."""
+    first: dict[int, int] = {}
+    last: dict[int, dict] = {}
+    for r in train:
+        if "phase" in r:
+            first.setdefault(r["phase"], r["step"])
+            last[r["phase"]] = r["phase_source_share"]
+    return [(first[k], last[k]) for k in sorted(first)]
 
 
 def training_section(run: str, folder: str) -> Section:
@@ -203,6 +217,9 @@ def training_section(run: str, folder: str) -> Section:
     if "source_share" in train[-1]:  # a mixture: the tokens drawn from each source
         rows.append(["tokens per source", ", ".join(f"{name} {int(train[-1]['source_tokens'][name]):,} ({share:.1%})"
                                                      for name, share in train[-1]["source_share"].items())])
+    for k, (step, shares) in enumerate(phase_shares(train)):
+        rows.append([f"phase {k + 1} (from step {step:,}) source share",
+                     ", ".join(f"{name} {share:.1%}" for name, share in shares.items())])
     if val:
         best = min(val, key=lambda r: r["val_loss"])
         rows.append(["validation loss last / best",

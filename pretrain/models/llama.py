@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pretrain.config import ModelConfig
+from pretrain.models.documents import DocumentMask, document_positions
 
 
 def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -34,11 +35,14 @@ def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Te
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate x (batch, seq, heads, head_dim) by the position's angles (the first ``seq`` rows of the
-    tables); the two halves of each head form the pairs (the Hugging Face Llama layout, so an export needs
-    no weight permutation)."""
+    tables, or per sequence when they are (batch, seq, head_dim // 2)); the two halves of each head form the
+    pairs (the Hugging Face Llama layout, so an export needs no weight permutation)."""
     x1, x2 = x.float().chunk(2, dim=-1)
     seq = x.size(1)
-    cos, sin = cos[None, :seq, None, :], sin[None, :seq, None, :]
+    if cos.ndim == 3:  # positions per sequence (positions restarting at each document)
+        cos, sin = cos[:, :seq, None, :], sin[:, :seq, None, :]
+    else:
+        cos, sin = cos[None, :seq, None, :], sin[None, :seq, None, :]
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).type_as(x)
 
 
@@ -102,7 +106,8 @@ class Attention(nn.Module):
         self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple) -> torch.Tensor:
+        """``rope``: the rotary tables (cos, sin) and the document mask (None: causal over the window)."""
         bsz, seq, _ = x.shape
         # -1: the local head count, which tensor parallelism divides by its degree
         q = self.wq(x).view(bsz, seq, -1, self.head_dim)
@@ -110,11 +115,12 @@ class Attention(nn.Module):
         v = self.wv(x).view(bsz, seq, -1, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        cos, sin, mask = rope
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, heads, seq, head_dim)
         if self.probe is not None:
             self.probe(q.detach(), k.detach())
-        out = self.attend(q, k, v)
+        out = self.attend(q, k, v) if mask is None else mask.attend(q, k, v)
         return self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
 
 
@@ -139,7 +145,7 @@ class Block(nn.Module):
         self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), rope)
         return x + self.feed_forward(self.ffn_norm(x))
 
@@ -166,18 +172,27 @@ class Llama(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, documents: torch.Tensor | None = None,
+                restart_positions: bool = True) -> torch.Tensor:
         """Logits (batch, seq, vocab) for token ids (batch, seq); a pipeline stage takes or returns the
-        hidden states (batch, seq, d_model) where it lacks the embeddings or the head."""
+        hidden states (batch, seq, d_model) where it lacks the embeddings or the head. ``documents``: each
+        token's document number in its window (pretrain/models/documents.py): attention stays within
+        documents and, with ``restart_positions``, rotary positions restart at each one."""
         if self.tok_embeddings is not None and tokens.size(1) > self.cfg.max_seq_len:
             raise ValueError(f"sequence length {tokens.size(1)} exceeds max_seq_len {self.cfg.max_seq_len}")
         # each attention takes the first seq rows (seq as it sees it: sequence parallel splits the stream
         # between blocks); under context parallelism the rows of this rank's positions
-        if self.positions is None:
-            rope = (self.rope_cos, self.rope_sin)
+        mask = None
+        if documents is not None:
+            mask = DocumentMask(documents)
+        if documents is not None and restart_positions:
+            positions = document_positions(documents)
+            rope = (self.rope_cos[positions], self.rope_sin[positions], mask)
+        elif self.positions is None:
+            rope = (self.rope_cos, self.rope_sin, mask)
         else:
             positions = self.positions.to(self.rope_cos.device)
-            rope = (self.rope_cos[positions], self.rope_sin[positions])
+            rope = (self.rope_cos[positions], self.rope_sin[positions], mask)
         if self.tok_embeddings is not None:
             h = self.tok_embeddings(tokens)
             if self.probe is not None:

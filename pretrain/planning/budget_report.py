@@ -98,12 +98,12 @@ def _corpus(q: BudgetQuestion) -> tuple[float | None, str, int | None]:
 USEFUL_EPOCHS = 4  # Muennighoff et al. 2023, Section 5: up to ~4 epochs are worth almost as much as fresh tokens
 
 
-def _mixture(q: BudgetQuestion) -> list[dict] | None:
-    """The sources of a ``--data`` mixture (a preset name or YAML file, not a shard folder); --data then
-    lists their folders. None when --data names shard folders."""
+def _mixture(q: BudgetQuestion) -> tuple[list[dict], list[dict] | None] | None:
+    """The sources and phases of a ``--data`` mixture (a preset name or YAML file, not a shard folder);
+    --data then lists their folders. None when --data names shard folders."""
     import os
 
-    from pretrain.mixture import check_built, find_mixture, load_mixture
+    from pretrain.mixture import check_built, find_mixture, load_mixture, load_mixture_phases
 
     specs = q.data or []
     if not any(not os.path.isdir(d) and find_mixture(d) for d in specs):
@@ -113,18 +113,32 @@ def _mixture(q: BudgetQuestion) -> list[dict] | None:
     sources = load_mixture(specs[0])
     check_sources(sources, f"mixture {specs[0]}")
     check_built(sources)
-    return sources
+    return sources, load_mixture_phases(specs[0])
 
 
-def _mixture_section(sources: list[dict], tokens: float) -> list[dict]:
-    """Per source: unique tokens U_i, its share w_i x D of the planned tokens, its epochs and Muennighoff's
-    effective tokens, and a warning past the useful range of repetition."""
-    total = sum(float(s.get("weight", 1.0)) for s in sources)
+def _phase_shares(sources: list[dict], phases: list[dict] | None) -> list[tuple[float, list[float]]]:
+    """Each phase's share of the run and each source's share of that phase (one phase: the weights)."""
+    from pretrain.config import DataConfig
+
+    data = DataConfig.model_validate({"sources": sources, "phases": phases})
+    out, before = [], 0.0
+    for until, weights in data.phase_weights():
+        out.append((until - before, [w / sum(weights) for w in weights]))
+        before = until
+    return out
+
+
+def _mixture_section(sources: list[dict], tokens: float, phases: list[dict] | None = None) -> list[dict]:
+    """Per source: unique tokens U_i, its share w_i x D of the planned tokens (summed over the phases, each
+    phase's part beside), its epochs and Muennighoff's effective tokens, and a warning past the useful range
+    of repetition."""
+    parts = _phase_shares(sources, phases)
     rows = []
-    for s in sources:
+    for i, s in enumerate(sources):
         unique = float(shard_totals([s["path"]])["tokens"])
-        share = float(s.get("weight", 1.0)) / total
-        drawn = share * tokens
+        per_phase = [length * shares[i] * tokens for length, shares in parts]
+        drawn = sum(per_phase)
+        share = drawn / tokens
         epochs = drawn / unique
         warning = None
         if epochs > data_constrained.R_D_STAR:
@@ -134,7 +148,8 @@ def _mixture_section(sources: list[dict], tokens: float) -> list[dict]:
             warning = f"{epochs:.1f} epochs: diminishing returns beyond {USEFUL_EPOCHS} (repeated tokens count for less)"
         rows.append({"name": s.get("name") or s["path"], "path": s["path"], "weight": share, "unique_tokens": unique,
                      "tokens": drawn, "epochs": epochs,
-                     "effective_tokens": data_constrained.effective_tokens(drawn, unique), "warning": warning})
+                     "effective_tokens": data_constrained.effective_tokens(drawn, unique), "warning": warning,
+                     **({"phases": [{"tokens": t, "epochs": t / unique} for t in per_phase]} if phases else {})})
     return rows
 
 
@@ -269,7 +284,7 @@ def budget_answer(q: BudgetQuestion) -> dict:
     _check_flags(q)
     if q.tokens is not None and q.epochs is not None:
         raise UsageError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
-    mixture = _mixture(q)
+    mixture, phases = _mixture(q) or (None, None)
     if mixture is not None:  # the mixture's shard folders are the corpus
         q = replace(q, data=[s["path"] for s in mixture])
     unique, unique_source, vocab = _corpus(q)
@@ -293,7 +308,7 @@ def budget_answer(q: BudgetQuestion) -> dict:
             row["flops_for_model"] = compare(model, row["tokens"], seq_len)
     ref = estimate(q.fit, **inputs[q.fit])
     if mixture is not None:
-        result["mixture"] = _mixture_section(mixture, ref.tokens if run_tokens is None else run_tokens)
+        result["mixture"] = _mixture_section(mixture, ref.tokens if run_tokens is None else run_tokens, phases)
     if unique is not None:
         result["corpus_warning"] = _corpus_warning(q.fit, ref.tokens if run_tokens is None else run_tokens, unique)
     result["hyperparameters"] = _hyperparameters(q, ref, model, seq_len, run_tokens)
@@ -386,8 +401,10 @@ def format_report(result: dict) -> str:
                       "per source (Muennighoff et al. 2023):",
                   f"  {'source':<16} {'weight':>6} {'U':>8} {'w x D':>8} {'epochs':>7} {'D_eff':>8}"]
         for r in rows:
+            by_phase = ("  (" + ", ".join(f"phase {k + 1}: {p['epochs']:.1f}" for k, p in enumerate(r["phases"]))
+                        + " epochs)") if "phases" in r else ""
             lines.append(f"  {r['name']:<16} {r['weight']:>6.3f} {human(r['unique_tokens']):>8} {human(r['tokens']):>8} "
-                         f"{epochs_text(r['epochs']):>7} {human(r['effective_tokens']):>8}")
+                         f"{epochs_text(r['epochs']):>7} {human(r['effective_tokens']):>8}{by_phase}")
         lines += [f"  warning: {r['name']}: {r['warning']}" for r in rows if r["warning"]]
     if result.get("corpus_warning"):
         lines += ["", f"warning: {result['corpus_warning']}"]

@@ -18,14 +18,17 @@ from pretrain.config import ModelConfig
 from pretrain.models.llama import num_params
 
 
-def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+def flops_per_token(cfg: ModelConfig, seq_len: int, attention_span: float | None = None) -> float:
     """Training FLOPs per token: 6N (forward + backward matmuls, N without the input embedding) plus
     12·L·H·Q·T for the attention scores and their weighted sum (PaLM appendix B; causal masking not
-    subtracted, as is customary for MFU). The z-loss adds a logsumexp over the vocabulary and its gradient,
-    about 4 FLOPs per logit; qk_norm's norms, like the others, are elementwise and not counted."""
+    subtracted, as is customary for MFU). With attention within documents, T is the ``attention_span`` the
+    block mask leaves (``pretrain.models.documents.attention_span``) instead of the window. The z-loss adds
+    a logsumexp over the vocabulary and its gradient, about 4 FLOPs per logit; qk_norm's norms, like the
+    others, are elementwise and not counted."""
     n = num_params(cfg, exclude_embedding=True)
     z_loss = 4 * cfg.vocab_size if cfg.z_loss else 0
-    return 6 * n + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len + z_loss
+    span = seq_len if attention_span is None else attention_span
+    return 6 * n + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * span + z_loss
 
 
 def deepseek_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:

@@ -19,6 +19,7 @@ from dataprep.core.errors import UsageError
 from dataprep.core.units import human
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.layout_rules import layout_problems
+from pretrain.models.documents import attention_span, block_mask_bytes
 from pretrain.models.llama import num_params
 from pretrain.planning.budget import METHODS, estimate, params_of_model
 from pretrain.planning.flops import deepseek_flops_per_token, flops_per_token
@@ -37,9 +38,9 @@ from pretrain.planning.plan_memory import (
 
 LONG_SEQUENCE = 32768  # tokens from which context parallelism comes before checkpointing
 ZERO_LEVEL_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "FSDP (ZeRO-3)"}
-# the ZeRO levels the trainer runs, so the ones the memory table lists: ZeRO-1 (optimizer states alone sharded)
-# has no FSDP2 form (FSDP2 shards the optimizer states with the gradients at least); plan_memory counts it
-RUNNABLE_ZERO_LEVELS = ("ddp", "zero2", "zero3")
+# the ZeRO levels the trainer runs, so the ones the memory table lists (ZeRO-1: parallel.shard_optimizer,
+# replicated weights without tensor, context or pipeline parallelism)
+RUNNABLE_ZERO_LEVELS = ("ddp", "zero1", "zero2", "zero3")
 
 
 @dataclass
@@ -90,9 +91,9 @@ class Layout:
 
     def degrees(self) -> dict:
         """Every degree of the mesh, as ``parallel:`` of a training config names them."""
-        replicate = self.dp if self.zero_level == "ddp" else 1
+        replicate = self.dp if self.zero_level in ("ddp", "zero1") else 1
         return {"dp_replicate": replicate, "dp_shard": self.dp // replicate, "tp": self.tp, "pp": self.pp,
-                "cp": self.cp, "offload": self.offload}
+                "cp": self.cp, "offload": self.offload, "shard_optimizer": self.zero_level == "zero1"}
 
 
 def _tp_degrees(cfg: ModelConfig, gpus: int, gpus_per_node: int) -> list[int]:
@@ -115,7 +116,7 @@ def _candidates(cfg: ModelConfig, gpus: int, gpus_per_node: int, micro_batch: in
     sharded = "zero3" if gpus > 1 else "ddp"
     out = [Layout("ddp", 1, gpus, "none", micro_batch)]
     if gpus > 1:
-        out += [Layout("zero2", 1, gpus, "none", micro_batch), Layout("zero3", 1, gpus, "none", micro_batch)]
+        out += [Layout(level, 1, gpus, "none", micro_batch) for level in ("zero1", "zero2", "zero3")]
     if micro_batch > 1:
         out.append(Layout(sharded, 1, gpus, "none", 1))
     if seq_len >= LONG_SEQUENCE:  # the sequence, not the model, is what does not fit: split it first
@@ -155,6 +156,7 @@ def _pipeline_schedule(lay: Layout, cfg: ModelConfig, max_bubble: float) -> str:
             + f": bubble {lay.bubble:.1%}, {verdict} the {max_bubble:.0%} target")
 
 
+_ZERO1 = "ZeRO-1 shards the Adam states {dp} ways; weights and gradients stay whole on every GPU"
 _ZERO2 = "ZeRO-2 shards gradients and Adam states {dp} ways, keeps the gathered weights forward to backward"
 _ZERO3 = "FSDP shards weights, gradients and Adam states {dp} ways (all-gathers every step)"
 
@@ -177,7 +179,8 @@ def _why(layout: Layout, previous: Layout | None, capacity: float, layout_cfg: M
     elif layout.micro_batch != previous.micro_batch:
         why = "a micro-batch of 1 (more accumulation steps) before recomputing anything"
     elif layout.zero_level != previous.zero_level and layout.checkpointing == "none":
-        why = {"ddp": "DDP replicates what is left after TP and PP", "zero2": _ZERO2, "zero3": _ZERO3}[layout.zero_level]
+        why = {"ddp": "DDP replicates what is left after TP and PP", "zero1": _ZERO1, "zero2": _ZERO2,
+               "zero3": _ZERO3}[layout.zero_level]
         why = why.format(dp=layout.dp)
     elif layout.checkpointing != previous.checkpointing:
         why = {"selective": "selective checkpointing keeps matmul outputs, recomputes cheap elementwise ops",
@@ -192,7 +195,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
          global_batch: int | None = None, precision: str = "bf16", mfu: float = 0.4, tokens: float | None = None,
          gpus_per_node: int | None = None, show_tp: int | None = None, method: str = "approach1",
          tokens_source: str = "given", unique_tokens: float | None = None, no_sync: bool = False,
-         max_bubble: float = 0.1, lr: float | None = None) -> dict:
+         max_bubble: float = 0.1, lr: float | None = None, document_tokens: float | None = None) -> dict:
     """Walk the layouts from simplest to most involved and return the fastest that fits, with timings.
 
     Without ``tokens`` the target is the scaling law ``method``'s D for the model; ``unique_tokens`` (the
@@ -200,8 +203,11 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     run's compute (``pretrain.planning.hyperparameters``), the batch rounded to each layout. ``no_sync``:
     gradient accumulation without a reduce-scatter per micro-batch (counted in memory). ``max_bubble``: the
     pipeline bubble to stay under. ``precision``: bf16, fp16, tf32 or fp32, each timed at its own peak
-    (``GPUSpec.peak``)."""
+    (``GPUSpec.peak``). ``document_tokens``: attention within documents of this token-weighted mean length
+    (``data.document_mask``): attention computes over the blocks of each document only, and each forward holds
+    its block mask."""
     seq_len = cfg.max_seq_len if seq_len is None else seq_len
+    span = attention_span(seq_len, document_tokens) if document_tokens else None
     gpus_per_node = min(gpus, gpu.gpus_per_node) if gpus_per_node is None else gpus_per_node
     if seq_len > cfg.max_seq_len:
         raise UsageError(f"sequence length {seq_len} exceeds the model's max_seq_len {cfg.max_seq_len}")
@@ -226,7 +232,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     capacity = gpu.memory_bytes
     tried, previous = [], None
     candidates = _candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len)
-    for layout in _runnable(candidates, cfg, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision):
+    for layout in _runnable(candidates, cfg, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision,
+                            document_mask=document_tokens is not None):
         layout.grad_accum = _accum_steps(global_batch, law, layout)
         # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
         layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
@@ -234,6 +241,9 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
                                       micro_batch=layout.micro_batch, precision=precision,
                                       grad_accum=layout.grad_accum, no_sync=no_sync, pp=layout.pp, cp=layout.cp,
                                       offload=layout.offload, compiled=layout.compiled)
+        if document_tokens:
+            layout.memory["document_mask"] = block_mask_bytes(layout.micro_batch, seq_len // layout.cp)
+            layout.memory["total"] += layout.memory["document_mask"]
         layout.fits = layout.memory["total"] <= capacity
         schedule = _pipeline_schedule(layout, cfg, max_bubble) if layout.pp > 1 else ""  # names interleaving
         layout.reason = _why(layout, previous, capacity, cfg) + (f"; {schedule}" if schedule else "")
@@ -241,7 +251,8 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
             layout.tokens_per_step = layout.micro_batch * layout.dp * layout.grad_accum * seq_len
             layout.time = step_time(cfg, layout, communication(cfg, layout, seq_len, precision), gpu=gpu, gpus=gpus,
                                     gpus_per_node=gpus_per_node, seq_len=seq_len,
-                                    tokens_per_step=layout.tokens_per_step, mfu=mfu, precision=precision)
+                                    tokens_per_step=layout.tokens_per_step, mfu=mfu, precision=precision,
+                                    attention_span=span)
         tried.append(layout)
         previous = layout
     fitting = [t for t in tried if t.fits]
@@ -259,7 +270,9 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         raise UsageError(f"--tp {show_tp} does not divide {gpus} GPUs")
     result = _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
                      tokens=tokens, show_tp=show_tp, tokens_source=tokens_source, unique_tokens=unique_tokens,
-                     no_sync=no_sync)
+                     no_sync=no_sync, attention_span=span)
+    if document_tokens:
+        result["document_mask"] = {"mean_document_tokens": document_tokens, "attention_span": span}
     result["cluster"]["gpus_per_node"] = gpus_per_node  # the one the layouts were chosen for
     result["hyperparameters"] = _hyperparameters(law, result, lr=lr, batch_given=global_batch is not None,
                                                  flops_per_token=deepseek_flops_per_token(cfg, seq_len))
@@ -267,7 +280,7 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
 
 
 def _runnable(layouts: list[Layout], cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int,
-              precision: str) -> list[Layout]:
+              precision: str, document_mask: bool = False) -> list[Layout]:
     """The layouts the trainer runs (``pretrain.layout_rules``, the rules the config and the trainer check);
     when it runs none of them, the first rule that refused them."""
     runnable, refusals = [], []
@@ -275,7 +288,7 @@ def _runnable(layouts: list[Layout], cfg: ModelConfig, *, gpus: int, gpu: GPUSpe
         parallel = SimpleNamespace(**lay.degrees(), pp_schedule=lay.schedule, pp_stages_per_rank=lay.stages_per_rank,
                                    compile=False, loss_parallel=lay.tp > 1, no_sync_accumulation=False)
         problems = layout_problems(parallel, cfg, seq_len=seq_len, precision=precision, world_size=gpus,
-                                   device_type="cuda" if gpu.accelerator else "cpu")
+                                   device_type="cuda" if gpu.accelerator else "cpu", document_mask=document_mask)
         if problems:
             refusals.append(problems[0])
         else:
@@ -341,7 +354,7 @@ def _no_fit_message(cfg, tried, gpus, gpu) -> str:
 
 
 def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, tokens, show_tp,
-            tokens_source, unique_tokens, no_sync) -> dict:
+            tokens_source, unique_tokens, no_sync, attention_span=None) -> dict:
     n = num_params(cfg)
     micro_batch = chosen.micro_batch
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
@@ -369,7 +382,7 @@ def _report(cfg, chosen: Layout, tried, *, gpus, gpu, seq_len, precision, mfu, t
         "decisions": [t.reason for t in tried],
         "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
         "activations_by_checkpointing": act,
-        "time": {"mfu": mfu, "peak_flops": gpu.peak(precision), "flops_per_token": flops_per_token(cfg, seq_len),
+        "time": {"mfu": mfu, "peak_flops": gpu.peak(precision), "flops_per_token": flops_per_token(cfg, seq_len, attention_span),
                  "recompute_factor": RECOMPUTE[chosen.checkpointing], "step_seconds": seconds,
                  "step_breakdown": chosen.time,
                  "tokens_per_day": tokens_per_day, "target_tokens": tokens, "target_source": tokens_source,
@@ -383,7 +396,8 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
     plan's learning rate, batch and warmup."""
     lay, hyper = result["layout"], result["hyperparameters"]
     return TrainConfig.model_validate({
-        "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data]},
+        "model": cfg.model_dump(), "data": {"sources": [{"path": p} for p in data],
+                                            **({"document_mask": True} if "document_mask" in result else {})},
         "seq_len": result["seq_len"], "micro_batch_size": result["micro_batch"],
         "global_batch_size": lay["global_batch"], "max_tokens": int(result["time"]["target_tokens"]),
         "precision": result["precision"], "device": "auto",
@@ -393,6 +407,7 @@ def train_config(result: dict, cfg: ModelConfig, data: list[str], out_dir: str) 
                      "loss_parallel": lay["tp"] > 1,
                      "no_sync_accumulation": lay["no_sync_accumulation"] and lay["pp"] == 1,
                      "reshard_after_forward": lay["reshard_after_forward"], "offload": lay["offload"],
+                     "shard_optimizer": lay["shard_optimizer"],
                      **({"pp_schedule": lay["pp_schedule"], "pp_stages_per_rank": lay["pp_stages_per_rank"]}
                         if lay["pp"] > 1 else {})},
         "optim": {"lr": hyper["learning_rate"], "warmup_steps": hyper["warmup_steps"]}, "out_dir": out_dir,

@@ -53,3 +53,21 @@ def plan_tokens(tokens: str | None, epochs: float | None, unique: float | None) 
     if tokens or unique is None or not epochs > 0:
         raise UsageError("--epochs needs --data shards with a manifest, a positive count, and no --tokens")
     return epochs * unique, f"{epochs:g} epochs of the data"
+
+
+def plan_document_tokens(spec: str | None, data: list[str] | None) -> float | None:
+    """``--document-mask``: the token-weighted mean document length, given or read from the ``data`` shards'
+    index (None: no mask)."""
+    if spec is None:
+        return None
+    if spec != "data":
+        value = parse_number(spec)
+        return positive(value, "--document-mask")
+    if not data:
+        raise UsageError("--document-mask without a length reads the documents of the --data shards: give --data, "
+                         "or the mean document length (--document-mask 900)")
+    from dataprep.tokenize.shards import open_dataset
+    from pretrain.components.document_bounds import mean_document_tokens
+
+    shards = [shard for path in data for shard in open_dataset(path)]
+    return mean_document_tokens(shards)

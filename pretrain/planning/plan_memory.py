@@ -6,7 +6,10 @@ Memory per GPU = model states + activations (+ FSDP's gathered buffers):
   ZeRO paper's accounting (Rajbhandari et al. 2020); fp16 counts as bf16 (the same 16 bytes; its loss
   scaler is one number), tf32 as fp32 (fp32 storage; only the matmuls' inputs are rounded). DDP
   replicates all three; ZeRO-1 shards the optimizer over data-parallel ranks, ZeRO-2 also gradients,
-  ZeRO-3 (FSDP) also weights. Tensor parallelism (degree t) splits every matrix t ways; only the norm
+  ZeRO-3 (FSDP) also weights. Our ZeRO-1 (``parallel.shard_optimizer``) runs without FSDP: fp32 weights and
+  gradients whole on every GPU (autocast casts per matmul, so the residual stream stays fp32) and AdamW's two
+  fp32 moments sharded: 4 + 4 + 8/dp bytes; per step it all-reduces the fp32 gradients and broadcasts
+  each rank's updated share (4 bytes per parameter). Tensor parallelism (degree t) splits every matrix t ways; only the norm
   weights stay replicated. Our trainer's FSDP2 keeps the fp32 master as the sharded parameter and
   reduces gradients in fp32: the same 16 bytes per parameter, all sharded. Gradient accumulation
   reduce-scatters every micro-batch by default, so only gradient shards accumulate; with ``no_sync``
@@ -149,11 +152,14 @@ def layout_memory(cfg: ModelConfig, zero_level: str, tp: int, checkpointing: str
     dp x cp) and adds what ``context_parallel_extra`` counts. Offload moves the model states to host memory."""
     dp = gpus // (tp * pp * cp)
     held = pp > 1 and zero_level in ("zero2", "zero3") and dp * cp > 1  # the schedule defers resharding
-    mem = model_states(cfg, zero_level, dp * cp, tp, precision, unsharded_grads=(no_sync and grad_accum > 1) or held)
+    # our ZeRO-1 keeps fp32 weights under autocast: fp32's bytes per parameter (module doc)
+    states_precision = "fp32" if zero_level == "zero1" else precision
+    mem = model_states(cfg, zero_level, dp * cp, tp, states_precision,
+                       unsharded_grads=(no_sync and grad_accum > 1) or held)
     mem = {k: v / pp for k, v in mem.items()}
     if offload:
         mem = {k: 0.0 for k in mem}
-    fsdp = dp * cp > 1 if fsdp is None else fsdp
+    fsdp = dp * cp > 1 and zero_level != "zero1" if fsdp is None else fsdp
     act = activations(cfg, seq_len // cp, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1,
                       bf16_stream=fsdp, compiled=compiled)
     # gradients are fp32 for every precision (FSDP reduces in fp32); none exists at a single micro-batch's loss
@@ -189,6 +195,8 @@ def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") 
     shards = lay.dp * lay.cp
     if lay.zero_level == "ddp":
         out["dp"] = 2 * params * 4 * ring(shards)
+    elif lay.zero_level == "zero1":  # all-reduce of the fp32 gradients, then each share's weights broadcast
+        out["dp"] = (2 * 4 + 4) * params * ring(shards)
     else:
         gathers = 1 if lay.zero_level == "zero2" or lay.pp > 1 else 2
         out["dp"] = (1 if lay.pp > 1 else m) * params * (gathers * gathered_bytes(precision) + 4) * ring(shards)
@@ -216,7 +224,8 @@ def link_bandwidths(lay, gpu: GPUSpec, gpus: int, gpus_per_node: int) -> dict[st
 
 
 def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gpus: int, gpus_per_node: int,
-              seq_len: int, tokens_per_step: int, mfu: float, precision: str = "bf16") -> dict[str, float]:
+              seq_len: int, tokens_per_step: int, mfu: float, precision: str = "bf16",
+              attention_span: float | None = None) -> dict[str, float]:
     """Seconds per optimizer step of layout ``lay`` and their parts. Compute is the step's FLOPs (with
     recomputation) at ``mfu`` of ``precision``'s peak (``GPUSpec.peak``: fp32 on an H100 1/15 of bf16);
     the pipeline bubble idles every rank for bubble/(1-bubble) of it.
@@ -224,8 +233,9 @@ def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gp
     offload copies and CP's key/value exchange overlap compute (prefetch, bucketed reduction, ring attention
     passing the next chunk while it attends to this one): only what exceeds OVERLAP of the compute time
     shows; TP's and PP's transfers sit between dependent kernels and all show. Offload adds
-    the host's AdamW step (reads and writes weights, gradients and both moments: 32 bytes per parameter)."""
-    compute = (flops_per_token(cfg, seq_len) * tokens_per_step * RECOMPUTE[lay.checkpointing]
+    the host's AdamW step (reads and writes weights, gradients and both moments: 32 bytes per parameter).
+    ``attention_span``: the keys per query a document mask leaves (None: the window)."""
+    compute = (flops_per_token(cfg, seq_len, attention_span) * tokens_per_step * RECOMPUTE[lay.checkpointing]
                / (gpus * gpu.peak(precision) * mfu))
     bw = link_bandwidths(lay, gpu, gpus, gpus_per_node)
     secs = {dim: comm[dim] / (bw[dim] * GB) for dim in bw}

@@ -50,6 +50,11 @@ def format_report(r: dict, more: tuple[str, ...] = ()) -> str:
               f"{t['step_seconds']:.2f} s/step, {human(t['tokens_per_day'])} tokens/day, "
               f"{t['days']:.1f} days for {human(t['target_tokens'])} tokens "
               f"({t['target_source']}, {t['steps']:,} steps)"]
+    if "document_mask" in r:
+        doc = r["document_mask"]
+        lines.append(f"document mask: documents of {doc['mean_document_tokens']:,.0f} tokens (token-weighted mean), "
+                     f"attention over ~{doc['attention_span']:,.0f} keys per query instead of {r['seq_len']:,}; "
+                     f"block mask {lay['memory']['document_mask'] / 2**20:.2f} MiB per GPU; no CP or PP")
     lines += _hyperparameter_lines(r["hyperparameters"], r["micro_batch"], lay["dp"])
     if t.get("epochs") is not None:
         lines.append(f"data: {human(t['unique_tokens'])} unique tokens, so {human(t['target_tokens'])} tokens are "

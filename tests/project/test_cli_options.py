@@ -16,7 +16,7 @@ from pretrain.cli import main as pretrain_main
 COMMANDS = [("dataprep", DATAPREP, name) for name in DATAPREP] + [("pretrain", PRETRAIN, name) for name in PRETRAIN]
 # the commands that write files or folders
 WRITERS = {"run", "filter", "demo-data", "train-ppl-model", "arpa export", "arpa import", "train-classifier", "train-tokenizer",
-           "export-nanogpt", "report", "size", "plan", "train", "plot", "export"}
+           "export-nanogpt", "report", "size", "plan", "train", "plot", "export", "ablate"}
 MOST_OPTIONS_PER_SECTION = 12
 
 

@@ -155,3 +155,55 @@ def test_cli_writes_the_same_bytes(tmp_path, warc, capsys):
     assert dataprep_main(["demo-data", "--output", str(tmp_path)]) == 0
     assert (tmp_path / demo.FILENAME).read_bytes() == warc[0].read_bytes()  # reproducible
     assert "40 good" in capsys.readouterr().out
+
+
+def _demo_array(name: str) -> list[str]:
+    """A ``NAME=(...)`` line of scripts/demo.sh, as arguments."""
+    import re
+    import shlex
+
+    script = (Path(__file__).resolve().parents[2] / "scripts" / "demo.sh").read_text()
+    return shlex.split(re.search(rf"^{name}=\((.*)\)$", script, re.MULTILINE).group(1))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
+def test_the_demos_model_learns(tmp_path, monkeypatch, capsys):
+    """The demo's training steps (scripts/demo.sh: epochs within what repetition pays for, its plan shape and
+    training settings) on its good pages, tokenized as its pipeline does: the model handed over is within 2%
+    of the lowest validation loss and 0.2 nats below the first, the run stops near its best, and the demo's
+    task scores it."""
+    import json
+
+    import pyarrow as pa
+
+    from dataprep.tokenize.stage import Tokenize, TokenizerTraining
+    from pretrain.cli import main as pretrain_main
+    from pretrain.components.metrics import read_metrics
+    from pretrain.planning.data_constrained import R_D_STAR
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [p.text for p in demo.load_pages("good")]
+    shards = tmp_path / "shards"
+    Tokenize(tokenizer=str(tmp_path / "tokenizer"), output_dir=str(shards), tokens_per_shard=20000,
+             train=TokenizerTraining(vocab_size=2000)).run_local(pa.table({"text": texts}))
+    assert pretrain_main(["budget", "--model", "tiny", "--data", str(shards), "--method", "approach3", "--json"]) == 0
+    chinchilla = json.loads(capsys.readouterr().out)["data_constrained"]["chinchilla"]["epochs"]
+    epochs = round(min(chinchilla, R_D_STAR))
+    assert chinchilla > 50 and epochs == 15  # the corpus, not the compute, limits this model
+    run = tmp_path / "train"
+    assert pretrain_main(["plan", "tiny", "--gpus", "1", "--gpu", "cpu", "--peak-flops", "1e11", "--precision", "fp32",
+                          *_demo_array("PLAN_SHAPE"), "--epochs", str(epochs), "--data", str(shards), "--run-dir",
+                          str(run), "--output", str(tmp_path / "train.yaml")]) == 0
+    monkeypatch.chdir(root)  # the task file names its items from the checkout's root, as the demo runs
+    assert pretrain_main(["train", str(tmp_path / "train.yaml"), *_demo_array("TRAIN_SETTINGS")]) == 0
+    records = read_metrics(str(run / "metrics.jsonl"))
+    val = [r["val_loss"] for r in records if r["kind"] == "val" and r["step"] > 0]
+    assert [r["step"] for r in records if r["kind"] == "eval"][:2] == [30, 60]  # the task, in the loop
+    capsys.readouterr()
+    assert pretrain_main(["eval", str(run), "--json"]) == 0  # the run's own task, as the demo runs it
+    result = json.loads(capsys.readouterr().out)
+    assert abs(result["loss"] - min(val)) <= 0.02 * min(val), (result["loss"], val)
+    assert result["loss"] <= val[0] - 0.2, (result["loss"], val)
+    assert val[-1] <= 1.1 * min(val), val
+    assert 0 <= result["tasks"]["demo_cloze"]["acc"] <= 1

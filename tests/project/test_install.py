@@ -249,6 +249,12 @@ NOT_RUN = {
         "needs both sources' shards; tests/pretrain/components/test_mixture.py runs the budget on a built web_wiki mixture",
     "bash scripts/demo.sh": "makes its own .venv with scripts/env.sh in the checkout; test_demo*.py run its parts",
     "bash scripts/test.sh": "the test suite itself (what CI runs)",
+    "pretrain ablate --arm raw=out/raw --arm clean=out/clean --eval heldout.jsonl --seeds 2 --output out/ablation":
+        "two pipelines' outputs; the README's ablation runs on the fineweb run's shards and reference documents",
+    "pretrain ablate --arm raw=out/raw --arm clean=out/clean --eval heldout.jsonl --tasks demo_cloze --include-path configs/eval --output out/ablation-tasks":
+        "two pipelines' outputs and the eval extra; tests/pretrain/ablation/test_ablate.py scores tasks the same way",
+    "pretrain ablate --arm raw=out/raw --arm clean=out/clean --eval heldout.jsonl --model 125m --tokens 2500000000 --seq-len 2048 --batch-size 256 --micro-batch 16 --lr 6e-4 --seeds 3 --device cuda --output out/ablation-125m":
+        "hours on a GPU",
     "bash scripts/test.sh tests/pipelines/test_pipeline.py -k resume": "the test suite itself",
     "bash scripts/test.sh --fast": "the test suite itself (its fast subset)",
     "dataprep run wikipedia --input 'enwiki-*-pages-articles*.xml.bz2' --output out/wiki":
@@ -274,6 +280,9 @@ NOT_RUN = {
         "Slurm: tests/pipelines/test_slurm_pipeline.py runs the script with scontrol/srun stand-ins",
     "sbatch --nodes=4 scripts/slurm_train.sbatch CONFIG": "Slurm and GPUs",
     "sbatch --nodes=4 --gpus-per-node=8 --time=24:00:00 scripts/slurm_train.sbatch configs/train/125m_gpu.yaml": "Slurm and GPUs",
+    "dataprep run configs/pipeline/demo_reference.yaml": "needs the demo's out/demo (bash scripts/demo.sh is not run here)",
+    "pretrain train configs/train/tiny_cpu_phased.yaml":
+        "the demo's two sources; tests/pretrain/components/test_phased_mixture.py runs it on stand-ins for them",
     "pretrain train CONFIG --inject nan:step=12,rank=1 --set max_consecutive_skips=0":
         "a drill on a placeholder CONFIG; tests/pretrain/train/test_train_guard.py runs it on one and two processes",
     "torchrun --nproc_per_node=8 -m pretrain.train configs/train/125m_gpu.yaml": "8 GPUs",
@@ -374,6 +383,9 @@ RUN = [
      "pretrain export runs/my-run --to hf --output hf/my-model --dtype bfloat16"),
     ("pretrain lineage hf/my-model", None),
     ("pretrain lineage --uses out/cc runs/ hf/", None),
+    ("pretrain ablate --arm web=out/cc/shards --arm wiki=out/wiki/shards --eval heldout.jsonl --seeds 2 --output out/ablation",
+     "pretrain ablate --arm web=out/cc/shards --arm reference=data/reference_en.jsonl --eval heldout.jsonl "
+     "--tokens 8192 --seq-len 64 --batch-size 8 --micro-batch 8 --output out/ablation"),
 ]
 
 

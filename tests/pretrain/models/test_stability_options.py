@@ -32,7 +32,7 @@ def test_qk_norm_adds_per_head_norms_the_planner_counts():
     # normalised heads: scaling attention's input scales only v, not the attention weights
     x = torch.randn(2, 8, 32)
     att = model.layers["0"].attention
-    rope = (model.rope_cos, model.rope_sin)
+    rope = (model.rope_cos, model.rope_sin, None)  # the rotary tables, no document mask
     with torch.no_grad():
         torch.testing.assert_close(att(100 * x, rope), 100 * att(x, rope), rtol=1e-3, atol=1e-3)
 

@@ -204,7 +204,7 @@ def test_walks_ddp_zero_micro_batch_checkpointing_in_order():
     """Shrinking the GPU to a layout's need picks it, a byte less the next: memory order, while the earlier
     layouts are also the faster ones."""
     cfg, gpus = preset("1b"), 8
-    steps = [("ddp", 1, "none", 4, "DDP x8"), ("zero2", 1, "none", 4, "ZeRO-2 x8"),
+    steps = [("ddp", 1, "none", 4, "DDP x8"), ("zero1", 1, "none", 4, "ZeRO-1 x8"), ("zero2", 1, "none", 4, "ZeRO-2 x8"),
              ("zero3", 1, "none", 4, "FSDP (ZeRO-3) x8"), ("zero3", 1, "none", 1, "FSDP (ZeRO-3) x8 + micro-batch 1"),
              ("zero3", 1, "selective", 1, "FSDP (ZeRO-3) x8 + micro-batch 1 + selective checkpointing")]
     for level, tp, ac, micro, name in steps:
@@ -259,8 +259,8 @@ def test_the_whole_tree_in_order_down_to_offload():
     autocast's fp32 residual stream, so its checkpointed block inputs are twice FSDP's bf16 ones), CPU
     offload last."""
     names = [name for name, _ in _walk(_model(70e9), 64, seq_len=4096, global_batch=512)]
-    assert names[:3] == ["DDP x64", "ZeRO-2 x64", "FSDP (ZeRO-3) x64"] and names[-1].endswith("CPU offload")
-    middle = names[3:-1]
+    assert names[:4] == ["DDP x64", "ZeRO-1 x64", "ZeRO-2 x64", "FSDP (ZeRO-3) x64"] and names[-1].endswith("CPU offload")
+    middle = names[4:-1]
     piped = [name for name in middle if "TP 8 + PP " in name]
     assert piped and middle[:len(piped)] == piped and middle[len(piped):] == [
         "FSDP (ZeRO-3) x8 + TP 8 + micro-batch 1 + block checkpointing"], names

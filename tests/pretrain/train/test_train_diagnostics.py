@@ -44,8 +44,9 @@ def _by_layer(named: dict[str, torch.Tensor]) -> dict[str, float]:
 def _max_logit(attention, x, rope) -> float:
     """max over causal pairs of q.k / sqrt(head_dim), all heads at once (k repeated for grouped queries)."""
     b, s, _ = x.shape
-    q = apply_rope(attention.wq(x).view(b, s, -1, attention.head_dim), *rope)
-    k = apply_rope(attention.wk(x).view(b, s, -1, attention.head_dim), *rope)
+    cos, sin, _ = rope  # the rotary tables, and the document mask (none here)
+    q = apply_rope(attention.wq(x).view(b, s, -1, attention.head_dim), cos, sin)
+    k = apply_rope(attention.wk(x).view(b, s, -1, attention.head_dim), cos, sin)
     k = k.repeat_interleave(q.size(2) // k.size(2), dim=2)
     scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(attention.head_dim)
     causal = torch.ones(s, s, dtype=torch.bool).tril()

@@ -1,0 +1,37 @@
+"""ZeRO-1 in the planner: counted as the trainer runs it (fp32 weights and gradients whole, AdamW's moments
+sharded), chosen where DDP does not fit and it is the fastest that does, and written by ``--output`` as
+``parallel.shard_optimizer``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pretrain.cli import main as cli
+from pretrain.config import load_train_config
+from pretrain.models.llama import num_params
+from pretrain.planning.plan import RUNNABLE_ZERO_LEVELS, plan
+from pretrain.planning.plan_inputs import plan_gpu, plan_model
+
+
+def test_zero1_is_chosen_where_ddp_does_not_fit_and_counts_its_sharded_adam_states():
+    cfg = plan_model("3B")
+    result = plan(cfg, gpus=8, gpu=plan_gpu("h100", "bf16", memory_gb=60))
+    lay = result["layout"]
+    assert lay["zero_level"] == "zero1" and lay["shard_optimizer"] and lay["dp_replicate"] == 8
+    n = num_params(cfg)
+    assert lay["memory"]["optimizer"] == pytest.approx(8 * n / 8, rel=0.01)  # two fp32 moments, 8 ways
+    assert lay["memory"]["params"] == pytest.approx(4 * n, rel=0.01) and lay["memory"]["fsdp_buffers"] == 0
+    assert "zero1" in RUNNABLE_ZERO_LEVELS and "zero1" in result["breakdown"]["1"]
+    assert any(d.startswith("DDP x8") and ">" in d for d in result["decisions"])  # DDP did not fit
+
+
+def test_zero1_plan_output_is_a_runnable_zero1_config(tmp_path, capsys):
+    out = tmp_path / "train.yaml"
+    (tmp_path / "tok").mkdir()  # shards to come: plan refuses a folder that does not exist
+    assert cli(["plan", "3B", "--gpus", "8", "--gpu-memory-gb", "60", "--output", str(out), "--data", str(tmp_path / "tok"),
+                "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"]["zero_level"] == "zero1"
+    par = load_train_config(str(out)).parallel
+    assert par.shard_optimizer and par.dp_replicate == 8 and par.dp_shard == 1
