@@ -31,6 +31,7 @@ import urllib.request
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from dataprep.core.errors import MissingPath
 from dataprep.core.storage import atomic_write_text
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -210,7 +211,7 @@ class StandaloneCluster:
     def load(cls, state_dir: str) -> "StandaloneCluster":
         path = Path(state_dir) / STATE_FILE
         if not path.exists():
-            raise FileNotFoundError(f"no cluster state in {state_dir} (nothing started there)")
+            raise MissingPath(f"no cluster state in {state_dir} (nothing started there)")
         return cls(**json.loads(path.read_text()))
 
 

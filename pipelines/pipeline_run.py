@@ -28,6 +28,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
+from dataprep.core.errors import UsageError, WorkFailed
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
 from dataprep.core.storage import (atomic_write_text, check_output_outside_inputs, exists, expand_inputs, is_url,
@@ -54,11 +55,11 @@ PREPARED_DIR = "_prepared"  # the per-document rows its decision starts from (Mi
 ERRORS_FILE = "_ERRORS.json"
 
 
-class NoReadableInput(RuntimeError):
+class NoReadableInput(WorkFailed):
     """No input file held a readable record: the run fails instead of writing an empty corpus."""
 
 
-class NothingKept(RuntimeError):
+class NothingKept(WorkFailed):
     """A stage dropped every document it was given: the run fails, after its stats and table, instead of
     ending in a later stage's puzzling error or an empty corpus."""
 
@@ -192,7 +193,7 @@ class PipelineRun:
     def _input_files(self) -> list[str]:
         cfg = self.config
         if not cfg.input.paths:
-            raise ValueError("no input: set input.paths in the config or pass --input")
+            raise UsageError("no input: set input.paths in the config or pass --input")
         expand = expand_code_inputs if cfg.input.format == "code" else expand_inputs  # code: folders are inputs
         files = expand(cfg.input.paths)
         check_output_outside_inputs(self.out, cfg.input.paths)
@@ -268,7 +269,7 @@ class PipelineRun:
         for path in sorted(paths):
             name = os.path.basename(os.path.abspath(path))
             if names.setdefault(name, path) != path:
-                raise ValueError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find "
+                raise UsageError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find "
                                  "shipped files by name: rename one")
             self.spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 

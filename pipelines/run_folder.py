@@ -18,6 +18,7 @@ import time
 
 import fsspec
 
+from dataprep.core.errors import UsageError
 from dataprep.core.run_record import RUN_MARKER, read_record, write_record
 from dataprep.core.storage import join_path, remove_tree
 
@@ -25,7 +26,7 @@ from dataprep.core.storage import join_path, remove_tree
 RUN_ENTRIES = ("corpus/", "_checkpoints/", "stats.json")
 
 
-class OutputInUse(ValueError):
+class OutputInUse(UsageError):
     """The output folder holds another run's output (a usage error: exit status 2)."""
 
 

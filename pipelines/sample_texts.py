@@ -17,6 +17,7 @@ from typing import Iterator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dataprep.core.errors import UsageError
 from dataprep.core.sampling import RANK_RANGE, oversampled_fraction, sample_info
 from dataprep.core.stage import DROP_REASON
 from dataprep.core.storage import expand_inputs
@@ -29,7 +30,7 @@ def read_documents(spark: SparkSession, paths: list[str], text_field: str = "tex
     jsonl = [p for p in files if p.removesuffix(".gz").endswith((".jsonl", ".json"))]
     if len(parquet) + len(jsonl) != len(files):
         other = sorted(set(files) - set(parquet) - set(jsonl))[:3]
-        raise ValueError(f"negatives must be Parquet or JSONL files (a pipeline output or extracted crawl), not {other}")
+        raise UsageError(f"negatives must be Parquet or JSONL files (a pipeline output or extracted crawl), not {other}")
     frames = []
     if parquet:
         df = spark.read.parquet(*parquet)
@@ -38,7 +39,7 @@ def read_documents(spark: SparkSession, paths: list[str], text_field: str = "tex
         frames.append(spark.read.schema(f"`{text_field}` string").json(jsonl))
     for df in frames:
         if text_field not in df.columns:
-            raise ValueError(f"negatives: no {text_field!r} field (columns: {sorted(df.columns)})")
+            raise UsageError(f"negatives: no {text_field!r} field (columns: {sorted(df.columns)})")
     texts = [df.select(F.col(text_field).cast("string").alias("text")) for df in frames]
     out = texts[0]
     for df in texts[1:]:

@@ -11,7 +11,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from dataprep.core.validation import WorkFailed
+from dataprep.core.errors import WorkFailed
 from pipelines import class_archive, interrupt
 
 DEFAULT_CONF = {

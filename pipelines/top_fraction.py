@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import NumericType
 
+from dataprep.core.errors import UsageError
 from dataprep.quality.top_fraction import ALL, TopFraction
 from pipelines.dedup import _materialize
 
@@ -36,9 +37,9 @@ def top_fraction_cutoffs(df: DataFrame, stage: TopFraction) -> dict[str, float |
     to name every group that has scores."""
     stage.check_columns(df.columns)
     if not isinstance(df.schema[stage.score].dataType, NumericType):
-        raise ValueError(f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number")
+        raise UsageError(f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number")
     if stage.by_language and stage.lang_column not in df.columns:
-        raise ValueError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
+        raise UsageError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
     score = F.col(stage.score).cast("double")
     scored = df.select(_group(stage).alias("group"), score.alias("score")).where(F.col("score").isNotNull() & ~F.isnan("score"))
     if stage.cutoffs is not None:
@@ -46,7 +47,7 @@ def top_fraction_cutoffs(df: DataFrame, stage: TopFraction) -> dict[str, float |
         # a group the given cut-offs do not name: fail rather than keep it all
         strays = scored.where(~F.col("group").isin(list(cutoffs))).select("group").distinct().limit(5).collect()
         if strays:
-            raise ValueError(f"top_fraction: no cut-off for group(s) {sorted(r.group for r in strays)} (cutoffs name "
+            raise UsageError(f"top_fraction: no cut-off for group(s) {sorted(r.group for r in strays)} (cutoffs name "
                              f"{sorted(cutoffs)})")
     else:
         cutoffs, errors = _cutoffs(_materialize(scored), stage)

@@ -7,6 +7,7 @@ stage's Spark decision calls ``stage_tokenizer``.
 
 from __future__ import annotations
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import expand_inputs
 from dataprep.tokenize.stage import Tokenize, TokenizerTraining
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists
@@ -36,8 +37,8 @@ def text_dataframe(spark, inputs: list[str], fmt: str = "auto", text_field: str 
         elif all(f.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")) for f in files):
             fmt = "jsonl"
         else:
-            raise ValueError(f"cannot tell the input format of {files[0]!r}...; pass --format parquet or jsonl")
+            raise UsageError(f"cannot tell the input format of {files[0]!r}...; pass --format parquet or jsonl")
     df = spark.read.parquet(*files) if fmt == "parquet" else spark.read.json(files)
     if text_field not in df.columns:
-        raise ValueError(f"input has no {text_field!r} column (columns: {', '.join(df.columns)}); set --text-field")
+        raise UsageError(f"input has no {text_field!r} column (columns: {', '.join(df.columns)}); set --text-field")
     return df.withColumnRenamed(text_field, "text") if text_field != "text" else df

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dataprep.core.errors import UsageError
+
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zero_bubble")
 MULTI_STAGE_SCHEDULES = ("interleaved_1f1b", "interleaved_zero_bubble")  # several stages per rank
 
@@ -51,7 +53,7 @@ def check_layout(parallel: Any, model: Any = None, **known) -> None:
     the config's error, naming the field)."""
     problems = layout_problems(parallel, model, **known)
     if problems:
-        raise ValueError(problems[0])
+        raise UsageError(problems[0])
 
 
 def _degree_problems(par: Any) -> list[str]:

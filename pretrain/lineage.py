@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 
+from dataprep.core.errors import MissingPath
 from dataprep.core.provenance import code_version, now, sha256_file, sha256_json
 from dataprep.core.storage import join_path, read_text
 from dataprep.tokenize.manifest import MANIFEST_NAME, parse_manifest
@@ -99,7 +100,7 @@ def read_lineage(path: str) -> dict:
 
     folder = os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else os.path.abspath(path)
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{path} does not exist")
+        raise MissingPath(f"{path} does not exist")
     newest = list_checkpoints(os.path.join(folder, "checkpoints"))[-1:]  # a run folder without lineage.json
     candidates = [os.path.join(folder, STATE_FILE), os.path.join(folder, LINEAGE_FILE),
                   *(os.path.join(c, STATE_FILE) for c in newest)]
@@ -110,7 +111,7 @@ def read_lineage(path: str) -> dict:
             record = data.get("lineage") if candidate.endswith(STATE_FILE) else data
             if record and record.get("current"):
                 return record | {"found_in": candidate}
-    raise FileNotFoundError(f"{path}: no lineage found (no {LINEAGE_FILE}, and no checkpoint train state with one): "
+    raise MissingPath(f"{path}: no lineage found (no {LINEAGE_FILE}, and no checkpoint train state with one): "
                             "trained before ccpretrain recorded lineage, or not a model, run or checkpoint")
 
 
@@ -179,7 +180,7 @@ def corpus_identity(path: str) -> dict:
             return {"path": os.path.abspath(folder), "manifest_sha256": hashlib.sha256(text.encode()).hexdigest(),
                     "pipeline_run": run.get("identity"), "pipeline_output": run.get("output")}
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"{path}: not a token-shard folder or a pipeline output")
+        raise MissingPath(f"{path}: not a token-shard folder or a pipeline output")
     return {"path": os.path.abspath(path), "manifest_sha256": None, "pipeline_run": None,
             "pipeline_output": os.path.abspath(path)}
 
@@ -193,7 +194,7 @@ def runs_using(corpus: dict, roots: list[str]) -> list[dict]:
     found = []
     for root in roots:
         if not os.path.isdir(root):
-            raise FileNotFoundError(f"{root}: not a folder")
+            raise MissingPath(f"{root}: not a folder")
         for folder, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
             if LINEAGE_FILE not in files:

@@ -16,6 +16,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from dataprep.core.errors import UsageError
 from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.best import BestValidation
@@ -114,7 +115,7 @@ class Trainer:
         self.precision = resolve_precision(cfg.precision, self.device)
         torch.manual_seed(cfg.seed)
         if cfg.seq_len > cfg.model.max_seq_len:
-            raise ValueError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {cfg.model.max_seq_len}")
+            raise UsageError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {cfg.model.max_seq_len}")
         cache_dir = os.path.join(cfg.data.cache.dir or os.path.join(cfg.out_dir, "data_cache"), f"rank-{self.rank}")
         self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
                                                            cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size,
@@ -158,7 +159,7 @@ class Trainer:
         self.saver = checkpoint.AsyncSaver() if cfg.checkpoint.async_save else None  # None: saves block
         self.skips = SkipCounter(cfg.max_consecutive_skips)
         if faults and self.dims.pp_enabled:
-            raise ValueError("--inject nan reaches the loss of runs without pipeline parallelism only (pp 1)")
+            raise UsageError("--inject nan reaches the loss of runs without pipeline parallelism only (pp 1)")
         self.faults = FaultInjector(list(faults), cfg.out_dir, self.rank, self.world)
         health = cfg.health
         self.watchdog = Watchdog(cfg.out_dir, self.rank, health.hang_timeout, health.first_step_timeout,
@@ -186,7 +187,7 @@ class Trainer:
         """Restore from a checkpoint when asked (``--resume``), else start from ``init_from``'s weights if
         set; a fresh start refuses an out_dir that already holds checkpoints."""
         if resume in (None, "", "none") and checkpoint.list_checkpoints(self.ckpt_root):
-            raise ValueError(f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
+            raise UsageError(f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
                              "that run, or choose another out_dir")
         path = checkpoint.resolve(resume, self.ckpt_root)
         if path is not None and resume in checkpoint.RESUME_NEWEST:  # the newest that loads (latest-intact)

@@ -16,6 +16,7 @@ import tempfile
 
 import numpy as np
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import atomic_output
 
 LABEL_PREFIX = "__label__"
@@ -46,7 +47,7 @@ class FastTextClassifier:
         if len(texts) != len(labels):
             raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
         if len(set(labels)) < 2:
-            raise ValueError(f"need at least two distinct labels to train a classifier, got {sorted(set(labels))}")
+            raise UsageError(f"need at least two distinct labels to train a classifier, got {sorted(set(labels))}")
         params = {**_DEFAULTS, **fasttext_params}
         params["bucket"] = _buckets_for(texts, params)
         directory = os.path.dirname(os.path.abspath(output_path))
@@ -68,7 +69,7 @@ class FastTextClassifier:
                 if not error:
                     break
             else:
-                raise ValueError(f"fastText training failed ({error}); give more or more varied examples, or a lower lr")
+                raise UsageError(f"fastText training failed ({error}); give more or more varied examples, or a lower lr")
             model = fasttext.load_model(model_file)
             with atomic_output(output_path) as tmp_model:
                 model.save_model(tmp_model)
@@ -81,22 +82,22 @@ class FastTextClassifier:
         import fasttext
 
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"classifier model {path!r} does not exist")
+            raise MissingPath(f"classifier model {path!r} does not exist")
         problem = _check_model_file(path)
         if problem:
-            raise ValueError(f"{path!r} is not a usable fastText model: {problem}")
+            raise UsageError(f"{path!r} is not a usable fastText model: {problem}")
         try:
             model = fasttext.load_model(path)
         except Exception as exc:  # noqa: BLE001 - fastText raises assorted errors on corrupt files
-            raise ValueError(f"cannot load fastText model {path!r}: {exc}") from None
+            raise UsageError(f"cannot load fastText model {path!r}: {exc}") from None
         if not model.get_labels() or not str(model.get_labels()[0]).startswith(LABEL_PREFIX):
-            raise ValueError(f"{path!r} is a fastText word-vector model, not a supervised classifier")
+            raise UsageError(f"{path!r} is a fastText word-vector model, not a supervised classifier")
         return cls(model, path)
 
     def score(self, texts: list[str], label: str) -> list[float]:
         """Probability in [0, 1] of ``label`` for each text (0.0 for empty text)."""
         if label not in self.labels:
-            raise ValueError(f"label {label!r} not in model labels {self.labels}")
+            raise UsageError(f"label {label!r} not in model labels {self.labels}")
         if not texts:
             return []
         lines = [_one_line(t) for t in texts]

@@ -47,6 +47,7 @@ import pyarrow as pa
 import regex
 from pydantic import Field, PrivateAttr, model_validator
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import resolve_asset
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
@@ -73,7 +74,7 @@ def load_model(path: str):
     try:
         return fasttext.load_model(path)
     except ValueError as exc:  # fasttext reports unreadable or missing files as ValueError
-        raise ValueError(f"fasttext cannot load the language ID model {path!r}: {exc}") from None
+        raise UsageError(f"fasttext cannot load the language ID model {path!r}: {exc}") from None
 
 
 def model_labels(path: str | None = None, second_opinion: str = "none") -> frozenset[str]:
@@ -139,7 +140,7 @@ def check_languages(codes, labels: frozenset[str], where: str) -> None:
         guesses = [lab for lab in dict.fromkeys((base, base[:2], base[:3])) if lab in labels]
         guesses = guesses or difflib.get_close_matches(code.lower(), sorted(labels), n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(repr(g) for g in guesses[:3])}?" if guesses else ""
-        raise ValueError(f"{where}: {code!r} is not a language the model can emit (it has {len(labels)} labels such as "
+        raise UsageError(f"{where}: {code!r} is not a language the model can emit (it has {len(labels)} labels such as "
                          f"en, de, zh){hint}")
 
 

@@ -7,6 +7,7 @@ import random
 import sys
 from collections import Counter
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import read_jsonl_records
 
 
@@ -78,7 +79,7 @@ def by_language(positives: list[str], negatives: list[str], languages: list[str]
         pos = [t for t, found in zip(positives, pos_langs) if found == lang]
         neg = [t for t, found in zip(negatives, neg_langs) if found == lang]
         if not pos or not neg:
-            raise ValueError(f"language {lang!r}: {len(pos)} reference texts and {len(neg)} negatives; both are needed")
+            raise UsageError(f"language {lang!r}: {len(pos)} reference texts and {len(neg)} negatives; both are needed")
         split[lang] = (pos, neg)
     return split
 

@@ -18,6 +18,7 @@ import re
 import pyarrow as pa
 from pydantic import Field
 
+from dataprep.core.errors import UsageError
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
 from dataprep.safety.pii import Span, redact
@@ -97,7 +98,7 @@ class CodeSecrets(DocumentStage):
     def model_post_init(self, _context) -> None:
         unknown = sorted(set(self.types) - set(TYPES))
         if unknown:
-            raise ValueError(f"code_secrets: unknown types {unknown}; known: {', '.join(TYPES)}")
+            raise UsageError(f"code_secrets: unknown types {unknown}; known: {', '.join(TYPES)}")
 
     def output_fields(self) -> list[pa.Field]:
         return [pa.field(f"secrets_{t}", pa.int32()) for t in TYPES] + [pa.field("secrets_count", pa.int32())]

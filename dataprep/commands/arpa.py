@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 
+from dataprep.core.errors import UsageError
 from dataprep.core.arguments import output_file, output_folder
 from dataprep.core.cli import add_output_argument
 from dataprep.quality.arpa import KENLM_FILE, read_arpa, write_arpa
@@ -40,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "export":
         output = args.output or args.arpa_file
         if not output:
-            raise ValueError("give --output FILE: the ARPA file to write")
+            raise UsageError("give --output FILE: the ARPA file to write")
         model = PerplexityModel.load(args.model_dir)
         counts = write_arpa(model.lm, model.sp, output)
         print(json.dumps({"output": output, "order": model.lm.order, "ngrams": counts}))

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from dataprep.core.arguments import positive_float, whole_number
+from dataprep.core.errors import UsageError
 from dataprep.core.estimate import estimate, format_estimate, global_stage_names, load_sample, pages_from_files
 
 
@@ -33,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         from dataprep.core.storage import expand_inputs
 
         if not per_file:
-            raise ValueError("the sample's stats.json does not say how many files it read: give --pages-per-file")
+            raise UsageError("the sample's stats.json does not say how many files it read: give --pages-per-file")
         pages = pages_from_files(len(expand_inputs([args.listing])), per_file)
     else:
         pages = args.pages

@@ -7,6 +7,7 @@ import argparse
 
 from dataprep.core.arguments import fraction, output_folder
 from dataprep.core.cli import add_output_argument
+from dataprep.core.errors import UsageError
 from dataprep.tokenize.nanogpt import export_nanogpt
 
 
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     output = args.output or args.out_dir
     if not output:
-        raise ValueError("give --output DIR: the folder for train.bin and val.bin")
+        raise UsageError("give --output DIR: the folder for train.bin and val.bin")
     counts = export_nanogpt(args.dir, output, args.val_fraction)
     print(f"{output}: train.bin {counts['train_tokens']} tokens, val.bin {counts['val_tokens']} tokens "
           f"({counts['val_documents']} documents)")

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 
+from dataprep.core.errors import UsageError
 from dataprep.tokenize.index_shards import index_shards
 
 
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.vocab_size <= 0:
-        raise ValueError(f"--vocab-size {args.vocab_size}: must be positive")
+        raise UsageError(f"--vocab-size {args.vocab_size}: must be positive")
     manifest = index_shards(args.dir, args.vocab_size, args.eos, args.bos, args.tokenizer)
     summary = {k: manifest[k] for k in ("num_shards", "documents", "tokens", "dtype", "vocab_size")}
     print(json.dumps(summary) if args.json else

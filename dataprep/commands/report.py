@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from dataprep.core.errors import UsageError
 from dataprep.core.arguments import output_folder, positive_int
 from dataprep.core.cli import add_output_argument
 from dataprep.report.build import build_report
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.max_docs <= 0:
-        raise ValueError("--max-docs must be positive")
+        raise UsageError("--max-docs must be positive")
     html_path, md_path = build_report(args.pipeline_output, args.output, args.train_run, args.max_docs)
     print(f"report: {html_path}\nsummary: {md_path}")
     return 0

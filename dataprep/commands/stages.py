@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dataprep.core.registry import stage_names
+from dataprep.core.registry import UnknownStage, stage_names
 from dataprep.core.stage_reference import describe, format_reference
 
 
@@ -19,7 +19,7 @@ def main(args: argparse.Namespace) -> int:
     if args.name and not stages:
         from dataprep.core.validation import did_you_mean
 
-        raise KeyError(f"unknown stage {args.name!r}{did_you_mean(args.name, stage_names())}")
+        raise UnknownStage(f"unknown stage {args.name!r}{did_you_mean(args.name, stage_names())}")
     if args.json:
         print(json.dumps(stages, indent=2, default=str))
         return 0

@@ -6,8 +6,10 @@ dependency breaks only the command that needs it (with the extra to install).
 
 Conventions shared by every command of ``dataprep`` and ``pretrain``: exit status 0 on success, 1 when
 the work failed, 2 for a usage or configuration error (one message, no traceback; ``CCP_DEBUG=1`` shows
-it); ``--log-level`` sets the ``ccpretrain`` loggers' level; a command that takes ``--set KEY=VALUE``
-also takes torchtitan-style ``--optim.lr 3e-4``.
+it), each from the project's own error types (``dataprep.core.errors``); any other exception is a bug,
+shown with its traceback and a line asking to report it (exit 1); ``--log-level`` sets the
+``ccpretrain`` loggers' level; a command that takes ``--set KEY=VALUE`` also takes torchtitan-style
+``--optim.lr 3e-4``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,8 @@ import importlib
 import sys
 from types import ModuleType
 
-from pydantic import ValidationError
-
+from dataprep.core.errors import CcpretrainError
 from dataprep.core.extras import EXTRAS, install_command
-from dataprep.core.validation import WorkFailed, describe
 
 
 def build_parser(commands: dict, prog: str, description: str) -> argparse.ArgumentParser:
@@ -102,20 +102,27 @@ def dispatch(commands: dict, prog: str, description: str, argv: list[str] | None
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by the pipe
     except ModuleNotFoundError as exc:
         return _missing_package(f"{prog} {argv[0]}", exc, wants_json)
-    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, KeyError, WorkFailed) as exc:
-        # Configuration and input problems: one clear message, no traceback (set CCP_DEBUG=1 for it).
+    except CcpretrainError as exc:
+        # The user's input or a failed run, in the project's own words: one line, no traceback (CCP_DEBUG=1 shows it).
         import os
 
         if os.environ.get("CCP_DEBUG"):
             raise
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        if isinstance(exc, ValidationError):
-            message = describe(exc)
-        return fail(f"{prog} {argv[0]}: error: {message}", 1 if isinstance(exc, WorkFailed) else 2, wants_json)
-    except Exception as exc:
-        if wants_json:  # a bug: its traceback follows on stderr, but stdout still holds the promised object
+        return fail(f"{prog} {argv[0]}: error: {exc}", exc.exit_status, wants_json)
+    except Exception as exc:  # anything else is a bug: its traceback, and a request to report it
+        import os
+        import traceback
+
+        if wants_json:  # the traceback goes to stderr, but stdout still holds the promised object
             print_failure_json(f"{prog} {argv[0]}: internal error: {type(exc).__name__}: {exc}", 1)
-        raise
+        if os.environ.get("CCP_DEBUG"):
+            raise
+        traceback.print_exc()
+        print(BUG_REPORT_LINE, file=sys.stderr, flush=True)
+        return 1
+
+
+BUG_REPORT_LINE = "ccpretrain: this is a bug; please report it with the traceback above"
 
 
 def print_failure_json(message: str, status: int) -> None:

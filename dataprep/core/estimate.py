@@ -13,6 +13,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 
+from dataprep.core.errors import UsageError
 from dataprep.core.stats import StageStats
 from dataprep.readers import READ_STAGE
 
@@ -79,11 +80,11 @@ def sample_pages(stats: list[StageStats]) -> int:
     """Pages the sample's reader handed to the stages (records that are not pages are not counted)."""
     read = next((s for s in stats if s.stage == READ_STAGE), None)
     if read is None:
-        raise ValueError(f"the stats have no {READ_STAGE!r} stage: give the stats.json of a `dataprep run`")
+        raise UsageError(f"the stats have no {READ_STAGE!r} stage: give the stats.json of a `dataprep run`")
     first = next((s for s in stats if s.stage != READ_STAGE), None)
     pages = first.docs_in if first is not None else read.docs_kept
     if pages <= 0:
-        raise ValueError("the sample run read no documents: run the config on a sample that holds pages first")
+        raise UsageError("the sample run read no documents: run the config on a sample that holds pages first")
     return pages
 
 
@@ -157,9 +158,9 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
     plus a cost per page, fitted through the smallest and largest. The largest sample gives the funnel,
     sizes and routing rate. ``global_stages`` names the stages that ran as whole-corpus steps."""
     if pages <= 0:
-        raise ValueError(f"pages must be positive, not {pages}")
+        raise UsageError(f"pages must be positive, not {pages}")
     if cores <= 0 or any(s.cores <= 0 for s in samples):
-        raise ValueError("cores and sample cores must be positive")
+        raise UsageError("cores and sample cores must be positive")
     main = max(samples, key=lambda s: s.pages)
     stats, base = main.stats, main.pages
     scale = pages / base
@@ -216,7 +217,7 @@ def format_estimate(est: Estimate) -> str:
 
 def pages_from_files(files: int, pages_per_file: float) -> int:
     if files <= 0 or pages_per_file <= 0:
-        raise ValueError("the listing holds no files, or the sample holds no pages per file")
+        raise UsageError("the listing holds no files, or the sample holds no pages per file")
     return math.ceil(files * pages_per_file)
 
 
@@ -243,9 +244,9 @@ def load_sample(path: str, sample_cores: int | None) -> tuple[Sample, int | None
     doc = load_stats(folder)
     stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]
     if not stats:
-        raise ValueError(f"{folder}/stats.json holds no stages: the sample run did not finish")
+        raise UsageError(f"{folder}/stats.json holds no stages: the sample run did not finish")
     cores = sample_cores or doc.get("cores")
     if not cores:
-        raise ValueError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
+        raise UsageError(f"{folder}/stats.json does not say how many cores the run had: give --sample-cores")
     steps = doc.get("steps") or [{}]
     return Sample(stats, int(cores), steps[0].get("tasks")), doc.get("input_files")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 
+from dataprep.core.errors import UsageError
 from dataprep.core.extras import install_command
 
 # name -> "module:Class", by package
@@ -45,6 +46,12 @@ STAGE_CLASSES: dict[str, str] = {
 STAGES: dict[str, type] = {}  # classes registered so far: imported stage modules, and stages of other packages
 
 
+class UnknownStage(UsageError, KeyError):
+    """A config or command names a stage that does not exist (a KeyError for callers that look names up)."""
+
+    __str__ = BaseException.__str__  # the message as written, not quoted as a KeyError's key
+
+
 class MissingDependency(ImportError):
     """A stage exists but a package it needs is not installed."""
 
@@ -65,14 +72,14 @@ def stage_names() -> list[str]:
 
 
 def stage_class(name: str) -> type:
-    """The class registered as ``name``, importing its module on first use. Raises KeyError for an
+    """The class registered as ``name``, importing its module on first use. Raises UnknownStage (a KeyError) for an
     unknown name and MissingDependency (naming the package to install) for an unusable one."""
     if name in STAGES:
         return STAGES[name]
     if name not in STAGE_CLASSES:
         from dataprep.core.validation import did_you_mean
 
-        raise KeyError(f"unknown stage {name!r}{did_you_mean(str(name), stage_names())} (known stages: {', '.join(stage_names())})")
+        raise UnknownStage(f"unknown stage {name!r}{did_you_mean(str(name), stage_names())} (known stages: {', '.join(stage_names())})")
     module_name, _, class_name = STAGE_CLASSES[name].partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from dataprep.core.errors import WorkFailed
 from dataprep.core.stage import DROP_REASON, ErrorLog, StageResult, payload_bytes
 from dataprep.core.units import human
 
@@ -203,7 +204,7 @@ def format_table(stats: list[StageStats], top_reasons: int = 4) -> str:
     return "\n".join(lines)
 
 
-class ErrorBudgetExceeded(RuntimeError):
+class ErrorBudgetExceeded(WorkFailed):
     """A stage failed on more documents than the error budget allows: its step must not count as done."""
 
 

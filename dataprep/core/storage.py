@@ -19,6 +19,8 @@ from typing import IO, Iterator
 
 import fsspec
 
+from dataprep.core.errors import MissingPath, OutputExists, UsageError
+
 log = logging.getLogger(__name__)
 # Common Crawl publishes per-crawl listings such as warc.paths.gz: one relative path per line.
 COMMON_CRAWL_PREFIX = "https://data.commoncrawl.org/"
@@ -67,7 +69,7 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX, 
                     if line and not line.startswith("#"):
                         files.append(line if "://" in line or line.startswith("/") else paths_prefix + line)
             if len(files) == listed:
-                raise FileNotFoundError(f"input listing {pattern!r} names no file")
+                raise MissingPath(f"input listing {pattern!r} names no file")
             continue
         fs, _, _ = fsspec.get_fs_token_paths(pattern)
         if is_url(pattern) and not is_glob(pattern):
@@ -81,7 +83,7 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX, 
                 elif fs.exists(match):
                     found.append(match)
         if not found:
-            raise FileNotFoundError(f"input {pattern!r} matches no file")
+            raise MissingPath(f"input {pattern!r} matches no file")
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         files.extend(f if protocol in ("file", "local") else f"{protocol}://{f}" for f in found)
     files = sorted(dict.fromkeys(files))
@@ -125,7 +127,7 @@ def _remote_errors(pattern: str) -> Iterator[None]:
         raise InputUnreachable(f"cannot read input {pattern!r}: {type(exc).__name__}: {exc}{hint}") from None
 
 
-class InputUnreachable(FileNotFoundError):
+class InputUnreachable(MissingPath):
     """An input on an object store or web server that cannot be read (credentials, network)."""
 
 
@@ -169,7 +171,7 @@ def check_output_outside_inputs(output: str, patterns: list[str]) -> None:
         for match in glob_or_literal(pattern.removeprefix("file://")):
             folder = os.path.realpath(match)
             if os.path.isdir(folder) and os.path.commonpath([out, folder]) == folder:
-                raise ValueError(f"output {output!r} lies inside the input folder {match!r}: the run would read its own "
+                raise UsageError(f"output {output!r} lies inside the input folder {match!r}: the run would read its own "
                                  "output as input; choose an output folder outside it")
 
 
@@ -280,7 +282,7 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
     path = os.path.abspath(path.removeprefix("file://"))
     check_output_path(path, "output", folder=True)
     if not overwrite and os.path.isdir(path) and os.listdir(path):
-        raise FileExistsError(f"{path} exists and is not empty (pass --overwrite to replace it)")
+        raise OutputExists(f"{path} exists and is not empty (pass --overwrite to replace it)")
     parent = os.path.dirname(path)
     make_folder(parent)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
@@ -291,7 +293,7 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
             others = sorted(_relative_files(path) - _relative_files(tmp))
             if others:
                 shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-                raise FileExistsError(f"{path} holds files this command does not write ({shown}): they are not "
+                raise OutputExists(f"{path} holds files this command does not write ({shown}): they are not "
                                       "replaced; move them away or choose another output folder")
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -310,14 +312,14 @@ def check_output_path(path: str, flag: str, folder: bool) -> None:
         return
     full = os.path.abspath(path.removeprefix("file://"))
     if folder and os.path.exists(full) and not os.path.isdir(full):
-        raise ValueError(f"{flag} {path}: is a file, not a folder: name a new or existing folder")
+        raise UsageError(f"{flag} {path}: is a file, not a folder: name a new or existing folder")
     if not folder and os.path.isdir(full):
-        raise ValueError(f"{flag} {path}: is a folder: name a file")
+        raise UsageError(f"{flag} {path}: is a folder: name a file")
     parent = os.path.dirname(full)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")
+        raise UsageError(f"{flag} {path}: {parent} is a file, not a folder")
 
 
 # Folders holding the files shipped with a job (on Spark executors: SparkFiles' root), searched by base
@@ -336,7 +338,7 @@ def resolve_asset(path: str) -> str:
         candidate = os.path.join(directory, name)
         if os.path.exists(candidate):
             return candidate
-    raise FileNotFoundError(
+    raise MissingPath(
         f"{path!r} does not exist on {socket.gethostname()} (working directory {os.getcwd()}) "
         "and was not shipped with the job"
     )

@@ -14,8 +14,10 @@ import typing
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dataprep.core.errors import UsageError, WorkFailed  # noqa: F401  (WorkFailed: its old import path)
 
-class ConfigError(ValueError):
+
+class ConfigError(UsageError):
     """A configuration problem, with the offending key in the message."""
 
 
@@ -42,6 +44,15 @@ def problems(err: ValidationError, model: type[BaseModel] | None = None) -> list
             msg = e["msg"].removeprefix("Value error, ")  # our validators' messages say what is wrong already
         out.append(f"{loc}: {msg}")
     return out
+
+
+def validated(model: type[BaseModel], **fields) -> BaseModel:
+    """``model(**fields)`` from values the user gave (command-line flags): a ``ValidationError`` becomes a
+    ``ConfigError`` with ``describe``'s one line, as a config file's does in its loader."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc, model)) from None
 
 
 def did_you_mean(word: str, known) -> str:
@@ -148,7 +159,3 @@ def split_dotted_options(argv: list[str]) -> tuple[list[str], list[str]]:
         i += 1
     return rest, sets
 
-
-class WorkFailed(RuntimeError):
-    """The work could not be done for a reason its message states and a user can act on (a JVM that does
-    not start, no readable input): the command prints that one line and exits 1, without a traceback."""

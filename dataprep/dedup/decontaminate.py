@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from dataprep.core.errors import UsageError
 from dataprep.dedup.normalize import is_unspaced, normalize, shingle_hashes
 from dataprep.core.storage import expand_inputs, open_stream, read_jsonl_records
 from dataprep.core.registry import register
@@ -77,7 +78,7 @@ def load_eval_ngrams(paths: tuple[str, ...], text_fields: tuple[str, ...], id_fi
 
     items = [(i, t) for i, t in items if long_enough(t)]
     if not items:
-        raise ValueError(f"decontaminate: no evaluation text of at least one n-gram in {list(paths)}")
+        raise UsageError(f"decontaminate: no evaluation text of at least one n-gram in {list(paths)}")
     ids = sorted({i for i, _ in items})
     rank = {i: r for r, i in enumerate(ids)}
     hashes, offsets = shingle_hashes([t for _, t in items], ngram, char_ngram)

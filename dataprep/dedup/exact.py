@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import xxhash
 from pydantic import Field
 
+from dataprep.core.errors import UsageError
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.normalize import Normalization, normalize_many
@@ -66,7 +67,7 @@ class ExactDedup(IndexedStage):
         smallest id is kept."""
         self.check_local()
         if prepared.column("id").null_count:
-            raise ValueError("exact_dedup: every document needs a non-null id")
+            raise UsageError("exact_dedup: every document needs a non-null id")
         groups = prepared.group_by("hash").aggregate([("id", "min"), ("id", "count")])
         groups = groups.filter(pc.greater(groups.column("id_count"), 1))
         rows = prepared.join(groups, "hash", join_type="inner")

@@ -29,6 +29,7 @@ import fsspec
 import pyarrow as pa
 from pydantic import Field, model_validator
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text, exists, join_path, read_text
 from dataprep.core.stage import GlobalStage
 
@@ -43,7 +44,7 @@ NORMALIZER = "fineweb-1"
 EARLIER = "\x00"
 
 
-class DedupIndexError(ValueError):
+class DedupIndexError(UsageError):
     """An index that cannot be used: missing, from another configuration, or corrupt."""
 
 
@@ -78,7 +79,7 @@ class IndexedStage(GlobalStage):
 
     def check_local(self) -> None:
         if self.save_index or self.load_indexes:
-            raise ValueError(f"{self.name}: save_index and load_indexes work in Spark runs (dataprep run), not in memory")
+            raise UsageError(f"{self.name}: save_index and load_indexes work in Spark runs (dataprep run), not in memory")
 
 
 def _sha256(fs, path: str) -> str:

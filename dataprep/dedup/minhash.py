@@ -49,6 +49,7 @@ from pydantic import Field, model_validator
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from dataprep.core.errors import UsageError
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.normalize import _windows, mix64, shingle_hashes
@@ -309,7 +310,7 @@ class MinHashDedup(IndexedStage):
         verification, connected components; each component keeps its smallest id."""
         self.check_local()
         if documents.column("id").null_count:
-            raise ValueError("minhash_dedup: every document needs a non-null id")
+            raise UsageError("minhash_dedup: every document needs a non-null id")
         keys = prepared.column("keys").combine_chunks()
         owners = prepared.column("id").take(pc.list_parent_indices(keys))
         edges = bucket_edges(keys.flatten(), owners)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import xxhash
 from pydantic import Field
 
+from dataprep.core.errors import UsageError
 from dataprep.core.applier import Applier
 from dataprep.dedup.normalize import Normalization, normalize_many
 from dataprep.core.registry import register
@@ -125,7 +126,7 @@ class ParagraphDedup(GlobalStage):
         ``max_documents`` documents, except in the smallest id with ``keep: first``. Spark's form of
         the same rule is ``pipelines.paragraph_dedup.cuts_by_document``."""
         if documents.column("id").null_count:
-            raise ValueError("paragraph_dedup: every document needs a non-null id")
+            raise UsageError("paragraph_dedup: every document needs a non-null id")
         holders = prepared.group_by("key").aggregate([("id", "count"), ("id", "min")])
         duplicated = holders.filter(pc.greater(holders.column("id_count"), self.max_documents))
         cut = prepared.join(duplicated, "key", join_type="inner")

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import pyarrow as pa
 from pydantic import Field
 
+from dataprep.core.errors import UsageError
 from dataprep.core.registry import register
 from dataprep.core.stage import GlobalStage
 from dataprep.dedup.marks import MarkDuplicates
@@ -114,7 +115,7 @@ class UrlDedup(GlobalStage):
     def decide(self, prepared: pa.Table, documents: pa.Table) -> tuple[pa.Table, dict]:
         """Cluster rows of the URLs shared by 2+ documents: the preferred copy is kept, then the smallest id."""
         if documents.column("id").null_count:
-            raise ValueError("url_dedup: every document needs a non-null id")
+            raise UsageError("url_dedup: every document needs a non-null id")
         groups: dict[str, list[dict]] = {}
         for row in sorted(prepared.to_pylist(), key=lambda r: r["id"]):
             groups.setdefault(row["url_key"], []).append(row)

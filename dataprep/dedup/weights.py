@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from dataprep.core.errors import UsageError
+
 WEIGHT = "sample_weight"
 # Published tables, by name. fineweb2: FineWeb-2's README, "Deduplication" (github.com/huggingface/fineweb-2):
 # no duplicates 1, clusters of 2 and 3 their size, 4: 3, 5-99: 5, 100-999: 8, 1000 and more: 1.
@@ -24,7 +26,7 @@ def named_table(table: dict[str, float] | str) -> dict[str, float]:
     if isinstance(table, dict):
         return table
     if table not in NAMED_TABLES:
-        raise ValueError(f"sample_weights: no table named {table!r} (named tables: {', '.join(sorted(NAMED_TABLES))}; or "
+        raise UsageError(f"sample_weights: no table named {table!r} (named tables: {', '.join(sorted(NAMED_TABLES))}; or "
                          "give a mapping)")
     return NAMED_TABLES[table]
 
@@ -37,16 +39,16 @@ def parse_weights(table: dict[str, float] | str) -> list[tuple[int, int | None, 
     for key, weight in table.items():
         match = _RANGE.match(str(key))
         if not match:
-            raise ValueError(f"sample_weights: {key!r} is not a size, a range 'A-B' or 'A+'")
+            raise UsageError(f"sample_weights: {key!r} is not a size, a range 'A-B' or 'A+'")
         low = int(match[1])
         high = None if match[4] else int(match[3]) if match[2] else low
         if low < 1 or (high is not None and high < low) or weight < 0:
-            raise ValueError(f"sample_weights: {key!r}: {weight} is not a valid size range and weight")
+            raise UsageError(f"sample_weights: {key!r}: {weight} is not a valid size range and weight")
         ranges.append((low, high, float(weight)))
     ranges.sort(key=lambda r: r[0])
     for (_, high, _), (low, _, _) in zip(ranges, ranges[1:]):
         if high is None or high >= low:
-            raise ValueError(f"sample_weights: ranges overlap at size {low}")
+            raise UsageError(f"sample_weights: ranges overlap at size {low}")
     return ranges
 
 

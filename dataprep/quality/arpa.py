@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dataprep.core.errors import UsageError
 from dataprep.quality.ngram_lm import MAX_ORDER, NGramLM, pack, unpack
 
 NO_PROB = -99.0  # what KenLM writes for n-grams that are only contexts (e.g. <s>)
@@ -78,22 +79,22 @@ def read_arpa(path: str, sp) -> NGramLM:
             elif section is not None:
                 parts = line.split()
                 if len(parts) not in (section + 1, section + 2):
-                    raise ValueError(f"{path}:{number}: expected log10 p, {section} words and an optional back-off")
+                    raise UsageError(f"{path}:{number}: expected log10 p, {section} words and an optional back-off")
                 grams[section].append(parts)
     if not grams or sorted(grams) != list(range(1, order + 1)):
-        raise ValueError(f"{path}: not an ARPA file (no \\1-grams: ... sections)")
+        raise UsageError(f"{path}: not an ARPA file (no \\1-grams: ... sections)")
     if order > MAX_ORDER:
-        raise ValueError(f"{path}: order {order}; this scorer handles orders up to {MAX_ORDER}")
+        raise UsageError(f"{path}: order {order}; this scorer handles orders up to {MAX_ORDER}")
     for k, n in declared.items():
         if len(grams.get(k, [])) != n:
-            raise ValueError(f"{path}: header declares {n} {k}-grams, the file holds {len(grams.get(k, []))}")
+            raise UsageError(f"{path}: header declares {n} {k}-grams, the file holds {len(grams.get(k, []))}")
     keys, logp, ctx, bow = {}, {}, {}, {}
     unk = NO_PROB
     for k in range(1, order + 1):
         rows = grams[k]
         missing = sorted({w for parts in rows for w in parts[1:k + 1] if w not in ids})
         if missing:
-            raise ValueError(f"{path}: {len(missing)} words are not pieces of the SentencePiece model, e.g. {missing[:5]}")
+            raise UsageError(f"{path}: {len(missing)} words are not pieces of the SentencePiece model, e.g. {missing[:5]}")
         token_ids = np.array([[ids[w] for w in parts[1:k + 1]] for parts in rows], np.uint64).reshape(len(rows), k)
         packed = pack([token_ids[:, j] for j in range(k)])
         probs = np.array([float(parts[0]) for parts in rows])

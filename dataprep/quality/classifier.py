@@ -13,6 +13,7 @@ from functools import lru_cache
 import pyarrow as pa
 from pydantic import Field, field_validator
 
+from dataprep.core.errors import UsageError
 from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.core.storage import resolve_asset
 from dataprep.core.registry import register
@@ -68,7 +69,7 @@ class QualityClassifier(DocumentStage):
         texts = batch.column("text").to_pylist()
         if self.model_paths:
             if self.lang_column not in batch.column_names:
-                raise ValueError(f"quality_classifier: model_paths needs a {self.lang_column!r} column (run langid first)")
+                raise UsageError(f"quality_classifier: model_paths needs a {self.lang_column!r} column (run langid first)")
             paths = [resolve_asset(self.model_paths[lang]) if lang in self.model_paths else default
                      for lang in batch.column(self.lang_column).to_pylist()]
         else:

@@ -18,6 +18,8 @@ from itertools import chain
 
 import numpy as np
 
+from dataprep.core.errors import MissingPath, UsageError
+
 FORMAT = "ccpretrain-kn-lm"
 VERSION = 1
 BITS = 16
@@ -111,12 +113,12 @@ class NGramLM:
     def train(cls, sentences, order: int, vocab_size: int, bos: int, eos: int) -> "NGramLM":
         """Estimate from an iterable of token-id sequences (one per sentence/line)."""
         if not 2 <= order <= MAX_ORDER:
-            raise ValueError(f"order must be 2..{MAX_ORDER}, got {order}")
+            raise UsageError(f"order must be 2..{MAX_ORDER}, got {order}")
         if vocab_size > MAX_VOCAB:
-            raise ValueError(f"vocabulary of {vocab_size} ids exceeds {MAX_VOCAB}")
+            raise UsageError(f"vocabulary of {vocab_size} ids exceeds {MAX_VOCAB}")
         stream, ends, _ = _padded_stream(sentences, order, bos, eos)
         if not len(ends):
-            raise ValueError("no tokens to train on")
+            raise UsageError("no tokens to train on")
         top_keys, top_counts = np.unique(window_keys(stream, order, ends), return_counts=True)
         # Counts per order: raw for the highest, continuation counts (distinct left extensions) below.
         grams = {order: (top_keys, top_counts)}
@@ -195,18 +197,18 @@ class NGramLM:
             data = np.load(path, allow_pickle=False)
             header = json.loads(data["header"].tobytes())
         except FileNotFoundError:
-            raise FileNotFoundError(f"language model {path!r} does not exist") from None
+            raise MissingPath(f"language model {path!r} does not exist") from None
         except Exception as exc:  # noqa: BLE001 - truncated zip, not an npz, bad JSON...
-            raise ValueError(f"{path!r} is not a readable n-gram model ({type(exc).__name__}: {exc})") from None
+            raise UsageError(f"{path!r} is not a readable n-gram model ({type(exc).__name__}: {exc})") from None
         if header.get("format") != FORMAT:
-            raise ValueError(f"{path!r} is not a {FORMAT} file")
+            raise UsageError(f"{path!r} is not a {FORMAT} file")
         if header.get("version") != VERSION:
-            raise ValueError(f"{path!r} has format version {header.get('version')}; this code reads version {VERSION}")
+            raise UsageError(f"{path!r} has format version {header.get('version')}; this code reads version {VERSION}")
         order = header["order"]
         try:
             arrays = {name: {k: data[f"{name}{k}"] for k in range(1, order + 1)} for name in ("keys", "logp", "ctx", "bow")}
         except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"{path!r} is damaged: {exc}") from None
+            raise UsageError(f"{path!r} is damaged: {exc}") from None
         return cls(order, header["vocab_size"], header["bos"], header["eos"], unk=header["unk"], **arrays)
 
 

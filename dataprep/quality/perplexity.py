@@ -22,6 +22,7 @@ import pyarrow as pa
 import regex
 from pydantic import Field, PrivateAttr, model_validator
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import atomic_directory, resolve_asset
 from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
 from dataprep.core.registry import register
@@ -77,24 +78,24 @@ class PerplexityModel:
 
         meta_path = os.path.join(directory, "model.json")
         if not os.path.isfile(meta_path):
-            raise FileNotFoundError(f"{directory!r} is not a perplexity model directory (no model.json)")
+            raise MissingPath(f"{directory!r} is not a perplexity model directory (no model.json)")
         try:
             with open(meta_path, encoding="utf-8") as fh:
                 meta = json.load(fh)
         except ValueError as exc:
-            raise ValueError(f"{meta_path!r} is not valid JSON: {exc}") from None
+            raise UsageError(f"{meta_path!r} is not valid JSON: {exc}") from None
         if meta.get("format") != MODEL_FORMAT:
-            raise ValueError(f"{meta_path!r} is not a {MODEL_FORMAT} file")
+            raise UsageError(f"{meta_path!r} is not a {MODEL_FORMAT} file")
         if meta.get("version") != MODEL_VERSION:
-            raise ValueError(f"{directory!r} has model version {meta.get('version')}; this code reads version {MODEL_VERSION}")
+            raise UsageError(f"{directory!r} has model version {meta.get('version')}; this code reads version {MODEL_VERSION}")
         sp = spm.SentencePieceProcessor()
         try:
             sp.Load(os.path.join(directory, "sp.model"))
         except (OSError, RuntimeError) as exc:
-            raise ValueError(f"cannot load SentencePiece model in {directory!r}: {exc}") from None
+            raise UsageError(f"cannot load SentencePiece model in {directory!r}: {exc}") from None
         lm = NGramLM.load(os.path.join(directory, "lm.npz"))
         if lm.vocab_size != sp.GetPieceSize():
-            raise ValueError(f"{directory!r}: n-gram model and tokenizer vocabularies differ")
+            raise UsageError(f"{directory!r}: n-gram model and tokenizer vocabularies differ")
         return cls(directory, meta, sp, lm)
 
     def perplexities(self, texts: list[str]) -> np.ndarray:
@@ -196,11 +197,11 @@ def train_model(
 
     texts = [t for t in texts if t and t.strip()]
     if len(texts) < 10:
-        raise ValueError(f"need at least 10 non-empty reference documents, got {len(texts)}")
+        raise UsageError(f"need at least 10 non-empty reference documents, got {len(texts)}")
     if not 0 < heldout_fraction < 1:
-        raise ValueError("heldout_fraction must be between 0 and 1")
+        raise UsageError("heldout_fraction must be between 0 and 1")
     if vocab_size > MAX_VOCAB:
-        raise ValueError(f"vocab_size must be at most {MAX_VOCAB}")
+        raise UsageError(f"vocab_size must be at most {MAX_VOCAB}")
     order_idx = np.random.default_rng(seed).permutation(len(texts))
     n_held = max(1, int(len(texts) * heldout_fraction))
     held = [texts[i] for i in order_idx[:n_held]]
@@ -229,7 +230,7 @@ def write_model_files(folder: str, sp, lm: NGramLM, lang: str, held: list[str], 
     held_ppl = PerplexityModel(folder, {"cutoffs": {"p30": 0, "p60": 0}, **scoring}, sp, lm).perplexities(held)
     held_ppl = held_ppl[~np.isnan(held_ppl)]
     if not len(held_ppl):
-        raise ValueError("no held-out text to set the bucket cut-offs from")
+        raise UsageError("no held-out text to set the bucket cut-offs from")
     meta = {
         "format": MODEL_FORMAT, "version": MODEL_VERSION, "lang": lang, "order": lm.order,
         "vocab_size": sp.GetPieceSize(),

@@ -20,6 +20,7 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from dataprep.core.applier import Applier
+from dataprep.core.errors import UsageError
 from dataprep.core.registry import register
 from dataprep.core.stage import GlobalStage
 
@@ -69,7 +70,7 @@ class TopFraction(GlobalStage):
             if score is None or (isinstance(score, float) and math.isnan(score)):
                 out.append(NO_SCORE)
             elif group not in cutoffs:
-                raise ValueError(f"top_fraction: no cut-off for group {group!r} (cutoffs name {sorted(cutoffs)})")
+                raise UsageError(f"top_fraction: no cut-off for group {group!r} (cutoffs name {sorted(cutoffs)})")
             else:
                 cut = cutoffs[group]
                 out.append(None if cut is None or score > cut else REASON)
@@ -79,17 +80,17 @@ class TopFraction(GlobalStage):
         if not self.by_language:
             return [ALL] * table.num_rows
         if self.lang_column not in table.column_names:
-            raise ValueError(f"top_fraction: by_language needs a {self.lang_column!r} column (run langid first)")
+            raise UsageError(f"top_fraction: by_language needs a {self.lang_column!r} column (run langid first)")
         return [str(lang) if lang is not None else "" for lang in table.column(self.lang_column).to_pylist()]
 
     def check_columns(self, columns: list[str]) -> None:
         if self.score not in columns:
-            raise ValueError(f"top_fraction: no {self.score!r} column to rank by (columns: {sorted(columns)})")
+            raise UsageError(f"top_fraction: no {self.score!r} column to rank by (columns: {sorted(columns)})")
 
     def check_type(self, table: pa.Table) -> None:
         kind = table.schema.field(self.score).type
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
-            raise ValueError(f"top_fraction: {self.score!r} is {kind}, not a number")
+            raise UsageError(f"top_fraction: {self.score!r} is {kind}, not a number")
 
     def record(self, cutoffs: dict[str, float | None], errors: dict[str, float]) -> None:
         """Note the cut-offs applied and the relative error of each (stats.json)."""

@@ -25,6 +25,7 @@ import zlib
 from typing import Iterator
 
 from dataprep.core.config import InputConfig
+from dataprep.core.errors import UsageError
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import decoded_name, open_stream
@@ -92,11 +93,11 @@ def _paper_files(name: str, data: bytes, limit: int) -> list[tuple[str, bytes]] 
     try:
         data = gz.decompress(data, limit + 1)
     except zlib.error as exc:
-        raise ValueError(f"{name}: not gzip: {exc}") from None
+        raise UsageError(f"{name}: not gzip: {exc}") from None
     if len(data) > limit:
         return None
     if not gz.eof:
-        raise ValueError(f"{name}: not gzip: cut short")
+        raise UsageError(f"{name}: not gzip: cut short")
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             return [(decoded_name(member_name(m.name)), tar.extractfile(m).read()) for m in tar if m.isfile()]

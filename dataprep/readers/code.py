@@ -34,6 +34,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dataprep.core.errors import MissingPath
 from dataprep.code.languages import is_binary_name, language
 from dataprep.code.rules import VENDORED_DIRS
 from dataprep.code.licenses import NO_LICENSE, is_license_file, license_of_files, license_of_metadata
@@ -65,7 +66,7 @@ def expand_code_inputs(patterns: list[str]) -> list[str]:
             continue
         matches = [m for m in glob_or_literal(pattern) if os.path.exists(m)]
         if not matches:
-            raise FileNotFoundError(f"input {pattern!r} matches no file or folder")
+            raise MissingPath(f"input {pattern!r} matches no file or folder")
         for match in matches:
             packages = sorted(glob.glob(os.path.join(glob.escape(match), "*.dist-info"))) if os.path.isdir(match) else []
             inputs.extend(packages or [match])

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dataprep.core.errors import UsageError
 from dataprep.core.config import InputConfig
 from dataprep.core.storage import open_stream
 from dataprep.readers.batches import Batches, broken_file_reason, hash_id
@@ -111,7 +112,7 @@ def _columns(path: str, cfg: InputConfig, names: list[str]) -> list[str]:
     """The columns a document needs, by ``input.text_field`` / ``input.id_field``; a missing text column is a
     config error naming the columns there are."""
     if cfg.text_field not in names:
-        raise ValueError(f"{path}: no column {cfg.text_field!r} (input.text_field); columns: {', '.join(names)}")
+        raise UsageError(f"{path}: no column {cfg.text_field!r} (input.text_field); columns: {', '.join(names)}")
     return sorted({c for c in _wanted(cfg).values() if c in names})
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 from importlib.metadata import entry_points
 
+from dataprep.core.errors import UsageError
 from dataprep.core.run_record import record_written
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import atomic_write_text, is_url, join_path
@@ -33,7 +34,7 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
                  max_docs: int = 1_000_000) -> tuple[str, str]:
     """Write ``report.html``, ``report.md`` and their PNGs into ``dest`` (default OUTPUT_DIR/report)."""
     if dest is None and is_url(output_dir):
-        raise ValueError("the pipeline output is remote: give a local folder for the report with --out")
+        raise UsageError("the pipeline output is remote: give a local folder for the report with --out")
     dest = dest or os.path.join(output_dir, "report")
     doc = load_stats(output_dir)
     stats = [StageStats.from_dict(d) for d in doc.get("stages", [])]

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from dataprep.code.secrets import PLACEHOLDERS as SECRET_PLACEHOLDERS
 from dataprep.code.secrets import find_secrets
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import STATS_MARK
 from dataprep.core.storage import exists, is_url, join_path, read_text
@@ -30,11 +31,11 @@ EXAMPLE_WINDOW = 25_000  # the start of a dropped text that is scrubbed, then cu
 def load_stats(output_dir: str) -> dict:
     path = join_path(output_dir, "stats.json")
     if not exists(path):
-        raise FileNotFoundError(f"{path} not found: {output_dir} is not the output of a finished `dataprep run`")
+        raise MissingPath(f"{path} not found: {output_dir} is not the output of a finished `dataprep run`")
     try:
         return json.loads(read_text(path))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
 
 
 def _dataset(path: str):

@@ -28,6 +28,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field, field_validator
 
+from dataprep.core.errors import MissingPath
 from dataprep.core.storage import resolve_asset
 from dataprep.safety.word_lists import ASSETS, literal_union
 from dataprep.core.registry import register
@@ -116,7 +117,7 @@ def _read_archive(path: str) -> Iterator[tuple[str, str, Iterator[str]]]:
 def _category_dirs(root: str) -> dict[str, str]:
     """A UT1 root (category sub-folders) or a single category folder (has a ``domains`` file)."""
     if not os.path.isdir(root):
-        raise FileNotFoundError(f"blocklist folder {root!r} does not exist")
+        raise MissingPath(f"blocklist folder {root!r} does not exist")
     if any(os.path.isfile(os.path.join(root, name)) for name in ("domains", "domains.gz")):
         return {os.path.basename(os.path.normpath(root)): root}
     return {name: os.path.join(root, name) for name in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, name))}

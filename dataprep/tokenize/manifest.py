@@ -18,6 +18,7 @@ import time
 import fsspec
 import numpy as np
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import atomic_write_text, exists, join_path, read_text
 
 MANIFEST_NAME = "manifest.json"
@@ -41,7 +42,7 @@ def build_manifest(shards: list[dict], tokenizer: dict, dtype: str, extra: dict 
     shards = sorted(shards, key=lambda s: s["name"])
     names = [s["name"] for s in shards]
     if len(set(names)) != len(names):
-        raise ValueError("duplicate shard names: " + ", ".join(sorted({n for n in names if names.count(n) > 1})))
+        raise UsageError("duplicate shard names: " + ", ".join(sorted({n for n in names if names.count(n) > 1})))
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -102,7 +103,7 @@ def load_manifest(directory: str) -> dict:
     """Read and sanity-check ``directory/manifest.json``; errors name the directory and the problem."""
     path = join_path(directory, MANIFEST_NAME)
     if not exists(path):
-        raise FileNotFoundError(f"{path} not found: not a token-shard directory, or its tokenize step did not finish")
+        raise MissingPath(f"{path} not found: not a token-shard directory, or its tokenize step did not finish")
     return parse_manifest(path, read_text(path))
 
 
@@ -111,14 +112,14 @@ def parse_manifest(path: str, text: str) -> dict:
     try:
         manifest = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
     missing = [k for k in _REQUIRED if k not in manifest]
     if missing:
-        raise ValueError(f"{path} lacks {', '.join(missing)}")
+        raise UsageError(f"{path} lacks {', '.join(missing)}")
     if manifest["format"] != FORMAT:
-        raise ValueError(f"{path}: format {manifest['format']!r}, expected {FORMAT!r}")
+        raise UsageError(f"{path}: format {manifest['format']!r}, expected {FORMAT!r}")
     for i, shard in enumerate(manifest["shards"]):
         lacking = [k for k in _SHARD_KEYS if k not in shard]
         if lacking:
-            raise ValueError(f"{path}: shards[{i}] lacks {', '.join(lacking)}")
+            raise UsageError(f"{path}: shards[{i}] lacks {', '.join(lacking)}")
     return manifest

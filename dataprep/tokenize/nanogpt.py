@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_output
 from dataprep.tokenize.shards import load_manifest, open_dataset
 
@@ -22,9 +23,9 @@ def export_nanogpt(directory: str, out_dir: str, val_fraction: float = 0.0005) -
     """Write ``out_dir/train.bin`` and ``out_dir/val.bin``; returns their token counts."""
     manifest = load_manifest(directory)
     if manifest["vocab_size"] > UINT16_IDS:
-        raise ValueError(f"nanoGPT's .bin is uint16; vocabulary {manifest['vocab_size']} has ids that do not fit")
+        raise UsageError(f"nanoGPT's .bin is uint16; vocabulary {manifest['vocab_size']} has ids that do not fit")
     if not 0 <= val_fraction < 1:
-        raise ValueError("val_fraction must be in [0, 1)")
+        raise UsageError("val_fraction must be in [0, 1)")
     shards = open_dataset(directory)
     total = sum(s.num_docs for s in shards)
     n_val = min(total - 1, math.ceil(total * val_fraction)) if total > 1 else 0

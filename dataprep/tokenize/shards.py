@@ -27,6 +27,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_output, publish, temp_dir_for, write_synced
 from dataprep.tokenize.manifest import MANIFEST_NAME, UINT16_VOCAB_LIMIT, dtype_for_vocab, load_manifest
 
@@ -62,7 +63,7 @@ DTYPE_CODES = {
 CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
 
 
-class ShardError(ValueError):
+class ShardError(UsageError):
     """A shard that is missing, damaged or disagrees with its manifest; the message names it."""
 
 

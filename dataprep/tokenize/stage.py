@@ -29,6 +29,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.applier import Applier
 from dataprep.core.storage import exists, join_path, read_text
 from dataprep.core.registry import register
@@ -100,28 +101,28 @@ class Tokenize(GlobalStage):
         """The tokenizer folder: the configured one, else the run's ``<output>/tokenizer``."""
         path = self.tokenizer or self._default_tokenizer
         if not path:
-            raise ValueError("tokenize: set `tokenizer:` to a tokenizer folder to run the stage outside a pipeline")
+            raise UsageError("tokenize: set `tokenizer:` to a tokenizer folder to run the stage outside a pipeline")
         return path
 
     def check_assets(self) -> None:
         if self.tokenizer is None and self.train is None:
-            raise ValueError("tokenize: set `tokenizer:` to a tokenizer folder, or `train:` to train one into <output>/tokenizer")
+            raise UsageError("tokenize: set `tokenizer:` to a tokenizer folder, or `train:` to train one into <output>/tokenizer")
         if self.tokenizer is None:
             return  # trained into the run's folder, or already there from an earlier try of the same run
         if tokenizer_exists(self.tokenizer):
             Tokenizer.load(self.tokenizer)
         elif self.train is None:
-            raise FileNotFoundError(f"no tokenizer in {self.tokenizer!r}; train one with `dataprep train-tokenizer` or set `train:`")
+            raise MissingPath(f"no tokenizer in {self.tokenizer!r}; train one with `dataprep train-tokenizer` or set `train:`")
 
     def load_tokenizer(self, sample: Iterable[str] | None = None) -> Tokenizer:
         """The configured tokenizer, trained on ``sample`` first if its folder is empty and ``train`` is set."""
         if tokenizer_exists(self.tokenizer_dir):
             return Tokenizer.load(self.tokenizer_dir)
         if self.train is None:
-            raise FileNotFoundError(f"tokenize: no tokenizer in {self.tokenizer_dir!r}; train one with `dataprep "
+            raise MissingPath(f"tokenize: no tokenizer in {self.tokenizer_dir!r}; train one with `dataprep "
                                     "train-tokenizer` or set `train:`")
         if sample is None:
-            raise ValueError("tokenize: tokenizer must be trained but no sample was given")
+            raise UsageError("tokenize: tokenizer must be trained but no sample was given")
         return self.train.train(sample, self.tokenizer_dir)
 
     def encode(self, table: pa.Table, tokenizer: Tokenizer) -> tuple[pa.Table, list[str | None], list[np.ndarray]]:
@@ -156,7 +157,7 @@ class Tokenize(GlobalStage):
         if self.repeat_by is None:
             return [1] * len(kept)
         if self.repeat_by not in table.column_names:
-            raise ValueError(f"tokenize: repeat_by column {self.repeat_by!r} is missing (minhash_dedup writes "
+            raise UsageError(f"tokenize: repeat_by column {self.repeat_by!r} is missing (minhash_dedup writes "
                              "sample_weight when sample_weights is set)")
         weights = table.column(self.repeat_by).to_pylist()
         ids = table.column("id").to_pylist()
@@ -182,7 +183,7 @@ class Tokenize(GlobalStage):
         step without a run) the step's own ``shards``."""
         folder = self.output_dir or self._default_shards or (join_path(step_dir, "shards") if step_dir else None)
         if not folder:
-            raise ValueError("tokenize: set output_dir to run the stage outside a pipeline")
+            raise UsageError("tokenize: set output_dir to run the stage outside a pipeline")
         return folder
 
     def begin_shards(self, shards_dir: str) -> dict:
@@ -250,7 +251,7 @@ def copies(weight: float | None, doc_id: str | None) -> int:
     if weight is None:
         return 1
     if weight < 0 or weight != weight:
-        raise ValueError(f"tokenize: document {doc_id!r} has sampling weight {weight}; weights must be 0 or more")
+        raise UsageError(f"tokenize: document {doc_id!r} has sampling weight {weight}; weights must be 0 or more")
     whole = int(weight)
     draw = xxhash.xxh64_intdigest(str(doc_id).encode("utf-8", "surrogatepass")) / 2**64
     return whole + (draw < weight - whole)

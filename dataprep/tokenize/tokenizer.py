@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, Literal
 import numpy as np
 import sentencepiece as spm
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import atomic_write_bytes, atomic_write_text, exists, join_path, open_stream, read_text
 
 log = logging.getLogger("ccpretrain")
@@ -58,13 +59,13 @@ class Tokenizer:
 
             return HFTokenizer.load(directory)
         if not exists(meta_path):
-            raise FileNotFoundError(f"no tokenizer in {directory}: {META_NAME} missing (train one with `dataprep train-tokenizer`)")
+            raise MissingPath(f"no tokenizer in {directory}: {META_NAME} missing (train one with `dataprep train-tokenizer`)")
         meta = json.loads(read_text(meta_path))
         with open_stream(model_path, decompress=False) as fh:
             proto = fh.read()
         tok = cls(proto, meta)
         if meta.get("model_sha256") not in (None, tok.sha256):
-            raise ValueError(f"{model_path}: SHA-256 {tok.sha256} does not match {META_NAME} ({meta['model_sha256']})")
+            raise UsageError(f"{model_path}: SHA-256 {tok.sha256} does not match {META_NAME} ({meta['model_sha256']})")
         return tok
 
     def save(self, directory: str) -> None:
@@ -147,7 +148,7 @@ def train_tokenizer(
     with a warning (HF tokenizers' BPE does the same silently); ``exact_vocab_size`` makes that an error.
     """
     if vocab_size <= len(SPECIAL_IDS) + 256:
-        raise ValueError(f"vocab_size {vocab_size} too small: byte fallback alone needs {len(SPECIAL_IDS) + 256} ids")
+        raise UsageError(f"vocab_size {vocab_size} too small: byte fallback alone needs {len(SPECIAL_IDS) + 256} ids")
     sample = _HashingIterator(texts)
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
@@ -177,9 +178,9 @@ def train_tokenizer(
         )
     except RuntimeError as exc:  # e.g. "Vocabulary size too high" on a small sample
         if sample.documents == 0:
-            raise ValueError("no non-empty documents to train the tokenizer on") from None
+            raise UsageError("no non-empty documents to train the tokenizer on") from None
         message = str(exc).split("] ", 1)[-1]  # SentencePiece's text without its source location
-        raise ValueError(f"tokenizer training failed on a sample of {sample.documents} documents: {message} "
+        raise UsageError(f"tokenizer training failed on a sample of {sample.documents} documents: {message} "
                          "(the vocab_size setting of the tokenizer training)") from None
     meta = {
         "model_type": model_type,

@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_bytes, exists, join_path, open_stream, read_text
 
 JSON_NAME = "tokenizer.json"
@@ -35,7 +36,7 @@ class HFTokenizer:
         self.vocab_size = self.tk.get_vocab_size(with_added_tokens=True)
         ids = {kind: self._special(kind) for kind in USUAL_NAMES}
         if ids["eos"] is None:
-            raise ValueError(f"{JSON_NAME}: no end-of-text token found; add a {CONFIG_NAME} with eos_token")
+            raise UsageError(f"{JSON_NAME}: no end-of-text token found; add a {CONFIG_NAME} with eos_token")
         self.unk_id, self.bos_id, self.eos_id, self.pad_id = ids["unk"], ids["bos"], ids["eos"], ids["pad"]
         self.meta = {"model_type": "hf-tokenizer-json", "model_file": JSON_NAME}
 
@@ -75,7 +76,7 @@ class HFTokenizer:
     def encode_batch(self, texts: list[str], add_bos: bool = False, add_eos: bool = True, num_threads: int = 1) -> list[np.ndarray]:
         """Token ids per text (the Rust batch encoder), with our own bos/eos around each document."""
         if add_bos and self.bos_id is None:
-            raise ValueError("add_bos is set but this tokenizer has no beginning-of-text token")
+            raise UsageError("add_bos is set but this tokenizer has no beginning-of-text token")
         head, tail = [self.bos_id] if add_bos else [], [self.eos_id] if add_eos else []
         return [np.asarray(head + enc.ids + tail, dtype=np.int32)
                 for enc in self.tk.encode_batch(texts, add_special_tokens=False)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text
 from dataprep.tokenize.tokenizer_json_reader import HFTokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
@@ -32,11 +33,11 @@ def write_hf_tokenizer(tokenizer: Tokenizer | HFTokenizer, directory: str, add_b
     proto = sentencepiece_model_pb2.ModelProto.FromString(tokenizer.model_proto)
     norm, spec = proto.normalizer_spec, proto.trainer_spec
     if norm.name != "identity" or norm.add_dummy_prefix or norm.remove_extra_whitespaces or not spec.byte_fallback:
-        raise ValueError("only SentencePiece models trained by `dataprep train-tokenizer` (identity normalization, "
+        raise UsageError("only SentencePiece models trained by `dataprep train-tokenizer` (identity normalization, "
                          "no dummy prefix, whitespace kept, byte fallback) can be converted")
     if spec.model_type != spec.BPE:
         # a Unigram model's Viterbi ties break differently in `tokenizers`, so ids could differ
-        raise ValueError("only BPE SentencePiece models can be exported exactly (this one is not BPE)")
+        raise UsageError("only BPE SentencePiece models can be exported exactly (this one is not BPE)")
     normal = 1  # ModelProto.SentencePiece.Type.NORMAL: the only pieces SentencePiece matches in text
     pieces = [p.piece for p in proto.pieces]
     rank = {p.piece: (-p.score, i) for i, p in enumerate(proto.pieces) if p.type == normal}

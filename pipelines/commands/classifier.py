@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from dataprep.core.errors import UsageError
 from dataprep.classify.reference import read_texts
 from dataprep.classify.training import by_language, language_model_path, read_labelled, train_labelled, train_reference
 from dataprep.core.arguments import fraction, output_file, positive_float, positive_int, spark_master
@@ -52,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
     if args.positives:
         return _from_reference(args)
     if args.negatives:
-        raise ValueError("--negatives goes with --positives (labelled --input files carry their own labels)")
+        raise UsageError("--negatives goes with --positives (labelled --input files carry their own labels)")
     examples, skipped = read_labelled(args.input, args.text_field, args.label_field)
     if skipped:
         print(f"skipped {skipped} records without text or label", file=sys.stderr)
@@ -63,17 +64,17 @@ def main(args: argparse.Namespace) -> int:
 def _from_reference(args: argparse.Namespace) -> int:
     """Positives from the reference, negatives sampled on Spark, one model (or one per language)."""
     if not args.negatives:
-        raise ValueError("--positives needs --negatives: a pipeline output or crawl text to sample pages from")
+        raise UsageError("--positives needs --negatives: a pipeline output or crawl text to sample pages from")
     positives, missing = read_texts(args.positives, args.text_field)
     if missing:
         print(f"skipped {missing} reference records without text", file=sys.stderr)
     if not positives:
-        raise ValueError(f"no reference text in {args.positives}")
+        raise UsageError(f"no reference text in {args.positives}")
     count = args.negatives_count or len(positives)
     spark = get_spark(args.master, app_name="train-classifier")
     negatives = list(sample_texts(read_documents(spark, args.negatives, args.text_field), count, args.seed)[0])
     if not negatives:
-        raise ValueError(f"no document with a {args.text_field!r} text in {args.negatives}")
+        raise UsageError(f"no document with a {args.text_field!r} text in {args.negatives}")
     if len(negatives) < count:
         print(f"asked for {count} negatives, the input holds {len(negatives)}", file=sys.stderr)
     if not args.languages:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 
+from dataprep.core.errors import UsageError
 from dataprep.core.arguments import non_negative_int, output_folder, positive_float, positive_int, spark_master
 from dataprep.tokenize.stage import TokenizerTraining
+from dataprep.core.validation import validated
 from dataprep.tokenize.tokenizer import tokenizer_exists
 from pipelines.train_tokenizer import text_dataframe, train_from_dataframe
 
@@ -36,9 +38,10 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.spark import get_spark
 
     if tokenizer_exists(args.output) and not args.force:
-        raise ValueError(f"{args.output} already holds a tokenizer; pass --force to replace it (shards made with it will "
+        raise UsageError(f"{args.output} already holds a tokenizer; pass --force to replace it (shards made with it will "
                          "no longer verify)")
-    training = TokenizerTraining(
+    training = validated(
+        TokenizerTraining,
         vocab_size=args.vocab_size,
         model_type=args.model_type,
         sample_documents=args.sample_documents,

@@ -10,6 +10,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.tokenize.manifest import MANIFEST_NAME, TOKENIZER_DIR, load_manifest
 from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists
 
@@ -33,7 +34,7 @@ def parse_arm(spec: str) -> tuple[str, str]:
 
     name, sep, path = spec.partition("=")
     if not sep or not path or not re.match(ARM_NAME, name):
-        raise ValueError(f"--arm {spec!r}: expected NAME=PATH (NAME of letters, digits, '.', '_', '-')")
+        raise UsageError(f"--arm {spec!r}: expected NAME=PATH (NAME of letters, digits, '.', '_', '-')")
     return name, path
 
 
@@ -52,7 +53,7 @@ def resolve_arm(name: str, path: str) -> Arm:
     if find_mixture(path) is not None and not path.endswith((".jsonl", ".parquet", ".gz")):
         sources = load_mixture(path)
         return Arm(name, path, shards=[s["path"] for s in sources], weights=[float(s.get("weight", 1.0)) for s in sources])
-    raise FileNotFoundError(f"--arm {name}={path}: no such file, folder or mixture preset")
+    raise MissingPath(f"--arm {name}={path}: no such file, folder or mixture preset")
 
 
 def shards_tokenizer(arms: list[Arm], given: str | None) -> str | None:
@@ -63,17 +64,17 @@ def shards_tokenizer(arms: list[Arm], given: str | None) -> str | None:
         for path in arm.shards:
             sha = (load_manifest(path).get("tokenizer") or {}).get("model_sha256")
             if not sha:
-                raise ValueError(f"--arm {arm.name}: {path}'s manifest names no tokenizer: give the arm's documents "
+                raise UsageError(f"--arm {arm.name}: {path}'s manifest names no tokenizer: give the arm's documents "
                                  "instead, or shards written by a tokenize stage")
             found.setdefault(sha, path)
     if len(found) > 1:
-        raise ValueError("the token-shard arms use different tokenizers (" + ", ".join(found.values()) + "): an "
+        raise UsageError("the token-shard arms use different tokenizers (" + ", ".join(found.values()) + "): an "
                          "ablation compares data under one tokenizer; tokenize them alike, or give their documents")
     if not found:
         return None
     (sha, path), = found.items()
     if given is not None and Tokenizer.load(given).sha256 != sha:
-        raise ValueError(f"--tokenizer {given} is not the tokenizer of the token-shard arm {path}")
+        raise UsageError(f"--tokenizer {given} is not the tokenizer of the token-shard arm {path}")
     return os.path.join(path, TOKENIZER_DIR)
 
 

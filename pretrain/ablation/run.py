@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text, check_output_path
 from dataprep.core.units import duration
 from pretrain.ablation.arms import Arm, parse_arm, prepare_arms, resolve_arm
@@ -53,14 +54,14 @@ class AblationSpec:
     def check(self) -> None:
         names = [parse_arm(a)[0] for a in self.arms]
         if len(names) < 2 or len(set(names)) != len(names):
-            raise ValueError("pretrain ablate needs at least two --arm NAME=PATH, each NAME once")
+            raise UsageError("pretrain ablate needs at least two --arm NAME=PATH, each NAME once")
         if self.seeds < 2:
-            raise ValueError(f"--seeds {self.seeds}: at least 2 (an interval over seeds needs two)")
+            raise UsageError(f"--seeds {self.seeds}: at least 2 (an interval over seeds needs two)")
         if not self.evals and not self.tasks:
-            raise ValueError("give held-out documents (--eval FILE) or harness tasks (--tasks), or both")
+            raise UsageError("give held-out documents (--eval FILE) or harness tasks (--tasks), or both")
         stems = [eval_name(p) for p in self.evals]
         if len(set(stems)) != len(stems):
-            raise ValueError(f"--eval files must have different names: {', '.join(stems)}")
+            raise UsageError(f"--eval files must have different names: {', '.join(stems)}")
         check_output_path(self.output, "--output", folder=True)
 
 
@@ -78,7 +79,7 @@ def _claim_output(spec: AblationSpec) -> None:
             theirs = json.load(fh)
         changed = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if changed:
-            raise ValueError(f"--output {spec.output} holds an ablation with other settings ({', '.join(changed)}): "
+            raise UsageError(f"--output {spec.output} holds an ablation with other settings ({', '.join(changed)}): "
                              "rerun it as it was to resume, or choose another --output")
         return
     os.makedirs(spec.output, exist_ok=True)

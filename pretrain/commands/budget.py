@@ -7,6 +7,7 @@ import argparse
 import json
 from dataclasses import fields
 
+from dataprep.core.errors import UsageError
 from pretrain.planning.budget import FITS, METHODS
 from pretrain.planning.budget_report import ALLOCATION_FITS, BudgetQuestion, budget_answer, format_report
 from pretrain.planning.cost import add_cost_arguments, cost_rates, format_cost, run_cost
@@ -54,6 +55,6 @@ def main(args: argparse.Namespace) -> int:
         result["cost"] = run_cost(args.gpus * args.hours, rates)
         text += "\n\n" + format_cost(result["cost"], rates)
     elif any(getattr(args, k) is not None for k in ("price_per_gpu_hour", "gpu_power_w", "grid_gco2_per_kwh")):
-        raise ValueError("the cost flags need --gpus and --hours: the GPU-hours they price")
+        raise UsageError("the cost flags need --gpus and --hours: the GPU-hours they price")
     print(json.dumps(result, indent=2) if args.json else text)
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from dataprep.core.errors import UsageError
 from pretrain.inference.evaluate import TaskSpec, evaluate_checkpoint
 
 
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     limit = None if args.limit is None else (int(args.limit) if args.limit >= 1 else args.limit)
     if limit is not None and limit <= 0 or args.num_fewshot is not None and args.num_fewshot < 0:
-        raise ValueError("--limit must be positive and --num-fewshot at least 0")
+        raise UsageError("--limit must be positive and --num-fewshot at least 0")
     names = [t.strip() for t in (args.tasks or "").split(",") if t.strip()]
     tasks = TaskSpec(names, args.include_path, limit, args.num_fewshot)
     result = evaluate_checkpoint(args.checkpoint, args.data, args.device, args.seq_len, args.batch_size,

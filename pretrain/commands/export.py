@@ -27,19 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     check_output_path(args.output, "--output", folder=True)
-    try:
-        if args.to == "ccpretrain":
-            cfg = import_hf(args.checkpoint, args.output, args.overwrite)
-            _report(args, f"imported {args.checkpoint} -> {args.output} ({cfg.n_layers} layers, d_model {cfg.d_model})",
-                    {"to": "ccpretrain", "source": os.path.abspath(args.checkpoint), "output": os.path.abspath(args.output),
-                     "model": cfg.model_dump(mode="json")})
-            return 0
-        trained = load_trained(args.checkpoint)
-        check_hf_exportable(trained.model)
-        tokenizer, manifest = find_tokenizer(trained, args.tokenizer)
-        export_hf(trained, tokenizer, args.output, manifest, args.dtype, args.overwrite)
-    except FileExistsError as exc:  # an output folder in the way: a usage error, reported in one line
-        raise ValueError(str(exc)) from None
+    if args.to == "ccpretrain":
+        cfg = import_hf(args.checkpoint, args.output, args.overwrite)
+        _report(args, f"imported {args.checkpoint} -> {args.output} ({cfg.n_layers} layers, d_model {cfg.d_model})",
+                {"to": "ccpretrain", "source": os.path.abspath(args.checkpoint), "output": os.path.abspath(args.output),
+                 "model": cfg.model_dump(mode="json")})
+        return 0
+    trained = load_trained(args.checkpoint)
+    check_hf_exportable(trained.model)
+    tokenizer, manifest = find_tokenizer(trained, args.tokenizer)
+    export_hf(trained, tokenizer, args.output, manifest, args.dtype, args.overwrite)
     _report(args, f"exported {trained.path} (step {trained.step}) -> {args.output}",
             {"to": "hf", "source": os.path.abspath(trained.path), "step": trained.step, "output": os.path.abspath(args.output),
              "files": sorted(os.listdir(args.output))})

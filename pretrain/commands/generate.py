@@ -7,6 +7,7 @@ import sys
 
 import torch
 
+from dataprep.core.errors import UsageError
 from pretrain.components.device import resolve_device
 from pretrain.inference.generate import document_prefix, generate
 from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1 or args.num_samples < 1 or not 0 < args.top_p <= 1:
-        raise ValueError("--max-new-tokens and --num-samples must be positive, --top-p in (0, 1]")
+        raise UsageError("--max-new-tokens and --num-samples must be positive, --top-p in (0, 1]")
     trained = load_trained(args.checkpoint)
     tokenizer, manifest = find_tokenizer(trained, args.tokenizer)
     model = model_for_inference(trained, resolve_device(args.device))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from dataprep.core.errors import UsageError
 from pretrain.lineage import corpus_identity, format_lineage, read_lineage, runs_using
 
 
@@ -34,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"  {r['path']}  ({what}; source {', '.join(r['sources'])})")
         return 0
     if len(args.paths) > 1:
-        raise ValueError("give one model, run or checkpoint (several folders go with --uses)")
+        raise UsageError("give one model, run or checkpoint (several folders go with --uses)")
     record = read_lineage(args.paths[0])
     print(json.dumps(record) if args.json else format_lineage(record))
     return 0

@@ -7,6 +7,7 @@ import argparse
 import json
 from dataclasses import replace
 
+from dataprep.core.errors import UsageError
 from dataprep.core.cli import add_output_argument
 from dataprep.core.storage import check_output_path
 from pretrain.components.shard_totals import shard_totals
@@ -90,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = plan_model(args.model, args.seq_len)
     gpu = plan_gpu(args.gpu, args.precision, args.gpu_memory_gb, args.peak_flops, args.intra_node_gbs, args.inter_node_gbs)
     if args.output and not args.data:
-        raise ValueError("--output needs --data: the token-shard directory the training config reads")
+        raise UsageError("--output needs --data: the token-shard directory the training config reads")
     if args.output:
         check_output_path(args.output, "--output", folder=False)
     # the shards' manifests (when the shards exist yet): the model's vocabulary must be their tokenizer's,
@@ -133,7 +134,7 @@ def _compare(args: argparse.Namespace, plan_on) -> int:
                                       ("--intra-node-gbs", args.intra_node_gbs), ("--inter-node-gbs", args.inter_node_gbs))
              if value is not None]
     if fixed:
-        raise ValueError(f"--compare-gpus plans each GPU at its table's figures and writes nothing: drop {', '.join(fixed)}")
+        raise UsageError(f"--compare-gpus plans each GPU at its table's figures and writes nothing: drop {', '.join(fixed)}")
     rows = []
     for name, price in compare_list(args.compare_gpus):
         gpu = plan_gpu(name, args.precision)
@@ -161,10 +162,10 @@ def compare_list(text: str) -> list[tuple[str, float | None]]:
         try:
             value = float(price) if price else None
         except ValueError:
-            raise ValueError(f"--compare-gpus {item!r}: the price after '=' is not a number") from None
+            raise UsageError(f"--compare-gpus {item!r}: the price after '=' is not a number") from None
         if value is not None and not value > 0:
-            raise ValueError(f"--compare-gpus {item!r}: the price must be positive")
+            raise UsageError(f"--compare-gpus {item!r}: the price must be positive")
         pairs.append((name.strip(), value))
     if not pairs:
-        raise ValueError("--compare-gpus names no GPU")
+        raise UsageError("--compare-gpus names no GPU")
     return pairs

@@ -10,6 +10,7 @@ import sys
 import torch.distributed as dist
 
 from dataprep.core.cli import add_output_argument, add_set_argument
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import check_output_path
 from pretrain.components import checkpoint
 from pretrain.components.guard import NonFiniteError
@@ -52,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
     check_trackers(cfg.log)  # a missing tracker package fails here, not after set-up
     if args.stop_at_step is not None and args.stop_at_step <= 0:
-        raise ValueError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
+        raise UsageError(f"--stop-at-step {args.stop_at_step}: must be a positive step number")
     _check_paths(cfg, args.resume)
     quiet = contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext()
     try:
@@ -95,13 +96,13 @@ def profile_window(text: str) -> list[int]:
     try:
         return [int(start), int(end or start)]
     except ValueError:
-        raise ValueError(f"--profile {text}: expected START:END, two step numbers such as 5:8") from None
+        raise UsageError(f"--profile {text}: expected START:END, two step numbers such as 5:8") from None
 
 
 def _check_paths(cfg: TrainConfig, resume: str) -> None:
     """The run's paths, before any set-up: a file where a folder goes (or under one) is a usage error."""
     if resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(resume):
-        raise ValueError(f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a "
+        raise UsageError(f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a "
                          "checkpoints/step-* folder")
     check_output_path(cfg.out_dir, "out_dir", folder=True)
     check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)

@@ -42,6 +42,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.checkpoint.stateful import Stateful
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text
 from pretrain.components.safe_reader import SafeLoadPlanner, SafeReader
 from pretrain.distributed.process_group import barrier, global_rank
@@ -62,7 +63,7 @@ warnings.filterwarnings("ignore", category=UserWarning,
                                 "(save|load) in a single process")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UsageError):
     """A checkpoint that is missing, incomplete, corrupt or incompatible; the message says which."""
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.shards import open_dataset
 from pretrain.components.document_bounds import document_ids
@@ -156,14 +157,14 @@ class Source:
         else:
             cache, (manifest, shards) = None, (load_manifest(path), open_dataset(path))
         if vocab_size is not None and manifest["vocab_size"] > vocab_size:
-            raise ValueError(f"{path}: the tokenizer's vocabulary {manifest['vocab_size']} (manifest vocab_size) exceeds "
+            raise UsageError(f"{path}: the tokenizer's vocabulary {manifest['vocab_size']} (manifest vocab_size) exceeds "
                              f"the model's vocab_size {vocab_size}: set model.vocab_size to {manifest['vocab_size']} "
                              "or auto, or use shards made with the model's tokenizer")
         held_out = hold_out(path, shards, val_fraction, seed, val_samples * seq_len + 1)
         source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len,
                      manifest["vocab_size"], cache, name or path, _tokenizer_identity(manifest))
         if source.num_samples("train") == 0:
-            raise ValueError(f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}")
+            raise UsageError(f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}")
         return source
 
     def num_samples(self, split: str) -> int:
@@ -202,7 +203,7 @@ class Loader:
                  micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0, read_ahead_steps: int = 0,
                  documents: bool = False, phases: list[tuple[int | None, list[float]]] | None = None):
         if global_batch % (micro_batch * dp_size):
-            raise ValueError(
+            raise UsageError(
                 f"global_batch_size {global_batch} is not a multiple of micro_batch_size {micro_batch} x "
                 f"data-parallel size {dp_size}"
             )
@@ -251,7 +252,7 @@ class Loader:
             found = source.find_out_of_vocab(self.split, i)
             if found:
                 path, offset, token = found
-                raise ValueError(f"{path}: token id {token} at token offset {offset} is outside the vocabulary of "
+                raise UsageError(f"{path}: token id {token} at token offset {offset} is outside the vocabulary of "
                                  f"{source.path} (vocab_size {source.vocab_size}): the shard is corrupt or was made "
                                  f"with another tokenizer; run `dataprep verify-shards {source.path}`, then re-tokenize "
                                  "or restore that shard")
@@ -317,7 +318,7 @@ def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, c
     Sources tokenized with different tokenizers are refused: one id would stand for different text."""
     missing = [s.path for s in cfg.sources if not is_remote(s.path) and not os.path.exists(s.path)]
     if missing:
-        raise FileNotFoundError(f"data source(s) not found: {', '.join(missing)}")
+        raise MissingPath(f"data source(s) not found: {', '.join(missing)}")
     cache = open_cache(cfg.cache, cache_dir) if any(is_remote(s.path) for s in cfg.sources) else None
     sources = [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples, s.name)
                for s in cfg.sources]
@@ -326,7 +327,7 @@ def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, c
         groups.setdefault(source.tokenizer, []).append(source.name)
     if len(groups) > 1:
         listed = "; ".join(", ".join(names) for names in groups.values())
-        raise ValueError(f"data sources were tokenized with {len(groups)} different tokenizers ({listed}): the same id "
+        raise UsageError(f"data sources were tokenized with {len(groups)} different tokenizers ({listed}): the same id "
                          "would mean different text in each. Tokenize every source with one tokenizer, e.g. "
                          "`dataprep run wikipedia ... --set stages.-1.tokenizer=out/web/tokenizer`")
     return sources
@@ -369,7 +370,7 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:
         if cfg.val_fraction > 0:
-            raise ValueError(f"data.val_fraction {cfg.val_fraction:g}: no source is large enough to hold out a "
+            raise UsageError(f"data.val_fraction {cfg.val_fraction:g}: no source is large enough to hold out a "
                              f"validation sample of seq_len + 1 = {seq_len + 1} tokens beside its training samples; "
                              "add data, lower seq_len, or set data.val_fraction: 0")
         return train, None

@@ -8,13 +8,15 @@ import os
 
 import torch
 
+from dataprep.core.errors import UsageError
+
 
 def resolve_device(name: str) -> torch.device:
     """``auto``: CUDA when available, else CPU; ``cuda`` is this process's GPU on its node (torchrun's
     LOCAL_RANK, 0 for a single process)."""
     if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise ValueError("device cuda requested but CUDA is not available")
+            raise UsageError("device cuda requested but CUDA is not available")
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return torch.device("cpu")
 

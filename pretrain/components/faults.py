@@ -17,6 +17,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text
 
 KINDS = {"nan": {"step", "rank"}, "spike": {"step", "rank", "scale"}, "hang": {"step", "rank"},
@@ -44,20 +45,20 @@ def parse_fault(spec: str) -> Fault:
     """``nan:step=12,rank=1`` -> Fault; a clear error for anything else."""
     kind, _, arguments = spec.partition(":")
     if kind not in KINDS:
-        raise ValueError(f"--inject {spec!r}: unknown fault {kind!r} (known: {', '.join(KINDS)})")
+        raise UsageError(f"--inject {spec!r}: unknown fault {kind!r} (known: {', '.join(KINDS)})")
     values = {}
     for item in filter(None, arguments.split(",")):
         key, sep, value = item.partition("=")
         if not sep or key not in KINDS[kind]:
-            raise ValueError(f"--inject {spec!r}: {item!r} is not one of {sorted(KINDS[kind])} as key=value")
+            raise UsageError(f"--inject {spec!r}: {item!r} is not one of {sorted(KINDS[kind])} as key=value")
         try:
             values[key] = int(value)
         except ValueError:
-            raise ValueError(f"--inject {spec!r}: {key} must be an integer, got {value!r}") from None
+            raise UsageError(f"--inject {spec!r}: {key} must be an integer, got {value!r}") from None
     if missing := REQUIRED[kind] - set(values):
-        raise ValueError(f"--inject {spec!r}: {', '.join(sorted(missing))}=N is required")
+        raise UsageError(f"--inject {spec!r}: {', '.join(sorted(missing))}=N is required")
     if values.get("step", 1) <= 0 or values.get("rank", 0) < 0 or values.get("ms", 0) < 0:
-        raise ValueError(f"--inject {spec!r}: step must be positive, rank and ms not negative")
+        raise UsageError(f"--inject {spec!r}: step must be positive, rank and ms not negative")
     return Fault(kind, **values)
 
 
@@ -67,7 +68,7 @@ class FaultInjector:
     def __init__(self, faults: list[Fault], run_dir: str, rank: int, world: int):
         for fault in faults:
             if fault.rank >= world:
-                raise ValueError(f"--inject {fault.name}: there is no rank {fault.rank} among {world} processes")
+                raise UsageError(f"--inject {fault.name}: there is no rank {fault.rank} among {world} processes")
         self.folder = os.path.join(run_dir, FIRED_DIR)
         self.pending = [f for f in faults if f.rank == rank and not os.path.exists(self._marker(f))]
 

@@ -14,12 +14,16 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from dataprep.core.errors import CcpretrainError
+
 CAUSES = ("loss", "grad_norm")
 LOSS_NOT_FINITE, GRAD_NORM_NOT_FINITE, LOSS = range(3)  # the columns of ``step_table``
 
 
-class NonFiniteError(RuntimeError):
+class NonFiniteError(CcpretrainError, RuntimeError):
     """Too many consecutive steps with a non-finite loss or gradient norm: the run stops rather than spin."""
+
+    exit_status = 3  # the run stopped on purpose (README's exit statuses)
 
 
 @dataclass(frozen=True)

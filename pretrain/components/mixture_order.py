@@ -17,6 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from dataprep.core.errors import UsageError
+
 BLOCK = 1024  # mixture resolution: weights are rounded to multiples of 1/BLOCK of the samples
 
 
@@ -28,7 +30,7 @@ def block_counts(weights: list[float], block: int = BLOCK) -> np.ndarray:
     order = np.argsort(-(w * block - counts), kind="stable")
     counts[order[: block - counts.sum()]] += 1
     if ((counts == 0) & (w > 0)).any():
-        raise ValueError(f"mixture weights {weights} give a source less than 1/{block} of the samples")
+        raise UsageError(f"mixture weights {weights} give a source less than 1/{block} of the samples")
     return counts
 
 

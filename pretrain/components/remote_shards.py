@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import fsspec
 import numpy as np
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.tokenize.manifest import MANIFEST_NAME, parse_manifest
 from dataprep.tokenize.shards import ShardError, ShardIndex, check_shard, parse_index
 
@@ -39,7 +40,7 @@ class RemoteReadError(OSError):
     """A request that kept failing after every retry; the message names the URL."""
 
 
-class UnreadableSource(RemoteReadError, ValueError):
+class UnreadableSource(RemoteReadError, UsageError):
     """A source's manifest unreadable before any work (most often a wrong host, port or scheme): a usage
     error, one line and exit status 2 from the commands."""
 
@@ -83,7 +84,7 @@ class BlockCache:
 
     def __init__(self, folder: str, max_bytes: int, block_bytes: int, workers: int = 32, retry: Retry = Retry()):
         if block_bytes > max_bytes:
-            raise ValueError(f"cache block_bytes {block_bytes} exceeds its max_bytes {max_bytes}")
+            raise UsageError(f"cache block_bytes {block_bytes} exceeds its max_bytes {max_bytes}")
         self.folder, self.max_bytes, self.block_bytes, self.retry = folder, max_bytes, block_bytes, retry
         os.makedirs(folder, exist_ok=True)
         for name in os.listdir(folder):  # blocks of an earlier run may be stale: start empty
@@ -264,7 +265,7 @@ def load_remote_manifest(url: str, retry: Retry = Retry()) -> dict:
     try:
         text = retry.call(path, lambda: fs.cat_file(fs_path)).decode("utf-8")
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path} not found: not a token-shard directory, or its tokenize step did not finish") from None
+        raise MissingPath(f"{path} not found: not a token-shard directory, or its tokenize step did not finish") from None
     except RemoteReadError as exc:
         raise UnreadableSource(f"{exc}; check the URL (data.sources, --data) and that its server is reachable") from None
     return parse_manifest(path, text)

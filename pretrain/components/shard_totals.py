@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from dataprep.core.errors import MissingPath, UsageError
+
 
 def shard_totals(directories: list[str], required: bool = True) -> dict | None:
     """Unique tokens, documents and vocabulary of token-shard directories (local or URLs), from their manifests.
@@ -16,11 +18,11 @@ def shard_totals(directories: list[str], required: bool = True) -> dict | None:
         return None
     vocab = {m["vocab_size"] for m in manifests}
     if len(vocab) > 1:
-        raise ValueError(f"{', '.join(directories)}: the shards use different vocabularies {sorted(vocab)}")
+        raise UsageError(f"{', '.join(directories)}: the shards use different vocabularies {sorted(vocab)}")
     # copies written by rehydration (tokenize repeat_by) are not unique: count each document once
     tokens = sum(m.get("unique_tokens", m.get("tokens", sum(s["tokens"] for s in m["shards"]))) for m in manifests)
     if tokens <= 0:
-        raise ValueError(f"{', '.join(directories)}: the manifest counts no tokens")
+        raise UsageError(f"{', '.join(directories)}: the manifest counts no tokens")
     return {"tokens": tokens, "documents": sum(m.get("unique_documents", m.get("documents", 0)) for m in manifests),
             "vocab_size": vocab.pop(), "directories": list(directories)}
 
@@ -33,9 +35,9 @@ def _manifest(directory: str, required: bool) -> dict | None:
 
     if not is_remote(directory):
         if os.path.isfile(directory):
-            raise ValueError(f"--data {directory}: is a file; give the token-shard folder (with {MANIFEST_NAME})")
+            raise UsageError(f"--data {directory}: is a file; give the token-shard folder (with {MANIFEST_NAME})")
         if not os.path.exists(directory):
-            raise FileNotFoundError(f"--data {directory}: no such folder; give the token-shard folder a pipeline's "
+            raise MissingPath(f"--data {directory}: no such folder; give the token-shard folder a pipeline's "
                                     "tokenize stage writes")
         return load_manifest(directory) if required or os.path.exists(os.path.join(directory, MANIFEST_NAME)) else None
     try:

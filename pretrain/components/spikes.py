@@ -22,12 +22,16 @@ from typing import NamedTuple
 
 import torch
 
+from dataprep.core.errors import CcpretrainError
+
 MAD_TO_STD = 1.4826
 SCALE_FLOOR = 1e-3  # relative to the median
 
 
-class SpikeError(RuntimeError):
+class SpikeError(CcpretrainError, RuntimeError):
     """Spikes kept coming after ``max_rollbacks`` rollbacks: the run stops rather than loop."""
+
+    exit_status = 3  # the run stopped on purpose (README's exit statuses)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
+from dataprep.core.errors import MissingPath, UsageError
 from pretrain.config import ModelConfig
 from pretrain.models.hf_adapter import is_hf_folder, read_hf_folder
 
@@ -24,7 +25,7 @@ WRAPPER_PREFIXES = ("_orig_mod.", "_checkpoint_wrapped_module.")  # compile and 
 def read_init_weights(path: str) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     """The model config and full weights (our names) of an ``init_from`` source."""
     if not os.path.exists(path):
-        raise FileNotFoundError(f"init_from {path!r} does not exist")
+        raise MissingPath(f"init_from {path!r} does not exist")
     if is_hf_folder(path):
         return read_hf_folder(path)
     from pretrain.inference.loading import load_trained
@@ -42,7 +43,7 @@ def _plain_name(name: str) -> str:
 def _check_model(path: str, found: ModelConfig, expected: ModelConfig) -> None:
     if found != expected:
         differ = {k: (v, getattr(expected, k)) for k, v in found if v != getattr(expected, k)}
-        raise ValueError(f"init_from {path}: its model differs from this run's model in "
+        raise UsageError(f"init_from {path}: its model differs from this run's model in "
                          + ", ".join(f"{k} ({a} there, {b} here)" for k, (a, b) in differ.items()))
 
 
@@ -54,7 +55,7 @@ def warm_start(model: torch.nn.Module, path: str, expected: ModelConfig) -> None
     names = list(model.state_dict())
     missing = [n for n in names if _plain_name(n) not in weights]
     if missing:
-        raise ValueError(f"init_from {path}: the weights lack {', '.join(map(_plain_name, missing[:3]))}")
+        raise UsageError(f"init_from {path}: the weights lack {', '.join(map(_plain_name, missing[:3]))}")
     if not dist.is_initialized():
         model.load_state_dict({n: weights[_plain_name(n)] for n in names})
         return

@@ -31,11 +31,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
+from dataprep.core.errors import UsageError
+
 
 def cp_positions(seq_len: int, cp: int, rank: int) -> torch.Tensor:
     """The positions rank ``rank`` of ``cp`` holds: chunks ``rank`` and ``2cp-1-rank`` of 2cp equal chunks."""
     if seq_len % (2 * cp):
-        raise ValueError(f"sequence length {seq_len} is not divisible by 2 x cp={cp}")
+        raise UsageError(f"sequence length {seq_len} is not divisible by 2 x cp={cp}")
     chunk = seq_len // (2 * cp)
     return torch.cat([torch.arange(c * chunk, (c + 1) * chunk) for c in (rank, 2 * cp - 1 - rank)])
 

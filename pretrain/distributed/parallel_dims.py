@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from dataprep.core.errors import UsageError
 from pretrain.config import ParallelConfig
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
@@ -46,14 +47,14 @@ class ParallelDims:
         the world size."""
         others = cfg.dp_replicate * cfg.cp * cfg.tp * cfg.pp
         if world_size % others:
-            raise ValueError(f"parallel dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x tp={cfg.tp} x pp={cfg.pp} "
+            raise UsageError(f"parallel dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x tp={cfg.tp} x pp={cfg.pp} "
                              f"does not divide the world size {world_size}")
         dp = world_size // others if cfg.dp_shard == -1 else cfg.dp_shard
         if dp < 1 or dp * others != world_size:
-            raise ValueError(f"parallel.dp_shard={cfg.dp_shard} x dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x "
+            raise UsageError(f"parallel.dp_shard={cfg.dp_shard} x dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x "
                              f"tp={cfg.tp} x pp={cfg.pp} must equal the world size {world_size}")
         if cfg.shard_optimizer and dp != 1:
-            raise ValueError(f"parallel.shard_optimizer (ZeRO-1) replicates the weights: dp_shard resolves to {dp}; set "
+            raise UsageError(f"parallel.shard_optimizer (ZeRO-1) replicates the weights: dp_shard resolves to {dp}; set "
                              f"dp_replicate to the data-parallel degree ({dp * cfg.dp_replicate})")
         return cls(dp_shard=dp, tp=cfg.tp, world_size=world_size, dp_replicate=cfg.dp_replicate, cp=cfg.cp,
                    pp=cfg.pp, shard_optimizer=cfg.shard_optimizer and cfg.dp_replicate > 1)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dataprep.core.errors import UsageError
 from pretrain.components.loss import cross_entropy
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.layout_rules import MULTI_STAGE_SCHEDULES
@@ -34,7 +35,7 @@ def split_layers(cfg: ModelConfig, n_stages: int) -> list[range]:
     costs its parameters, the last stage also the output head (the embedding lookup costs nothing)."""
     n = cfg.n_layers
     if n < n_stages:
-        raise ValueError(f"{n} layers cannot fill {n_stages} pipeline stages")
+        raise UsageError(f"{n} layers cannot fill {n_stages} pipeline stages")
     block = block_params(cfg, norms=False)
     head = cfg.d_model * cfg.vocab_size
 
@@ -112,7 +113,7 @@ def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, p
 
     par = cfg.parallel
     if par.pp_schedule == "interleaved_zero_bubble" and dims.fsdp_enabled:  # dp_shard: -1 resolved
-        raise ValueError(f"parallel.pp_schedule interleaved_zero_bubble does not compose with FSDP (dp_shard "
+        raise UsageError(f"parallel.pp_schedule interleaved_zero_bubble does not compose with FSDP (dp_shard "
                          f"{dims.dp_shard}, dp_replicate {dims.dp_replicate}) in torch 2.13: use interleaved_1f1b")
     n_stages = par.num_stages
     layers = split_layers(cfg.model, n_stages)
@@ -138,7 +139,7 @@ def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, p
         schedule = schedule_class(stages if par.pp_schedule in MULTI_STAGE_SCHEDULES else stages[0], micro_batches,
                                   loss_fn=cross_entropy)
     except ValueError as exc:
-        raise ValueError(f"pipeline schedule {par.pp_schedule} with pp={dims.pp} and {micro_batches} "
+        raise UsageError(f"pipeline schedule {par.pp_schedule} with pp={dims.pp} and {micro_batches} "
                          f"micro-batches per step: {exc}") from None
     indices = [stage.stage_index for stage in stages]
     return PipelineParallelModel(schedule, modules, RankStages(modules), 0 in indices, n_stages - 1 in indices)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import exists, join_path
 from dataprep.tokenize.manifest import MANIFEST_NAME
 from pretrain.components.dataloader import Loader, Source, build_loaders
@@ -38,11 +39,11 @@ def run_validation(trained: Trained, device, max_batches: int | None = None, tok
     """The training loop's validation at the checkpoint: same loader, batches and precision."""
     run = trained.run
     if run is None:
-        raise FileNotFoundError(f"{trained.path}: the run's config.yaml was not found; pass --data")
+        raise MissingPath(f"{trained.path}: the run's config.yaml was not found; pass --data")
     _, val = build_loaders(run.data, run.seq_len, run.global_batch_size, run.micro_batch_size, 0, 1,
                            run.model.vocab_size)  # sources given as URLs: cached in a temporary folder
     if val is None:
-        raise ValueError("the run has no validation split (data.val_fraction is 0 or the held-out documents "
+        raise UsageError("the run has no validation split (data.val_fraction is 0 or the held-out documents "
                          "are shorter than seq_len + 1 tokens); pass --data")
     return _evaluate(trained, val, max_batches or run.log.val_batches, device, _precision(trained, device), tokenizer)
 
@@ -67,14 +68,14 @@ def read_documents(path: str, text_field: str = "text", what: str = "--data") ->
     from dataprep.readers import READ_STAGE, iter_documents
 
     if not exists(path):
-        raise FileNotFoundError(f"{what} {path}: not found")
+        raise MissingPath(f"{what} {path}: not found")
     kept, dropped, read = [], 0, StageStats(READ_STAGE)
     for result in iter_documents(path, InputConfig(paths=[path], text_field=text_field), read):
         kept.append(result.kept.select(["id", "url", "date", "source", "text"]))
         dropped += result.dropped.num_rows
     if not read.docs_kept:  # a missing or damaged file is a counted drop there: say why
         why = next(iter(read.errors_seen.messages), "")
-        raise ValueError(f"{path}: no documents read" + (f" ({why})" if why else ""))
+        raise UsageError(f"{path}: no documents read" + (f" ({why})" if why else ""))
     return pa.concat_tables(kept), dropped
 
 
@@ -101,7 +102,7 @@ def _precision(trained: Trained, device) -> str:
 def _evaluate(trained: Trained, loader: Loader, n_batches: int, device, precision: str, tokenizer=None) -> dict:
     """The loop's validation loss over ``n_batches``; with the tokenizer, bits per byte of the tokens predicted."""
     if n_batches < 1:
-        raise ValueError("no full batch of samples to evaluate")
+        raise UsageError("no full batch of samples to evaluate")
     model = model_for_inference(trained, device)
     loss = validation_loss(model, loader, n_batches, TrainStepContext(device, precision, False, False), None)
     seq_len = loader.sources[0].seq_len
@@ -131,14 +132,14 @@ def evaluate_checkpoint(checkpoint: str, data: str | None = None, device: str = 
     sequence length and micro-batch unless given; with ``tasks`` (the run's ``eval:`` tasks when it names
     none), their scores under ``"tasks"``."""
     if max_batches is not None and max_batches < 1:
-        raise ValueError(f"--max-batches {max_batches}: must be at least 1")
+        raise UsageError(f"--max-batches {max_batches}: must be at least 1")
     trained = load_trained(checkpoint)
     device = resolve_device(device)
     run = trained.run
     seq_len = seq_len if seq_len is not None else (run.seq_len if run else trained.model.max_seq_len)
     batch_size = batch_size if batch_size is not None else (run.micro_batch_size if run else 8)
     if seq_len > trained.model.max_seq_len or seq_len < 1 or batch_size < 1:
-        raise ValueError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
+        raise UsageError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
     tasks = _tasks_to_run(trained, tasks)
     found, manifest = (find_tokenizer(trained, tokenizer) if tasks else _tokenizer_or_none(trained, tokenizer))
     if data is None:

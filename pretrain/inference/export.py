@@ -17,6 +17,7 @@ import os
 
 import torch
 
+from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_directory, atomic_write_text
 from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
@@ -40,7 +41,7 @@ def export_hf(trained: Trained, tokenizer: Tokenizer, output: str, manifest: dic
     except FileNotFoundError:  # a run from before lineage records: a card without its data
         lineage = None
     if tokenizer.vocab_size > trained.model.vocab_size:
-        raise ValueError(f"tokenizer vocabulary {tokenizer.vocab_size} exceeds the model's vocab_size {trained.model.vocab_size}")
+        raise UsageError(f"tokenizer vocabulary {tokenizer.vocab_size} exceeds the model's vocab_size {trained.model.vocab_size}")
     add_bos = bool((manifest or {}).get("add_bos", False))
     # No max_length: transformers warns on every generate() call when the saved config sets it.
     generation = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id, "pad_token_id": tokenizer.pad_id}

@@ -21,6 +21,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from lm_eval.api.model import TemplateLM
 
+from dataprep.core.errors import UsageError
 from pretrain.inference.generate import generate
 
 
@@ -204,7 +205,7 @@ def task_manager(tasks: tuple[str, ...], include_path: str | None):
     unknown = [t for t in tasks if t not in manager.all_tasks]
     if unknown:
         where = f" or under --include-path {include_path}" if include_path else " (a local task YAML: --include-path DIR)"
-        raise ValueError(f"unknown task {', '.join(unknown)}: not a task of lm-evaluation-harness{where}")
+        raise UsageError(f"unknown task {', '.join(unknown)}: not a task of lm-evaluation-harness{where}")
     return manager
 
 

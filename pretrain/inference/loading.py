@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import torch
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import TOKENIZER_DIR, load_manifest
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components import checkpoint
 from pretrain.components.remote_shards import is_remote, load_remote_manifest
-from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_train_config
+from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_model_config, load_train_config
 from pretrain.models.llama import Llama
 
 RUN_CONFIG = "config.yaml"  # written by pretrain.train into out_dir
@@ -123,7 +124,7 @@ def _locate(path: str) -> str:
     if os.path.isfile(path):
         return path
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"checkpoint {path!r} does not exist")
+        raise MissingPath(f"checkpoint {path!r} does not exist")
     if os.path.isfile(os.path.join(path, checkpoint.STATE_FILE)):
         return path
     run = _find_run_config(path) if os.path.isfile(os.path.join(path, RUN_CONFIG)) else None
@@ -139,7 +140,7 @@ def _locate(path: str) -> str:
             return found[-1]
     if os.path.isfile(os.path.join(path, FINAL_WEIGHTS)):
         return os.path.join(path, FINAL_WEIGHTS)
-    raise FileNotFoundError(f"{path}: no step-* checkpoint or {FINAL_WEIGHTS} found")
+    raise MissingPath(f"{path}: no step-* checkpoint or {FINAL_WEIGHTS} found")
 
 
 def load_trained(path: str) -> Trained:
@@ -153,17 +154,17 @@ def load_trained(path: str) -> Trained:
                 meta = fh.metadata() or {}
                 weights = {k: fh.get_tensor(k) for k in fh.keys()}
         except SafetensorError as exc:
-            raise ValueError(f"{resolved}: not a readable safetensors file ({exc}); give a run folder, a step-* "
+            raise UsageError(f"{resolved}: not a readable safetensors file ({exc}); give a run folder, a step-* "
                              "checkpoint or a model.safetensors") from None
         if "model_config" not in meta:
-            raise ValueError(f"{resolved}: no model_config in its metadata (not written by pretrain train/export)")
+            raise UsageError(f"{resolved}: no model_config in its metadata (not written by pretrain train/export)")
         model_cfg, step = json.loads(meta["model_config"]), meta.get("step")
     else:
         weights, state = checkpoint.read_model_weights(resolved)
         model_cfg, step = state.get("model_config"), state.get("step")
         if model_cfg is None:
             raise checkpoint.CheckpointError(f"checkpoint {resolved}: {checkpoint.STATE_FILE} lacks model_config")
-    cfg = ModelConfig.model_validate(model_cfg)
+    cfg = load_model_config(model_cfg)  # a damaged or foreign file: a config error, not a traceback
     run = _find_run_config(resolved)
     if run is not None and run.model != cfg:  # a config.yaml above an unrelated model
         run = None
@@ -202,24 +203,24 @@ def find_tokenizer(trained: Trained, override: str | None = None) -> tuple[Token
         with open(os.path.join(trained.run_dir, RUN_MANIFEST), encoding="utf-8") as fh:
             return Tokenizer.load(own), json.load(fh)
     if trained.run is None:
-        raise FileNotFoundError(f"{trained.path}: the run's {RUN_CONFIG} was not found; pass --tokenizer DIR")
+        raise MissingPath(f"{trained.path}: the run's {RUN_CONFIG} was not found; pass --tokenizer DIR")
     found = {}
     for source in trained.run.data.sources:
         if is_remote(source.path):
             manifest = load_remote_manifest(source.path)
         elif not os.path.isdir(source.path):
-            raise FileNotFoundError(f"the run's data source {source.path!r} is not reachable from here; pass --tokenizer DIR")
+            raise MissingPath(f"the run's data source {source.path!r} is not reachable from here; pass --tokenizer DIR")
         else:
             manifest = load_manifest(source.path)
         sha = (manifest.get("tokenizer") or {}).get("model_sha256")
         if not sha:
-            raise FileNotFoundError(f"{source.path}: its manifest names no tokenizer model (shards indexed without one); pass "
+            raise MissingPath(f"{source.path}: its manifest names no tokenizer model (shards indexed without one); pass "
                                     "--tokenizer DIR")
         found.setdefault(sha, (source.path, manifest))
     if len(found) > 1:
-        raise ValueError(f"the run's data sources use {len(found)} different tokenizers; pass --tokenizer DIR")
+        raise UsageError(f"the run's data sources use {len(found)} different tokenizers; pass --tokenizer DIR")
     (sha, (source_path, manifest)), = found.items()
     tokenizer = Tokenizer.load(join_path(source_path, TOKENIZER_DIR))
     if tokenizer.sha256 != sha:
-        raise ValueError(f"{source_path}/{TOKENIZER_DIR} is not the tokenizer its manifest names")
+        raise UsageError(f"{source_path}/{TOKENIZER_DIR} is not the tokenizer its manifest names")
     return tokenizer, manifest

@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.report import Section
 from pretrain.components.diagnostics import QUANTITIES
 from pretrain.components.metrics import read_metrics
@@ -24,7 +25,7 @@ def find_metrics(run: str, name: str = "metrics.jsonl") -> str:
     """The metrics file of a run folder, or ``run`` itself when it is the file."""
     path = run if os.path.isfile(run) else os.path.join(run, name)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found: give a training run folder or its metrics JSONL")
+        raise MissingPath(f"{path} not found: give a training run folder or its metrics JSONL")
     return path
 
 
@@ -34,7 +35,7 @@ def train_and_val(metrics_path: str) -> tuple[list[dict], list[dict]]:
     train = [r for r in records if r.get("kind", "train") == "train" and "loss" in r]
     val = [r for r in records if r.get("kind") == "val" and "val_loss" in r]
     if not train:
-        raise ValueError(f"{metrics_path} holds no training records")
+        raise UsageError(f"{metrics_path} holds no training records")
     return train, val
 
 

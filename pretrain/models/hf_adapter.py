@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 
 import torch
+from pydantic import ValidationError
 
+from dataprep.core.errors import MissingPath, UsageError
+from dataprep.core.validation import describe
 from pretrain.config import ModelConfig
 
 # our parameter name -> Hugging Face Llama name; layers.N.<key>.weight <-> model.layers.N.<value>.weight
@@ -39,7 +42,7 @@ def from_hf_name(name: str) -> str:
         return f"layers.{m.group(1)}.{back[m.group(2)]}.weight"
     top = {v: k for k, v in _TOP_NAMES.items()}.get(name.removesuffix(".weight"))
     if top is None:
-        raise ValueError(f"unsupported Hugging Face tensor {name!r} (a Llama without biases is expected)")
+        raise UsageError(f"unsupported Hugging Face tensor {name!r} (a Llama without biases is expected)")
     return f"{top}.weight"
 
 
@@ -59,7 +62,7 @@ def from_hf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, tor
 def check_hf_exportable(cfg: ModelConfig) -> None:
     """Refuse, before any work, a model that Llama's Hugging Face format cannot carry."""
     if cfg.qk_norm:
-        raise ValueError("model.qk_norm: Llama's Hugging Face format has no q/k norms, so this model cannot be "
+        raise UsageError("model.qk_norm: Llama's Hugging Face format has no q/k norms, so this model cannot be "
                          "exported with --to hf (its checkpoint and model.safetensors still serve eval and generate)")
 
 
@@ -98,9 +101,9 @@ def from_hf_config(hf: dict, source: str) -> ModelConfig:
     """Our model config for a Hugging Face ``config.json`` (``source`` names it in errors); refuses what
     our model cannot represent."""
     if hf.get("model_type") != "llama":
-        raise ValueError(f"{source}: model_type {hf.get('model_type')!r}, only llama is supported")
+        raise UsageError(f"{source}: model_type {hf.get('model_type')!r}, only llama is supported")
     if hf.get("rope_scaling") or hf.get("attention_bias") or hf.get("mlp_bias"):
-        raise ValueError(f"{source}: rope_scaling and biases are not supported by our model")
+        raise UsageError(f"{source}: rope_scaling and biases are not supported by our model")
     n_heads = hf["num_attention_heads"]
     cfg = ModelConfig(
         vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_layers=hf["num_hidden_layers"], n_heads=n_heads,
@@ -110,7 +113,7 @@ def from_hf_config(hf: dict, source: str) -> ModelConfig:
         init_std=hf.get("initializer_range", 0.02),
     )
     if hf.get("head_dim") not in (None, cfg.head_dim):
-        raise ValueError(f"{source}: head_dim {hf['head_dim']} != hidden_size / num_attention_heads")
+        raise UsageError(f"{source}: head_dim {hf['head_dim']} != hidden_size / num_attention_heads")
     return cfg
 
 
@@ -122,12 +125,19 @@ def read_hf_folder(hf_dir: str) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     from safetensors import safe_open
 
     if not os.path.isdir(hf_dir):
-        raise FileNotFoundError(f"{hf_dir}: not a folder; give a Hugging Face Llama folder (config.json, *.safetensors)")
-    with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as fh:
-        cfg = from_hf_config(json.load(fh), hf_dir)
+        raise MissingPath(f"{hf_dir}: not a folder; give a Hugging Face Llama folder (config.json, *.safetensors)")
+    config_path = os.path.join(hf_dir, "config.json")
+    if not os.path.isfile(config_path):
+        raise MissingPath(f"{hf_dir}: no config.json; give a Hugging Face Llama folder (config.json, *.safetensors)")
+    try:
+        with open(config_path, encoding="utf-8") as fh:
+            cfg = from_hf_config(json.load(fh), hf_dir)
+    except (json.JSONDecodeError, KeyError, ValidationError) as exc:  # the user's file, damaged or not a Llama's
+        problem = describe(exc) if isinstance(exc, ValidationError) else f"lacks {exc}" if isinstance(exc, KeyError) else exc
+        raise UsageError(f"{config_path}: not a usable Llama config ({problem})") from None
     files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))
     if not files:
-        raise FileNotFoundError(f"{hf_dir}: no *.safetensors weights")
+        raise MissingPath(f"{hf_dir}: no *.safetensors weights")
     tensors = {}
     for name in files:
         with safe_open(os.path.join(hf_dir, name), "pt") as fh:

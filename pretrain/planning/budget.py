@@ -32,6 +32,8 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+from dataprep.core.errors import UsageError
+
 GOPHER_FLOPS = 5.76e23  # Table 3's "1 Gopher unit" and the Chinchilla/Gopher training budget
 HOFFMANN = "Hoffmann et al. 2022, arXiv:2203.15556"
 DEEPSEEK = "Bi et al. 2024 (DeepSeek LLM), arXiv:2401.02954"
@@ -42,7 +44,7 @@ FITTED_MIN_PARAMS, FITTED_MIN_TOKENS = 7e7, 5e9
 
 def positive(value: float, what: str) -> float:
     if value is None or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a positive number, got {value!r}")
+        raise UsageError(f"{what} must be a positive number, got {value!r}")
     return float(value)
 
 
@@ -181,9 +183,9 @@ def estimate(method: str, *, compute: float | None = None, params: float | None 
     """Compute-optimal (N, D, C) from exactly one of C, N or D under the named method."""
     given = [x is not None for x in (compute, params, tokens)]
     if sum(given) != 1:
-        raise ValueError("give exactly one of compute, params or tokens")
+        raise UsageError("give exactly one of compute, params or tokens")
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+        raise UsageError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     law = METHODS[method]
     if compute is not None:
         c = positive(compute, "compute (FLOPs)")
@@ -228,7 +230,7 @@ def params_of_model(method: str, cfg, seq_len: int) -> float:
 def parametric_fit(name: str) -> ParametricLoss:
     """The named loss fit (a method with a parametric loss), for answers that need a loss."""
     if name not in FITS:
-        raise ValueError(f"{name!r} is not a parametric loss fit; known: {', '.join(FITS)}")
+        raise UsageError(f"{name!r} is not a parametric loss fit; known: {', '.join(FITS)}")
     return METHODS[name]
 
 
@@ -238,7 +240,7 @@ def compute_from_gpus(gpus: int, hours: float, peak_flops: float, mfu: float) ->
     positive(hours, "hours")
     positive(peak_flops, "peak FLOP/s")
     if not 0 < mfu <= 1:
-        raise ValueError(f"MFU must be in (0, 1], got {mfu}")
+        raise UsageError(f"MFU must be in (0, 1], got {mfu}")
     return gpus * hours * 3600 * peak_flops * mfu
 
 
@@ -251,10 +253,10 @@ def parse_number(text: str | float) -> float:
         return float(text)
     match = re.fullmatch(r"\s*([-+]?[0-9.]+(?:e[+-]?\d+)?)\s*([KMBGTPE]?)\s*", str(text), re.IGNORECASE)
     if not match:
-        raise ValueError(f"cannot read number {text!r} (examples: 7B, 1.4T, 3e23)")
+        raise UsageError(f"cannot read number {text!r} (examples: 7B, 1.4T, 3e23)")
     try:
         return float(match.group(1)) * _SUFFIXES[match.group(2).upper()]
     except ValueError:
-        raise ValueError(f"cannot read number {text!r} (examples: 7B, 1.4T, 3e23)") from None
+        raise UsageError(f"cannot read number {text!r} (examples: 7B, 1.4T, 3e23)") from None
 
 

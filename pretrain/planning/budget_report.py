@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dataprep.core.errors import UsageError
 from dataprep.core.units import human
 from pretrain.components.shard_totals import shard_totals
 from pretrain.config import ModelConfig, check_sources
@@ -55,7 +56,7 @@ def _budget_input(q: BudgetQuestion, unique: float | None) -> tuple[dict, str]:
     """The one given quantity as estimate() keyword arguments, and a line saying where it came from."""
     if q.gpus is not None or q.hours is not None:
         if q.gpus is None or q.hours is None:
-            raise ValueError("--gpus and --hours go together")
+            raise UsageError("--gpus and --hours go together")
         from pretrain.planning.hardware import get_gpu
 
         peak = parse_number(q.peak_flops) if q.peak_flops else get_gpu(q.gpu).peak_flops_bf16
@@ -64,11 +65,11 @@ def _budget_input(q: BudgetQuestion, unique: float | None) -> tuple[dict, str]:
         return {"compute": c}, source
     given = {k: getattr(q, k) for k in ("compute", "params", "tokens") if getattr(q, k) is not None}
     if len(given) > 1:
-        raise ValueError("give only one of --compute, --params, --tokens, --gpus/--hours")
+        raise UsageError("give only one of --compute, --params, --tokens, --gpus/--hours")
     if not given and q.epochs is not None and unique is not None:
         return {"tokens": q.epochs * unique}, f"D = {q.epochs:g} epochs x {human(unique)} unique tokens"
     if not given:
-        raise ValueError("give one of --compute, --gpus/--hours, --params, --tokens, --model or --epochs with --data")
+        raise UsageError("give one of --compute, --gpus/--hours, --params, --tokens, --model or --epochs with --data")
     (key, text), = given.items()
     value = parse_number(text)
     return {key: value}, f"given {key} = {value:.4g}"
@@ -77,9 +78,9 @@ def _budget_input(q: BudgetQuestion, unique: float | None) -> tuple[dict, str]:
 def _corpus(q: BudgetQuestion) -> tuple[float | None, str, int | None]:
     """Unique tokens U, where they came from, and the shards' vocabulary (None without --data)."""
     if q.data and q.unique_tokens:
-        raise ValueError("give --data or --unique-tokens, not both")
+        raise UsageError("give --data or --unique-tokens, not both")
     if q.data and len(set(q.data)) < len(q.data):
-        raise ValueError(f"--data names a folder twice ({', '.join(q.data)}): its tokens would count twice")
+        raise UsageError(f"--data names a folder twice ({', '.join(q.data)}): its tokens would count twice")
     if q.data:
         corpus = shard_totals(q.data)
         return (float(corpus["tokens"]), f"U = {corpus['tokens']:,} tokens in {corpus['documents']:,} documents "
@@ -87,10 +88,10 @@ def _corpus(q: BudgetQuestion) -> tuple[float | None, str, int | None]:
     if q.unique_tokens:
         unique = parse_number(q.unique_tokens)
         if not unique > 0:
-            raise ValueError(f"unique tokens must be positive, got {unique}")
+            raise UsageError(f"unique tokens must be positive, got {unique}")
         return unique, f"U = {human(unique)} unique tokens (given)", None
     if q.epochs is not None:
-        raise ValueError("--epochs needs the corpus: --data SHARDS or --unique-tokens")
+        raise UsageError("--epochs needs the corpus: --data SHARDS or --unique-tokens")
     return None, "", None
 
 
@@ -108,7 +109,7 @@ def _mixture(q: BudgetQuestion) -> tuple[list[dict], list[dict] | None] | None:
     if not any(not os.path.isdir(d) and find_mixture(d) for d in specs):
         return None
     if len(specs) > 1:
-        raise ValueError("--data takes one mixture, or shard folders: not both, nor two mixtures")
+        raise UsageError("--data takes one mixture, or shard folders: not both, nor two mixtures")
     sources = load_mixture(specs[0])
     check_sources(sources, f"mixture {specs[0]}")
     check_built(sources)
@@ -182,7 +183,7 @@ def _data_section(q: BudgetQuestion, law, ref, unique: float, fixed_params: bool
 def _inference_section(q: BudgetQuestion, law, reference: Allocation, unique: float | None) -> dict:
     served = parse_number(q.inference_tokens)
     if served < 0:
-        raise ValueError(f"inference tokens must not be negative, got {served:g}")
+        raise UsageError(f"inference tokens must not be negative, got {served:g}")
     n, d = inference_aware.inference_optimal(lambda n, d: constrained_loss(law, n, d, unique), reference.loss,
                                              served, reference.params)
     out = {"fit": q.fit, "inference_tokens": served, "target_loss": reference.loss}
@@ -200,7 +201,7 @@ def _model(q: BudgetQuestion, vocab: int | None) -> ModelConfig | None:
     from pretrain.planning.sizing import resolve_model
 
     if any(getattr(q, k) is not None for k in ("compute", "params", "gpus", "hours")):
-        raise ValueError("--model fixes N; give it alone or with --tokens (a fixed run), not with --compute, "
+        raise UsageError("--model fixes N; give it alone or with --tokens (a fixed run), not with --compute, "
                          "--params or --gpus/--hours")
     model = resolve_model(q.model)
     return model if vocab is None else model.model_copy(update={"vocab_size": vocab})
@@ -219,7 +220,7 @@ def _model_inputs(q: BudgetQuestion, model: ModelConfig, seq_len: int) -> tuple[
         return {m: {"params": params_of_model(m, model, seq_len)} for m in METHODS}, source, None
     tokens = parse_number(q.tokens)
     if not tokens > 0:
-        raise ValueError(f"token count must be positive, got {tokens:g}")
+        raise UsageError(f"token count must be positive, got {tokens:g}")
     flops = compare(model, tokens, seq_len)
     source += (f", D = {human(tokens)} tokens at seq {seq_len} (a fixed run): C = 6ND = {flops['six_nd']:.3g} FLOPs "
                f"(Appendix F: {flops['appendix_f']:.3g}); the table splits that compute each method's way")
@@ -229,7 +230,7 @@ def _model_inputs(q: BudgetQuestion, model: ModelConfig, seq_len: int) -> tuple[
 def _loss_fit(q: BudgetQuestion):
     """The --fit's parametric loss, which the data-constrained and inference-aware answers need."""
     if q.fit in ALLOCATION_FITS:
-        raise ValueError(f"--fit {q.fit} has no loss formula: the data-constrained and inference-aware answers "
+        raise UsageError(f"--fit {q.fit} has no loss formula: the data-constrained and inference-aware answers "
                          f"need one of {', '.join(FITS)}")
     return parametric_fit(q.fit)
 
@@ -269,9 +270,9 @@ def _check_flags(q: BudgetQuestion) -> None:
     from pretrain.planning.hardware import get_gpu
 
     if not 0 < q.mfu <= 1:
-        raise ValueError(f"--mfu {q.mfu}: must be in (0, 1]")
+        raise UsageError(f"--mfu {q.mfu}: must be in (0, 1]")
     if q.seq_len is not None and q.seq_len < 1:
-        raise ValueError(f"--seq-len {q.seq_len}: must be at least 1")
+        raise UsageError(f"--seq-len {q.seq_len}: must be at least 1")
     if q.peak_flops is not None:
         positive(parse_number(q.peak_flops), "--peak-flops")
     get_gpu(q.gpu)
@@ -282,7 +283,7 @@ def budget_answer(q: BudgetQuestion) -> dict:
     and the inference load call for; what ``pretrain budget --json`` prints."""
     _check_flags(q)
     if q.tokens is not None and q.epochs is not None:
-        raise ValueError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
+        raise UsageError("--epochs sets the tokens (epochs x unique tokens); do not combine it with --tokens")
     mixture, phases = _mixture(q) or (None, None)
     if mixture is not None:  # the mixture's shard folders are the corpus
         q = replace(q, data=[s["path"] for s in mixture])

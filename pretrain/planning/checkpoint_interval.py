@@ -17,6 +17,8 @@ import math
 import os
 import statistics
 
+from dataprep.core.errors import UsageError
+
 CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights + AdamW's exp_avg and exp_avg_sq
 WRITE_GBS_PER_NODE = 2.0  # GB/s a node writes to shared storage (a parallel file system client)
 HOST_COPY_GBS_PER_GPU = 25.0  # GB/s device to host per GPU (PCIe Gen5 x16, about half its peak)
@@ -39,10 +41,10 @@ def measured_save_seconds(run_dir: str) -> float:
 
     path = os.path.join(run_dir, "metrics.jsonl") if os.path.isdir(run_dir) else run_dir
     if not os.path.isfile(path):
-        raise ValueError(f"--save-from {run_dir}: no metrics.jsonl there; give a run folder or its metrics file")
+        raise UsageError(f"--save-from {run_dir}: no metrics.jsonl there; give a run folder or its metrics file")
     times = [r["blocking_s"] for r in read_metrics(path) if r.get("kind") == "checkpoint"]
     if not times:
-        raise ValueError(f"--save-from {run_dir}: the run logged no checkpoint saves; give --save-seconds instead")
+        raise UsageError(f"--save-from {run_dir}: the run logged no checkpoint saves; give --save-seconds instead")
     return statistics.median(times)
 
 
@@ -51,7 +53,7 @@ def checkpoint_interval(save_seconds: float, mtbf_hours_per_gpu: float, gpus: in
     expected fraction of time lost (saving plus the work redone after failures) at that whole number of
     steps."""
     if not (save_seconds > 0 and mtbf_hours_per_gpu > 0 and gpus > 0 and step_seconds > 0):
-        raise ValueError("--mtbf-hours, the save time, the GPU count and the step time must be positive")
+        raise UsageError("--mtbf-hours, the save time, the GPU count and the step time must be positive")
     mtbf_job = mtbf_hours_per_gpu * 3600 / gpus
     optimum = math.sqrt(2 * save_seconds * mtbf_job)
     steps = max(1, round(optimum / step_seconds))
@@ -67,9 +69,9 @@ def plan_checkpoint_interval(result: dict, mtbf_hours: float, *, save_seconds: f
     """Young/Daly's checkpoint interval for a planned job (``pretrain.planning.plan.plan``'s result): the save
     time given, measured by a run, or estimated from the checkpoint size; in the planned step time."""
     if save_seconds is not None and save_from:
-        raise ValueError("--save-seconds and --save-from both give the save time: pass one")
+        raise UsageError("--save-seconds and --save-from both give the save time: pass one")
     if not write_gbs_per_node > 0:
-        raise ValueError("--write-gbs-per-node must be positive")
+        raise UsageError("--write-gbs-per-node must be positive")
     gpus = result["cluster"]["gpus"]
     if save_seconds is not None:
         save, source = save_seconds, "given"

@@ -14,6 +14,7 @@ import argparse
 from dataclasses import dataclass
 
 from dataprep.core.arguments import positive_float
+from dataprep.core.errors import UsageError
 from dataprep.core.units import human
 
 DEFAULT_PUE = 1.2  # a typical hyperscale data centre's power usage effectiveness
@@ -47,7 +48,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
 def cost_rates(args: argparse.Namespace, table_power_w: float | None) -> CostRates:
     """The rates from the "cost" flags, the board power defaulting to the GPU table's."""
     if args.pue < 1:
-        raise ValueError(f"--pue {args.pue:g}: must be at least 1 (the GPUs' own energy is the least drawn)")
+        raise UsageError(f"--pue {args.pue:g}: must be at least 1 (the GPUs' own energy is the least drawn)")
     power = args.gpu_power_w if args.gpu_power_w is not None else table_power_w
     return CostRates(args.price_per_gpu_hour, power, args.pue, args.grid_gco2_per_kwh)
 

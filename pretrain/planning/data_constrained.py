@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dataprep.core.errors import UsageError
 from pretrain.planning.budget import ParametricLoss, minimise_log
 
 R_D_STAR = 15.387756  # repetitions of the data after which its value has decayed by 1/e
@@ -115,8 +116,8 @@ def at_epochs(law: ParametricLoss, epochs: float, unique: float, *, compute: flo
               params: float | None = None) -> Allocation:
     """``epochs`` passes over the corpus (D = epochs x U) at a fixed compute (N = C / 6D) or a fixed N."""
     if not epochs > 0:
-        raise ValueError(f"epochs must be positive, got {epochs}")
+        raise UsageError(f"epochs must be positive, got {epochs}")
     tokens = epochs * unique
     if (compute is None) == (params is None):
-        raise ValueError("give the compute or the parameter count the epochs are evaluated at")
+        raise UsageError("give the compute or the parameter count the epochs are evaluated at")
     return allocation(law, params if params is not None else compute / (6 * tokens), tokens, unique)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, replace
 
+from dataprep.core.errors import UsageError
+
 PEAK_PRECISIONS = ("bf16", "fp16", "tf32", "fp32")  # GPUSpec.peak_flops_<precision>
 
 
@@ -51,7 +53,7 @@ class GPUSpec:
     def peak(self, precision: str = "bf16") -> float:
         """Dense peak FLOP/s of matmuls in ``precision``: a step's time is its FLOPs over this x MFU."""
         if precision not in PEAK_PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PEAK_PRECISIONS)}, got {precision!r}")
+            raise UsageError(f"precision must be one of {', '.join(PEAK_PRECISIONS)}, got {precision!r}")
         value = getattr(self, f"peak_flops_{precision}")
         return self.peak_flops_bf16 if value is None else value
 
@@ -137,6 +139,6 @@ def get_gpu(name: str) -> GPUSpec:
     if spec is None:
         from dataprep.core.validation import did_you_mean
 
-        raise ValueError(f"unknown GPU {name!r}{did_you_mean(key, [*GPUS, *ALIASES])} (known: {', '.join(GPUS)}; "
+        raise UsageError(f"unknown GPU {name!r}{did_you_mean(key, [*GPUS, *ALIASES])} (known: {', '.join(GPUS)}; "
                          "or give memory and peak FLOP/s)")
     return spec

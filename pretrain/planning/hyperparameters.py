@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dataprep.core.errors import UsageError
 from pretrain.planning.budget import DEEPSEEK
 
 LR_COEFFICIENT, LR_EXPONENT = 0.3118, -0.1250
@@ -54,9 +55,9 @@ class Hyperparameters:
 def optimal_hyperparameters(compute: float, seq_len: int) -> Hyperparameters:
     """The compute-optimal peak learning rate and batch (in tokens; in sequences of ``seq_len``) for C = M D."""
     if not compute > 0:
-        raise ValueError(f"compute must be a positive number of FLOPs, got {compute!r}")
+        raise UsageError(f"compute must be a positive number of FLOPs, got {compute!r}")
     if seq_len < 1:
-        raise ValueError(f"sequence length must be at least 1, got {seq_len}")
+        raise UsageError(f"sequence length must be at least 1, got {seq_len}")
     return Hyperparameters(compute, LR_COEFFICIENT * compute**LR_EXPONENT,
                            BATCH_COEFFICIENT * compute**BATCH_EXPONENT, seq_len)
 

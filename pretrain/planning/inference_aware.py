@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from dataprep.core.errors import UsageError
 from pretrain.planning.budget import minimise_log
 
 SOURCE = ("Sardana et al. 2023, arXiv:2401.00448, Section 2: minimise 6 N D_train + 2 N D_inference "
@@ -42,7 +43,7 @@ def inference_optimal(loss: Loss, target: float, inference_tokens: float, near: 
     """(N, D_train) of least lifetime FLOPs reaching ``target``; ``near`` is a model size that reaches it
     (the Chinchilla answer), around which the search runs."""
     if inference_tokens < 0:
-        raise ValueError(f"inference tokens must not be negative, got {inference_tokens}")
+        raise UsageError(f"inference tokens must not be negative, got {inference_tokens}")
 
     def cost(n: float) -> float:
         return lifetime_flops(n, tokens_for_loss(loss, n, target), inference_tokens)

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+from dataprep.core.errors import UsageError
 from dataprep.core.units import human
 from pretrain.config import ModelConfig, TrainConfig
 from pretrain.layout_rules import layout_problems
@@ -209,23 +210,23 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
     span = attention_span(seq_len, document_tokens) if document_tokens else None
     gpus_per_node = min(gpus, gpu.gpus_per_node) if gpus_per_node is None else gpus_per_node
     if seq_len > cfg.max_seq_len:
-        raise ValueError(f"sequence length {seq_len} exceeds the model's max_seq_len {cfg.max_seq_len}")
+        raise UsageError(f"sequence length {seq_len} exceeds the model's max_seq_len {cfg.max_seq_len}")
     for value, what in ((gpus, "GPU count"), (micro_batch, "micro-batch"), (gpus_per_node, "GPUs per node"),
                         (seq_len, "sequence length")):
         if value < 1:
-            raise ValueError(f"{what} must be at least 1, got {value}")
+            raise UsageError(f"{what} must be at least 1, got {value}")
     if global_batch is not None and global_batch < 1:
-        raise ValueError(f"global batch must be at least 1, got {global_batch}")
+        raise UsageError(f"global batch must be at least 1, got {global_batch}")
     if not 0 < mfu <= 1:
-        raise ValueError(f"MFU must be in (0, 1], got {mfu}")
+        raise UsageError(f"MFU must be in (0, 1], got {mfu}")
     if not 0 <= max_bubble < 1:
-        raise ValueError(f"the pipeline bubble to stay under must be in [0, 1), got {max_bubble}")
+        raise UsageError(f"the pipeline bubble to stay under must be in [0, 1), got {max_bubble}")
     if tokens is not None and not tokens > 0:
-        raise ValueError(f"token count must be positive, got {tokens}")
+        raise UsageError(f"token count must be positive, got {tokens}")
     if lr is not None and not lr > 0:
-        raise ValueError(f"learning rate must be positive, got {lr}")
+        raise UsageError(f"learning rate must be positive, got {lr}")
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
+        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}")
     tokens, tokens_source = _target_tokens(cfg, seq_len, tokens, method, tokens_source)
     law = optimal_hyperparameters(deepseek_flops_per_token(cfg, seq_len) * tokens, seq_len)
     capacity = gpu.memory_bytes
@@ -256,17 +257,17 @@ def plan(cfg: ModelConfig, *, gpus: int, gpu: GPUSpec, seq_len: int | None = Non
         previous = layout
     fitting = [t for t in tried if t.fits]
     if not fitting:
-        raise ValueError(_no_fit_message(cfg, tried, gpus, gpu))
+        raise UsageError(_no_fit_message(cfg, tried, gpus, gpu))
     chosen = min(fitting, key=lambda t: t.seconds_per_token)  # the first of equals: min keeps the earliest
     for t in fitting:
         t.reason += f"; {_time_summary(t)}" + (" <- fastest" if t is chosen else
                                                f", {t.seconds_per_token / chosen.seconds_per_token - 1:+.0%} time per token")
     per_step = chosen.micro_batch * chosen.dp
     if global_batch is not None and global_batch % per_step:
-        raise ValueError(f"global batch {global_batch} is not a multiple of micro-batch {chosen.micro_batch} x "
+        raise UsageError(f"global batch {global_batch} is not a multiple of micro-batch {chosen.micro_batch} x "
                          f"{chosen.dp} data-parallel ranks ({chosen.name}); try {_nearest(global_batch, per_step)}")
     if show_tp is not None and (show_tp < 1 or gpus % show_tp):
-        raise ValueError(f"--tp {show_tp} does not divide {gpus} GPUs")
+        raise UsageError(f"--tp {show_tp} does not divide {gpus} GPUs")
     result = _report(cfg, chosen, tried, gpus=gpus, gpu=gpu, seq_len=seq_len, precision=precision, mfu=mfu,
                      tokens=tokens, show_tp=show_tp, tokens_source=tokens_source, unique_tokens=unique_tokens,
                      no_sync=no_sync, attention_span=span)
@@ -293,7 +294,7 @@ def _runnable(layouts: list[Layout], cfg: ModelConfig, *, gpus: int, gpu: GPUSpe
         else:
             runnable.append(lay)
     if not runnable:
-        raise ValueError(f"no layout of {cfg.n_layers} layers on {gpus} GPU(s) can run: {refusals[0]}")
+        raise UsageError(f"no layout of {cfg.n_layers} layers on {gpus} GPU(s) can run: {refusals[0]}")
     return runnable
 
 

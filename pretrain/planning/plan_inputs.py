@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dataprep.core.errors import UsageError
 from pretrain.config import ConfigError, ModelConfig
 from pretrain.planning.budget import parse_number, positive
 from pretrain.planning.hardware import GPUSpec, get_gpu
@@ -22,7 +23,7 @@ def plan_model(spec: str, seq_len: int | None = None) -> ModelConfig:
         try:
             params = parse_number(spec)
         except ValueError:
-            raise ValueError(f"model {spec!r} is not a model config YAML, a preset (tiny, "
+            raise UsageError(f"model {spec!r} is not a model config YAML, a preset (tiny, "
                              f"{', '.join(PRESET_SIZES)}) or a parameter count such as 1.3B") from None
     cfg = size_model(params)
     return cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, seq_len)}) if seq_len else cfg
@@ -39,7 +40,7 @@ def plan_gpu(name: str, precision: str, memory_gb: float | None = None, peak_flo
     for flag, value in (("intra_node_gbs", intra_node_gbs), ("inter_node_gbs", inter_node_gbs)):
         if value is not None:
             if not value > 0:
-                raise ValueError(f"--{flag.replace('_', '-')} must be positive")
+                raise UsageError(f"--{flag.replace('_', '-')} must be positive")
             gpu = replace(gpu, **{flag: value})
     return gpu
 
@@ -50,7 +51,7 @@ def plan_tokens(tokens: str | None, epochs: float | None, unique: float | None) 
     if epochs is None:
         return (parse_number(tokens) if tokens else None), "given"
     if tokens or unique is None or not epochs > 0:
-        raise ValueError("--epochs needs --data shards with a manifest, a positive count, and no --tokens")
+        raise UsageError("--epochs needs --data shards with a manifest, a positive count, and no --tokens")
     return epochs * unique, f"{epochs:g} epochs of the data"
 
 
@@ -63,7 +64,7 @@ def plan_document_tokens(spec: str | None, data: list[str] | None) -> float | No
         value = parse_number(spec)
         return positive(value, "--document-mask")
     if not data:
-        raise ValueError("--document-mask without a length reads the documents of the --data shards: give --data, "
+        raise UsageError("--document-mask without a length reads the documents of the --data shards: give --data, "
                          "or the mean document length (--document-mask 900)")
     from dataprep.tokenize.shards import open_dataset
     from pretrain.components.document_bounds import mean_document_tokens

@@ -22,6 +22,7 @@ import math
 import os
 from pathlib import Path
 
+from dataprep.core.errors import UsageError
 from dataprep.core.units import human
 from pretrain.config import ModelConfig, load_model_config
 from pretrain.models.llama import num_params
@@ -57,9 +58,9 @@ def size_model(n_params: float, vocab_size: int = 32000, max_seq_len: int = 2048
                tie_embeddings: bool = False) -> ModelConfig:
     """The Llama-style shape whose exact parameter count is closest to ``n_params`` (rules above)."""
     if not n_params > 0:
-        raise ValueError(f"parameter count must be positive, got {n_params}")
+        raise UsageError(f"parameter count must be positive, got {n_params}")
     if vocab_size <= 0 or max_seq_len <= 0:
-        raise ValueError("vocab size and sequence length must be positive")
+        raise UsageError("vocab size and sequence length must be positive")
     aspect = _target_aspect(n_params)
     best, best_cost = None, math.inf
     # even head counts below 16 heads, multiples of 8 from there on (see the module docstring)
@@ -73,7 +74,7 @@ def size_model(n_params: float, vocab_size: int = 32000, max_seq_len: int = 2048
             if n > 2 * n_params:
                 break
     if abs(math.log(num_params(best) / n_params)) > math.log(1.25):
-        raise ValueError(f"no Llama-style shape with a {vocab_size}-token vocabulary comes within 25% of "
+        raise UsageError(f"no Llama-style shape with a {vocab_size}-token vocabulary comes within 25% of "
                          f"{human(n_params)} parameters (nearest: {human(num_params(best))}); use the 'tiny' "
                          "preset or a smaller --vocab-size")
     return best
@@ -85,7 +86,7 @@ def preset(name: str) -> ModelConfig:
     if key == "tiny":
         return TINY
     if key not in PRESET_SIZES:
-        raise ValueError(f"unknown preset {name!r}; known: tiny, {', '.join(PRESET_SIZES)}")
+        raise UsageError(f"unknown preset {name!r}; known: tiny, {', '.join(PRESET_SIZES)}")
     return size_model(PRESET_SIZES[key])
 
 

@@ -99,6 +99,25 @@ def test_config_problems_exit_2_with_one_line_naming_the_cause(tmp_path, capsys)
     assert "stages[0] (langid): threshold" in capsys.readouterr().err
 
 
+def test_a_bug_inside_a_command_shows_its_traceback_and_asks_to_be_reported(monkeypatch, capsys):
+    """A builtin error a command did not mean to raise is a bug, not the user's mistake: no one-line usage error."""
+    def lost_key():
+        raise KeyError("model_sha256")
+
+    monkeypatch.delenv("CCP_DEBUG", raising=False)
+    monkeypatch.setattr("dataprep.commands.stages.describe", lost_key)
+    assert dataprep_main(["stages", "langid"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "KeyError: 'model_sha256'" in err
+    assert err.rstrip().endswith("ccpretrain: this is a bug; please report it with the traceback above")
+    assert "error: model_sha256" not in err
+    assert dataprep_main(["stages", "langid", "--json"]) == 1
+    out, err = capsys.readouterr()
+    failure = json.loads(out)
+    assert failure["ok"] is False and failure["exit_status"] == 1 and "KeyError" in failure["error"]
+    assert "Traceback" in err
+
+
 @pytest.fixture(scope="module")
 def text_data(shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("conventions")

@@ -15,6 +15,7 @@ from text_runs import make_text_run, require
 from tokenizer_texts import EDGE_CASES, load_texts, texts_table
 from train_fixtures import tiny_config
 
+from dataprep.core.errors import UsageError
 from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer, train_tokenizer
@@ -131,6 +132,23 @@ def test_import_hf_round_trip(trained, exported, tmp_path):
     assert imported.weights.keys() == original.weights.keys()
     assert all(torch.equal(imported.weights[k], original.weights[k]) for k in original.weights)
     assert os.path.isfile(os.path.join(back, "model.yaml"))
+
+
+def test_a_damaged_hf_config_is_the_users_file_in_one_line(tmp_path):
+    """A config.json without a Llama's keys, or with values our model refuses, names the file; no traceback."""
+    from pretrain.models.hf_adapter import read_hf_folder
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    with pytest.raises(UsageError, match="no config.json"):
+        read_hf_folder(str(folder))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(UsageError, match="config.json: not a usable Llama config .lacks 'num_attention_heads'."):
+        read_hf_folder(str(folder))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "num_attention_heads": 4, "vocab_size": -3,
+                                                    "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 64}))
+    with pytest.raises(UsageError, match="vocab_size: Input should be greater than 0"):
+        read_hf_folder(str(folder))
 
 
 def _warm_trainer(trained, out, init_from: str, **model):
