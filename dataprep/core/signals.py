@@ -92,7 +92,8 @@ class AnnotatedStage(DocumentStage):
     def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
         schema = self.stage.output_schema(input_schema)
         p = prefix(self.position, self.stage.name)
-        extra = [pa.field(p + f.name, f.type) for f in self.stage.output_fields()] + [pa.field(p + REASON, pa.string())]
+        fields = self.stage.output_fields() + self.stage.signal_fields()
+        extra = [pa.field(p + f.name, f.type) for f in fields] + [pa.field(p + REASON, pa.string())]
         return with_fields(schema, extra + [pa.field(ORIGINAL_TEXT, pa.string())])
 
     def apply(self, batch: pa.Table) -> StageResult:
@@ -103,6 +104,10 @@ class AnnotatedStage(DocumentStage):
         p = prefix(self.position, self.stage.name)
         for f in self.stage.output_fields():
             out = with_column(out, p + f.name, out.column(f.name))
+        if self.stage.signal_fields():
+            values = self.stage.signal_values(batch)
+            for f in self.stage.signal_fields():
+                out = with_column(out, p + f.name, values.column(f.name))
         out = with_column(out, p + REASON, reasons, pa.string())
         out = conform(with_column(out, ORIGINAL_TEXT, _original(batch, out), pa.string()), schema)
         for reason in reasons:
@@ -200,9 +205,15 @@ class ReplayStage(DocumentStage):
         p = prefix(self.position, self.stage.name)
         for f in self.stage.output_fields():
             batch = with_column(batch, f.name, batch.column(p + f.name).cast(f.type))
-        if self.redecide:
-            return batch, self.stage.reasons_from_signals(batch)
-        return batch, batch.column(p + REASON).to_pylist()
+        stored = batch.column(p + REASON).to_pylist()
+        if not self.redecide:
+            return batch, stored
+        view = batch
+        for f in self.stage.signal_fields():
+            view = with_column(view, f.name, batch.column(p + f.name).cast(f.type))
+        # a document the stage failed on fails again in a full run, whatever the thresholds
+        return batch, [old if old and old.startswith("error:") else new
+                       for old, new in zip(stored, self.stage.reasons_from_signals(view))]
 
 
 class WhereStage(DocumentStage):

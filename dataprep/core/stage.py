@@ -165,7 +165,17 @@ class DocumentStage(Stage):
     decision_fields: ClassVar[tuple[str, ...]] = ()
 
     def reasons_from_signals(self, batch: pa.Table) -> list[str | None]:
-        """Per row, the drop reason under the current settings, from the columns ``process`` added."""
+        """Per row, the drop reason under the current settings, from the columns ``process`` added and
+        the ``signal_fields`` (under their plain names)."""
+        raise NotImplementedError
+
+    def signal_fields(self) -> list[pa.Field]:
+        """Values only a signals run stores (a rule's ratio or count, which a full run computes only as far
+        as its decision needs): ``signal_values`` computes them, ``reasons_from_signals`` reads them back."""
+        return []
+
+    def signal_values(self, batch: pa.Table) -> pa.Table:
+        """The ``signal_fields`` columns for each row of ``batch`` (the batch ``process`` is given)."""
         raise NotImplementedError
 
     def output_fields(self) -> list[pa.Field]:

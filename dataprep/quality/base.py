@@ -3,6 +3,8 @@ they judge and a per-document decision."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pyarrow as pa
 from pydantic import Field
 
@@ -43,9 +45,40 @@ class QualityFilter(DocumentStage):
             return thresholds[name]
         return getattr(self, name)
 
+    # The rule values ``measure`` returns, stored by a signals run (the first is set for every document
+    # measured); ``verdict`` decides from them as ``decide`` does, so a filter can apply other thresholds.
+    rule_fields: ClassVar[tuple[pa.Field, ...]] = ()
+
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         """Return (drop reason or None, text to keep)."""
         raise NotImplementedError
+
+    def measure(self, text: str, language: str) -> dict:
+        """Every rule's value for ``text`` (``decide`` stops at the first rule that fails)."""
+        raise NotImplementedError
+
+    def verdict(self, values: dict, language: str) -> str | None:
+        """The drop reason ``decide`` gives a text with these ``measure`` values (None: kept)."""
+        raise NotImplementedError
+
+    def signal_fields(self) -> list[pa.Field]:
+        return list(self.rule_fields)
+
+    def signal_values(self, batch: pa.Table) -> pa.Table:
+        rows = []
+        texts = batch.column("text").to_pylist()
+        for text, lang, judged in zip(texts, self.languages(batch), of_kinds(batch, self.source_kinds)):
+            try:
+                rows.append(self.measure(text or "", lang) if judged else {})
+            except Exception:  # noqa: BLE001 - its reason is decide's error:<Exception>; its values stay null
+                rows.append({})
+        return pa.table({f.name: pa.array([row.get(f.name) for row in rows], f.type) for f in self.rule_fields})
+
+    def reasons_from_signals(self, batch: pa.Table) -> list[str | None]:
+        names = [f.name for f in self.rule_fields]
+        rows = zip(*(batch.column(name).to_pylist() for name in names))
+        return [self.verdict(dict(zip(names, values)), lang) if judged and values[0] is not None else None
+                for values, lang, judged in zip(rows, self.languages(batch), of_kinds(batch, self.source_kinds))]
 
     def languages(self, batch: pa.Table) -> list[str]:
         if self.language != AUTO:

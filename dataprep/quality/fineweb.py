@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
+import pyarrow as pa
 import regex
 from pydantic import Field
 
@@ -48,6 +49,13 @@ class FineWebQuality(QualityFilter):
                              "its method")
     dup_min_line_words: int = Field(0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines")
     dup_collapse_doubled: bool = Field(False, description="a line that occurs exactly twice is not duplicated text (a lead repeated as a teaser)")
+    decision_fields = ("line_punct_thr", "line_punct_exclude_zero", "short_line_thr", "char_duplicates_ratio",
+                       "new_line_ratio")
+    rule_fields = (
+        pa.field("lines", pa.int64()), pa.field("line_punct_ratio", pa.float64()),
+        pa.field("short_line_ratio", pa.float64()), pa.field("char_dup_ratio", pa.float64()),
+        pa.field("list_ratio", pa.float64()),
+    )
 
     def _ends_sentence(self, line: str) -> bool:
         if self.line_punct_test == "holds":
@@ -67,17 +75,54 @@ class FineWebQuality(QualityFilter):
         lines = [line for line in text.split("\n") if line.strip()]
         if not lines:
             return "empty", text
-        ratio = self._share([line for line in lines if self._ends_sentence(line)], lines, self.line_punct_share)
+        ratio = self._punct_share(lines)
         if ratio < self.line_punct_thr and not (ratio == 0 and self.line_punct_exclude_zero):
             return "line_punct_ratio", text
-        short = [line for line in lines if len(line) <= self.short_line_length]
-        if self._share(short, lines, self.short_line_share) > self.short_line_thr:
+        if self._short_share(lines) > self.short_line_thr:
             return "short_line_ratio", text
-        judged = [line for line in lines if len(line.split()) >= self.dup_min_line_words] if self.dup_min_line_words else lines
-        if self.dup_collapse_doubled:
-            judged = collapse_doubled_lines("\n".join(judged)).split("\n")
-        if find_duplicates(judged)[1] / max(len(text) - text.count("\n"), 1) > self.char_duplicates_ratio:
+        if self._dup_share(text, lines) > self.char_duplicates_ratio:
             return "char_dup_ratio", text
-        if text.count("\n") / max(len(split_words(text, language)), 1) > self.new_line_ratio:
+        if self._list_share(text, language) > self.new_line_ratio:
             return "list_ratio", text
         return None, text
+
+    def measure(self, text: str, language: str) -> dict:
+        lines = [line for line in text.split("\n") if line.strip()]
+        if not lines:
+            return {"lines": 0}
+        return {"lines": len(lines), "line_punct_ratio": self._punct_share(lines),
+                "short_line_ratio": self._short_share(lines), "char_dup_ratio": self._dup_share(text, lines),
+                "list_ratio": self._list_share(text, language)}
+
+    def verdict(self, values: dict, language: str) -> str | None:
+        if not values["lines"]:
+            return "empty"
+        ratio = values["line_punct_ratio"]
+        if ratio < self.line_punct_thr and not (ratio == 0 and self.line_punct_exclude_zero):
+            return "line_punct_ratio"
+        if values["short_line_ratio"] > self.short_line_thr:
+            return "short_line_ratio"
+        if values["char_dup_ratio"] > self.char_duplicates_ratio:
+            return "char_dup_ratio"
+        if values["list_ratio"] > self.new_line_ratio:
+            return "list_ratio"
+        return None
+
+    def _punct_share(self, lines: list[str]) -> float:
+        return self._share([line for line in lines if self._ends_sentence(line)], lines, self.line_punct_share)
+
+    def _short_share(self, lines: list[str]) -> float:
+        short = [line for line in lines if len(line) <= self.short_line_length]
+        return self._share(short, lines, self.short_line_share)
+
+    def _dup_share(self, text: str, lines: list[str]) -> float:
+        judged = lines
+        if self.dup_min_line_words:
+            judged = [line for line in lines if len(line.split()) >= self.dup_min_line_words]
+        if self.dup_collapse_doubled:
+            judged = collapse_doubled_lines("\n".join(judged)).split("\n")
+        return find_duplicates(judged)[1] / max(len(text) - text.count("\n"), 1)
+
+    @staticmethod
+    def _list_share(text: str, language: str) -> float:
+        return text.count("\n") / max(len(split_words(text, language)), 1)

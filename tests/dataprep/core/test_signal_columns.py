@@ -5,11 +5,15 @@ and a replayed stage gives the verdict the stage itself gives, with stored or ne
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from dataprep.classify.langid import LanguageID
 from dataprep.core.runner import run_stages
 from dataprep.core.signals import AnnotatedStage, ReplayStage, replay_plan, signal_stages
+from dataprep.quality.fineweb import FineWebQuality
+from dataprep.quality.gopher import GopherQuality
 from dataprep.safety.pii import PiiScrubber
+from quality_parity import build_texts
 
 TEXTS = {
     "en": "The committee met on Tuesday to discuss the budget for the coming year and agreed on most points.",
@@ -59,3 +63,54 @@ def test_a_setting_the_signals_cannot_redecide_is_refused_by_name():
     changed = LanguageID(languages=["en"], second_opinion="none", max_chars=100)
     _, problems = replay_plan([{"name": "langid", "params": stage.model_dump(mode="json")}], [changed])
     assert len(problems) == 1 and problems[0].startswith("stages.0 (langid): max_chars changed")
+
+
+@pytest.fixture(scope="module")
+def web_pages(shared_data) -> pa.Table:
+    """The shared data's real pages: documents of web corpora and the text of WARC and HTML pages."""
+    texts = build_texts(shared_data)
+    return pa.table({"id": [t["id"] for t in texts], "text": [t["text"] for t in texts]})
+
+
+def _verdicts(result) -> dict[str, str | None]:
+    kept = {i: None for i in result.kept.column("id").to_pylist()}
+    return kept | dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
+
+
+# Per stage: thresholds that move its decisions, and each threshold set to a stored value (a document lies
+# exactly on it, so a strict and a non-strict comparison differ)
+RULES = {
+    "gopher_quality": (
+        GopherQuality(),
+        [{"min_doc_words": 300}, {"max_doc_words": 800, "min_stop_words": 12},
+         {"min_alpha_words_ratio": 0.9, "max_avg_word_length": 5.2}],
+        {"min_doc_words": "doc_words", "min_avg_word_length": "mean_word_length", "max_symbol_word_ratio": "hash_ratio",
+         "max_bullet_lines_ratio": "bullet_lines_ratio", "max_ellipsis_lines_ratio": "ellipsis_lines_ratio",
+         "min_alpha_words_ratio": "alpha_words_ratio", "min_stop_words": "stop_word_count"},
+    ),
+    "fineweb_quality": (
+        FineWebQuality(),
+        [{"line_punct_thr": 0.6}, {"short_line_thr": 0.2, "line_punct_exclude_zero": True}],
+        {"line_punct_thr": "line_punct_ratio", "short_line_thr": "short_line_ratio",
+         "char_duplicates_ratio": "char_dup_ratio", "new_line_ratio": "list_ratio"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_a_rule_threshold_changed_after_signals_decides_as_a_fresh_run_with_it(web_pages, name):
+    stage, changes, on_values = RULES[name]
+    signals = AnnotatedStage(stage=stage, position=3).apply(web_pages).kept
+    defaults = _verdicts(stage.apply(web_pages))
+    assert _verdicts(ReplayStage(stage=stage, position=3, redecide=True).apply(signals)) == defaults
+    changes = list(changes)
+    for setting, column in on_values.items():
+        values = sorted(v for v in signals.column(f"03_{name}__{column}").to_pylist() if v)
+        changes.append({setting: values[len(values) // 2]})
+    for change in changes:
+        changed = type(stage)(**change)
+        recorded = [{"name": stage.name, "params": stage.model_dump(mode="json")}] * 4
+        plan, problems = replay_plan(recorded, [stage] * 3 + [changed])
+        assert problems == [] and plan[3].redecide
+        replayed, fresh = _verdicts(plan[3].apply(signals)), _verdicts(changed.apply(web_pages))
+        assert replayed == fresh and fresh != defaults, change
