@@ -251,6 +251,10 @@ def replay_plan(recorded: list[dict], stages: list[Stage]) -> tuple[list[Stage],
                                 f"{', '.join(sorted(changed - set(stage.decision_fields)))} cannot be re-decided from "
                                 "stored signals: "
                                 "run --signals with these settings")
+            elif changed and (missing := _unstored(stage, record["params"])):
+                problems.append(f"{where}: {', '.join(sorted(changed))} changed since the signals run, and the new "
+                                f"settings need values it did not store ({', '.join(missing)}): "
+                                "run --signals with these settings")
             plan.append(ReplayStage(stage=stage, position=position, redecide=bool(changed)))
             continue
         if changed & PREPARED_SETTINGS.get(stage.name, set()):
@@ -258,3 +262,13 @@ def replay_plan(recorded: list[dict], stages: list[Stage]) -> tuple[list[Stage],
                             "and the stored hashes or signatures were made with the old value: run --signals with these settings")
         plan.append(stage)
     return plan, problems
+
+
+def _unstored(stage: DocumentStage, recorded: dict) -> list[str]:
+    """The signal values ``stage`` re-decides from that the stage as recorded did not store (an n-gram
+    size the signals run's config did not set)."""
+    wanted = [f.name for f in stage.signal_fields()]
+    if not wanted:
+        return []
+    stored = {f.name for f in type(stage).model_validate(recorded).signal_fields()}
+    return [name for name in wanted if name not in stored]

@@ -47,6 +47,7 @@ class QualityFilter(DocumentStage):
 
     # The rule values ``measure`` returns, stored by a signals run (the first is set for every document
     # measured); ``verdict`` decides from them as ``decide`` does, so a filter can apply other thresholds.
+    # A stage whose values depend on its settings overrides ``signal_fields`` instead.
     rule_fields: ClassVar[tuple[pa.Field, ...]] = ()
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
@@ -72,10 +73,10 @@ class QualityFilter(DocumentStage):
                 rows.append(self.measure(text or "", lang) if judged else {})
             except Exception:  # noqa: BLE001 - its reason is decide's error:<Exception>; its values stay null
                 rows.append({})
-        return pa.table({f.name: pa.array([row.get(f.name) for row in rows], f.type) for f in self.rule_fields})
+        return pa.table({f.name: pa.array([row.get(f.name) for row in rows], f.type) for f in self.signal_fields()})
 
     def reasons_from_signals(self, batch: pa.Table) -> list[str | None]:
-        names = [f.name for f in self.rule_fields]
+        names = [f.name for f in self.signal_fields()]
         rows = zip(*(batch.column(name).to_pylist() for name in names))
         return [self.verdict(dict(zip(names, values)), lang) if judged and values[0] is not None else None
                 for values, lang, judged in zip(rows, self.languages(batch), of_kinds(batch, self.source_kinds))]

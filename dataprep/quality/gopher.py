@@ -172,6 +172,8 @@ def _end_ellipsis_share(lines: list[str]) -> float:
 # Repetition
 
 _PARAGRAPHS = re.compile(r"\n{2,}")
+# The paragraph and line rules, in the order they are tried; each is its setting's and its reason's name
+_LINE_RULES = ("dup_para_frac", "dup_para_char_frac", "dup_line_frac", "dup_line_char_frac")
 _LINES = re.compile(r"\n+")
 
 
@@ -340,6 +342,66 @@ class GopherRepetition(QualityFilter):
         if self.collapse_doubled_lines:
             judged = collapse_doubled_lines(judged)
         return (self._repetition(judged, language) if judged.strip() else None), text
+
+    decision_fields = ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac", "top_n_grams",
+                       "dup_n_grams", "max_top_word_frac", "min_ngram_words")
+
+    def signal_fields(self) -> list[pa.Field]:
+        """Fixed values, then one fraction per n-gram size the config sets (a filter may change the
+        fractions, not the sizes)."""
+        fixed = [pa.field("blank", pa.bool_()), pa.field("words", pa.int64()), pa.field("top_word_share", pa.float64())]
+        fixed += [pa.field(name, pa.float64()) for name in _LINE_RULES] + [pa.field("ngram_words", pa.int64())]
+        grams = [f"top_{n}_gram_frac" for n, _ in self.top_n_grams]
+        grams += [f"dup_{n}_gram_frac" for n, _ in self.dup_n_grams]
+        return fixed + [pa.field(name, pa.float64()) for name in grams]
+
+    def measure(self, text: str, language: str) -> dict:
+        values: dict = {"blank": not text.strip()}
+        if values["blank"]:
+            return values
+        words = split_words(text, language)
+        values.update(words=len(words), top_word_share=top_word_share(words, language))
+        judged = without_short_lines(text, self.min_line_words)
+        if self.collapse_doubled_lines:
+            judged = collapse_doubled_lines(judged)
+        if not judged.strip():
+            return values
+        n_chars = len(judged)
+        paragraphs = _PARAGRAPHS.split(judged.strip())
+        dups, chars = find_duplicates(paragraphs)
+        values.update(dup_para_frac=dups / len(paragraphs), dup_para_char_frac=chars / n_chars)
+        lines = _LINES.split(judged)
+        dups, chars = find_duplicates(lines)
+        values.update(dup_line_frac=dups / len(lines), dup_line_char_frac=chars / n_chars)
+        grams = NGrams(split_words(judged, language))
+        values["ngram_words"] = len(grams.words)
+        for n in sorted({n for n, _ in self.top_n_grams}):
+            values[f"top_{n}_gram_frac"] = grams.top_chars(n) / n_chars if len(grams.words) >= n else None
+        for n in sorted({n for n, _ in self.dup_n_grams}):
+            values[f"dup_{n}_gram_frac"] = grams.duplicate_chars(n) / n_chars
+        return values
+
+    def verdict(self, values: dict, language: str) -> str | None:
+        if values["blank"]:
+            return "empty"
+        if self.max_top_word_frac and values["words"] >= 50 and values["top_word_share"] > self.max_top_word_frac:
+            return "top_word"
+        if values["dup_para_frac"] is None:  # nothing left to judge
+            return None
+        for name in _LINE_RULES:
+            limit = getattr(self, name)
+            if limit and values[name] > limit:
+                return name
+        if (not self.top_n_grams and not self.dup_n_grams) or values["ngram_words"] < self.min_ngram_words:
+            return None
+        for n, frac in self.top_n_grams:
+            value = values[f"top_{n}_gram_frac"]
+            if value is not None and value > frac:
+                return f"top_{n}_gram"
+        for n, frac in self.dup_n_grams:
+            if values[f"dup_{n}_gram_frac"] > frac:
+                return f"duplicated_{n}_n_grams"
+        return None
 
     def _repetition(self, text: str, language: str) -> str | None:
         n_chars = len(text)

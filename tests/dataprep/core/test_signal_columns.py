@@ -11,7 +11,7 @@ from dataprep.classify.langid import LanguageID
 from dataprep.core.runner import run_stages
 from dataprep.core.signals import AnnotatedStage, ReplayStage, replay_plan, signal_stages
 from dataprep.quality.fineweb import FineWebQuality
-from dataprep.quality.gopher import GopherQuality
+from dataprep.quality.gopher import GopherQuality, GopherRepetition
 from dataprep.safety.pii import PiiScrubber
 from quality_parity import build_texts
 
@@ -77,8 +77,8 @@ def _verdicts(result) -> dict[str, str | None]:
     return kept | dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
 
 
-# Per stage: thresholds that move its decisions, and each threshold set to a stored value (a document lies
-# exactly on it, so a strict and a non-strict comparison differ)
+# Per stage: thresholds that move its decisions, and settings each set to a value stored for a kept document
+# (which then lies exactly on it, so a strict and a non-strict comparison differ)
 RULES = {
     "gopher_quality": (
         GopherQuality(),
@@ -87,6 +87,13 @@ RULES = {
         {"min_doc_words": "doc_words", "min_avg_word_length": "mean_word_length", "max_symbol_word_ratio": "hash_ratio",
          "max_bullet_lines_ratio": "bullet_lines_ratio", "max_ellipsis_lines_ratio": "ellipsis_lines_ratio",
          "min_alpha_words_ratio": "alpha_words_ratio", "min_stop_words": "stop_word_count"},
+    ),
+    "gopher_repetition": (
+        GopherRepetition(),
+        [{"dup_line_frac": 0.05, "top_n_grams": [[2, 0.05], [3, 0.18], [4, 0.16]]}, {"max_top_word_frac": 0.02},
+         {"dup_n_grams": [[5, 0.03], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]], "min_ngram_words": 400}],
+        {"dup_para_frac": "dup_para_frac", "dup_line_char_frac": "dup_line_char_frac",
+         "max_top_word_frac": "top_word_share", "top_n_grams": "top_2_gram_frac", "dup_n_grams": "dup_5_gram_frac"},
     ),
     "fineweb_quality": (
         FineWebQuality(),
@@ -105,8 +112,13 @@ def test_a_rule_threshold_changed_after_signals_decides_as_a_fresh_run_with_it(w
     assert _verdicts(ReplayStage(stage=stage, position=3, redecide=True).apply(signals)) == defaults
     changes = list(changes)
     for setting, column in on_values.items():
-        values = sorted(v for v in signals.column(f"03_{name}__{column}").to_pylist() if v)
-        changes.append({setting: values[len(values) // 2]})
+        kept = [v for v, reason in zip(signals.column(f"03_{name}__{column}").to_pylist(),
+                                       signals.column(f"03_{name}__reason").to_pylist()) if reason is None]
+        values = sorted(v for v in kept if v)  # a document every rule judges lies on the new threshold
+        value = values[len(values) // 2]
+        if isinstance(getattr(stage, setting), list):  # n-gram rules: the first size's fraction
+            value = [[n, value if i == 0 else frac] for i, (n, frac) in enumerate(getattr(stage, setting))]
+        changes.append({setting: value})
     for change in changes:
         changed = type(stage)(**change)
         recorded = [{"name": stage.name, "params": stage.model_dump(mode="json")}] * 4
@@ -114,3 +126,11 @@ def test_a_rule_threshold_changed_after_signals_decides_as_a_fresh_run_with_it(w
         assert problems == [] and plan[3].redecide
         replayed, fresh = _verdicts(plan[3].apply(signals)), _verdicts(changed.apply(web_pages))
         assert replayed == fresh and fresh != defaults, change
+
+
+def test_a_filter_needing_values_the_signals_run_did_not_store_is_refused_by_name():
+    stage = GopherRepetition()
+    changed = GopherRepetition(dup_n_grams=[[5, 0.15], [11, 0.1]])
+    _, problems = replay_plan([{"name": stage.name, "params": stage.model_dump(mode="json")}], [changed])
+    assert len(problems) == 1 and problems[0].startswith("stages.0 (gopher_repetition): dup_n_grams changed")
+    assert "dup_11_gram_frac" in problems[0]
