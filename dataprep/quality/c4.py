@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import pyarrow as pa
+
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, count_sentences, is_terminal_punct, split_words_cjk
 from dataprep.core.registry import register
@@ -32,6 +34,9 @@ class C4Quality(QualityFilter):
     filter_javascript: bool = True
     filter_curly_bracket: bool = True
     filter_policy: bool = True
+    # Stored by a signals run, for `dataprep filter --where`; no threshold is re-decided from them: a document
+    # C4 drops passes its text on unrewritten, so a filter could not give the text a full run would keep.
+    rule_fields = (pa.field("lines", pa.int64()), pa.field("kept_lines", pa.int64()), pa.field("sentences", pa.int64()))
 
     def _ends_sentence(self, line: str, language: str) -> bool:
         """English keeps C4's exact marks; other languages also accept their own (。！？ ...)."""
@@ -69,3 +74,14 @@ class C4Quality(QualityFilter):
         if sentences < self.min_num_sentences:
             return "too_few_sentences", text
         return None, "\n".join(kept).strip()
+
+    def measure(self, text: str, language: str) -> dict:
+        """Lines in, lines kept and the sentences in them, all counted (``decide`` stops counting at
+        ``min_num_sentences``); kept lines and sentences are null for a lorem ipsum or curly bracket drop."""
+        uncounted = self.model_copy(update={"min_num_sentences": 0})
+        reason, kept = uncounted.decide(text, language)
+        values: dict = {"lines": len(text.splitlines())}
+        if reason is None:
+            lines = kept.split("\n") if kept else []
+            values.update(kept_lines=len(lines), sentences=sum(count_sentences(line, language) for line in lines))
+        return values

@@ -10,6 +10,7 @@ import pytest
 from dataprep.classify.langid import LanguageID
 from dataprep.core.runner import run_stages
 from dataprep.core.signals import AnnotatedStage, ReplayStage, replay_plan, signal_stages
+from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition
 from dataprep.safety.pii import PiiScrubber
@@ -134,3 +135,12 @@ def test_a_filter_needing_values_the_signals_run_did_not_store_is_refused_by_nam
     _, problems = replay_plan([{"name": stage.name, "params": stage.model_dump(mode="json")}], [changed])
     assert len(problems) == 1 and problems[0].startswith("stages.0 (gopher_repetition): dup_n_grams changed")
     assert "dup_11_gram_frac" in problems[0]
+
+
+def test_c4s_stored_sentence_count_is_the_count_its_rule_compares(web_pages):
+    signals = AnnotatedStage(stage=C4Quality(), position=4).apply(web_pages).kept
+    rows = [(r["id"], r["04_c4_quality__sentences"]) for r in signals.to_pylist()
+            if r["04_c4_quality__reason"] in (None, "too_few_sentences")]
+    for minimum in (3, 8, 20):
+        fresh = _verdicts(C4Quality(min_num_sentences=minimum).apply(web_pages))
+        assert {i for i, n in rows if n < minimum} == {i for i, _ in rows if fresh[i] == "too_few_sentences"}, minimum
