@@ -99,9 +99,11 @@ def test_signals_keep_every_document_the_reader_yields_with_each_stages_verdict(
 
 
 def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spark):
-    preset, root, inputs, _, _, _ = runs
+    preset, root, inputs, first, _, _ = runs
     other = {"fineweb": ["stages.1.threshold=0.97", "stages.11.threshold=0.6", "stages.11.sample_weights=fineweb2",
-                         "stages.12.repeat_by=sample_weight"],  # rehydrated by FineWeb-2's table from the stored clusters
+                         "stages.12.repeat_by=sample_weight",  # rehydrated by FineWeb-2's table from the stored clusters
+                         "stages.2.top_n_grams=[[2, 0.015], [3, 0.18], [4, 0.16]]", "stages.3.min_doc_words=320",
+                         "stages.5.line_punct_thr=0.6"],  # rule thresholds, re-decided from the stored rule values
              "dclm": ["stages.9.keep=0.3"],
              "code": ["stages.5.threshold=0.5"]}[preset]
     full = run_pipeline(_config(preset, inputs, root / "full-other", other), spark=spark)
@@ -116,6 +118,9 @@ def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spa
     if preset != "dclm":
         assert shards(root / "filtered-other") == shards(root / "full-other")
     if preset == "fineweb":
+        for rule, reason in [("gopher_repetition", "top_2_gram"), ("gopher_quality", "gopher_short_doc"),
+                             ("fineweb_quality", "line_punct_ratio")]:  # stricter: more drops from fewer documents
+            assert drops(full)[rule][2].get(reason, 0) > drops(first)[rule][2].get(reason, 0), rule
         assert dataprep_cli(["report", str(root / "filtered-other")]) == 0
         report = (root / "filtered-other" / "report" / "report.md").read_text()
         assert "## Rehydration" in report and "tokens their copies add" in report
