@@ -143,8 +143,8 @@ def test_filter_refuses_settings_its_signals_cannot_decide(runs, spark):
     preset, root, _, _, _, _ = runs
     if preset != "fineweb":
         pytest.skip("one preset is enough")
-    with pytest.raises(ConfigError, match=r"stages.2 \(gopher_repetition\).*cannot be re-decided"):
-        run_filter(str(root / "signals"), _config(preset, [], root / "x", ["stages.2.dup_line_frac=0.1"]), spark=spark)
+    with pytest.raises(ConfigError, match=r"stages.2 \(gopher_repetition\): min_line_words.*cannot be re-decided"):
+        run_filter(str(root / "signals"), _config(preset, [], root / "x", ["stages.2.min_line_words=3"]), spark=spark)
     with pytest.raises(ConfigError, match=r"stages.11 \(minhash_dedup\): num_perm"):
         run_filter(str(root / "signals"), _config(preset, [], root / "y", ["stages.11.num_perm=64", "stages.11.bands=8"]), spark=spark)
 
