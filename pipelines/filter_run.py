@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from dataprep.core import storage
 from dataprep.core.config import ConfigError, PipelineConfig
 from dataprep.core.runner import blank_text, conform, fused_schema, run_fused
-from dataprep.core.signals import ReplayStage, WhereStage, is_signal_column, replay_plan
+from dataprep.core.signals import ReplayStage, WhereStage, is_signal_column, replay_plan, unstored_columns
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import join_path, read_text
@@ -82,6 +82,8 @@ class FilterRun(PipelineRun):
             raise ConfigError(f"{self.signals_dir} holds no task of its signals run")
         with fsspec.open(join_path(data_dir, f"part-{task_key(tasks[0][0])}.parquet"), "rb") as fh:
             signals = pq.read_schema(fh)
+        if problems := unstored_columns(stages, signals):
+            raise ConfigError("cannot filter these signals with this config:\n  " + "\n  ".join(problems))
         # a column a later step's stage sets joins the rows there, so the corpus's columns come in a full run's order
         later = {f.name for later_step in self.steps[1:] for stage in later_step.stages if isinstance(stage, ReplayStage)
                  for f in stage.stage.output_fields()}

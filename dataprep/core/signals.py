@@ -272,3 +272,17 @@ def _unstored(stage: DocumentStage, recorded: dict) -> list[str]:
         return []
     stored = {f.name for f in type(stage).model_validate(recorded).signal_fields()}
     return [name for name in wanted if name not in stored]
+
+
+def unstored_columns(stages: list[Stage], schema: pa.Schema) -> list[str]:
+    """One line per re-deciding stage whose values the signals in ``schema`` lack (a signals run made
+    before the stage stored them)."""
+    problems = []
+    for stage in stages:
+        if isinstance(stage, ReplayStage) and stage.redecide:
+            p = prefix(stage.position, stage.stage.name)
+            missing = [p + f.name for f in stage.stage.signal_fields() if p + f.name not in schema.names]
+            if missing:
+                problems.append(f"stages.{stage.position} ({stage.name}): the signals hold no {', '.join(missing)}: "
+                                "run --signals again to change its thresholds")
+    return problems

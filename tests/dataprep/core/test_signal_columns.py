@@ -9,7 +9,7 @@ import pytest
 
 from dataprep.classify.langid import LanguageID
 from dataprep.core.runner import run_stages
-from dataprep.core.signals import AnnotatedStage, ReplayStage, replay_plan, signal_stages
+from dataprep.core.signals import AnnotatedStage, ReplayStage, replay_plan, signal_stages, unstored_columns
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
 from dataprep.quality.gopher import GopherQuality, GopherRepetition
@@ -144,3 +144,12 @@ def test_c4s_stored_sentence_count_is_the_count_its_rule_compares(web_pages):
     for minimum in (3, 8, 20):
         fresh = _verdicts(C4Quality(min_num_sentences=minimum).apply(web_pages))
         assert {i for i, n in rows if n < minimum} == {i for i, _ in rows if fresh[i] == "too_few_sentences"}, minimum
+
+
+def test_signals_without_a_rules_values_are_refused_for_new_thresholds():
+    signals = AnnotatedStage(stage=GopherQuality(), position=0).apply(_table()).kept
+    replay = ReplayStage(stage=GopherQuality(min_doc_words=10), position=0, redecide=True)
+    assert unstored_columns([replay], signals.schema) == []
+    older = signals.drop_columns(["00_gopher_quality__doc_words"]).schema  # a signals run that did not store it
+    (problem,) = unstored_columns([replay], older)
+    assert problem.startswith("stages.0 (gopher_quality): the signals hold no 00_gopher_quality__doc_words")
