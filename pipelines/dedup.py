@@ -26,17 +26,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.window import Window
 
+from dataprep.core.storage import join_path
 from dataprep.dedup import exact, minhash, urls
+from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.index import DATA, EARLIER, IndexedStage, begin_write, open_index, write_manifest
 from dataprep.dedup.marks import DUPLICATE
-from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup, component_roots
 from dataprep.dedup.urls import UrlDedup
-from dataprep.core.storage import join_path
 from pipelines.dedup_priority import prioritized
 from pipelines.progress import timed
-from pipelines.steps import PREPARE_COLUMNS
 from pipelines.run_folder import check_dataset_folder
+from pipelines.steps import PREPARE_COLUMNS
 
 # Safety stop for connected components; large-star/small-star needs O(log^2 n) rounds, far fewer here.
 MAX_ROUNDS = 100
@@ -85,7 +85,9 @@ def _resolve_earlier(clusters: DataFrame, cluster: str) -> DataFrame:
     prefix, and the indexed documents themselves leave (they are not this run's to mark)."""
     earlier = F.col(cluster).startswith(EARLIER)
     clusters = clusters.where(~F.col("id").startswith(EARLIER)).withColumn(DUPLICATE, F.col(cluster) != F.col("id"))
-    return clusters.withColumn(cluster, F.when(earlier, F.col(cluster).substr(F.lit(2), F.length(cluster))).otherwise(F.col(cluster)))
+    return clusters.withColumn(
+        cluster, F.when(earlier, F.col(cluster).substr(F.lit(2), F.length(cluster))).otherwise(F.col(cluster))
+    )
 
 
 def _save_index(entries: DataFrame, stage: IndexedStage) -> None:
@@ -183,7 +185,11 @@ def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:
             present = np.flatnonzero(np.diff(offsets))
             ends = pa.array(np.append(offsets[present], offsets[-1]))
             yield pa.RecordBatch.from_arrays(
-                [pa.array(present, pa.int32()), pa.ListArray.from_arrays(ends, flat[order]), pa.ListArray.from_arrays(ends, rb.column("id").take(owners))],
+                [
+                    pa.array(present, pa.int32()),
+                    pa.ListArray.from_arrays(ends, flat[order]),
+                    pa.ListArray.from_arrays(ends, rb.column("id").take(owners)),
+                ],
                 names=["part", "keys", "ids"],
             )
 
@@ -223,7 +229,9 @@ def verified_edges(edges: DataFrame, sigs: DataFrame, docs: DataFrame, stage: Mi
     low, high = stage.signature_bounds()
     scored = _materialize(scored)
     earlier = F.col("src").startswith(EARLIER) | F.col("dst").startswith(EARLIER)  # no text: signatures decide
-    sure = scored.where((F.col("matches") >= high) | (earlier & (F.col("matches") >= stage.min_matches))).select("src", "dst")
+    sure = scored.where((F.col("matches") >= high) | (earlier & (F.col("matches") >= stage.min_matches))).select(
+        "src", "dst"
+    )
     doubt = scored.where((F.col("matches") >= low) & (F.col("matches") < high) & ~earlier).select("src", "dst")
     return sure.union(exactly_verified_edges(doubt, docs, stage))
 
@@ -292,7 +300,9 @@ def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_T
     return edges.select(F.col("src").alias("id"), F.col("dst").alias("root")).union(roots)
 
 
-def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
+def minhash_clusters(
+    df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES
+) -> DataFrame:
     """The cluster rows of the documents with near-duplicates (connected components of verified edges);
     the signatures are those the pipeline's tasks saved (``ctx.prepared``) when there are."""
     prepared = getattr(ctx, "prepared", None)

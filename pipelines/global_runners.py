@@ -45,6 +45,7 @@ from pipelines.progress import timed
 from pipelines.top_fraction import top_fraction_cutoffs
 from pipelines.train_tokenizer import stage_tokenizer
 
+
 @dataclass(frozen=True)
 class GlobalRunner:
     decide: Callable
@@ -75,7 +76,9 @@ def global_runner(stage: GlobalStage) -> GlobalRunner:
     for cls in type(stage).__mro__:
         if cls in GLOBAL_RUNNERS:
             return GLOBAL_RUNNERS[cls]
-    raise TypeError(f"global stage {stage.name!r} has no Spark runner (add its class to pipelines.global_runners.GLOBAL_RUNNERS)")
+    raise TypeError(
+        f"global stage {stage.name!r} has no Spark runner (add its class to pipelines.global_runners.GLOBAL_RUNNERS)"
+    )
 
 
 def completes(stage: GlobalStage) -> bool:
@@ -99,7 +102,9 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
     applier = stage.applier(state)
     finishes = completes(stage)
     input_schema = to_arrow_schema(df.schema)
-    extra = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())] + ([pa.field(FINISHED, pa.string())] if finishes else [])
+    extra = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())] + (
+        [pa.field(FINISHED, pa.string())] if finishes else []
+    )
     output_schema = with_fields(input_schema, applier.output_fields(input_schema) + extra)
     has_rows = rows is not None  # the closure below must not hold the DataFrame
     fields = [c for c in rows.columns if c != "id"] if has_rows else []
@@ -107,7 +112,9 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
         decisions = rows.select("id", F.struct(*fields).alias(DECISION))
         # few decision rows (the usual case): broadcast, the documents are not shuffled; many: a
         # sort-merge join, so what passes through the driver never grows with the corpus
-        df = df.join(F.broadcast(decisions) if rows.count() <= BROADCAST_ROWS else decisions.hint("merge"), "id", "left")
+        df = df.join(
+            F.broadcast(decisions) if rows.count() <= BROADCAST_ROWS else decisions.hint("merge"), "id", "left"
+        )
 
     def apply(batches):
         from pyspark import TaskContext
@@ -121,11 +128,15 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
                 joined = batch.column(DECISION)
                 has = joined.is_valid()
                 columns = joined.filter(has).combine_chunks().flatten()
-                applier.begin(key, pa.Table.from_arrays([batch.column("id").filter(has), *columns], names=["id", *fields]))
+                applier.begin(
+                    key, pa.Table.from_arrays([batch.column("id").filter(has), *columns], names=["id", *fields])
+                )
                 batch = batch.drop_columns([DECISION])
             out, reasons = applier.process(batch)
             dropped = [None if r is None else applier.stage_name for r in reasons]
-            out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(DROP_REASON, pa.array(reasons, pa.string()))
+            out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(
+                DROP_REASON, pa.array(reasons, pa.string())
+            )
             if finishes:
                 out = out.append_column(FINISHED, pa.nulls(out.num_rows, pa.string()))
             yield from out.select(output_schema.names).cast(output_schema).to_batches()

@@ -28,24 +28,51 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-from dataprep.core.errors import UsageError, WorkFailed
 from dataprep.core.applier import AppliedStage
 from dataprep.core.config import PipelineConfig
-from dataprep.core.storage import (atomic_write_text, check_output_outside_inputs, exists, expand_inputs, is_url,
-                                   join_path, read_text, remove_tree)
-from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
+from dataprep.core.errors import UsageError, WorkFailed
+from dataprep.core.provenance import code_version, listing, now, sha256_json
+from dataprep.core.run_record import record_written
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
-from dataprep.core.stats import ErrorBudgetExceeded, StageStats, describe_errors, format_table, merge_all, over_budget, save_json
+from dataprep.core.stats import (
+    ErrorBudgetExceeded,
+    StageStats,
+    describe_errors,
+    format_table,
+    merge_all,
+    over_budget,
+    save_json,
+)
+from dataprep.core.storage import (
+    atomic_write_text,
+    check_output_outside_inputs,
+    exists,
+    expand_inputs,
+    is_url,
+    join_path,
+    read_text,
+    remove_tree,
+)
+from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
+from pipelines.fail_fast import ErrorWatch
+from pipelines.input_changes import describe_changes, input_state
 from pipelines.interrupt import check_interrupted, interruptible
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
-from pipelines.fail_fast import ErrorWatch
-from dataprep.core.run_record import record_written
-from pipelines.input_changes import describe_changes, input_state
 from pipelines.run_folder import check_dataset_folder, claim
-from dataprep.core.provenance import code_version, listing, now, sha256_json
 from pipelines.steps import Step, StepContext, file_tasks, make_partition_fn, make_prepare_fn, plan_steps
-from pipelines.tasks import DATA_DIR, PART, merged_stats, parquet_parts, read_markers, remove_failed, remove_others, reusable, task_key, write_empty
+from pipelines.tasks import (
+    DATA_DIR,
+    PART,
+    merged_stats,
+    parquet_parts,
+    read_markers,
+    remove_failed,
+    remove_others,
+    reusable,
+    task_key,
+    write_empty,
+)
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
@@ -153,8 +180,16 @@ class PipelineRun:
                 self._check_errors(step, step_dir, stats)
                 atomic_write_text(
                     join_path(step_dir, DONE_MARKER),
-                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats],
-                                **({"inputs": state} if step.reads_input else {})}, indent=1),
+                    json.dumps(
+                        {
+                            "fingerprint": fingerprint,
+                            "wall_seconds": wall,
+                            **tasks,
+                            "stats": [s.to_dict() for s in stats],
+                            **({"inputs": state} if step.reads_input else {}),
+                        },
+                        indent=1,
+                    ),
                 )
                 steps_done.append({"step": step.name, "skipped": False, **tasks})
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
@@ -172,23 +207,37 @@ class PipelineRun:
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
 
-    def _save_stats(self, stats: list[StageStats], files: int, steps_done: list[dict], corpus_dir: str | None) -> list[StageStats]:
+    def _save_stats(
+        self, stats: list[StageStats], files: int, steps_done: list[dict], corpus_dir: str | None
+    ) -> list[StageStats]:
         """Write ``stats.json`` and print the per-stage table (the funnel); return the merged stats."""
         stats = merge_all(stats)
-        save_json(stats, join_path(self.out, "stats.json"),
-                  {"input_files": files, "cores": self.spark.sparkContext.defaultParallelism, "corpus": corpus_dir, "steps": steps_done})
+        save_json(
+            stats,
+            join_path(self.out, "stats.json"),
+            {
+                "input_files": files,
+                "cores": self.spark.sparkContext.defaultParallelism,
+                "corpus": corpus_dir,
+                "steps": steps_done,
+            },
+        )
         print(format_table(stats), flush=True)
         return stats
 
     def _nothing_kept(self, stage: StageStats) -> str:
         reasons = ", ".join(f"{n} {reason}" for reason, n in Counter(stage.dropped).most_common(3))
         if not stage.docs_in:
-            return (f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of "
-                    "them a document): check "
-                    f"input.paths and input.format; per-stage counts: {join_path(self.out, 'stats.json')}")
-        return (f"stage {stage.stage} dropped all {stage.docs_in} documents it was given "
-                f"({reasons or 'no reason recorded'}), "
-                f"so the run stops there with nothing kept; per-stage counts: {join_path(self.out, 'stats.json')}")
+            return (
+                f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of "
+                "them a document): check "
+                f"input.paths and input.format; per-stage counts: {join_path(self.out, 'stats.json')}"
+            )
+        return (
+            f"stage {stage.stage} dropped all {stage.docs_in} documents it was given "
+            f"({reasons or 'no reason recorded'}), "
+            f"so the run stops there with nothing kept; per-stage counts: {join_path(self.out, 'stats.json')}"
+        )
 
     def _input_files(self) -> list[str]:
         cfg = self.config
@@ -204,15 +253,27 @@ class PipelineRun:
     def _claim_output(self, files: list[str]) -> None:
         """Refuse (before any work) an output folder that holds another run's output, unless overwriting."""
         cfg = self.config
-        identity = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json"),
-                                 "output": cfg.output.model_dump(mode="json", exclude={"dir"}),
-                                 "steps": [step.fingerprint() for step in self.steps]})
+        identity = _fingerprint(
+            {
+                "files": files,
+                "input": cfg.input.model_dump(mode="json"),
+                "output": cfg.output.model_dump(mode="json", exclude={"dir"}),
+                "steps": [step.fingerprint() for step in self.steps],
+            }
+        )
         description = {"inputs": cfg.input.paths, "input_files": len(files), "stages": [s.name for s in cfg.stages]}
         claim(self.out, identity, description, self.overwrite, tuple(step.name for step in self.steps))
-        run = {"identity": identity, "config": cfg.source_path, "config_sha256": sha256_json(cfg.model_dump(mode="json")),
-               "inputs": cfg.input.paths, "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
-               "output": self.out if is_url(self.out) else os.path.abspath(self.out),
-               "stages": [s.name for s in cfg.stages], "code": code_version(), "time": now()}
+        run = {
+            "identity": identity,
+            "config": cfg.source_path,
+            "config_sha256": sha256_json(cfg.model_dump(mode="json")),
+            "inputs": cfg.input.paths,
+            "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
+            "output": self.out if is_url(self.out) else os.path.abspath(self.out),
+            "stages": [s.name for s in cfg.stages],
+            "code": code_version(),
+            "time": now(),
+        }
         for stage in cfg.stages:
             stage.record_run(run)
 
@@ -230,8 +291,14 @@ class PipelineRun:
         remove_failed(self.spark, step_dir, {s.stage for s in failed})  # a rerun after the fix redoes them
         path = join_path(step_dir, ERRORS_FILE)
         atomic_write_text(path, json.dumps({"stages": [s.to_dict() for s in failed]}, indent=1, ensure_ascii=False))
-        print(f"step {step.name}: FAILED, errors over budget\n{report}\nall error samples: {path}", file=sys.stderr, flush=True)
-        first = "; ".join(f"{s.stage}: {s.errors_seen.messages.most_common(1)[0][0]}" for s in failed if s.errors_seen.messages)
+        print(
+            f"step {step.name}: FAILED, errors over budget\n{report}\nall error samples: {path}",
+            file=sys.stderr,
+            flush=True,
+        )
+        first = "; ".join(
+            f"{s.stage}: {s.errors_seen.messages.most_common(1)[0][0]}" for s in failed if s.errors_seen.messages
+        )
         raise ErrorBudgetExceeded(
             f"step {step.name} failed: "
             f"{early}{', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
@@ -269,8 +336,10 @@ class PipelineRun:
         for path in sorted(paths):
             name = os.path.basename(os.path.abspath(path))
             if names.setdefault(name, path) != path:
-                raise UsageError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find "
-                                 "shipped files by name: rename one")
+                raise UsageError(
+                    f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find "
+                    "shipped files by name: rename one"
+                )
             self.spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 
     # -- steps ---------------------------------------------------------------------------------
@@ -281,7 +350,9 @@ class PipelineRun:
         df = self.spark.read.parquet(join_path(step_dir, "data"))
         return df.where(F.col(DROP_REASON).isNull()).drop(DROP_STAGE, DROP_REASON)
 
-    def _run_step(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str) -> tuple[list[StageStats], dict]:
+    def _run_step(
+        self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str
+    ) -> tuple[list[StageStats], dict]:
         if step.is_global:
             return self._run_global(step, step_dir, previous_dir, fingerprint)
         return self._run_fused(step, step_dir, files, previous_dir, fingerprint)
@@ -290,8 +361,16 @@ class PipelineRun:
         compression = self.config.output.compression
         df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
 
-    def _run_fused(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str,
-                   stages: list | None = None, decisions: str | None = None) -> tuple[list[StageStats], dict]:
+    def _run_fused(
+        self,
+        step: Step,
+        step_dir: str,
+        files: list[str],
+        previous_dir: str | None,
+        fingerprint: str,
+        stages: list | None = None,
+        decisions: str | None = None,
+    ) -> tuple[list[StageStats], dict]:
         """Run the tasks of a fused step (or of a global step's ``stages``: its applier) that a previous
         run did not finish (``pipelines.tasks``); return the step's stats, summed over all its tasks,
         and its task counts."""
@@ -317,25 +396,43 @@ class PipelineRun:
         names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in stages]
         stats, keys = merged_stats(self.spark, step_dir, names)
         if len(keys) != len(done) + len(todo):
-            raise RuntimeError(f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to "
-                               "redo the missing ones")
+            raise RuntimeError(
+                f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to "
+                "redo the missing ones"
+            )
         if keys:  # temporary files of tasks killed mid-write
             remove_others(step_dir, keys)
         return stats, {"tasks": len(keys), "tasks_reused": len(done)}
 
-    def _plan_tasks(self, task_dir: str, inputs: list[str], fingerprint: str, by_name: bool) -> tuple[dict[str, dict], list[list[str]]]:
+    def _plan_tasks(
+        self, task_dir: str, inputs: list[str], fingerprint: str, by_name: bool
+    ) -> tuple[dict[str, dict], list[list[str]]]:
         """The tasks in ``task_dir`` a rerun keeps (``pipelines.tasks.reusable``; everything else there is
         deleted) and the inputs they do not cover, grouped into tasks (``file_tasks``); ``by_name``: inputs
         are named by their file name (parts of the previous step, so a moved output keeps its tasks)."""
         name = (lambda path: path.rsplit("/", 1)[-1]) if by_name else (lambda path: path)
-        done = {} if self.force else reusable(read_markers(self.spark, task_dir), fingerprint, [name(p) for p in inputs], task_dir)
+        done = (
+            {}
+            if self.force
+            else reusable(read_markers(self.spark, task_dir), fingerprint, [name(p) for p in inputs], task_dir)
+        )
         remove_others(task_dir, done)
         covered = {path for marker in done.values() for path in marker["inputs"]}
         groups = file_tasks([p for p in inputs if name(p) not in covered], self.spark.sparkContext.defaultParallelism)
         return done, [[name(p) for p in group] for group in groups]
 
-    def _run_tasks(self, step: Step, stages: list, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema,
-                   fingerprint: str, decisions: str | None) -> None:
+    def _run_tasks(
+        self,
+        step: Step,
+        stages: list,
+        step_dir: str,
+        input_dir: str | None,
+        todo: list[list[str]],
+        input_schema,
+        schema,
+        fingerprint: str,
+        decisions: str | None,
+    ) -> None:
         """Run ``todo`` as Spark tasks, one row each of a ``spark.range`` (made in the JVM: a DataFrame
         built from a Python RDD would start a second Python worker per task just to convert its rows).
         The first wave (a task per core) runs alone when there are more, so a stage failing on most
@@ -345,10 +442,26 @@ class PipelineRun:
         single = all(len(task) == 1 for task in todo) and step.reads_input
         group = f"dataprep-{step.name}-{fingerprint}"
         waves = [(0, slots), (slots, len(todo))] if len(todo) > slots else [(0, len(todo))]
-        with Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress, \
-                ErrorWatch(self.spark, self.config.error_budget, group) as watch:
-            fn = make_partition_fn(step, stages, self.config.input, input_dir, input_schema, schema, self.config.output.write_dropped, step_dir,
-                                   fingerprint, context.broadcast(todo), self.config.output.compression, progress.docs, watch.stats, decisions)
+        with (
+            Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress,
+            ErrorWatch(self.spark, self.config.error_budget, group) as watch,
+        ):
+            fn = make_partition_fn(
+                step,
+                stages,
+                self.config.input,
+                input_dir,
+                input_schema,
+                schema,
+                self.config.output.write_dropped,
+                step_dir,
+                fingerprint,
+                context.broadcast(todo),
+                self.config.output.compression,
+                progress.docs,
+                watch.stats,
+                decisions,
+            )
             context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
             try:
                 for start, end in waves:
@@ -361,12 +474,16 @@ class PipelineRun:
                     if watch.failed or (end < len(todo) and watch.check()):  # the last wave: the exact check decides
                         keys = {task_key(task) for task in todo}
                         ran = sum(marker.get("key") in keys for marker in read_markers(self.spark, step_dir))
-                        self._fail(step, step_dir, watch.failed, f"stopped early with {ran} of {len(todo)} tasks done: ")
+                        self._fail(
+                            step, step_dir, watch.failed, f"stopped early with {ran} of {len(todo)} tasks done: "
+                        )
             finally:
                 context.setLocalProperty("spark.jobGroup.id", None)
         progress.finish()
 
-    def _run_global(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str) -> tuple[list[StageStats], dict]:
+    def _run_global(
+        self, step: Step, step_dir: str, previous_dir: str, fingerprint: str
+    ) -> tuple[list[StageStats], dict]:
         """A global step: its decision over the whole corpus (kept from a previous run that made it with
         this config), then its applier run on each part of the previous step as tasks, which a rerun
         keeps as it keeps a fused step's."""
@@ -379,7 +496,9 @@ class PipelineRun:
         remove_tree(join_path(step_dir, PREPARED_DIR))  # the decision holds what the tasks need of it
         applied = AppliedStage(applier=stage.applier(decided["state"]))
         decisions = join_path(step_dir, DECISIONS_DIR) if decided["rows"] else None
-        stats, tasks = self._run_fused(step, step_dir, [], previous_dir, f"{fingerprint}-{decided['run']}", [applied], decisions)
+        stats, tasks = self._run_fused(
+            step, step_dir, [], previous_dir, f"{fingerprint}-{decided['run']}", [applied], decisions
+        )
         if completes(stage):
             stage.complete(decided["state"], read_markers(self.spark, step_dir))
         stats[0].merge(StageStats.from_dict(decided["stats"]))
@@ -405,18 +524,25 @@ class PipelineRun:
         t0 = time.perf_counter()
         prepared_cpu = prepared_seconds = 0.0
         if runner.prepares:
-            ctx.prepared, prepared_cpu, prepared_seconds = self._prepare(step, step_dir, previous_dir, fingerprint, (stage.prepare, stage.prepared_schema))
+            ctx.prepared, prepared_cpu, prepared_seconds = self._prepare(
+                step, step_dir, previous_dir, fingerprint, (stage.prepare, stage.prepared_schema)
+            )
         group = f"dataprep-{step.name}-{uuid.uuid4().hex}"
         context.setJobGroup(group, f"dataprep step {step.name}: decide", interruptOnCancel=True)
         try:
             kept = self._kept(previous_dir)
-            with python_cpu(self.spark) as worker_cpu, Progress(self.spark, f"{step.name} decide", unit="Spark tasks", counts_docs=False) as progress:
+            with (
+                python_cpu(self.spark) as worker_cpu,
+                Progress(self.spark, f"{step.name} decide", unit="Spark tasks", counts_docs=False) as progress,
+            ):
                 rows, state = runner.decide(kept, stage, ctx)
                 if rows is not None:  # few rows (the documents concerned) beside every document's part
                     parts = kept.select("id", F.element_at(F.split(F.input_file_name(), "/"), -1).alias(PART))
                     rows = parts.join(F.broadcast(rows) if rows.count() <= BROADCAST_ROWS else rows, "id")
                     # grouped by part first: a writer task per part, not a file per part in every task
-                    rows.repartition(PART).write.mode("overwrite").partitionBy(PART).parquet(join_path(step_dir, DECISIONS_DIR))
+                    rows.repartition(PART).write.mode("overwrite").partitionBy(PART).parquet(
+                        join_path(step_dir, DECISIONS_DIR)
+                    )
             self.spark.catalog.clearCache()  # runners may cache what they computed
             stats = StageStats(stage.name, seconds=time.perf_counter() - t0)
         finally:
@@ -427,8 +553,14 @@ class PipelineRun:
         stats.executor_fixed_cpu_seconds = executor_fixed_cpu_seconds(self.spark, group) + worker_cpu.fixed
         stats.record_counters(stage)  # counts the runner recorded on the driver
         progress.finish()
-        decided = {"fingerprint": fingerprint, "parts": parts_key, "run": uuid.uuid4().hex[:12], "state": state,
-                   "rows": rows is not None, "stats": stats.to_dict()}
+        decided = {
+            "fingerprint": fingerprint,
+            "parts": parts_key,
+            "run": uuid.uuid4().hex[:12],
+            "state": state,
+            "rows": rows is not None,
+            "stats": stats.to_dict(),
+        }
         atomic_write_text(path, json.dumps(decided, indent=1))
         return decided
 
@@ -446,19 +578,35 @@ class PipelineRun:
         if done:
             print(f"step {step.name}: reusing {len(done)} prepared tasks, running {len(todo)}", flush=True)
         if todo:
-            context.setJobGroup(f"dataprep-{step.name}-prepare", f"dataprep step {step.name}: prepare", interruptOnCancel=True)
+            context.setJobGroup(
+                f"dataprep-{step.name}-prepare", f"dataprep step {step.name}: prepare", interruptOnCancel=True
+            )
             try:
                 with Progress(self.spark, f"{step.name} prepare", total=len(todo)) as progress:
-                    fn = make_prepare_fn(fn, input_dir, to_arrow_schema(self._kept(previous_dir).schema), schema, prepared_dir, fingerprint,
-                                         context.broadcast(todo), self.config.output.compression, self.config.input.batch_size, progress.docs)
-                    self.spark.range(0, len(todo), 1, len(todo)).mapInArrow(fn, "task long").write.format("noop").mode("overwrite").save()
+                    fn = make_prepare_fn(
+                        fn,
+                        input_dir,
+                        to_arrow_schema(self._kept(previous_dir).schema),
+                        schema,
+                        prepared_dir,
+                        fingerprint,
+                        context.broadcast(todo),
+                        self.config.output.compression,
+                        self.config.input.batch_size,
+                        progress.docs,
+                    )
+                    self.spark.range(0, len(todo), 1, len(todo)).mapInArrow(fn, "task long").write.format("noop").mode(
+                        "overwrite"
+                    ).save()
             finally:
                 context.setLocalProperty("spark.jobGroup.id", None)
             progress.finish()
         markers = [m for m in read_markers(self.spark, prepared_dir) if m.get("fingerprint") == fingerprint]
         if len(markers) != len(done) + len(todo):
-            raise RuntimeError(f"step {step.name}: {len(markers)} prepared task markers for {len(done) + len(todo)} tasks; "
-                               "rerun to redo the missing ones")
+            raise RuntimeError(
+                f"step {step.name}: {len(markers)} prepared task markers for {len(done) + len(todo)} tasks; "
+                "rerun to redo the missing ones"
+            )
         rows = self.spark.read.schema(from_arrow_schema(schema)).parquet(join_path(prepared_dir, DATA_DIR))
         return rows, sum(m["cpu_seconds"] for m in markers), sum(m["seconds"] for m in markers)
 
@@ -480,4 +628,3 @@ class PipelineRun:
 
 def run_pipeline(config: PipelineConfig, spark=None, force: bool = False, overwrite: bool = False) -> RunResult:
     return PipelineRun(config, spark=spark, force=force, overwrite=overwrite).run()
-

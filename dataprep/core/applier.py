@@ -26,7 +26,10 @@ class Applier:
         return []
 
     def begin(self, key: str, decisions: pa.Table | None) -> None:
-        """Start task ``key``; ``decisions``: the decision rows of its documents (keyed by ``id``), if the """ """stage has any."""
+        (
+            """Start task ``key``; ``decisions``: the decision rows of its documents (keyed by ``id``), if the """
+            """stage has any."""
+        )
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         """The batch (same rows, same order) with the decision applied, and per row a drop reason or None."""
@@ -57,5 +60,7 @@ class AppliedStage(DocumentStage):
     def apply(self, batch: pa.Table) -> StageResult:
         out, reasons = self.process(batch)
         if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
-            raise RuntimeError(f"{self.name}: the applier returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}")
+            raise RuntimeError(
+                f"{self.name}: the applier returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}"
+            )
         return split_by_reason(out, reasons, self.name)

@@ -74,7 +74,9 @@ def run_fused(
             yield conform(batch, schema)
 
 
-def run_stages(stages: list[Stage], table: pa.Table, keep_dropped_text: bool = True) -> tuple[StageResult, list[StageStats]]:
+def run_stages(
+    stages: list[Stage], table: pa.Table, keep_dropped_text: bool = True
+) -> tuple[StageResult, list[StageStats]]:
     """Run a whole stage list in memory: document stages batch-wise, global stages via their ``run_local``.
     Returns the kept documents, all dropped ones (with stage and reason), and per-stage stats."""
     kept, dropped, all_stats = table, [], []

@@ -8,8 +8,8 @@ from typing import ClassVar
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.quality.languages import language_settings
 from dataprep.core.stage import WEB, DocumentStage, with_column
+from dataprep.quality.languages import language_settings
 
 AUTO = "auto"
 
@@ -28,7 +28,9 @@ class QualityFilter(DocumentStage):
 
     language: str = Field("en", description="ISO 639-1 code, or 'auto' to use the lang column")
     default_language: str = "en"
-    source_kinds: list[str] = Field(default_factory=lambda: [WEB], description="source kinds judged; others pass untouched")
+    source_kinds: list[str] = Field(
+        default_factory=lambda: [WEB], description="source kinds judged; others pass untouched"
+    )
 
     def check_assets(self) -> None:
         if self.language != AUTO:  # a language no model labels would silently fall back to English rules
@@ -78,8 +80,10 @@ class QualityFilter(DocumentStage):
     def reasons_from_signals(self, batch: pa.Table) -> list[str | None]:
         names = [f.name for f in self.signal_fields()]
         rows = zip(*(batch.column(name).to_pylist() for name in names))
-        return [self.verdict(dict(zip(names, values)), lang) if judged and values[0] is not None else None
-                for values, lang, judged in zip(rows, self.languages(batch), of_kinds(batch, self.source_kinds))]
+        return [
+            self.verdict(dict(zip(names, values)), lang) if judged and values[0] is not None else None
+            for values, lang, judged in zip(rows, self.languages(batch), of_kinds(batch, self.source_kinds))
+        ]
 
     def languages(self, batch: pa.Table) -> list[str]:
         if self.language != AUTO:
@@ -92,7 +96,9 @@ class QualityFilter(DocumentStage):
         reasons: list[str | None] = []
         texts: list[str] = []
         changed = False
-        for text, lang, judged in zip(batch.column("text").to_pylist(), self.languages(batch), of_kinds(batch, self.source_kinds)):
+        for text, lang, judged in zip(
+            batch.column("text").to_pylist(), self.languages(batch), of_kinds(batch, self.source_kinds)
+        ):
             if not judged:
                 reasons.append(None)
                 texts.append(text)

@@ -11,10 +11,10 @@ import pyarrow as pa
 import regex
 from pydantic import Field
 
+from dataprep.core.registry import register
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.gopher import collapse_doubled_lines, find_duplicates
 from dataprep.quality.languages import TERMINAL_CLASS, is_terminal_punct, split_words
-from dataprep.core.registry import register
 
 # A sentence end inside a line: a stop, then closing brackets or quotes (German „…“ and »…« close with
 # initial quotes), emoji or markdown emphasis, then a space or the line's end. "3.5" and "example.com" are none.
@@ -39,21 +39,38 @@ class FineWebQuality(QualityFilter):
     new_line_ratio: float = 0.3
     # Not in datatrove (the defaults keep its decisions)
     line_punct_share: Literal["lines", "chars"] = Field(
-        "lines", description="'chars': the share of characters in lines that end a sentence, so headings, dates and table cells "
-                             "do not outweigh the paragraphs")
+        "lines",
+        description="'chars': the share of characters in lines that end a sentence, so headings, dates and table cells "
+        "do not outweigh the paragraphs",
+    )
     line_punct_test: Literal["ends", "holds"] = Field(
-        "ends", description="'holds': a line counts when it holds a sentence end anywhere (a stop before a space, closing "
-                            "quotes, brackets or emoji), so a paragraph that trails off into credits or a tag still counts")
+        "ends",
+        description="'holds': a line counts when it holds a sentence end anywhere (a stop before a space, closing "
+        "quotes, brackets or emoji), so a paragraph that trails off into credits or a tag still counts",
+    )
     short_line_share: Literal["lines", "chars"] = Field(
-        "lines", description="'chars': the share of characters in short lines, so a recipe's ingredient list does not outweigh "
-                             "its method")
-    dup_min_line_words: int = Field(0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines")
-    dup_collapse_doubled: bool = Field(False, description="a line that occurs exactly twice is not duplicated text (a lead repeated as a teaser)")
-    decision_fields = ("line_punct_thr", "line_punct_exclude_zero", "short_line_thr", "char_duplicates_ratio",
-                       "new_line_ratio")
+        "lines",
+        description="'chars': the share of characters in short lines, so a recipe's ingredient list does not outweigh "
+        "its method",
+    )
+    dup_min_line_words: int = Field(
+        0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines"
+    )
+    dup_collapse_doubled: bool = Field(
+        False, description="a line that occurs exactly twice is not duplicated text (a lead repeated as a teaser)"
+    )
+    decision_fields = (
+        "line_punct_thr",
+        "line_punct_exclude_zero",
+        "short_line_thr",
+        "char_duplicates_ratio",
+        "new_line_ratio",
+    )
     rule_fields = (
-        pa.field("lines", pa.int64()), pa.field("line_punct_ratio", pa.float64()),
-        pa.field("short_line_ratio", pa.float64()), pa.field("char_dup_ratio", pa.float64()),
+        pa.field("lines", pa.int64()),
+        pa.field("line_punct_ratio", pa.float64()),
+        pa.field("short_line_ratio", pa.float64()),
+        pa.field("char_dup_ratio", pa.float64()),
         pa.field("list_ratio", pa.float64()),
     )
 
@@ -90,9 +107,13 @@ class FineWebQuality(QualityFilter):
         lines = [line for line in text.split("\n") if line.strip()]
         if not lines:
             return {"lines": 0}
-        return {"lines": len(lines), "line_punct_ratio": self._punct_share(lines),
-                "short_line_ratio": self._short_share(lines), "char_dup_ratio": self._dup_share(text, lines),
-                "list_ratio": self._list_share(text, language)}
+        return {
+            "lines": len(lines),
+            "line_punct_ratio": self._punct_share(lines),
+            "short_line_ratio": self._short_share(lines),
+            "char_dup_ratio": self._dup_share(text, lines),
+            "list_ratio": self._list_share(text, language),
+        }
 
     def verdict(self, values: dict, language: str) -> str | None:
         if not values["lines"]:

@@ -83,24 +83,48 @@ def _verdicts(result) -> dict[str, str | None]:
 RULES = {
     "gopher_quality": (
         GopherQuality(),
-        [{"min_doc_words": 300}, {"max_doc_words": 800, "min_stop_words": 12},
-         {"min_alpha_words_ratio": 0.9, "max_avg_word_length": 5.2}],
-        {"min_doc_words": "doc_words", "min_avg_word_length": "mean_word_length", "max_symbol_word_ratio": "hash_ratio",
-         "max_bullet_lines_ratio": "bullet_lines_ratio", "max_ellipsis_lines_ratio": "ellipsis_lines_ratio",
-         "min_alpha_words_ratio": "alpha_words_ratio", "min_stop_words": "stop_word_count"},
+        [
+            {"min_doc_words": 300},
+            {"max_doc_words": 800, "min_stop_words": 12},
+            {"min_alpha_words_ratio": 0.9, "max_avg_word_length": 5.2},
+        ],
+        {
+            "min_doc_words": "doc_words",
+            "min_avg_word_length": "mean_word_length",
+            "max_symbol_word_ratio": "hash_ratio",
+            "max_bullet_lines_ratio": "bullet_lines_ratio",
+            "max_ellipsis_lines_ratio": "ellipsis_lines_ratio",
+            "min_alpha_words_ratio": "alpha_words_ratio",
+            "min_stop_words": "stop_word_count",
+        },
     ),
     "gopher_repetition": (
         GopherRepetition(),
-        [{"dup_line_frac": 0.05, "top_n_grams": [[2, 0.05], [3, 0.18], [4, 0.16]]}, {"max_top_word_frac": 0.02},
-         {"dup_n_grams": [[5, 0.03], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]], "min_ngram_words": 400}],
-        {"dup_para_frac": "dup_para_frac", "dup_line_char_frac": "dup_line_char_frac",
-         "max_top_word_frac": "top_word_share", "top_n_grams": "top_2_gram_frac", "dup_n_grams": "dup_5_gram_frac"},
+        [
+            {"dup_line_frac": 0.05, "top_n_grams": [[2, 0.05], [3, 0.18], [4, 0.16]]},
+            {"max_top_word_frac": 0.02},
+            {
+                "dup_n_grams": [[5, 0.03], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.10]],
+                "min_ngram_words": 400,
+            },
+        ],
+        {
+            "dup_para_frac": "dup_para_frac",
+            "dup_line_char_frac": "dup_line_char_frac",
+            "max_top_word_frac": "top_word_share",
+            "top_n_grams": "top_2_gram_frac",
+            "dup_n_grams": "dup_5_gram_frac",
+        },
     ),
     "fineweb_quality": (
         FineWebQuality(),
         [{"line_punct_thr": 0.6}, {"short_line_thr": 0.2, "line_punct_exclude_zero": True}],
-        {"line_punct_thr": "line_punct_ratio", "short_line_thr": "short_line_ratio",
-         "char_duplicates_ratio": "char_dup_ratio", "new_line_ratio": "list_ratio"},
+        {
+            "line_punct_thr": "line_punct_ratio",
+            "short_line_thr": "short_line_ratio",
+            "char_duplicates_ratio": "char_dup_ratio",
+            "new_line_ratio": "list_ratio",
+        },
     ),
 }
 
@@ -113,8 +137,13 @@ def test_a_rule_threshold_changed_after_signals_decides_as_a_fresh_run_with_it(w
     assert _verdicts(ReplayStage(stage=stage, position=3, redecide=True).apply(signals)) == defaults
     changes = list(changes)
     for setting, column in on_values.items():
-        kept = [v for v, reason in zip(signals.column(f"03_{name}__{column}").to_pylist(),
-                                       signals.column(f"03_{name}__reason").to_pylist()) if reason is None]
+        kept = [
+            v
+            for v, reason in zip(
+                signals.column(f"03_{name}__{column}").to_pylist(), signals.column(f"03_{name}__reason").to_pylist()
+            )
+            if reason is None
+        ]
         values = sorted(v for v in kept if v)  # a document every rule judges lies on the new threshold
         value = values[len(values) // 2]
         if isinstance(getattr(stage, setting), list):  # n-gram rules: the first size's fraction
@@ -139,8 +168,11 @@ def test_a_filter_needing_values_the_signals_run_did_not_store_is_refused_by_nam
 
 def test_c4s_stored_sentence_count_is_the_count_its_rule_compares(web_pages):
     signals = AnnotatedStage(stage=C4Quality(), position=4).apply(web_pages).kept
-    rows = [(r["id"], r["04_c4_quality__sentences"]) for r in signals.to_pylist()
-            if r["04_c4_quality__reason"] in (None, "too_few_sentences")]
+    rows = [
+        (r["id"], r["04_c4_quality__sentences"])
+        for r in signals.to_pylist()
+        if r["04_c4_quality__reason"] in (None, "too_few_sentences")
+    ]
     for minimum in (3, 8, 20):
         fresh = _verdicts(C4Quality(min_num_sentences=minimum).apply(web_pages))
         assert {i for i, n in rows if n < minimum} == {i for i, _ in rows if fresh[i] == "too_few_sentences"}, minimum

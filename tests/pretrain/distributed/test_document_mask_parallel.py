@@ -11,8 +11,9 @@ import sys
 
 import pytest
 import torch
+
 from document_windows import alone_losses, packed_losses, packed_window
-from parallel_runs import MODEL, STEPS, metric_records, torchrun, run_single_process
+from parallel_runs import MODEL, STEPS, metric_records, run_single_process, torchrun
 from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -21,9 +22,15 @@ LAYOUT = {"dp_shard": 2, "tp": 2, "activation_checkpointing": "block"}
 
 
 def _config(data, out, parallel: dict) -> dict:
-    return tiny_config(data, out, model=MODEL, max_steps=STEPS, parallel=parallel,
-                       data={"sources": [{"path": data}], "val_fraction": 0.1, "document_mask": True},
-                       checkpoint={"every_steps": STEPS})
+    return tiny_config(
+        data,
+        out,
+        model=MODEL,
+        max_steps=STEPS,
+        parallel=parallel,
+        data={"sources": [{"path": data}], "val_fraction": 0.1, "document_mask": True},
+        checkpoint={"every_steps": STEPS},
+    )
 
 
 def _worker(root: str, data: str) -> None:
