@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep.core import storage
+from dataprep.core.applier import apply_task, run_task
 from dataprep.core.config import ConfigError
 from dataprep.core.signals import PREPARED_SETTINGS, REASON, SIGNAL_GLOBALS, prefix, signal_stages, signals_problems
 from dataprep.core.stage import DROP_REASON, GlobalStage, with_column
@@ -184,8 +185,7 @@ def annotate_part(path: str, states: list[dict], compression: str) -> None:
         stage, p = state["stage"], prefix(state["position"], state["stage"].name)
         rows = read_decisions(state["rows"], [name]) if state["rows"] else None
         applier = stage.applier(state["state"])
-        applier.begin(name, None if isinstance(stage, TopFraction) else rows)
-        out, reasons = applier.process(live)
+        [(out, reasons)], _ = run_task(apply_task(applier, name, None if isinstance(stage, TopFraction) else rows, [live]))
         for f in applier.output_fields(live.schema):
             live = with_column(live, p + f.name, out.column(f.name))
         if isinstance(stage, TopFraction):
