@@ -1,5 +1,5 @@
-"""The Spark form of each global (whole-corpus) stage's decision: the map lives here, on the Spark side,
-so the stages in ``dataprep`` never name the code that runs them on Spark.
+"""The Spark form of each global (whole-corpus) stage's decision (``pipelines.decisions``): the map lives
+here, on the Spark side, so the stages in ``dataprep`` never name the code that runs them on Spark.
 
 A global stage (``dataprep.core.stage.GlobalStage``) declares its parts once: ``prepare`` (per document),
 ``decide`` (in memory), ``applier`` (per task) and ``complete`` (after the tasks). On Spark every part
@@ -15,7 +15,7 @@ but ``decide`` runs as it is; ``decide`` has a Spark form of the same rule (``Gl
   a marker each, so a run that dies while deciding keeps the tasks that finished; ``decide`` then finds
   the rows in ``ctx.prepared`` (None: it computes them).
 
-The pipeline (``pipelines.pipeline_run``) saves the decision, then runs ``stage.applier(state)`` on
+The pipeline (``pipelines.global_step``) saves the decision, then runs ``stage.applier(state)`` on
 each part like a document step's, so a run that dies after deciding keeps the decision, and one that
 dies among the tasks keeps those that finished. ``run_global`` does it all on one DataFrame.
 """
@@ -42,11 +42,10 @@ from dataprep.dedup.paragraphs import ParagraphDedup
 from dataprep.dedup.urls import UrlDedup
 from dataprep.quality.top_fraction import TopFraction
 from dataprep.tokenize.stage import Tokenize
-from pipelines.dedup import BROADCAST_ROWS, exact_clusters, minhash_clusters, url_clusters
-from pipelines.paragraph_dedup import cuts_by_document
+from pipelines.decisions import exact_dedup, minhash_dedup, paragraph_dedup, top_fraction, tokenize, url_dedup
+from pipelines.decisions.shared import BROADCAST_ROWS
 from pipelines.progress import timed
-from pipelines.top_fraction import top_fraction_cutoffs
-from pipelines.train_tokenizer import stage_tokenizer
+
 
 @dataclass(frozen=True)
 class GlobalRunner:
@@ -54,22 +53,15 @@ class GlobalRunner:
     prepares: bool = False
 
 
-def _tokenize_decide(df: DataFrame, stage: Tokenize, ctx) -> tuple[None, dict]:
-    """The tokenizer, trained once on Spark's draw of the shared sample when asked and missing."""
-    shards_dir = stage.shards_folder(ctx.step_dir if ctx is not None else None)
-    stage_tokenizer(df, stage)
-    return None, stage.begin_shards(shards_dir)
-
-
 # Stage class -> the Spark form of its decision; a subclass runs on its parent's. Another package's
 # global stage adds its own entry.
 GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
-    ExactDedup: GlobalRunner(lambda df, stage, ctx: (exact_clusters(df, stage, ctx), {}), prepares=True),
-    MinHashDedup: GlobalRunner(lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}), prepares=True),
-    UrlDedup: GlobalRunner(lambda df, stage, ctx: (url_clusters(df, stage, ctx), {})),
-    ParagraphDedup: GlobalRunner(lambda df, stage, ctx: (cuts_by_document(df, stage, ctx)[0], {}), prepares=True),
-    Tokenize: GlobalRunner(_tokenize_decide),
-    TopFraction: GlobalRunner(lambda df, stage, ctx: (None, {"cutoffs": top_fraction_cutoffs(df, stage)})),
+    ExactDedup: GlobalRunner(exact_dedup.decide, prepares=True),
+    MinHashDedup: GlobalRunner(minhash_dedup.decide, prepares=True),
+    UrlDedup: GlobalRunner(url_dedup.decide),
+    ParagraphDedup: GlobalRunner(paragraph_dedup.decide, prepares=True),
+    Tokenize: GlobalRunner(tokenize.decide),
+    TopFraction: GlobalRunner(top_fraction.decide),
 }
 
 

@@ -22,8 +22,8 @@ import pyarrow as pa
 from dataprep.core import storage
 from dataprep.core.config import InputConfig
 from dataprep.readers import READ_STAGE, iter_documents
-from dataprep.core.runner import blank_text, conform, run_fused
-from dataprep.core.applier import AppliedStage, apply_task
+from dataprep.core.runner import AppliedStage, blank_text, conform, run_fused
+from dataprep.core.applier import apply_task
 from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
 from pipelines.tasks import read_decisions, read_kept, task_key, write_task

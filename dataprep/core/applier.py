@@ -5,8 +5,8 @@ A whole-corpus stage (dedup, tokenize, top_fraction) first decides something tha
 of the corpus: marks its duplicates, cuts its repeated paragraphs, encodes its documents into its own
 shards. Splitting the two lets a pipeline keep the tasks that finished when a run dies in the second
 half, as it does for document stages. An ``Applier`` is that second half; ``apply_task`` is the one
-order every runner calls it in; ``AppliedStage`` runs it where document stages run, so it gets their
-stats, progress and error budget.
+order every runner calls it in; ``dataprep.core.runner.AppliedStage`` runs it where document stages
+run, so it gets their stats, progress and error budget.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Callable, Generator, Iterable, Iterator
 
 import pyarrow as pa
 
-from dataprep.core.stage import DocumentStage, StageResult, split_by_reason, with_fields
 
 
 class Applier:
@@ -46,7 +45,7 @@ def apply_task(applier: Applier, key: str, decisions: pa.Table | None, batches: 
     """One task of a whole-corpus stage, the way every runner applies a decision: ``begin`` once with the
     decision rows of all the task's documents, every batch in order, ``finish`` once. Yields per batch
     ``(output, reasons)`` of ``Applier.process``, or what ``run(batches)`` yields when a runner processes
-    them itself (a pipeline step, through its ``AppliedStage``); returns what ``finish`` returned."""
+    them itself (a pipeline step, through its ``dataprep.core.runner.AppliedStage``); returns what ``finish`` returned."""
     applier.begin(key, decisions)
     yield from (run(batches) if run is not None else (processed(applier, batch) for batch in batches))
     return applier.finish() or {}
@@ -68,24 +67,3 @@ def processed(applier: Applier, batch: pa.Table) -> tuple[pa.Table, list[str | N
     if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
         raise RuntimeError(f"{applier.stage_name}: the applier returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}")
     return out, reasons
-
-
-class AppliedStage(DocumentStage):
-    """An ``Applier`` as a document stage, named after its whole-corpus stage. Unlike a document stage,
-    a failing batch fails the task (no document-by-document retry): an applier's errors are not the
-    documents' fault, and a retry would apply side effects such as shard writes twice."""
-
-    applier: Applier
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.applier.stage_name
-
-    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
-        return with_fields(input_schema, self.applier.output_fields(input_schema))
-
-    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        return self.applier.process(batch)
-
-    def apply(self, batch: pa.Table) -> StageResult:
-        return split_by_reason(*processed(self.applier, batch), self.name)
