@@ -16,7 +16,6 @@ from typing import Callable, Generator, Iterable, Iterator
 import pyarrow as pa
 
 
-
 class Applier:
     """Applies a whole-corpus decision to one task's documents, batch by batch."""
 

@@ -14,6 +14,7 @@ import pytest
 from dedup_corpus import eval_pages
 
 from bench.dedup.dedup_eval import base_documents, mutate
+from dataprep.core.applier import Applier
 from dataprep.core.config import load_config
 from dataprep.core.stage import DOC_SCHEMA, DROP_REASON
 from dataprep.dedup.exact import ExactDedup
@@ -87,6 +88,45 @@ def test_in_memory_and_spark_runs_keep_the_same_documents(spark, corpus, name):
         out = pa.Table.from_pandas(run_global(df.repartition(partitions), spark_stage).toPandas(), preserve_index=False)
         assert _rows(out, columns) == expected, f"{name} at {partitions} partitions"
         assert (spark_stage.take_counters(), spark_stage.take_notes()) == (counters, notes)
+
+
+def test_spark_begins_each_task_once_with_the_decision_rows_of_all_its_documents(spark, corpus, monkeypatch):
+    """An applier with state per task sees one task as the in-memory runner does: begun once with every
+    decision row of its documents, then all its batches, then finished once."""
+    from pipelines.global_runners import run_global
+
+    class Counting(Applier):
+        def __init__(self, inner: Applier):
+            super().__init__(inner.stage_name)
+            self.inner, self.begins, self.batches, self.rows = inner, 0, 0, 0
+
+        def output_fields(self, input_schema):
+            return self.inner.output_fields(input_schema)
+
+        def begin(self, key, decisions):
+            self.begins, self.rows = self.begins + 1, 0 if decisions is None else decisions.num_rows
+            self.inner.begin(key, decisions)
+
+        def process(self, batch):
+            self.batches += 1
+            return self.inner.process(batch)
+
+        def finish(self):
+            return {"begins": self.begins, "batches": self.batches, "rows": self.rows}
+
+    tasks: list[dict] = []
+    applier = ExactDedup.applier
+    monkeypatch.setattr(ExactDedup, "applier", lambda self, state: Counting(applier(self, state)))
+    monkeypatch.setattr(ExactDedup, "complete", lambda self, state, finished: tasks.extend(finished))
+    rows = ExactDedup().decide(ExactDedup().prepare(corpus), corpus)[0].num_rows
+    batch_rows = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "20")
+    try:
+        run_global(spark.createDataFrame(corpus.to_pandas()).repartition(3), ExactDedup()).count()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch_rows)
+    assert [t["begins"] for t in tasks] == [1, 1, 1] and sum(t["batches"] for t in tasks) > 3
+    assert sum(t["rows"] for t in tasks) == rows > 0
 
 
 # A pipeline reads only a document's own fields from JSONL: top_fraction's score comes from a stage before it
