@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -144,7 +144,7 @@ def _spill_decisions(batches, fields: list[str], spill) -> pa.Table | None:
         batch = pa.Table.from_batches([rb])
         joined = batch.column(DECISION)
         has = joined.is_valid()
-        if pa.compute.any(has).as_py():
+        if pc.any(has).as_py():
             columns = joined.filter(has).combine_chunks().flatten()
             rows.append(pa.Table.from_arrays([batch.column("id").filter(has), *columns], names=["id", *fields]))
         batch = batch.drop_columns([DECISION])
