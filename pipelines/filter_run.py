@@ -27,10 +27,10 @@ from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import join_path, read_text
 from dataprep.readers import READ_STAGE
-from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult, _read_marker
+from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult
 from pipelines.signals_run import MANIFEST, SIGNALS_DIR, stored_prepared
 from pipelines.steps import plan_steps, use_shipped_assets
-from pipelines.tasks import DATA_DIR, PART, merged_stats, read_decisions, read_markers, remove_others, reusable, task_key, write_task
+from pipelines.tasks import DATA_DIR, PART, read_marker, merged_stats, read_decisions, read_markers, remove_others, reusable, task_key, write_task
 
 WHERE_DIR = "_where"  # the ids each --where drops, split by signals part
 
@@ -41,7 +41,7 @@ class FilterRun(PipelineRun):
     def __init__(self, signals_out: str, config: PipelineConfig, where: list[str] | None = None, spark=None,
                  force: bool = False, overwrite: bool = False):
         self.signals_dir = join_path(signals_out, SIGNALS_DIR)
-        marker = _read_marker(join_path(self.signals_dir, DONE_MARKER))
+        marker = read_marker(join_path(self.signals_dir, DONE_MARKER))
         manifest_path = join_path(self.signals_dir, MANIFEST)
         if marker is None or not storage.exists(manifest_path):
             raise ConfigError(f"{signals_out} holds no finished signals run (run `dataprep run CONFIG --signals --output "
