@@ -96,16 +96,16 @@ class PipelineParallelModel:
         like the inputs: a later stage receives only hidden states from the one before, but each rank
         loads the same batch."""
         batch = torch.cat(micro_batches).to(ctx.device, non_blocking=True)
-        documents = {}
+        document_kwargs = {}
         if batch.ndim == 3:  # each token's document (data.document_mask): every stage gets its micro-batch's rows
-            batch, documents = batch[:, 0], {"documents": batch[:, 1, :-1],
-                                             "restart_positions": ctx.document_positions}
+            batch, document_kwargs = batch[:, 0], {"documents": batch[:, 1, :-1],
+                                                   "restart_positions": ctx.document_positions}
         inputs, targets = batch[:, :-1], batch[:, 1:]
         losses: list[torch.Tensor] = []
         run = self.schedule.eval if forward_only else self.schedule.step
         with ctx.autocast(), ctx.loss_ctx():
             run(*([inputs] if self.has_first else []), target=targets if self.has_last else None, losses=losses,
-                **documents)
+                **document_kwargs)
         self.shapes_known = True
         if not self.has_last:
             return torch.zeros((), device=ctx.device)
