@@ -46,7 +46,9 @@ def cache_dir() -> str | None:
     chosen = os.environ.get(ENV, "")
     if chosen.lower() in ("off", "0", "false", "no"):
         return None
-    return chosen or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ccpretrain", "jvm")
+    return chosen or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ccpretrain", "jvm"
+    )
 
 
 def _java() -> str | None:

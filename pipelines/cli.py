@@ -15,7 +15,10 @@ from dataprep.core.cli import dispatch
 # command -> (module, one-line help): each module defines add_arguments(parser) and main(args) -> int
 COMMANDS = {
     "run": ("pipelines.commands.run", "run a cleaning pipeline config on Spark (local[*] by default)"),
-    "filter": ("pipelines.commands.filter", "a config's corpus and shards from a signals run (dataprep run --signals), new thresholds included"),
+    "filter": (
+        "pipelines.commands.filter",
+        "a config's corpus and shards from a signals run (dataprep run --signals), new thresholds included",
+    ),
     "stages": ("dataprep.commands.stages", "list every stage and its parameters (the config reference)"),
     "demo-data": ("dataprep.commands.demo", "write the bundled sample WARC used by the demo"),
     "train-ppl-model": ("dataprep.commands.perplexity", "train a CCNet-style n-gram perplexity model"),
@@ -23,8 +26,14 @@ COMMANDS = {
     "train-classifier": ("pipelines.commands.classifier", "train a fastText quality/toxicity classifier"),
     "train-tokenizer": ("pipelines.commands.train_tokenizer", "train a SentencePiece tokenizer on a cleaned corpus"),
     "verify-shards": ("dataprep.commands.verify_shards", "check every token shard against its manifest"),
-    "index-shards": ("dataprep.commands.index_shards", "write manifest.json for Megatron .bin/.idx shards made elsewhere"),
-    "export-nanogpt": ("dataprep.commands.export_nanogpt", "export token shards to nanoGPT's train.bin/val.bin (uint16)"),
+    "index-shards": (
+        "dataprep.commands.index_shards",
+        "write manifest.json for Megatron .bin/.idx shards made elsewhere",
+    ),
+    "export-nanogpt": (
+        "dataprep.commands.export_nanogpt",
+        "export token shards to nanoGPT's train.bin/val.bin (uint16)",
+    ),
     "report": ("dataprep.commands.report", "write an HTML + Markdown report of a pipeline output"),
     "estimate": ("dataprep.commands.estimate", "project a crawl's core-hours, wall time and sizes from a sample run"),
 }

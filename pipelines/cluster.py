@@ -106,18 +106,44 @@ class StandaloneCluster:
         state = Path(self.state_dir)
         state.mkdir(parents=True, exist_ok=True)
         try:
-            self._launch("master", [MASTER_CLASS, "--host", self.host, "--port", str(free_port(self.host)),
-                                    "--webui-port", str(free_port(self.host))])
+            self._launch(
+                "master",
+                [
+                    MASTER_CLASS,
+                    "--host",
+                    self.host,
+                    "--port",
+                    str(free_port(self.host)),
+                    "--webui-port",
+                    str(free_port(self.host)),
+                ],
+            )
             log = state / "master.log"
-            self.master_url = _wait_log(log, r"Starting Spark master at (spark://\S+)", self._procs["master"], timeout)[1]
+            self.master_url = _wait_log(log, r"Starting Spark master at (spark://\S+)", self._procs["master"], timeout)[
+                1
+            ]
             self.webui_url = _wait_log(log, r"started at (http://\S+)", self._procs["master"], timeout)[1]
             self._save()  # the URLs, for `wait`/`status`/`stop` from other processes (also with no workers)
             for i in range(self.workers):
                 work_dir = state / f"worker-{i}"
                 work_dir.mkdir(exist_ok=True)
-                self._launch(f"worker-{i}", [WORKER_CLASS, "--host", self.host, "--cores", str(self.cores),
-                                             "--memory", self.memory, "--work-dir", str(work_dir),
-                                             "--webui-port", str(free_port(self.host)), self.master_url])
+                self._launch(
+                    f"worker-{i}",
+                    [
+                        WORKER_CLASS,
+                        "--host",
+                        self.host,
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--work-dir",
+                        str(work_dir),
+                        "--webui-port",
+                        str(free_port(self.host)),
+                        self.master_url,
+                    ],
+                )
             self.wait_for_workers(self.workers, timeout)
         except BaseException:
             self.stop()
@@ -131,7 +157,10 @@ class StandaloneCluster:
         log = open(Path(self.state_dir) / f"{name}.log", "wb")  # fresh: start() parses it for ports
         proc = subprocess.Popen(
             [str(spark_home() / "bin" / "spark-class"), *args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
             start_new_session=True,  # own process group: executors and Python workers join it
         )
         log.close()
@@ -199,8 +228,10 @@ class StandaloneCluster:
             if dead:
                 raise RuntimeError(f"{', '.join(dead)} exited; see the logs in {self.state_dir}")
             if time.time() > deadline:
-                raise TimeoutError(f"{status.get('aliveworkers', 0)} of {count} workers registered after {timeout:.0f}s; "
-                                   f"logs in {self.state_dir}")
+                raise TimeoutError(
+                    f"{status.get('aliveworkers', 0)} of {count} workers registered after {timeout:.0f}s; "
+                    f"logs in {self.state_dir}"
+                )
             time.sleep(0.3)
 
     def _save(self) -> None:
@@ -222,27 +253,51 @@ def run_worker(master_url: str, state_dir: str, cores: int, memory: str, host: s
     work_dir.mkdir(parents=True, exist_ok=True)
     os.environ.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=host)
     spark_class = str(spark_home() / "bin" / "spark-class")
-    os.execv(spark_class, [spark_class, WORKER_CLASS, "--host", host, "--cores", str(cores), "--memory", memory,
-                           "--work-dir", str(work_dir), master_url])
+    os.execv(
+        spark_class,
+        [
+            spark_class,
+            WORKER_CLASS,
+            "--host",
+            host,
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--work-dir",
+            str(work_dir),
+            master_url,
+        ],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["start", "stop", "status", "worker", "wait"])
-    parser.add_argument("--dir", default=os.environ.get("CCP_CLUSTER_DIR", "/tmp/ccpretrain-spark-cluster"),
-                        help="state directory: pids, logs, worker work dirs")
+    parser.add_argument(
+        "--dir",
+        default=os.environ.get("CCP_CLUSTER_DIR", "/tmp/ccpretrain-spark-cluster"),
+        help="state directory: pids, logs, worker work dirs",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="2g", help="memory per worker (executors on it share this)")
-    parser.add_argument("--host", default=None, help="address to bind (start: 127.0.0.1; worker: SPARK_LOCAL_IP, else this host's name)")
+    parser.add_argument(
+        "--host", default=None, help="address to bind (start: 127.0.0.1; worker: SPARK_LOCAL_IP, else this host's name)"
+    )
     parser.add_argument("--master", help="worker: the master URL to join")
     parser.add_argument("--timeout", type=float, default=300, help="wait: seconds before giving up")
     args = parser.parse_args(argv)
     if args.action == "worker":
         if not args.master:
             parser.error("worker needs --master spark://HOST:PORT")
-        return run_worker(args.master, args.dir, args.cores, args.memory,
-                          args.host or os.environ.get("SPARK_LOCAL_IP") or socket.gethostname())
+        return run_worker(
+            args.master,
+            args.dir,
+            args.cores,
+            args.memory,
+            args.host or os.environ.get("SPARK_LOCAL_IP") or socket.gethostname(),
+        )
     args.host = args.host or "127.0.0.1"
     if args.action == "start":
         path = Path(args.dir) / STATE_FILE
@@ -274,8 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"master at {cluster.webui_url} not answering: {exc}", file=sys.stderr)
         return 1
     alive = [w for w in status["workers"] if w["state"] == "ALIVE"]
-    print(f"{cluster.master_url}: {len(alive)} alive workers, {status['coresused']}/{status['cores']} cores used, "
-          f"{len(status['activeapps'])} running apps, {len(status['completedapps'])} completed")
+    print(
+        f"{cluster.master_url}: {len(alive)} alive workers, {status['coresused']}/{status['cores']} cores used, "
+        f"{len(status['activeapps'])} running apps, {len(status['completedapps'])} completed"
+    )
     return 0
 
 

@@ -82,5 +82,9 @@ def fail_step(spark, step_name: str, step_dir: str, failed: list[StageStats], bu
     remove_failed(spark, step_dir, {s.stage for s in failed})
     path = join_path(step_dir, ERRORS_FILE)
     atomic_write_text(path, json.dumps({"stages": [s.to_dict() for s in failed]}, indent=1, ensure_ascii=False))
-    print(f"step {step_name}: FAILED, errors over budget\n{report}\nall error samples: {path}", file=sys.stderr, flush=True)
+    print(
+        f"step {step_name}: FAILED, errors over budget\n{report}\nall error samples: {path}",
+        file=sys.stderr,
+        flush=True,
+    )
     raise budget_exceeded(step_name, failed, path, early)

@@ -30,7 +30,18 @@ from dataprep.readers import READ_STAGE
 from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult
 from pipelines.signals_run import MANIFEST, SIGNALS_DIR, stored_prepared
 from pipelines.steps import plan_steps, use_shipped_assets
-from pipelines.tasks import DATA_DIR, PART, read_marker, merged_stats, read_decisions, read_markers, remove_others, reusable, task_key, write_task
+from pipelines.tasks import (
+    DATA_DIR,
+    PART,
+    merged_stats,
+    read_decisions,
+    read_marker,
+    read_markers,
+    remove_others,
+    reusable,
+    task_key,
+    write_task,
+)
 
 WHERE_DIR = "_where"  # the ids each --where drops, split by signals part
 
@@ -38,14 +49,23 @@ WHERE_DIR = "_where"  # the ids each --where drops, split by signals part
 class FilterRun(PipelineRun):
     """A config's run over stored signals instead of its input files."""
 
-    def __init__(self, signals_out: str, config: PipelineConfig, where: list[str] | None = None, spark=None,
-                 force: bool = False, overwrite: bool = False):
+    def __init__(
+        self,
+        signals_out: str,
+        config: PipelineConfig,
+        where: list[str] | None = None,
+        spark=None,
+        force: bool = False,
+        overwrite: bool = False,
+    ):
         self.signals_dir = join_path(signals_out, SIGNALS_DIR)
         marker = read_marker(join_path(self.signals_dir, DONE_MARKER))
         manifest_path = join_path(self.signals_dir, MANIFEST)
         if marker is None or not storage.exists(manifest_path):
-            raise ConfigError(f"{signals_out} holds no finished signals run (run `dataprep run CONFIG --signals --output "
-                              f"{signals_out}` first)")
+            raise ConfigError(
+                f"{signals_out} holds no finished signals run (run `dataprep run CONFIG --signals --output "
+                f"{signals_out}` first)"
+            )
         self.manifest = json.loads(read_text(manifest_path))
         stages, problems = replay_plan(self.manifest["stages"], config.stages)
         if problems:
@@ -76,27 +96,52 @@ class FilterRun(PipelineRun):
             return super()._run_fused(step, step_dir, files, previous_dir, fingerprint, stages, decisions)
         stages = step.stages
         data_dir = join_path(self.signals_dir, DATA_DIR)
-        tasks = [(m["inputs"], next(s for s in m["stats"] if s["stage"] == READ_STAGE))
-                 for m in read_markers(self.spark, self.signals_dir) if m.get("fingerprint") == self.manifest["fingerprint"]]
+        tasks = [
+            (m["inputs"], next(s for s in m["stats"] if s["stage"] == READ_STAGE))
+            for m in read_markers(self.spark, self.signals_dir)
+            if m.get("fingerprint") == self.manifest["fingerprint"]
+        ]
         if not tasks:
             raise ConfigError(f"{self.signals_dir} holds no task of its signals run")
         with fsspec.open(join_path(data_dir, f"part-{task_key(tasks[0][0])}.parquet"), "rb") as fh:
             signals = pq.read_schema(fh)
         # a column a later step's stage sets joins the rows there, so the corpus's columns come in a full run's order
-        later = {f.name for later_step in self.steps[1:] for stage in later_step.stages if isinstance(stage, ReplayStage)
-                 for f in stage.stage.output_fields()}
+        later = {
+            f.name
+            for later_step in self.steps[1:]
+            for stage in later_step.stages
+            if isinstance(stage, ReplayStage)
+            for f in stage.stage.output_fields()
+        }
         input_schema = pa.schema([f for f in signals if f.name not in (DROP_STAGE, DROP_REASON, *later)])
         schema = fused_schema(stages, input_schema)
         where_dir = self._where_rows(step_dir) if self.where else None
-        done = {} if self.force else reusable(read_markers(self.spark, step_dir), fingerprint, [p for t in tasks for p in t[0]], step_dir)
+        done = (
+            {}
+            if self.force
+            else reusable(read_markers(self.spark, step_dir), fingerprint, [p for t in tasks for p in t[0]], step_dir)
+        )
         remove_others(step_dir, done)
         todo = [t for t in tasks if task_key(t[0]) not in done]
         if done:
             print(f"step {step.name}: reusing {len(done)} finished tasks, running {len(todo)}", flush=True)
         if todo:
-            fn = _filter_fn(stages, data_dir, where_dir, input_schema, schema, self.config.output.write_dropped, step_dir, fingerprint,
-                            self.spark.sparkContext.broadcast(todo), self.config.output.compression, self.config.input.batch_size)
-            self.spark.range(0, len(todo), 1, len(todo)).mapInArrow(fn, "task long").write.format("noop").mode("overwrite").save()
+            fn = _filter_fn(
+                stages,
+                data_dir,
+                where_dir,
+                input_schema,
+                schema,
+                self.config.output.write_dropped,
+                step_dir,
+                fingerprint,
+                self.spark.sparkContext.broadcast(todo),
+                self.config.output.compression,
+                self.config.input.batch_size,
+            )
+            self.spark.range(0, len(todo), 1, len(todo)).mapInArrow(fn, "task long").write.format("noop").mode(
+                "overwrite"
+            ).save()
         stats, keys = merged_stats(self.spark, step_dir, [READ_STAGE] + [s.name for s in stages])
         return stats, {"tasks": len(keys), "tasks_reused": len(done)}
 
@@ -118,7 +163,19 @@ class FilterRun(PipelineRun):
         return folder
 
 
-def _filter_fn(stages, data_dir, where_dir, input_schema, schema, keep_dropped_text, step_dir, fingerprint, tasks, compression, batch_size):
+def _filter_fn(
+    stages,
+    data_dir,
+    where_dir,
+    input_schema,
+    schema,
+    keep_dropped_text,
+    step_dir,
+    fingerprint,
+    tasks,
+    compression,
+    batch_size,
+):
     """The function of a filter's first-step tasks: each reads its signals part (named by its input
     files, as the full run's task is), passes the reader's drops on, runs the replayed stages over
     the rest, and writes its rows and marker under the full run's task name."""
@@ -150,8 +207,16 @@ def _filter_fn(stages, data_dir, where_dir, input_schema, schema, keep_dropped_t
             while dropped_out:
                 yield conform(blank_text(dropped_out.pop(), keep_dropped_text), schema)
 
-        write_task(step_dir, key, inputs, fingerprint, rows(), schema, compression,
-                   lambda: {"stats": [read] + [s.to_dict() for s in stats]})
+        write_task(
+            step_dir,
+            key,
+            inputs,
+            fingerprint,
+            rows(),
+            schema,
+            compression,
+            lambda: {"stats": [read] + [s.to_dict() for s in stats]},
+        )
 
     def partition_fn(record_batches):
         use_shipped_assets()
@@ -163,7 +228,12 @@ def _filter_fn(stages, data_dir, where_dir, input_schema, schema, keep_dropped_t
     return partition_fn
 
 
-def run_filter(signals_out: str, config: PipelineConfig, where: list[str] | None = None, spark=None,
-               force: bool = False, overwrite: bool = False) -> RunResult:
+def run_filter(
+    signals_out: str,
+    config: PipelineConfig,
+    where: list[str] | None = None,
+    spark=None,
+    force: bool = False,
+    overwrite: bool = False,
+) -> RunResult:
     return FilterRun(signals_out, config, where, spark=spark, force=force, overwrite=overwrite).run()
-

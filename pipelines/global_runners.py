@@ -42,7 +42,7 @@ from dataprep.dedup.paragraphs import ParagraphDedup
 from dataprep.dedup.urls import UrlDedup
 from dataprep.quality.top_fraction import TopFraction
 from dataprep.tokenize.stage import Tokenize
-from pipelines.decisions import exact_dedup, minhash_dedup, paragraph_dedup, top_fraction, tokenize, url_dedup
+from pipelines.decisions import exact_dedup, minhash_dedup, paragraph_dedup, tokenize, top_fraction, url_dedup
 from pipelines.decisions.shared import BROADCAST_ROWS
 from pipelines.progress import timed
 
@@ -70,7 +70,9 @@ def global_runner(stage: GlobalStage) -> GlobalRunner:
     for cls in type(stage).__mro__:
         if cls in GLOBAL_RUNNERS:
             return GLOBAL_RUNNERS[cls]
-    raise TypeError(f"global stage {stage.name!r} has no Spark runner (add its class to pipelines.global_runners.GLOBAL_RUNNERS)")
+    raise TypeError(
+        f"global stage {stage.name!r} has no Spark runner (add its class to pipelines.global_runners.GLOBAL_RUNNERS)"
+    )
 
 
 def completes(stage: GlobalStage) -> bool:
@@ -94,7 +96,9 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
     applier = stage.applier(state)
     finishes = completes(stage)
     input_schema = to_arrow_schema(df.schema)
-    extra = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())] + ([pa.field(FINISHED, pa.string())] if finishes else [])
+    extra = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())] + (
+        [pa.field(FINISHED, pa.string())] if finishes else []
+    )
     output_schema = with_fields(input_schema, applier.output_fields(input_schema) + extra)
     has_rows = rows is not None  # the closure below must not hold the DataFrame
     fields = [c for c in rows.columns if c != "id"] if has_rows else []
@@ -102,18 +106,24 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
         decisions = rows.select("id", F.struct(*fields).alias(DECISION))
         # few decision rows (the usual case): broadcast, the documents are not shuffled; many: a
         # sort-merge join, so what passes through the driver never grows with the corpus
-        df = df.join(F.broadcast(decisions) if rows.count() <= BROADCAST_ROWS else decisions.hint("merge"), "id", "left")
+        df = df.join(
+            F.broadcast(decisions) if rows.count() <= BROADCAST_ROWS else decisions.hint("merge"), "id", "left"
+        )
 
     def apply(batches):
         from pyspark import TaskContext
 
         key = f"{TaskContext.get().partitionId():05d}"
         if has_rows:
-            with tempfile.TemporaryFile() as spill:  # the task's documents wait on local disk while its decision rows are gathered
+            with (
+                tempfile.TemporaryFile() as spill
+            ):  # the task's documents wait on local disk while its decision rows are gathered
                 decisions = _spill_decisions(batches, fields, spill)
                 finished = yield from apply_task(applier, key, decisions, _read_spill(spill), outputs)
         else:
-            finished = yield from apply_task(applier, key, None, (pa.Table.from_batches([rb]) for rb in batches), outputs)
+            finished = yield from apply_task(
+                applier, key, None, (pa.Table.from_batches([rb]) for rb in batches), outputs
+            )
         if finishes:  # one more row, all null but FINISHED
             row = {f.name: pa.nulls(1, f.type) for f in output_schema}
             row[FINISHED] = pa.array([json.dumps(finished)], pa.string())
@@ -123,7 +133,9 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
         for batch in tables:
             out, reasons = processed(applier, batch)
             dropped = [None if r is None else applier.stage_name for r in reasons]
-            out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(DROP_REASON, pa.array(reasons, pa.string()))
+            out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(
+                DROP_REASON, pa.array(reasons, pa.string())
+            )
             if finishes:
                 out = out.append_column(FINISHED, pa.nulls(out.num_rows, pa.string()))
             yield from out.select(output_schema.names).cast(output_schema).to_batches()

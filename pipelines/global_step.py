@@ -26,7 +26,9 @@ DECISIONS_DIR = "_decisions"  # its decision rows, split by part of the previous
 PREPARED_DIR = "_prepared"  # the per-document rows its decision starts from (MinHash signatures), per task
 
 
-def run_global_step(run, step: Step, step_dir: str, previous_dir: str, fingerprint: str) -> tuple[list[StageStats], dict]:
+def run_global_step(
+    run, step: Step, step_dir: str, previous_dir: str, fingerprint: str
+) -> tuple[list[StageStats], dict]:
     """A global step of ``run`` (a ``pipelines.pipeline_run.PipelineRun``): its decision over the whole
     corpus (kept from a previous run that made it with this config), then its applier run on each part
     of the previous step as tasks, which a rerun keeps as it keeps a fused step's."""
@@ -38,7 +40,9 @@ def run_global_step(run, step: Step, step_dir: str, previous_dir: str, fingerpri
     remove_tree(join_path(step_dir, PREPARED_DIR))  # the decision holds what the tasks need of it
     applied = AppliedStage(applier=stage.applier(decided["state"]))
     decisions = join_path(step_dir, DECISIONS_DIR) if decided["rows"] else None
-    stats, tasks = run._run_fused(step, step_dir, [], previous_dir, f"{fingerprint}-{decided['run']}", [applied], decisions)
+    stats, tasks = run._run_fused(
+        step, step_dir, [], previous_dir, f"{fingerprint}-{decided['run']}", [applied], decisions
+    )
     if completes(stage):
         stage.complete(decided["state"], read_markers(run.spark, step_dir))
     stats[0].merge(StageStats.from_dict(decided["stats"]))
@@ -66,18 +70,25 @@ def decide(run, step: Step, step_dir: str, previous_dir: str, fingerprint: str, 
     t0 = time.perf_counter()
     prepared_cpu = prepared_seconds = 0.0
     if runner.prepares:
-        ctx.prepared, prepared_cpu, prepared_seconds = run._prepare(step, step_dir, previous_dir, fingerprint, (stage.prepare, stage.prepared_schema))
+        ctx.prepared, prepared_cpu, prepared_seconds = run._prepare(
+            step, step_dir, previous_dir, fingerprint, (stage.prepare, stage.prepared_schema)
+        )
     group = f"dataprep-{step.name}-{uuid.uuid4().hex}"
     context.setJobGroup(group, f"dataprep step {step.name}: decide", interruptOnCancel=True)
     try:
         kept = run._kept(previous_dir)
-        with python_cpu(spark) as worker_cpu, Progress(spark, f"{step.name} decide", unit="Spark tasks", counts_docs=False) as progress:
+        with (
+            python_cpu(spark) as worker_cpu,
+            Progress(spark, f"{step.name} decide", unit="Spark tasks", counts_docs=False) as progress,
+        ):
             rows, state = runner.decide(kept, stage, ctx)
             if rows is not None:  # few rows (the documents concerned) beside every document's part
                 parts = kept.select("id", F.element_at(F.split(F.input_file_name(), "/"), -1).alias(PART))
                 rows = parts.join(F.broadcast(rows) if rows.count() <= BROADCAST_ROWS else rows, "id")
                 # grouped by part first: a writer task per part, not a file per part in every task
-                rows.repartition(PART).write.mode("overwrite").partitionBy(PART).parquet(join_path(step_dir, DECISIONS_DIR))
+                rows.repartition(PART).write.mode("overwrite").partitionBy(PART).parquet(
+                    join_path(step_dir, DECISIONS_DIR)
+                )
         spark.catalog.clearCache()  # runners may cache what they computed
         stats = StageStats(stage.name, seconds=time.perf_counter() - t0)
     finally:
@@ -88,8 +99,14 @@ def decide(run, step: Step, step_dir: str, previous_dir: str, fingerprint: str, 
     stats.executor_fixed_cpu_seconds = executor_fixed_cpu_seconds(spark, group) + worker_cpu.fixed
     stats.record_counters(stage)  # counts the runner recorded on the driver
     progress.finish()
-    decided = {"fingerprint": fingerprint, "parts": parts_key, "run": uuid.uuid4().hex[:12], "state": state,
-               "rows": rows is not None, "stats": stats.to_dict()}
+    decided = {
+        "fingerprint": fingerprint,
+        "parts": parts_key,
+        "run": uuid.uuid4().hex[:12],
+        "state": state,
+        "rows": rows is not None,
+        "stats": stats.to_dict(),
+    }
     atomic_write_text(path, json.dumps(decided, indent=1))
     return decided
 
@@ -109,17 +126,34 @@ def prepare(run, step: Step, step_dir: str, previous_dir: str, fingerprint: str,
     if done:
         print(f"step {step.name}: reusing {len(done)} prepared tasks, running {len(todo)}", flush=True)
     if todo:
-        context.setJobGroup(f"dataprep-{step.name}-prepare", f"dataprep step {step.name}: prepare", interruptOnCancel=True)
+        context.setJobGroup(
+            f"dataprep-{step.name}-prepare", f"dataprep step {step.name}: prepare", interruptOnCancel=True
+        )
         try:
             with Progress(spark, f"{step.name} prepare", total=len(todo)) as progress:
-                fn = make_prepare_fn(fn, input_dir, to_arrow_schema(run._kept(previous_dir).schema), schema, prepared_dir, fingerprint,
-                                     context.broadcast(todo), config.output.compression, config.input.batch_size, progress.docs)
-                spark.range(0, len(todo), 1, len(todo)).mapInArrow(fn, "task long").write.format("noop").mode("overwrite").save()
+                fn = make_prepare_fn(
+                    fn,
+                    input_dir,
+                    to_arrow_schema(run._kept(previous_dir).schema),
+                    schema,
+                    prepared_dir,
+                    fingerprint,
+                    context.broadcast(todo),
+                    config.output.compression,
+                    config.input.batch_size,
+                    progress.docs,
+                )
+                spark.range(0, len(todo), 1, len(todo)).mapInArrow(fn, "task long").write.format("noop").mode(
+                    "overwrite"
+                ).save()
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)
         progress.finish()
     markers = [m for m in read_markers(spark, prepared_dir) if m.get("fingerprint") == fingerprint]
     if len(markers) != len(done) + len(todo):
-        raise RuntimeError(f"step {step.name}: {len(markers)} prepared task markers for {len(done) + len(todo)} tasks; rerun to redo the missing ones")
+        raise RuntimeError(
+            f"step {step.name}: {len(markers)} prepared task markers for {len(done) + len(todo)} tasks; "
+            "rerun to redo the missing ones"
+        )
     rows = spark.read.schema(from_arrow_schema(schema)).parquet(join_path(prepared_dir, DATA_DIR))
     return rows, sum(m["cpu_seconds"] for m in markers), sum(m["seconds"] for m in markers)

@@ -26,24 +26,33 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from dataprep.core.errors import UsageError, WorkFailed
 from dataprep.core.config import PipelineConfig
-from dataprep.core.storage import (atomic_write_text, check_output_outside_inputs, expand_inputs, is_url,
-                                   join_path)
-from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
+from dataprep.core.errors import UsageError, WorkFailed
+from dataprep.core.provenance import code_version, listing, now, sha256_json
+from dataprep.core.run_record import record_written
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import StageStats, format_table, merge_all, save_json
+from dataprep.core.storage import atomic_write_text, check_output_outside_inputs, expand_inputs, is_url, join_path
+from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
+from pipelines import global_step
+from pipelines.fail_fast import ErrorWatch, check_budget, fail_step
+from pipelines.input_changes import describe_changes, input_state
 from pipelines.interrupt import check_interrupted, interruptible
 from pipelines.progress import Progress
-from pipelines.fail_fast import ErrorWatch, check_budget, fail_step
-from dataprep.core.run_record import record_written
-from pipelines.input_changes import describe_changes, input_state
 from pipelines.run_folder import check_dataset_folder, claim
-from dataprep.core.provenance import code_version, listing, now, sha256_json
 from pipelines.steps import Step, file_tasks, make_partition_fn, plan_steps
-from pipelines import global_step
-from pipelines.tasks import DATA_DIR, merged_stats, read_marker, parquet_parts, read_markers, remove_others, reusable, task_key, write_empty
+from pipelines.tasks import (
+    DATA_DIR,
+    merged_stats,
+    parquet_parts,
+    read_marker,
+    read_markers,
+    remove_others,
+    reusable,
+    task_key,
+    write_empty,
+)
 
 log = logging.getLogger("ccpretrain")
 DONE_MARKER = "_STEP_DONE.json"
@@ -140,8 +149,16 @@ class PipelineRun:
                 check_budget(self.spark, step.name, step_dir, stats, cfg.error_budget)
                 atomic_write_text(
                     join_path(step_dir, DONE_MARKER),
-                    json.dumps({"fingerprint": fingerprint, "wall_seconds": wall, **tasks, "stats": [s.to_dict() for s in stats],
-                                **({"inputs": state} if step.reads_input else {})}, indent=1),
+                    json.dumps(
+                        {
+                            "fingerprint": fingerprint,
+                            "wall_seconds": wall,
+                            **tasks,
+                            "stats": [s.to_dict() for s in stats],
+                            **({"inputs": state} if step.reads_input else {}),
+                        },
+                        indent=1,
+                    ),
                 )
                 steps_done.append({"step": step.name, "skipped": False, **tasks})
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
@@ -159,11 +176,21 @@ class PipelineRun:
         print(f"cleaned corpus: {corpus_dir}\nstats: {join_path(self.out, 'stats.json')}", flush=True)
         return RunResult(self.out, corpus_dir, all_stats, len(files), skipped, steps_done)
 
-    def _save_stats(self, stats: list[StageStats], files: int, steps_done: list[dict], corpus_dir: str | None) -> list[StageStats]:
+    def _save_stats(
+        self, stats: list[StageStats], files: int, steps_done: list[dict], corpus_dir: str | None
+    ) -> list[StageStats]:
         """Write ``stats.json`` and print the per-stage table (the funnel); return the merged stats."""
         stats = merge_all(stats)
-        save_json(stats, join_path(self.out, "stats.json"),
-                  {"input_files": files, "cores": self.spark.sparkContext.defaultParallelism, "corpus": corpus_dir, "steps": steps_done})
+        save_json(
+            stats,
+            join_path(self.out, "stats.json"),
+            {
+                "input_files": files,
+                "cores": self.spark.sparkContext.defaultParallelism,
+                "corpus": corpus_dir,
+                "steps": steps_done,
+            },
+        )
         print(format_table(stats), flush=True)
         return stats
 
@@ -181,15 +208,27 @@ class PipelineRun:
     def _claim_output(self, files: list[str]) -> None:
         """Refuse (before any work) an output folder that holds another run's output, unless overwriting."""
         cfg = self.config
-        identity = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json"),
-                                 "output": cfg.output.model_dump(mode="json", exclude={"dir"}),
-                                 "steps": [step.fingerprint() for step in self.steps]})
+        identity = _fingerprint(
+            {
+                "files": files,
+                "input": cfg.input.model_dump(mode="json"),
+                "output": cfg.output.model_dump(mode="json", exclude={"dir"}),
+                "steps": [step.fingerprint() for step in self.steps],
+            }
+        )
         description = {"inputs": cfg.input.paths, "input_files": len(files), "stages": [s.name for s in cfg.stages]}
         claim(self.out, identity, description, self.overwrite, tuple(step.name for step in self.steps))
-        run = {"identity": identity, "config": cfg.source_path, "config_sha256": sha256_json(cfg.model_dump(mode="json")),
-               "inputs": cfg.input.paths, "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
-               "output": self.out if is_url(self.out) else os.path.abspath(self.out),
-               "stages": [s.name for s in cfg.stages], "code": code_version(), "time": now()}
+        run = {
+            "identity": identity,
+            "config": cfg.source_path,
+            "config_sha256": sha256_json(cfg.model_dump(mode="json")),
+            "inputs": cfg.input.paths,
+            "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
+            "output": self.out if is_url(self.out) else os.path.abspath(self.out),
+            "stages": [s.name for s in cfg.stages],
+            "code": code_version(),
+            "time": now(),
+        }
         for stage in cfg.stages:
             stage.record_run(run)
 
@@ -201,7 +240,9 @@ class PipelineRun:
         df = self.spark.read.parquet(join_path(step_dir, "data"))
         return df.where(F.col(DROP_REASON).isNull()).drop(DROP_STAGE, DROP_REASON)
 
-    def _run_step(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str) -> tuple[list[StageStats], dict]:
+    def _run_step(
+        self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str
+    ) -> tuple[list[StageStats], dict]:
         if step.is_global:
             return global_step.run_global_step(self, step, step_dir, previous_dir, fingerprint)
         return self._run_fused(step, step_dir, files, previous_dir, fingerprint)
@@ -210,8 +251,16 @@ class PipelineRun:
         compression = self.config.output.compression
         df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
 
-    def _run_fused(self, step: Step, step_dir: str, files: list[str], previous_dir: str | None, fingerprint: str,
-                   stages: list | None = None, decisions: str | None = None) -> tuple[list[StageStats], dict]:
+    def _run_fused(
+        self,
+        step: Step,
+        step_dir: str,
+        files: list[str],
+        previous_dir: str | None,
+        fingerprint: str,
+        stages: list | None = None,
+        decisions: str | None = None,
+    ) -> tuple[list[StageStats], dict]:
         """Run the tasks of a fused step (or of a global step's ``stages``: its applier) that a previous
         run did not finish (``pipelines.tasks``); return the step's stats, summed over all its tasks,
         and its task counts."""
@@ -237,25 +286,43 @@ class PipelineRun:
         names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in stages]
         stats, keys = merged_stats(self.spark, step_dir, names)
         if len(keys) != len(done) + len(todo):
-            raise RuntimeError(f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to "
-                               "redo the missing ones")
+            raise RuntimeError(
+                f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to "
+                "redo the missing ones"
+            )
         if keys:  # temporary files of tasks killed mid-write
             remove_others(step_dir, keys)
         return stats, {"tasks": len(keys), "tasks_reused": len(done)}
 
-    def _plan_tasks(self, task_dir: str, inputs: list[str], fingerprint: str, by_name: bool) -> tuple[dict[str, dict], list[list[str]]]:
+    def _plan_tasks(
+        self, task_dir: str, inputs: list[str], fingerprint: str, by_name: bool
+    ) -> tuple[dict[str, dict], list[list[str]]]:
         """The tasks in ``task_dir`` a rerun keeps (``pipelines.tasks.reusable``; everything else there is
         deleted) and the inputs they do not cover, grouped into tasks (``file_tasks``); ``by_name``: inputs
         are named by their file name (parts of the previous step, so a moved output keeps its tasks)."""
         name = (lambda path: path.rsplit("/", 1)[-1]) if by_name else (lambda path: path)
-        done = {} if self.force else reusable(read_markers(self.spark, task_dir), fingerprint, [name(p) for p in inputs], task_dir)
+        done = (
+            {}
+            if self.force
+            else reusable(read_markers(self.spark, task_dir), fingerprint, [name(p) for p in inputs], task_dir)
+        )
         remove_others(task_dir, done)
         covered = {path for marker in done.values() for path in marker["inputs"]}
         groups = file_tasks([p for p in inputs if name(p) not in covered], self.spark.sparkContext.defaultParallelism)
         return done, [[name(p) for p in group] for group in groups]
 
-    def _run_tasks(self, step: Step, stages: list, step_dir: str, input_dir: str | None, todo: list[list[str]], input_schema, schema,
-                   fingerprint: str, decisions: str | None) -> None:
+    def _run_tasks(
+        self,
+        step: Step,
+        stages: list,
+        step_dir: str,
+        input_dir: str | None,
+        todo: list[list[str]],
+        input_schema,
+        schema,
+        fingerprint: str,
+        decisions: str | None,
+    ) -> None:
         """Run ``todo`` as Spark tasks, one row each of a ``spark.range`` (made in the JVM: a DataFrame
         built from a Python RDD would start a second Python worker per task just to convert its rows).
         The first wave (a task per core) runs alone when there are more, so a stage failing on most
@@ -265,10 +332,26 @@ class PipelineRun:
         single = all(len(task) == 1 for task in todo) and step.reads_input
         group = f"dataprep-{step.name}-{fingerprint}"
         waves = [(0, slots), (slots, len(todo))] if len(todo) > slots else [(0, len(todo))]
-        with Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress, \
-                ErrorWatch(self.spark, self.config.error_budget, group) as watch:
-            fn = make_partition_fn(step, stages, self.config.input, input_dir, input_schema, schema, self.config.output.write_dropped, step_dir,
-                                   fingerprint, context.broadcast(todo), self.config.output.compression, progress.docs, watch.stats, decisions)
+        with (
+            Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress,
+            ErrorWatch(self.spark, self.config.error_budget, group) as watch,
+        ):
+            fn = make_partition_fn(
+                step,
+                stages,
+                self.config.input,
+                input_dir,
+                input_schema,
+                schema,
+                self.config.output.write_dropped,
+                step_dir,
+                fingerprint,
+                context.broadcast(todo),
+                self.config.output.compression,
+                progress.docs,
+                watch.stats,
+                decisions,
+            )
             context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
             try:
                 for start, end in waves:
@@ -281,14 +364,21 @@ class PipelineRun:
                     if watch.failed or (end < len(todo) and watch.check()):  # the last wave: the exact check decides
                         keys = {task_key(task) for task in todo}
                         ran = sum(marker.get("key") in keys for marker in read_markers(self.spark, step_dir))
-                        fail_step(self.spark, step.name, step_dir, watch.failed, self.config.error_budget,
-                                  f"stopped early with {ran} of {len(todo)} tasks done: ")
+                        fail_step(
+                            self.spark,
+                            step.name,
+                            step_dir,
+                            watch.failed,
+                            self.config.error_budget,
+                            f"stopped early with {ran} of {len(todo)} tasks done: ",
+                        )
             finally:
                 context.setLocalProperty("spark.jobGroup.id", None)
         progress.finish()
 
     def _prepare(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str, prepare) -> tuple:
-        """A global step's per-document rows (``pipelines.global_step.prepare``); a run over stored signals reads them instead."""
+        """A global step's per-document rows (``pipelines.global_step.prepare``); a run over stored signals reads
+        them instead."""
         return global_step.prepare(self, step, step_dir, previous_dir, fingerprint, prepare)
 
     def _write_corpus(self, last_dir: str, corpus_dir: str, fingerprint: str, redo: bool) -> None:
@@ -321,7 +411,8 @@ def check_input_read(stats: list[StageStats], files: int) -> None:
         causes["empty"] += read.counters.get("empty_files", 0)
         first = f"; first: {read.errors_seen.samples[0]['message']}" if read.errors_seen.samples else ""
         raise NoReadableInput(
-            f"no readable input in {files} file{'s' * (files != 1)}: {', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
+            f"no readable input in {files} file{'s' * (files != 1)}: "
+            f"{', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
             "Check input.paths (--input) and input.format"
         )
 
@@ -336,7 +427,10 @@ def ship_assets(spark, stages) -> None:
     for path in sorted(paths):
         name = os.path.basename(os.path.abspath(path))
         if names.setdefault(name, path) != path:
-            raise UsageError(f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by name: rename one")
+            raise UsageError(
+                f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by "
+                "name: rename one"
+            )
         spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 
 
@@ -344,12 +438,16 @@ def nothing_kept(stage: StageStats, out: str) -> str:
     """Why the run stops with nothing kept: no document in the input, or the stage that dropped them all."""
     reasons = ", ".join(f"{n} {reason}" for reason, n in Counter(stage.dropped).most_common(3))
     if not stage.docs_in:
-        return (f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of them a document): check "
-                f"input.paths and input.format; per-stage counts: {join_path(out, 'stats.json')}")
-    return (f"stage {stage.stage} dropped all {stage.docs_in} documents it was given ({reasons or 'no reason recorded'}), "
-            f"so the run stops there with nothing kept; per-stage counts: {join_path(out, 'stats.json')}")
+        return (
+            f"the input holds no documents ({sum(stage.records_skipped.values())} records read, none of them a "
+            "document): check "
+            f"input.paths and input.format; per-stage counts: {join_path(out, 'stats.json')}"
+        )
+    return (
+        f"stage {stage.stage} dropped all {stage.docs_in} documents it was given ({reasons or 'no reason recorded'}), "
+        f"so the run stops there with nothing kept; per-stage counts: {join_path(out, 'stats.json')}"
+    )
 
 
 def run_pipeline(config: PipelineConfig, spark=None, force: bool = False, overwrite: bool = False) -> RunResult:
     return PipelineRun(config, spark=spark, force=force, overwrite=overwrite).run()
-

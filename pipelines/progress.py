@@ -14,7 +14,15 @@ class Progress:
     thread reading Spark's status tracker and a documents accumulator, which tasks add to as they
     finish); ``finish`` prints the last line, N/N."""
 
-    def __init__(self, spark, label: str, unit: str = "tasks", total: int | None = None, interval: float = 5.0, counts_docs: bool = True):
+    def __init__(
+        self,
+        spark,
+        label: str,
+        unit: str = "tasks",
+        total: int | None = None,
+        interval: float = 5.0,
+        counts_docs: bool = True,
+    ):
         self.tracker = spark.sparkContext.statusTracker()
         self.docs = spark.sparkContext.accumulator(0)
         self.label, self.interval, self.unit, self.total, self.counts_docs = label, interval, unit, total, counts_docs
@@ -67,7 +75,12 @@ def _group_stages(spark, group: str) -> list:
     or skipped ones, left out)."""
     tracker = spark.sparkContext.statusTracker()
     store = spark.sparkContext._jsc.sc().statusStore()
-    ids = {stage for job in tracker.getJobIdsForGroup(group) if tracker.getJobInfo(job) for stage in tracker.getJobInfo(job).stageIds}
+    ids = {
+        stage
+        for job in tracker.getJobIdsForGroup(group)
+        if tracker.getJobInfo(job)
+        for stage in tracker.getJobInfo(job).stageIds
+    }
     stages = []
     for stage in sorted(ids):
         try:

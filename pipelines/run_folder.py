@@ -45,12 +45,16 @@ def _describe(record: dict) -> str:
     inputs = record.get("inputs") or []
     shown = ", ".join(inputs[:2]) + (f" and {len(inputs) - 2} more" if len(inputs) > 2 else "")
     files = record.get("input_files", "?")
-    return (f"input {shown or '(none)'}: {files} file{'' if files == 1 else 's'}; stages "
-            f"{', '.join(record.get('stages', [])) or '(none)'}; "
-            f"started {record.get('started', '?')}")
+    return (
+        f"input {shown or '(none)'}: {files} file{'' if files == 1 else 's'}; stages "
+        f"{', '.join(record.get('stages', [])) or '(none)'}; "
+        f"started {record.get('started', '?')}"
+    )
 
 
-def claim(out: str, identity: str, description: dict, overwrite: bool = False, step_names: tuple[str, ...] = ()) -> None:
+def claim(
+    out: str, identity: str, description: dict, overwrite: bool = False, step_names: tuple[str, ...] = ()
+) -> None:
     """Make ``out`` this run's folder, or raise OutputInUse saying whose it is and what to do.
 
     With ``overwrite``, what another run wrote (its record's ``written``) is removed, except its steps
@@ -63,20 +67,34 @@ def claim(out: str, identity: str, description: dict, overwrite: bool = False, s
         if record is not None and record.get("identity") == identity:
             return  # the same run: resume
         if not overwrite:
-            replace = "choose another --output, or pass --overwrite to replace it (steps with the same config and " "input are still reused)"
+            replace = (
+                "choose another --output, or pass --overwrite to replace it (steps with the same config and "
+                "input are still reused)"
+            )
             if record is not None:
                 held = f"the output of another run ({_describe(record)})"
             elif {"steps", "corpus", "stats.json"} & set(names):
                 held = "a pipeline output with no run record (written by an older ccpretrain)"
                 replace = "choose another --output, or delete it yourself (no record says which files a run wrote)"
             else:
-                held = f"files that are not a pipeline output ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                held = (
+                    f"files that are not a pipeline output ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                )
                 replace = "choose another --output (a run deletes no file it did not write)"
-            raise OutputInUse(f"output {out!r} already holds {held}. A run never replaces another run's output: {replace}")
+            raise OutputInUse(
+                f"output {out!r} already holds {held}. A run never replaces another run's output: {replace}"
+            )
         _remove_written(out, (record or {}).get("written", []), step_names)
     written = [f"steps/{step}/" for step in step_names] + list(RUN_ENTRIES)
-    write_record(out, {"identity": identity, **description, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                       "written": written})
+    write_record(
+        out,
+        {
+            "identity": identity,
+            **description,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "written": written,
+        },
+    )
 
 
 def _files(out: str) -> list[str]:
@@ -100,7 +118,11 @@ def foreign_files(out: str, written: list[str]) -> list[str]:
     foreign = []
     for path in _files(out):
         folder = next((f for f in folders if path.startswith(f)), None)
-        ours = _toolkit_named(path.removeprefix(folder)) if folder else path in files or path.rsplit("/", 1)[-1].startswith(".tmp-")
+        ours = (
+            _toolkit_named(path.removeprefix(folder))
+            if folder
+            else path in files or path.rsplit("/", 1)[-1].startswith(".tmp-")
+        )
         if not ours:
             foreign.append(path)
     return foreign
@@ -113,8 +135,10 @@ def check_dataset_folder(folder: str) -> None:
         return
     foreign = [path for path in _files(folder) if not _toolkit_named(path)]
     if foreign:
-        raise OutputInUse(f"{folder} holds files no ccpretrain run wrote ({', '.join(foreign[:5])}), and the run rewrites "
-                          "that folder whole: move them away and rerun")
+        raise OutputInUse(
+            f"{folder} holds files no ccpretrain run wrote ({', '.join(foreign[:5])}), and the run rewrites "
+            "that folder whole: move them away and rerun"
+        )
 
 
 def _remove_written(out: str, written: list[str], step_names: tuple[str, ...]) -> None:

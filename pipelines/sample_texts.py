@@ -30,7 +30,9 @@ def read_documents(spark: SparkSession, paths: list[str], text_field: str = "tex
     jsonl = [p for p in files if p.removesuffix(".gz").endswith((".jsonl", ".json"))]
     if len(parquet) + len(jsonl) != len(files):
         other = sorted(set(files) - set(parquet) - set(jsonl))[:3]
-        raise UsageError(f"negatives must be Parquet or JSONL files (a pipeline output or extracted crawl), not {other}")
+        raise UsageError(
+            f"negatives must be Parquet or JSONL files (a pipeline output or extracted crawl), not {other}"
+        )
     frames = []
     if parquet:
         df = spark.read.parquet(*parquet)

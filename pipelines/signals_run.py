@@ -26,10 +26,10 @@ from dataprep.core.stage import DROP_REASON, GlobalStage, with_column
 from dataprep.core.stats import format_table, merge_all, save_json
 from dataprep.core.storage import atomic_write_text, join_path
 from dataprep.quality.top_fraction import TopFraction
-from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult, _fingerprint, check_input_read, ship_assets
 from pipelines.fail_fast import check_budget
+from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult, _fingerprint, check_input_read, ship_assets
 from pipelines.steps import Step
-from pipelines.tasks import DATA_DIR, PART, read_marker, parquet_parts, read_decisions
+from pipelines.tasks import DATA_DIR, PART, parquet_parts, read_decisions, read_marker
 
 SIGNALS_DIR = "signals"
 MANIFEST = "_SIGNALS.json"  # what filter needs: the stages and settings that made the signals
@@ -46,17 +46,27 @@ class SignalsRun(PipelineRun):
             raise ConfigError("cannot run in signals mode:\n  " + "\n  ".join(problems))
         super().__init__(config, spark=spark, force=force, overwrite=overwrite)
         self.steps = [Step(0, signal_stages(config.stages), reads_input=True)]
-        self.globals = [(i, s) for i, s in enumerate(config.stages) if isinstance(s, GlobalStage) and s.name in SIGNAL_GLOBALS]
+        self.globals = [
+            (i, s) for i, s in enumerate(config.stages) if isinstance(s, GlobalStage) and s.name in SIGNAL_GLOBALS
+        ]
 
     def run(self) -> RunResult:
         files = self._input_files()
         self._claim_output(files)
         signals_dir = join_path(self.out, SIGNALS_DIR)
         step = self.steps[0]
-        print(f"dataprep: {len(files)} input files, signals of {len(self.config.stages)} stages -> {signals_dir}", flush=True)
+        print(
+            f"dataprep: {len(files)} input files, signals of {len(self.config.stages)} stages -> {signals_dir}",
+            flush=True,
+        )
         ship_assets(self.spark, self.config.stages)
-        fingerprint = _fingerprint([{"files": files, "input": self.config.input.model_dump(mode="json")}, step.fingerprint(),
-                                    [s.model_dump(mode="json") for _, s in self.globals]])
+        fingerprint = _fingerprint(
+            [
+                {"files": files, "input": self.config.input.model_dump(mode="json")},
+                step.fingerprint(),
+                [s.model_dump(mode="json") for _, s in self.globals],
+            ]
+        )
         done = None if self.force else read_marker(join_path(signals_dir, DONE_MARKER))
         if done and done.get("fingerprint") == fingerprint:
             print("signals: already done, skipping", flush=True)
@@ -69,15 +79,35 @@ class SignalsRun(PipelineRun):
         states = [self._decide_over_all(signals_dir, position, stage) for position, stage in self.globals]
         self._annotate_parts(signals_dir, states)
         stats = merge_all(stats)
-        manifest = {"files": files, "input": self.config.input.model_dump(mode="json"), "fingerprint": fingerprint,
-                    "stages": [{"name": s.name, "params": s.model_dump(mode="json")} for s in self.config.stages]}
+        manifest = {
+            "files": files,
+            "input": self.config.input.model_dump(mode="json"),
+            "fingerprint": fingerprint,
+            "stages": [{"name": s.name, "params": s.model_dump(mode="json")} for s in self.config.stages],
+        }
         atomic_write_text(join_path(signals_dir, MANIFEST), json.dumps(manifest, indent=1))
-        atomic_write_text(join_path(signals_dir, DONE_MARKER), json.dumps(
-            {"fingerprint": fingerprint, "wall_seconds": time.perf_counter() - t0, **tasks, "stats": [s.to_dict() for s in stats]}, indent=1))
-        save_json(stats, join_path(self.out, "stats.json"), {"input_files": len(files), "signals": join_path(signals_dir, DATA_DIR)})
+        atomic_write_text(
+            join_path(signals_dir, DONE_MARKER),
+            json.dumps(
+                {
+                    "fingerprint": fingerprint,
+                    "wall_seconds": time.perf_counter() - t0,
+                    **tasks,
+                    "stats": [s.to_dict() for s in stats],
+                },
+                indent=1,
+            ),
+        )
+        save_json(
+            stats,
+            join_path(self.out, "stats.json"),
+            {"input_files": len(files), "signals": join_path(signals_dir, DATA_DIR)},
+        )
         print(format_table(stats), flush=True)
         print(f"signals: {join_path(signals_dir, DATA_DIR)}", flush=True)
-        return RunResult(self.out, signals_dir, stats, len(files), 0, [{"step": SIGNALS_DIR, "skipped": False, **tasks}])
+        return RunResult(
+            self.out, signals_dir, stats, len(files), 0, [{"step": SIGNALS_DIR, "skipped": False, **tasks}]
+        )
 
     def _documents(self, signals_dir: str):
         from pyspark.sql import functions as F
@@ -97,7 +127,9 @@ class SignalsRun(PipelineRun):
         folder = join_path(signals_dir, GLOBAL_DIR, f"{position:02d}_{stage.name}")
         if hasattr(stage, "save_index"):
             stage = stage.model_copy(update={"save_index": None})
-        ctx = StepContext(spark=self.spark, step_dir=folder, config=self.config, prepared=stored_prepared(df, stage, position))
+        ctx = StepContext(
+            spark=self.spark, step_dir=folder, config=self.config, prepared=stored_prepared(df, stage, position)
+        )
         rows, state = global_runner(stage).decide(df, stage, ctx)
         if isinstance(stage, TopFraction):
             rows = _ranks(df, stage)
@@ -124,9 +156,15 @@ class SignalsRun(PipelineRun):
                     annotate_part(join_path(data_dir, names.value[i]), states, compression)
             yield from ()
 
-        context.setJobGroup(f"dataprep-signals-annotate-{time.time_ns()}", "dataprep signals: whole-corpus columns", interruptOnCancel=True)
+        context.setJobGroup(
+            f"dataprep-signals-annotate-{time.time_ns()}",
+            "dataprep signals: whole-corpus columns",
+            interruptOnCancel=True,
+        )
         try:
-            self.spark.range(0, len(parts), 1, max(1, len(parts))).mapInArrow(annotate, "task long").write.format("noop").mode("overwrite").save()
+            self.spark.range(0, len(parts), 1, max(1, len(parts))).mapInArrow(annotate, "task long").write.format(
+                "noop"
+            ).mode("overwrite").save()
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)
 
@@ -153,9 +191,13 @@ def stored_prepared(df, stage: GlobalStage, position: int):
         for rb in batches:
             sigs = np.asarray(rb.column("sig").flatten().to_numpy(zero_copy_only=False)).reshape(-1, stage.num_perm)
             keys = stage.band_keys(sigs.view(np.uint32))
-            offsets = pa.array(np.arange(0, keys.size + 1, keys.shape[1] if keys.size else 1, dtype=np.int32)[: len(keys) + 1])
-            yield pa.RecordBatch.from_arrays([rb.column("id"), rb.column("sig"), pa.ListArray.from_arrays(offsets, keys.ravel())],
-                                             schema=stage.prepared_schema)
+            offsets = pa.array(
+                np.arange(0, keys.size + 1, keys.shape[1] if keys.size else 1, dtype=np.int32)[: len(keys) + 1]
+            )
+            yield pa.RecordBatch.from_arrays(
+                [rb.column("id"), rb.column("sig"), pa.ListArray.from_arrays(offsets, keys.ravel())],
+                schema=stage.prepared_schema,
+            )
 
     sigs = df.where(F.col(p + "sig").isNotNull()).select("id", F.col(p + "sig").alias("sig"))
     return sigs.mapInArrow(timed(with_keys), from_arrow_schema(stage.prepared_schema))
@@ -186,7 +228,9 @@ def annotate_part(path: str, states: list[dict], compression: str) -> None:
         stage, p = state["stage"], prefix(state["position"], state["stage"].name)
         rows = read_decisions(state["rows"], [name]) if state["rows"] else None
         applier = stage.applier(state["state"])
-        [(out, reasons)], _ = run_task(apply_task(applier, name, None if isinstance(stage, TopFraction) else rows, [live]))
+        [(out, reasons)], _ = run_task(
+            apply_task(applier, name, None if isinstance(stage, TopFraction) else rows, [live])
+        )
         for f in applier.output_fields(live.schema):
             live = with_column(live, p + f.name, out.column(f.name))
         if isinstance(stage, TopFraction):

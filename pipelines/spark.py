@@ -44,10 +44,17 @@ PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _local_defaults() -> dict[str, str]:
     python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)
-    return {**DEFAULT_CONF, **LOCAL_CONF, "spark.python.daemon.module": WORKER_DAEMON, "spark.executorEnv.PYTHONPATH": python_path}
+    return {
+        **DEFAULT_CONF,
+        **LOCAL_CONF,
+        "spark.python.daemon.module": WORKER_DAEMON,
+        "spark.executorEnv.PYTHONPATH": python_path,
+    }
 
 
-def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dict[str, str] | None = None) -> SparkSession:
+def get_spark(
+    master: str | None = None, app_name: str = "ccpretrain", conf: dict[str, str] | None = None
+) -> SparkSession:
     """Return the active session (spark-submit made one) or build one.
 
     ``master`` None keeps whatever spark-submit chose, falling back to local[*].
@@ -76,7 +83,9 @@ def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dic
     archive_note = None
     if settings.get("spark.driver.extraJavaOptions") == LOCAL_JAVA_OPTIONS:
         class_options, archive_note = class_archive.java_options()  # local session, our JVM options
-        settings["spark.driver.extraJavaOptions"] = f"{LOCAL_JAVA_OPTIONS} -Dlog4j2.configurationFile=file:{LOG_CONFIG} {class_options}".strip()
+        settings["spark.driver.extraJavaOptions"] = (
+            f"{LOCAL_JAVA_OPTIONS} -Dlog4j2.configurationFile=file:{LOG_CONFIG} {class_options}".strip()
+        )
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
@@ -85,8 +94,10 @@ def get_spark(master: str | None = None, app_name: str = "ccpretrain", conf: dic
     except Exception as exc:  # noqa: BLE001 - PySpark's start-up errors have no common base
         if "JAVA_GATEWAY_EXITED" not in str(exc) and "JAVA_HOME" not in str(exc):
             raise
-        raise WorkFailed(f"Spark's JVM did not start (master {master or 'local[*]'}): check that Java 17 is installed "
-                         "(`java -version`, or set JAVA_HOME) and the master's address; its own message is printed above") from None
+        raise WorkFailed(
+            f"Spark's JVM did not start (master {master or 'local[*]'}): check that Java 17 is installed "
+            "(`java -version`, or set JAVA_HOME) and the master's address; its own message is printed above"
+        ) from None
     spark.sparkContext.setLogLevel("WARN")
     interrupt.install()  # instead of PySpark's handler, which raises inside py4j calls
     if archive_note:

@@ -20,12 +20,12 @@ from typing import Any
 import pyarrow as pa
 
 from dataprep.core import storage
-from dataprep.core.config import InputConfig
-from dataprep.readers import READ_STAGE, iter_documents
-from dataprep.core.runner import AppliedStage, blank_text, conform, run_fused
 from dataprep.core.applier import apply_task
+from dataprep.core.config import InputConfig
+from dataprep.core.runner import AppliedStage, blank_text, conform, run_fused
 from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
+from dataprep.readers import READ_STAGE, iter_documents
 from pipelines.tasks import read_decisions, read_kept, task_key, write_task
 
 # The columns a global stage's ``prepare`` reads of each document in a pipeline (``GlobalRunner.prepares``)
@@ -40,7 +40,9 @@ class StepContext:
     spark: Any  # pyspark.sql.SparkSession
     step_dir: str  # this step's output folder (local path or URL); side outputs go below it
     config: Any  # dataprep.core.config.PipelineConfig
-    prepared: Any = None  # a global step's per-document rows saved by its tasks (a DataFrame), if its runner prepares any
+    prepared: Any = (
+        None  # a global step's per-document rows saved by its tasks (a DataFrame), if its runner prepares any
+    )
 
 
 @dataclass
@@ -109,9 +111,22 @@ def use_shipped_assets() -> None:
         storage.ASSET_DIRS.append(root)
 
 
-def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputConfig, input_dir: str | None, input_schema: pa.Schema,
-                      schema: pa.Schema, keep_dropped_text: bool, step_dir: str, fingerprint: str, tasks, compression: str,
-                      progress=None, errors=None, decisions: str | None = None):
+def make_partition_fn(
+    step: Step,
+    stages: list[DocumentStage],
+    input_cfg: InputConfig,
+    input_dir: str | None,
+    input_schema: pa.Schema,
+    schema: pa.Schema,
+    keep_dropped_text: bool,
+    step_dir: str,
+    fingerprint: str,
+    tasks,
+    compression: str,
+    progress=None,
+    errors=None,
+    decisions: str | None = None,
+):
     """The function each Spark task runs: its rows are indexes into ``tasks``; for each, read the
     task's inputs (first step: input files; later steps: the kept rows of the previous step's
     Parquet parts, named within ``input_dir``), apply ``stages``, and write the task's rows
@@ -145,7 +160,9 @@ def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputC
             return run_fused(batches, stages, stats, schema, keep_dropped_text)
 
         def rows():
-            if applied is not None:  # a global step's task: its applier begins with the task's decision rows and finishes once
+            if (
+                applied is not None
+            ):  # a global step's task: its applier begins with the task's decision rows and finishes once
                 task_decisions = read_decisions(decisions, inputs) if decisions else None
                 finish.update((yield from apply_task(applied.applier, key, task_decisions, source_batches(), fused)))
                 return
@@ -169,8 +186,18 @@ def make_partition_fn(step: Step, stages: list[DocumentStage], input_cfg: InputC
     return _task_runner(run_task, tasks)
 
 
-def make_prepare_fn(prepare, input_dir: str, input_schema: pa.Schema, schema: pa.Schema, prepared_dir: str, fingerprint: str,
-                    tasks, compression: str, batch_size: int, progress=None):
+def make_prepare_fn(
+    prepare,
+    input_dir: str,
+    input_schema: pa.Schema,
+    schema: pa.Schema,
+    prepared_dir: str,
+    fingerprint: str,
+    tasks,
+    compression: str,
+    batch_size: int,
+    progress=None,
+):
     """The function each Spark task of a global step's prepare phase runs: for each task (an index into
     the broadcast ``tasks``), ``prepare`` (kept documents' PREPARE_COLUMNS -> a table of rows) over its
     parts of the previous step, written with a completion marker (``pipelines.tasks``) that records its
@@ -187,8 +214,21 @@ def make_prepare_fn(prepare, input_dir: str, input_schema: pa.Schema, schema: pa
                     docs[0] += table.num_rows
                     yield prepare(table).cast(schema)
 
-        write_task(prepared_dir, task_key(inputs), inputs, fingerprint, rows(), schema, compression,
-                   lambda: {"stats": [], "docs": docs[0], "cpu_seconds": time.process_time() - cpu0, "seconds": time.perf_counter() - t0})
+        write_task(
+            prepared_dir,
+            task_key(inputs),
+            inputs,
+            fingerprint,
+            rows(),
+            schema,
+            compression,
+            lambda: {
+                "stats": [],
+                "docs": docs[0],
+                "cpu_seconds": time.process_time() - cpu0,
+                "seconds": time.perf_counter() - t0,
+            },
+        )
         if progress is not None:
             progress.add(docs[0])
 

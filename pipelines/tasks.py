@@ -57,7 +57,9 @@ def _names(folder: str) -> list[str]:
 
 def parquet_parts(folder: str) -> list[str]:
     """The Parquet files a step wrote (what Spark would read: hidden and ``_`` files left out)."""
-    return [storage.join_path(folder, n) for n in _names(folder) if n.endswith(".parquet") and not n.startswith((".", "_"))]
+    return [
+        storage.join_path(folder, n) for n in _names(folder) if n.endswith(".parquet") and not n.startswith((".", "_"))
+    ]
 
 
 def read_marker(path: str) -> dict | None:
@@ -119,8 +121,13 @@ def reusable(markers: Iterable[dict], fingerprint: str, inputs: list[str], step_
     for marker in sorted(slim, key=lambda m: m["inputs"]):
         key = task_key(marker["inputs"])
         files = set(marker["inputs"])
-        if (marker.get("fingerprint") == fingerprint and files <= wanted and not files & covered
-                and f"part-{key}.parquet" in present and marker.get("key") == key):
+        if (
+            marker.get("fingerprint") == fingerprint
+            and files <= wanted
+            and not files & covered
+            and f"part-{key}.parquet" in present
+            and marker.get("key") == key
+        ):
             done[key] = marker
             covered |= files
     return done
@@ -132,14 +139,26 @@ def remove_others(step_dir: str, keep: Iterable[str]) -> None:
     keep_names = {f"part-{key}.{ext}" for key in keep for ext in ("parquet", "json")}
     for sub in (DATA_DIR, STATS_DIR):
         folder = storage.join_path(step_dir, sub)
-        stale = [storage.join_path(folder, n) for n in _names(folder) if n not in keep_names and n.startswith(("part-", ".tmp-"))]
+        stale = [
+            storage.join_path(folder, n)
+            for n in _names(folder)
+            if n not in keep_names and n.startswith(("part-", ".tmp-"))
+        ]
         if stale:
             fs, _, paths = fsspec.get_fs_token_paths(stale)
             fs.rm(paths, recursive=True)
 
 
-def write_task(step_dir: str, key: str, inputs: list[str], fingerprint: str, tables: Iterator[pa.Table],
-               schema: pa.Schema, compression: str, finished) -> None:
+def write_task(
+    step_dir: str,
+    key: str,
+    inputs: list[str],
+    fingerprint: str,
+    tables: Iterator[pa.Table],
+    schema: pa.Schema,
+    compression: str,
+    finished,
+) -> None:
     """Write one task's rows, then its marker; ``finished`` (called once the rows are written) gives
     the task's stats as dicts and what else the marker keeps (``{"stats": [...], ...}``)."""
     with storage.atomic_output(data_path(step_dir, key), suffix=".parquet") as tmp:
@@ -188,8 +207,11 @@ def read_kept(path: str, schema: pa.Schema, batch_size: int) -> Iterator[pa.Tabl
 def remove_failed(spark, step_dir: str, stages: set[str]) -> None:
     """Delete the markers of the tasks with errors in ``stages``: after a step fails on its error
     budget, the rerun (once the cause is fixed, often outside the config) runs those tasks again."""
-    failed = [m["key"] for m in read_markers(spark, step_dir)
-              if any(s["stage"] in stages and s.get("errors") for s in m.get("stats", [])) and "key" in m]
+    failed = [
+        m["key"]
+        for m in read_markers(spark, step_dir)
+        if any(s["stage"] in stages and s.get("errors") for s in m.get("stats", [])) and "key" in m
+    ]
     if failed:
         fs, _, paths = fsspec.get_fs_token_paths([marker_path(step_dir, key) for key in failed])
         fs.rm(paths)

@@ -45,7 +45,9 @@ def use_installed_pyspark(path: list[str] = sys.path) -> None:
         if not entry.endswith(".zip") or os.path.basename(package) != "pyspark" or os.path.realpath(site) not in real:
             continue
         name = os.path.basename(entry)
-        py4j_installed = name.startswith("py4j-") and os.path.isdir(os.path.join(site, name.removesuffix("-src.zip") + ".dist-info"))
+        py4j_installed = name.startswith("py4j-") and os.path.isdir(
+            os.path.join(site, name.removesuffix("-src.zip") + ".dist-info")
+        )
         if name == "pyspark.zip" or py4j_installed:
             path.remove(entry)
 

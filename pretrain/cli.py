@@ -17,7 +17,10 @@ COMMANDS = {
     "generate": ("pretrain.commands.generate", "sample text from a checkpoint"),
     "ablate": ("pretrain.commands.ablate", "train the same small model on each data arm and compare them over seeds"),
     "eval": ("pretrain.commands.eval", "loss and perplexity of a checkpoint on held-out data"),
-    "lineage": ("pretrain.commands.lineage", "the data a model was trained on, back to the crawl; runs that used a corpus"),
+    "lineage": (
+        "pretrain.commands.lineage",
+        "the data a model was trained on, back to the crawl; runs that used a corpus",
+    ),
 }
 
 

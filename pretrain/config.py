@@ -16,8 +16,15 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, describe
 from pretrain.layout_rules import PP_SCHEDULES, check_layout
 
-__all__ = ["ConfigError", "ModelConfig", "TrainConfig", "check_sources", "load_model_config", "load_train_config",
-           "save_yaml"]
+__all__ = [
+    "ConfigError",
+    "ModelConfig",
+    "TrainConfig",
+    "check_sources",
+    "load_model_config",
+    "load_train_config",
+    "save_yaml",
+]
 
 
 class ModelConfig(StrictModel):
@@ -90,8 +97,9 @@ class MixturePhase(StrictModel):
     @model_validator(mode="after")
     def _check_weights(self) -> "MixturePhase":
         if any(w < 0 for w in self.weights.values()) or not any(w > 0 for w in self.weights.values()):
-            raise ValueError(f"data.phases: the phase until {self.until:g} needs non-negative weights, one of them "
-                             "positive")
+            raise ValueError(
+                f"data.phases: the phase until {self.until:g} needs non-negative weights, one of them positive"
+            )
         return self
 
 
@@ -119,26 +127,33 @@ class DataConfig(StrictModel):
             return self
         untils = [p.until for p in self.phases]
         if any(b <= a for a, b in zip(untils, untils[1:])) or untils[-1] != 1.0:
-            raise ValueError(f"data.phases: `until` must increase and the last be 1.0 (the end of the run), got {untils}")
+            raise ValueError(
+                f"data.phases: `until` must increase and the last be 1.0 (the end of the run), got {untils}"
+            )
         names = self.source_names()
         for phase in self.phases:
             unknown = sorted(set(phase.weights) - set(names))
             if unknown:
-                raise ValueError(f"data.phases: the phase until {phase.until:g} weighs {', '.join(unknown)}, not a "
-                                 f"source of this run (sources: {', '.join(names)})")
+                raise ValueError(
+                    f"data.phases: the phase until {phase.until:g} weighs {', '.join(unknown)}, not a "
+                    f"source of this run (sources: {', '.join(names)})"
+                )
         return self
 
     def phase_weights(self) -> list[tuple[float, list[float]]]:
         """Each phase's end (a fraction of the run) and its weight per source, in the order of ``sources``."""
-        phases = self.phases or [MixturePhase(until=1.0, weights=dict(zip(self.source_names(),
-                                                                            (s.weight for s in self.sources))))]
+        phases = self.phases or [
+            MixturePhase(until=1.0, weights=dict(zip(self.source_names(), (s.weight for s in self.sources))))
+        ]
         return [(p.until, [p.weights.get(name, 0.0) for name in self.source_names()]) for p in phases]
 
     @model_validator(mode="after")
     def _check_documents(self) -> "DataConfig":
         if self.document_positions and not self.document_mask:
-            raise ValueError("data.document_positions restarts positions at documents the model attends across: "
-                             "set data.document_mask: true too")
+            raise ValueError(
+                "data.document_positions restarts positions at documents the model attends across: "
+                "set data.document_mask: true too"
+            )
         if self.document_positions is None:
             self.document_positions = self.document_mask
         return self
@@ -151,19 +166,21 @@ class DataConfig(StrictModel):
         if not sources:
             raise ValueError("empty: name at least one token-shard folder")
         if not math.isfinite(sum(s.weight for s in sources)):
-            raise ValueError(f"the weights {[s.weight for s in sources]} do not add up to a finite number: give "
-                             "them as shares (0.7, 0.3) or token counts")
+            raise ValueError(
+                f"the weights {[s.weight for s in sources]} do not add up to a finite number: give "
+                "them as shares (0.7, 0.3) or token counts"
+            )
         for key in ("path", "name"):
             seen: dict[str, int] = {}
             for i, source in enumerate(sources):
                 value = source.path if key == "path" else source.name or source.path
                 if value in seen:
-                    raise ValueError(f"source {i} has the {key} {value!r} of source {seen[value]}: list each "
-                                     "source once (its weight is its share)")
+                    raise ValueError(
+                        f"source {i} has the {key} {value!r} of source {seen[value]}: list each "
+                        "source once (its weight is its share)"
+                    )
                 seen[value] = i
         return sources
-
-
 
 
 class ParallelConfig(StrictModel):
@@ -317,7 +334,9 @@ class EvalConfig(StrictModel):
     @model_validator(mode="after")
     def _check_something_to_score(self) -> "EvalConfig":
         if not self.tasks and not self.documents:
-            raise ValueError("eval: names no tasks and no documents: set eval.tasks or eval.documents (or remove eval:)")
+            raise ValueError(
+                "eval: names no tasks and no documents: set eval.tasks or eval.documents (or remove eval:)"
+            )
         return self
 
 
@@ -360,8 +379,14 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_validation_needs(self) -> "TrainConfig":
-        wanted = [name for name, on in (("checkpoint.keep_best", self.checkpoint.keep_best),
-                                        ("early_stop", self.early_stop is not None)) if on]
+        wanted = [
+            name
+            for name, on in (
+                ("checkpoint.keep_best", self.checkpoint.keep_best),
+                ("early_stop", self.early_stop is not None),
+            )
+            if on
+        ]
         if wanted and self.data.val_fraction == 0:
             raise ValueError(f"{' and '.join(wanted)} need a validation split: set data.val_fraction above 0")
         return self
@@ -370,11 +395,16 @@ class TrainConfig(StrictModel):
     def _check_mesh(self) -> "TrainConfig":
         """Every rule of the layout known before the world size is (``pretrain.layout_rules``): at run time a
         mismatch crashes one rank while the others wait in a collective."""
-        check_layout(self.parallel, self.model, seq_len=self.seq_len, precision=self.precision,
-                     micro_batch=self.micro_batch_size, global_batch=self.global_batch_size,
-                     document_mask=self.data.document_mask)
+        check_layout(
+            self.parallel,
+            self.model,
+            seq_len=self.seq_len,
+            precision=self.precision,
+            micro_batch=self.micro_batch_size,
+            global_batch=self.global_batch_size,
+            document_mask=self.data.document_mask,
+        )
         return self
-
 
 
 def _load_yaml(path: str) -> dict:
@@ -416,7 +446,9 @@ def _read_model_file(data: dict, base_dir: str | None) -> dict:
     return {**data, "model": _load_yaml(model_path)}
 
 
-def load_train_config(path_or_dict: str | dict, base_dir: str | None = None, sets: list[str] | None = None) -> TrainConfig:
+def load_train_config(
+    path_or_dict: str | dict, base_dir: str | None = None, sets: list[str] | None = None
+) -> TrainConfig:
     """Load and validate a training config; a ``model:`` path is resolved relative to the file.
     ``sets`` are dotted command-line assignments (``optim.lr=3e-4``, ``model.n_layers=4``, or a model
     file ``model=configs/model/tiny.yaml``), applied in order after the model file is read and validated
@@ -448,7 +480,11 @@ def _sources_from_mixture(data: dict) -> None:
         raise ConfigError("set data.mixture or data.sources, not both")
     sources, phases = load_mixture(section["mixture"]), load_mixture_phases(section["mixture"])
     # the config's own phases win over the mixture file's (a run's saved config holds them)
-    data["data"] = {**section, "sources": sources, **({"phases": phases} if phases and not section.get("phases") else {})}
+    data["data"] = {
+        **section,
+        "sources": sources,
+        **({"phases": phases} if phases and not section.get("phases") else {}),
+    }
     check_sources(data["data"]["sources"], f"mixture {section['mixture']}")
     check_built(data["data"]["sources"])
 

@@ -31,13 +31,20 @@ def source_record(source: DataSource) -> dict:
     path = join_path(source.path, MANIFEST_NAME)
     text = read_text(path)
     manifest = parse_manifest(path, text)
-    return {"name": source.name or source.path, "path": source.path, "weight": source.weight,
-            "manifest_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            "tokens": manifest["tokens"], "documents": manifest["documents"],
-            "tokenizer_sha256": (manifest.get("tokenizer") or {}).get("model_sha256"),
-            "shards": [{"name": s["name"], "bin_sha256": s["bin_sha256"], "idx_sha256": s["idx_sha256"]}
-                       for s in manifest["shards"]],
-            "pipeline_run": manifest.get("pipeline_run")}
+    return {
+        "name": source.name or source.path,
+        "path": source.path,
+        "weight": source.weight,
+        "manifest_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "tokens": manifest["tokens"],
+        "documents": manifest["documents"],
+        "tokenizer_sha256": (manifest.get("tokenizer") or {}).get("model_sha256"),
+        "shards": [
+            {"name": s["name"], "bin_sha256": s["bin_sha256"], "idx_sha256": s["idx_sha256"]}
+            for s in manifest["shards"]
+        ],
+        "pipeline_run": manifest.get("pipeline_run"),
+    }
 
 
 def _mixture(spec: str | None) -> dict | None:
@@ -52,9 +59,16 @@ def _mixture(spec: str | None) -> dict | None:
 def training_lineage(cfg: TrainConfig) -> dict:
     """What this run trains on and with which code: the record every checkpoint carries."""
     settings = cfg.model_dump(mode="json")
-    return {"kind": KIND, "out_dir": os.path.abspath(cfg.out_dir), "config_sha256": sha256_json(settings),
-            "code": code_version(), "time": now(), "sources": [source_record(s) for s in cfg.data.sources],
-            "mixture": _mixture(cfg.data.mixture), "phases": settings.get("phases")}
+    return {
+        "kind": KIND,
+        "out_dir": os.path.abspath(cfg.out_dir),
+        "config_sha256": sha256_json(settings),
+        "code": code_version(),
+        "time": now(),
+        "sources": [source_record(s) for s in cfg.data.sources],
+        "mixture": _mixture(cfg.data.mixture),
+        "phases": settings.get("phases"),
+    }
 
 
 def _data_key(record: dict) -> list[str]:
@@ -102,8 +116,11 @@ def read_lineage(path: str) -> dict:
     if not os.path.isdir(folder):
         raise MissingPath(f"{path} does not exist")
     newest = list_checkpoints(os.path.join(folder, "checkpoints"))[-1:]  # a run folder without lineage.json
-    candidates = [os.path.join(folder, STATE_FILE), os.path.join(folder, LINEAGE_FILE),
-                  *(os.path.join(c, STATE_FILE) for c in newest)]
+    candidates = [
+        os.path.join(folder, STATE_FILE),
+        os.path.join(folder, LINEAGE_FILE),
+        *(os.path.join(c, STATE_FILE) for c in newest),
+    ]
     for candidate in candidates:
         if os.path.isfile(candidate):
             with open(candidate, encoding="utf-8") as fh:
@@ -111,8 +128,10 @@ def read_lineage(path: str) -> dict:
             record = data.get("lineage") if candidate.endswith(STATE_FILE) else data
             if record and record.get("current"):
                 return record | {"found_in": candidate}
-    raise MissingPath(f"{path}: no lineage found (no {LINEAGE_FILE}, and no checkpoint train state with one): "
-                            "trained before ccpretrain recorded lineage, or not a model, run or checkpoint")
+    raise MissingPath(
+        f"{path}: no lineage found (no {LINEAGE_FILE}, and no checkpoint train state with one): "
+        "trained before ccpretrain recorded lineage, or not a model, run or checkpoint"
+    )
 
 
 def format_lineage(record: dict) -> str:
@@ -134,31 +153,39 @@ def _code(code: dict | None) -> str:
 
 
 def _stretch_lines(r: dict, prefix: str) -> list[str]:
-    lines = [f"{prefix}training run {r['out_dir']} (config sha256 {r['config_sha256']}; {_code(r.get('code'))}; "
-             f"started {r.get('time')})"]
+    lines = [
+        f"{prefix}training run {r['out_dir']} (config sha256 {r['config_sha256']}; {_code(r.get('code'))}; "
+        f"started {r.get('time')})"
+    ]
     if r.get("mixture"):
         m = r["mixture"]
         lines.append(f"  mixture {m['name']}: {m['path']} (sha256 {m['sha256']})")
     if r.get("phases"):
         lines.append(f"  phases: {json.dumps(r['phases'])}")
     for s in r["sources"]:
-        lines += [f"  source {s['name']} (weight {s['weight']:g}): {s['path']}",
-                  f"    {s['tokens']:,} tokens in {s['documents']:,} documents, {len(s['shards'])} shard(s); "
-                  f"manifest sha256 {s['manifest_sha256']}; tokenizer sha256 {s['tokenizer_sha256']}"]
-        lines += [f"      {shard['name']}: bin sha256 {shard['bin_sha256']}, idx sha256 {shard['idx_sha256']}"
-                  for shard in s["shards"]]
+        lines += [
+            f"  source {s['name']} (weight {s['weight']:g}): {s['path']}",
+            f"    {s['tokens']:,} tokens in {s['documents']:,} documents, {len(s['shards'])} shard(s); "
+            f"manifest sha256 {s['manifest_sha256']}; tokenizer sha256 {s['tokenizer_sha256']}",
+        ]
+        lines += [
+            f"      {shard['name']}: bin sha256 {shard['bin_sha256']}, idx sha256 {shard['idx_sha256']}"
+            for shard in s["shards"]
+        ]
         run = s.get("pipeline_run")
         if not run:
             lines.append("    made outside a ccpretrain pipeline (no pipeline run in its manifest)")
             continue
         listing = run.get("input_listing") or {}
-        lines += [f"    made by pipeline run {run.get('identity')} into {run.get('output')} at {run.get('time')} with "
-                  f"{_code(run.get('code'))}",
-                  f"      config: {run.get('config') or '(given as a dict, not a file)'} (settings sha256 "
-                  f"{run.get('config_sha256')})",
-                  f"      stages: {', '.join(run.get('stages') or [])}",
-                  f"      input: {', '.join(run.get('inputs') or [])}: {listing.get('files', 0):,} file(s), listing "
-                  f"sha256 {listing.get('sha256')}"]
+        lines += [
+            f"    made by pipeline run {run.get('identity')} into {run.get('output')} at {run.get('time')} with "
+            f"{_code(run.get('code'))}",
+            f"      config: {run.get('config') or '(given as a dict, not a file)'} (settings sha256 "
+            f"{run.get('config_sha256')})",
+            f"      stages: {', '.join(run.get('stages') or [])}",
+            f"      input: {', '.join(run.get('inputs') or [])}: {listing.get('files', 0):,} file(s), listing "
+            f"sha256 {listing.get('sha256')}",
+        ]
         names = listing.get("names") or []
         lines += [f"        {name}" for name in names]
         if listing.get("files", 0) > len(names):
@@ -177,12 +204,20 @@ def corpus_identity(path: str) -> dict:
         if os.path.isfile(manifest_path):
             text = read_text(manifest_path)
             run = parse_manifest(manifest_path, text).get("pipeline_run") or {}
-            return {"path": os.path.abspath(folder), "manifest_sha256": hashlib.sha256(text.encode()).hexdigest(),
-                    "pipeline_run": run.get("identity"), "pipeline_output": run.get("output")}
+            return {
+                "path": os.path.abspath(folder),
+                "manifest_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "pipeline_run": run.get("identity"),
+                "pipeline_output": run.get("output"),
+            }
     if not os.path.isdir(path):
         raise MissingPath(f"{path}: not a token-shard folder or a pipeline output")
-    return {"path": os.path.abspath(path), "manifest_sha256": None, "pipeline_run": None,
-            "pipeline_output": os.path.abspath(path)}
+    return {
+        "path": os.path.abspath(path),
+        "manifest_sha256": None,
+        "pipeline_run": None,
+        "pipeline_output": os.path.abspath(path),
+    }
 
 
 SKIP_DIRS = {"checkpoints", "data_cache", "profile", "tokenizer", "tb", ".git"}
@@ -203,18 +238,25 @@ def runs_using(corpus: dict, roots: list[str]) -> list[dict]:
             for stretch in [record["current"], *record.get("earlier", [])]:
                 matched = [s for s in stretch["sources"] if _same_corpus(s, corpus)]
                 if matched:
-                    found.append({"path": os.path.abspath(folder), "run": stretch["out_dir"],
-                                  "exported": "model" in record,  # export adds what it was exported from
-                                  "sources": [s["name"] for s in matched]})
+                    found.append(
+                        {
+                            "path": os.path.abspath(folder),
+                            "run": stretch["out_dir"],
+                            "exported": "model" in record,  # export adds what it was exported from
+                            "sources": [s["name"] for s in matched],
+                        }
+                    )
                     break
     return found
 
 
 def _same_corpus(source: dict, corpus: dict) -> bool:
     run = source.get("pipeline_run") or {}
-    return (source["manifest_sha256"] == corpus["manifest_sha256"]
-            or bool(run.get("identity") and run["identity"] == corpus["pipeline_run"])
-            or bool(run.get("output") and run["output"] == corpus["pipeline_output"]))
+    return (
+        source["manifest_sha256"] == corpus["manifest_sha256"]
+        or bool(run.get("identity") and run["identity"] == corpus["pipeline_run"])
+        or bool(run.get("output") and run["output"] == corpus["pipeline_output"])
+    )
 
 
 def report_rows(run_dir: str) -> list[list[str]]:
@@ -227,9 +269,18 @@ def report_rows(run_dir: str) -> list[list[str]]:
     for s in current["sources"]:
         run = s.get("pipeline_run") or {}
         listing = run.get("input_listing") or {}
-        made = (f" ← pipeline run {run.get('identity')}: config {run.get('config')}, {listing.get('files', 0):,} input "
-                f"file(s) ({', '.join(listing.get('names', [])[:3])}{', ...' if listing.get('files', 0) > 3 else ''}), "
-                f"{_code(run.get('code'))}" if run else " (shards made outside a ccpretrain pipeline)")
-        rows.append([f"trained on {s['name']}", f"{s['tokens']:,} tokens in {len(s['shards'])} shard(s), manifest "
-                     f"sha256 {s['manifest_sha256'][:16]}…{made}"])
+        made = (
+            f" ← pipeline run {run.get('identity')}: config {run.get('config')}, {listing.get('files', 0):,} input "
+            f"file(s) ({', '.join(listing.get('names', [])[:3])}{', ...' if listing.get('files', 0) > 3 else ''}), "
+            f"{_code(run.get('code'))}"
+            if run
+            else " (shards made outside a ccpretrain pipeline)"
+        )
+        rows.append(
+            [
+                f"trained on {s['name']}",
+                f"{s['tokens']:,} tokens in {len(s['shards'])} shard(s), manifest "
+                f"sha256 {s['manifest_sha256'][:16]}…{made}",
+            ]
+        )
     return rows

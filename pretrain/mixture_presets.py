@@ -64,6 +64,9 @@ def check_built(sources: list[dict]) -> None:
             continue
         name = source.get("name") or path
         preset = source.get("preset")
-        build = (f"build it with `dataprep run {preset} --input ...` (a tokenize stage writing shards to {path})"
-                 if preset else "build its token shards first, or fix the path")
+        build = (
+            f"build it with `dataprep run {preset} --input ...` (a tokenize stage writing shards to {path})"
+            if preset
+            else "build its token shards first, or fix the path"
+        )
         raise ConfigError(f"data source {name!r}: token-shard folder {path} does not exist; {build}")

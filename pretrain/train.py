@@ -21,16 +21,16 @@ from pretrain.components import checkpoint
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.best import BestValidation
 from pretrain.components.dataloader import build_loaders, fingerprint
-from pretrain.components.document_bounds import masked_attention_span
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.diagnostics import LayerDiagnostics, diagnostics_summary
+from pretrain.components.document_bounds import masked_attention_span
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter
 from pretrain.components.in_loop_eval import InLoopEval
 from pretrain.components.metrics import MetricsLogger, bubble_fraction
 from pretrain.components.optimizer import build_lr_scheduler, build_optimizer
-from pretrain.components.profiling import StepProfiler, profiled_step
 from pretrain.components.preemption import Stopped, StopSignal, stop_at_once
+from pretrain.components.profiling import StepProfiler, profiled_step
 from pretrain.components.safetensors_export import export_checkpoint, export_model
 from pretrain.components.spikes import Spike, SpikeDetector, SpikeError
 from pretrain.components.stragglers import StragglerMonitor
@@ -38,17 +38,16 @@ from pretrain.components.verdicts import StepVerdicts
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
 from pretrain.config import ModelConfig, TrainConfig
-from pretrain.layout_rules import check_layout
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
-from pretrain.distributed.process_group import barrier, init_distributed
 from pretrain.distributed.pipeline_parallel import PipelineParallelModel, build_pipeline
+from pretrain.distributed.process_group import barrier, init_distributed
 from pretrain.inference.loading import save_run_dir
+from pretrain.layout_rules import check_layout
 from pretrain.lineage import LineageState, training_lineage, write_run_lineage
 from pretrain.models.llama import Llama, num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.train_step import StepOutcome, TrainStepContext, train_step, validation_loss
-
 
 # --- setup ------------------------------------------------------------------------------------------
 
@@ -72,9 +71,12 @@ def _warn_unused_vocab(model: ModelConfig, data_vocab: int) -> None:
     """A model vocabulary far beyond the tokenizer's trains embedding rows no id reaches: say so."""
     unused = (model.vocab_size - data_vocab) * model.d_model * (1 if model.tie_embeddings else 2)
     if unused > 0.1 * num_params(model):
-        print(f"[train] warning: model.vocab_size {model.vocab_size} exceeds the data's tokenizer vocabulary "
-              f"{data_vocab}: {unused:,} of the model's {num_params(model):,} parameters are embedding rows no "
-              f"token id reaches; set model.vocab_size: auto (or {data_vocab})", file=sys.stderr)
+        print(
+            f"[train] warning: model.vocab_size {model.vocab_size} exceeds the data's tokenizer vocabulary "
+            f"{data_vocab}: {unused:,} of the model's {num_params(model):,} parameters are embedding rows no "
+            f"token id reaches; set model.vocab_size: auto (or {data_vocab})",
+            file=sys.stderr,
+        )
 
 
 def build_parallel_model(cfg: TrainConfig, dims: ParallelDims, device: torch.device, precision: str) -> Llama:
@@ -117,41 +119,68 @@ class Trainer:
         if cfg.seq_len > cfg.model.max_seq_len:
             raise UsageError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len {cfg.model.max_seq_len}")
         cache_dir = os.path.join(cfg.data.cache.dir or os.path.join(cfg.out_dir, "data_cache"), f"rank-{self.rank}")
-        self.train_loader, self.val_loader = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size,
-                                                           cfg.micro_batch_size, dp.rank, dp.size, cfg.model.vocab_size,
-                                                           cache_dir, total_steps(cfg))
+        self.train_loader, self.val_loader = build_loaders(
+            cfg.data,
+            cfg.seq_len,
+            cfg.global_batch_size,
+            cfg.micro_batch_size,
+            dp.rank,
+            dp.size,
+            cfg.model.vocab_size,
+            cache_dir,
+            total_steps(cfg),
+        )
         if self.rank == 0:
             _warn_unused_vocab(cfg.model, max(s.vocab_size for s in self.train_loader.sources))
         self.pipe, self.model = self._build_model()
         self.stepper = self.pipe or self.model  # what runs a step: the pipeline's schedule, or the model
         self.diagnostics = None  # per-layer diagnostics (log.diagnostics_every_steps)
         if cfg.log.diagnostics_every_steps:
-            self.diagnostics = LayerDiagnostics(self.model, self.pipe.stages if self.pipe else [self.model],
-                                                cfg.model.n_layers, self.device, self.world // self.dims.pp,
-                                                logits=not self.dims.cp_enabled)
+            self.diagnostics = LayerDiagnostics(
+                self.model,
+                self.pipe.stages if self.pipe else [self.model],
+                cfg.model.n_layers,
+                self.device,
+                self.world // self.dims.pp,
+                logits=not self.dims.cp_enabled,
+            )
         self.optimizer = build_optimizer(self.model, cfg.optim, self.precision, self.dims.zero1_group())
         self.model_state = checkpoint.ModelOptimizerState(self.model, self.optimizer)  # the checkpoint's shards
         self.steps = total_steps(cfg)
         self.scheduler = build_lr_scheduler(self.optimizer, self.steps, cfg.optim)
-        self.ctx = TrainStepContext(self.device, self.precision, cfg.parallel.loss_parallel,
-                                    fsdp=self.dims.fsdp_enabled, no_sync_accumulation=cfg.parallel.no_sync_accumulation,
-                                    pp_group=self.dims.group("pp"), positions=getattr(self.model, "positions", None),
-                                    z_loss=cfg.model.z_loss, document_positions=cfg.data.document_positions,
-                                    grad_group=self.dims.zero1_group())
+        self.ctx = TrainStepContext(
+            self.device,
+            self.precision,
+            cfg.parallel.loss_parallel,
+            fsdp=self.dims.fsdp_enabled,
+            no_sync_accumulation=cfg.parallel.no_sync_accumulation,
+            pp_group=self.dims.group("pp"),
+            positions=getattr(self.model, "positions", None),
+            z_loss=cfg.model.z_loss,
+            document_positions=cfg.data.document_positions,
+            grad_group=self.dims.zero1_group(),
+        )
         self.spikes = SpikeDetector(cfg.spikes.window, cfg.spikes.threshold, self.device)
         self.verdicts = StepVerdicts(cfg.guard, cfg.spikes.policy, self.spikes, self.world // self.dims.pp)
         self.rollbacks = 0
         self.batch = BatchRecord(cfg.global_batch_size, cfg.optim.lr)  # what the lr is for, in checkpoints
         self.batch_record: dict | None = None  # a batch change found on resume (``_apply_batch_rule``)
         self.lineage = LineageState(training_lineage(cfg))  # the data and code this run trains with
-        components = {"scheduler": self.scheduler, "loader": self.train_loader, "scaler": self.ctx.scaler,
-                      "spikes": self.spikes, "batch": self.batch, "lineage": self.lineage}
+        components = {
+            "scheduler": self.scheduler,
+            "loader": self.train_loader,
+            "scaler": self.ctx.scaler,
+            "spikes": self.spikes,
+            "batch": self.batch,
+            "lineage": self.lineage,
+        }
         stop = cfg.early_stop
         self.best = BestValidation(stop.patience, stop.min_delta) if stop else BestValidation()
         if cfg.checkpoint.keep_best or stop:
             components["best"] = self.best  # a resumed run remembers its best validation
-        self.state = checkpoint.TrainState(0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader),
-                                self.dims.degrees(), components)
+        self.state = checkpoint.TrainState(
+            0, cfg.model.model_dump(mode="json"), fingerprint(self.train_loader), self.dims.degrees(), components
+        )
         self.ckpt_root = os.path.join(cfg.out_dir, cfg.checkpoint.dir)
         self.tokens_per_step = cfg.global_batch_size * cfg.seq_len
         self.last_checkpoint: str | None = None
@@ -162,10 +191,16 @@ class Trainer:
             raise UsageError("--inject nan reaches the loss of runs without pipeline parallelism only (pp 1)")
         self.faults = FaultInjector(list(faults), cfg.out_dir, self.rank, self.world)
         health = cfg.health
-        self.watchdog = Watchdog(cfg.out_dir, self.rank, health.hang_timeout, health.first_step_timeout,
-                                 os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None)
-        self.stragglers = StragglerMonitor(health.straggler_every_steps, health.straggler_margin, self.device,
-                                           self.rank, self.world)
+        self.watchdog = Watchdog(
+            cfg.out_dir,
+            self.rank,
+            health.hang_timeout,
+            health.first_step_timeout,
+            os.path.join(cfg.out_dir, cfg.log.jsonl) if cfg.log.jsonl else None,
+        )
+        self.stragglers = StragglerMonitor(
+            health.straggler_every_steps, health.straggler_margin, self.device, self.rank, self.world
+        )
         window = cfg.log.profile_steps
         self.profiler = StepProfiler(cfg.out_dir, *window, self.rank, self.world, self.device) if window else None
         # SIGINT/SIGTERM: every rank saves the same step and exits
@@ -187,8 +222,10 @@ class Trainer:
         """Restore from a checkpoint when asked (``--resume``), else start from ``init_from``'s weights if
         set; a fresh start refuses an out_dir that already holds checkpoints."""
         if resume in (None, "", "none") and checkpoint.list_checkpoints(self.ckpt_root):
-            raise UsageError(f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
-                             "that run, or choose another out_dir")
+            raise UsageError(
+                f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
+                "that run, or choose another out_dir"
+            )
         path = checkpoint.resolve(resume, self.ckpt_root)
         if path is not None and resume in checkpoint.RESUME_NEWEST:  # the newest that loads (latest-intact)
             checkpoint.load_newest(self.ckpt_root, self.model_state, self.state, resume == "latest-intact")
@@ -215,24 +252,42 @@ class Trainer:
         if self.rank == 0:
             save_run_dir(cfg)  # config.yaml with absolute paths and the tokenizer: the folder can move
             write_run_lineage(cfg.out_dir, self.lineage)
-        span = (masked_attention_span(self.train_loader.sources, cfg.seq_len)  # CUDA skips the masked blocks
-                if cfg.data.document_mask and self.device.type == "cuda" else None)
-        self.log = MetricsLogger(cfg.out_dir, cfg.log.jsonl, cfg.log.tensorboard,
-                                 flops_per_token(cfg.model, cfg.seq_len, span), self.world, self.device, self.rank,
-                                 wandb=cfg.log.wandb, run_config=cfg.model_dump(mode="json"), horizon=self.steps,
-                                 planned_step_s=cfg.planned and cfg.planned.step_seconds)
+        span = (
+            masked_attention_span(self.train_loader.sources, cfg.seq_len)  # CUDA skips the masked blocks
+            if cfg.data.document_mask and self.device.type == "cuda"
+            else None
+        )
+        self.log = MetricsLogger(
+            cfg.out_dir,
+            cfg.log.jsonl,
+            cfg.log.tensorboard,
+            flops_per_token(cfg.model, cfg.seq_len, span),
+            self.world,
+            self.device,
+            self.rank,
+            wandb=cfg.log.wandb,
+            run_config=cfg.model_dump(mode="json"),
+            horizon=self.steps,
+            planned_step_s=cfg.planned and cfg.planned.step_seconds,
+        )
         if self.batch_record is not None:
             self.log.write(self.batch_record)
             if self.rank == 0:
                 print(f"[train] {describe(self.batch_record)}", file=sys.stderr)
         accum = self.train_loader.grad_accum_steps
-        self.pp_fields = {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, accum,
-                                                       cfg.parallel.pp_stages_per_rank)} if dims.pp_enabled else {}
+        self.pp_fields = (
+            {"pp_bubble": bubble_fraction(cfg.parallel.pp_schedule, dims.pp, accum, cfg.parallel.pp_stages_per_rank)}
+            if dims.pp_enabled
+            else {}
+        )
         if self.rank == 0:
             layout = " ".join(f"{k}={v}" for k, v in dims.degrees().items() if v > 1 or k in ("dp_shard", "tp"))
-            print(f"[train] {num_params(cfg.model):,} parameters, {self.steps} steps of {self.tokens_per_step:,} "
-                  f"tokens, {layout}, {self.precision} on {self.device.type}, grad accumulation "
-                  f"{accum}, starting at step {self.state.step}", file=sys.stderr)
+            print(
+                f"[train] {num_params(cfg.model):,} parameters, {self.steps} steps of {self.tokens_per_step:,} "
+                f"tokens, {layout}, {self.precision} on {self.device.type}, grad accumulation "
+                f"{accum}, starting at step {self.state.step}",
+                file=sys.stderr,
+            )
 
     def train(self, end: int) -> list[dict]:
         """Steps up to ``end``, logging, validating and checkpointing when due (``events_due``); returns the
@@ -284,8 +339,16 @@ class Trainer:
             diagnostics.begin(activations=self.pipe is None or self.pipe.shapes_known)
         with self.stragglers.timing(step) as batch, profiled_step(self.profiler, step) as data:
             self.faults.disrupt(step)  # injected hang, kill or slowness
-            return train_step(self.stepper, self.optimizer, self.scheduler, batch(data(self.train_loader.next_step)),
-                              self.ctx, self.cfg.optim.grad_clip, judge=self._judge, diagnostics=diagnostics)
+            return train_step(
+                self.stepper,
+                self.optimizer,
+                self.scheduler,
+                batch(data(self.train_loader.next_step)),
+                self.ctx,
+                self.cfg.optim.grad_clip,
+                judge=self._judge,
+                diagnostics=diagnostics,
+            )
 
     def events_due(self, step: int, end: int) -> set[str]:
         """The periodic events due after ``step`` (the one list the loop runs and the rule "an ordinary step
@@ -303,8 +366,9 @@ class Trainer:
 
     def _judge(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor | None:
         """This step's verdict, kept on the device; returns the flag that holds its update back."""
-        return self.verdicts.judge(self.state.step + 1, loss, None if self.ctx.scaler else grad_norm,
-                                   self.pipe is None or self.pipe.has_last)
+        return self.verdicts.judge(
+            self.state.step + 1, loss, None if self.ctx.scaler else grad_norm, self.pipe is None or self.pipe.has_last
+        )
 
     def _read_verdicts(self) -> bool:
         """Act on the verdicts kept since the last read, in step order: count and log skipped steps (too
@@ -329,17 +393,29 @@ class Trainer:
         if policy.policy != "rollback" or before is None:
             return False
         if self.rollbacks == policy.max_rollbacks:
-            raise SpikeError(f"step {spike.step}: a loss spike ({spike.loss:.4g}, above {spike.limit:.4g}) after "
-                             f"{self.rollbacks} rollbacks (spikes.max_rollbacks): stopped; look at the data and the "
-                             f"learning rate, then resume from {before} with --resume")
+            raise SpikeError(
+                f"step {spike.step}: a loss spike ({spike.loss:.4g}, above {spike.limit:.4g}) after "
+                f"{self.rollbacks} rollbacks (spikes.max_rollbacks): stopped; look at the data and the "
+                f"learning rate, then resume from {before} with --resume"
+            )
         checkpoint.load(before, self.model_state, self.state)
         self.saved_step = None  # the steps ahead are trained anew: their checkpoints are written again
         skipped = max(policy.skip_batches, spike.step - self.state.step)  # at least through the spike's batch
         self.train_loader.skip(skipped)
         self.rollbacks += 1
-        self.log.write({"kind": "rollback", "step": spike.step, "rank": spike.rank, "cause": "loss spike",
-                        "to_step": self.state.step, "checkpoint": before, "skipped_batches": skipped,
-                        "samples_consumed": self.train_loader.consumed, "rollbacks": self.rollbacks})
+        self.log.write(
+            {
+                "kind": "rollback",
+                "step": spike.step,
+                "rank": spike.rank,
+                "cause": "loss spike",
+                "to_step": self.state.step,
+                "checkpoint": before,
+                "skipped_batches": skipped,
+                "samples_consumed": self.train_loader.consumed,
+                "rollbacks": self.rollbacks,
+            }
+        )
         self.log.start(self.state.step)
         return True
 
@@ -356,8 +432,16 @@ class Trainer:
         step = self.state.step
         mean_loss = self.dims.mean_loss(outcome.loss, self.pipe is None or self.pipe.has_last)
         z = {"z_loss": self.dims.mean_loss(self.ctx.z_total, True)} if self.cfg.model.z_loss else {}
-        return self.log.log_train(step, loss=mean_loss, lr=outcome.lr, grad_norm=outcome.grad_norm.item(),
-                                  tokens=step * self.tokens_per_step, **z, **self.pp_fields, **self._mixture_fields())
+        return self.log.log_train(
+            step,
+            loss=mean_loss,
+            lr=outcome.lr,
+            grad_norm=outcome.grad_norm.item(),
+            tokens=step * self.tokens_per_step,
+            **z,
+            **self.pp_fields,
+            **self._mixture_fields(),
+        )
 
     def _mixture_fields(self) -> dict:
         """With several sources, the training tokens drawn from each so far and their shares (host counts)."""
@@ -368,8 +452,12 @@ class Trainer:
         fields = {"source_tokens": drawn, "source_share": {name: n / total for name, n in drawn.items()}}
         if self.train_loader.order.num_phases > 1:  # the phase the last step drew from, and its shares so far
             phase, counts = self.train_loader.order.drawn_in_phase(self.train_loader.consumed)
-            fields |= {"phase": phase + 1, "phase_source_share": {
-                s.name: int(n) / max(int(counts.sum()), 1) for s, n in zip(self.train_loader.sources, counts)}}
+            fields |= {
+                "phase": phase + 1,
+                "phase_source_share": {
+                    s.name: int(n) / max(int(counts.sum()), 1) for s, n in zip(self.train_loader.sources, counts)
+                },
+            }
         return fields
 
     def _validate(self) -> None:
@@ -391,9 +479,12 @@ class Trainer:
         record = self.best.record(self.state.step)
         self.log.write(record)
         if self.rank == 0:
-            print(f"[train] early stop at step {self.state.step}: no validation improved on {self.best.loss:.4f} "
-                  f"(step {self.best.step}) by more than {self.best.min_delta:g} for {self.best.patience} "
-                  "validations", file=sys.stderr)
+            print(
+                f"[train] early stop at step {self.state.step}: no validation improved on {self.best.loss:.4f} "
+                f"(step {self.best.step}) by more than {self.best.min_delta:g} for {self.best.patience} "
+                "validations",
+                file=sys.stderr,
+            )
         return record
 
     def _save(self) -> None:
@@ -403,8 +494,14 @@ class Trainer:
         started = time.perf_counter()
         self.last_checkpoint = save(self.ckpt_root, self.model_state, self.state, self.cfg.checkpoint.keep_last)
         self.saved_step = self.state.step
-        self.log.write({"kind": "checkpoint", "step": self.state.step, "blocking_s": time.perf_counter() - started,
-                        "async": self.saver is not None})
+        self.log.write(
+            {
+                "kind": "checkpoint",
+                "step": self.state.step,
+                "blocking_s": time.perf_counter() - started,
+                "async": self.saver is not None,
+            }
+        )
         self.log.start(self.state.step)
 
     def _stop_here(self) -> None:
@@ -413,8 +510,9 @@ class Trainer:
         if self.state.step > 0 and not saved:
             self._save()
         self.last_checkpoint = self.last_checkpoint or checkpoint.latest_before(self.ckpt_root, self.state.step + 1)
-        self.log.write({"kind": "stop", "step": self.state.step, "signal": self.stop.received,
-                        "checkpoint": self.last_checkpoint})
+        self.log.write(
+            {"kind": "stop", "step": self.state.step, "signal": self.stop.received, "checkpoint": self.last_checkpoint}
+        )
 
     def settle_checkpoints(self) -> None:
         """Wait until a checkpoint written in the background is committed, on every rank."""
@@ -441,11 +539,13 @@ class Trainer:
         barrier()  # no rank tears its process group down while a peer's last collective is still in flight
 
 
-def run(cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None,
-        inject: tuple[str, ...] | list[str] = ()) -> list[dict]:
+def run(
+    cfg: TrainConfig, resume: str | None = None, stop_at: int | None = None, inject: tuple[str, ...] | list[str] = ()
+) -> list[dict]:
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``,
     with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged, and the
-    ``early_stop`` record last if the run stopped early (rank 0; empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
+    ``early_stop`` record last if the run stopped early (rank 0; empty elsewhere). Raises NonFiniteError after
+    too many skipped steps in a row, SpikeError after too
     many rollbacks, Stopped after a SIGINT or SIGTERM (with the checkpoint of the step it stopped at)."""
     with stop_at_once():  # a signal during set-up: nothing to save yet
         trainer = Trainer(cfg, tuple(map(parse_fault, inject)))

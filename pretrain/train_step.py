@@ -32,9 +32,19 @@ class TrainStepContext:
     parallelism. ``nan_loss`` makes this rank's training loss NaN and ``loss_scale`` multiplies it (injected
     faults, for drills)."""
 
-    def __init__(self, device: torch.device, precision: str, loss_parallel: bool, fsdp: bool,
-                 no_sync_accumulation: bool = False, pp_group=None, positions: torch.Tensor | None = None,
-                 z_loss: float = 0.0, document_positions: bool = True, grad_group=None):
+    def __init__(
+        self,
+        device: torch.device,
+        precision: str,
+        loss_parallel: bool,
+        fsdp: bool,
+        no_sync_accumulation: bool = False,
+        pp_group=None,
+        positions: torch.Tensor | None = None,
+        z_loss: float = 0.0,
+        document_positions: bool = True,
+        grad_group=None,
+    ):
         self.device = device
         self.grad_group = grad_group  # ZeRO-1: gradients averaged over this group before clipping
         self.document_positions = document_positions  # with a document mask: positions restart per document
@@ -49,7 +59,9 @@ class TrainStepContext:
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         # with FSDP, bf16 comes from its MixedPrecisionPolicy instead of autocast
         use_autocast = autocast_dtype is not None and not (fsdp and precision == "bf16")
-        self.autocast = (lambda: torch.autocast(device.type, dtype=autocast_dtype)) if use_autocast else contextlib.nullcontext
+        self.autocast = (
+            (lambda: torch.autocast(device.type, dtype=autocast_dtype)) if use_autocast else contextlib.nullcontext
+        )
         if loss_parallel:
             from torch.distributed.tensor.parallel import loss_parallel as lp
 
@@ -82,7 +94,9 @@ class TrainStepContext:
             loss = cross_entropy(logits, targets)
             if self.z_loss and train:
                 z = z_loss(logits)
-                self.z_total = self.z_total + (z.full_tensor() if isinstance(z, DTensor) else z).detach() / self.micro_batches
+                self.z_total = (
+                    self.z_total + (z.full_tensor() if isinstance(z, DTensor) else z).detach() / self.micro_batches
+                )
                 loss = loss + self.z_loss * z
         if self.loss_scale != 1:
             loss = loss * self.loss_scale
@@ -131,9 +145,14 @@ def step_optimizer(optimizer, skip: torch.Tensor | None) -> None:
         optimizer.step()
 
 
-def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float,
-                   judge: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
-                   diagnostics: LayerDiagnostics | None = None) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+def optimizer_step(
+    optimizer,
+    scheduler,
+    ctx: TrainStepContext,
+    grad_clip: float,
+    judge: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
+    diagnostics: LayerDiagnostics | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, float]:
     """Unscale (fp16), clip, step; returns the gradient norm, the skip flag and the learning rate the
     optimizer used (read from its param group before the scheduler moves it on). ``judge`` sees the
     gradient norm and returns a flag (on the device; None: step) that holds the update back on every rank:
@@ -162,10 +181,16 @@ def optimizer_step(optimizer, scheduler, ctx: TrainStepContext, grad_clip: float
     return grad_norm, skip, lr
 
 
-def train_step(model, optimizer, scheduler, micro_batches: list[torch.Tensor], ctx: TrainStepContext,
-               grad_clip: float,
-               judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None] | None = None,
-               diagnostics: LayerDiagnostics | None = None) -> StepOutcome:
+def train_step(
+    model,
+    optimizer,
+    scheduler,
+    micro_batches: list[torch.Tensor],
+    ctx: TrainStepContext,
+    grad_clip: float,
+    judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None] | None = None,
+    diagnostics: LayerDiagnostics | None = None,
+) -> StepOutcome:
     """One optimizer step over this rank's micro-batches: (mean loss, grad norm, skip flag) as tensors.
     ``judge(loss, grad_norm)``, asked on every rank between backward and update, may hold the update back
     (the non-finite guard and the spike detector, pretrain/train.py). ``diagnostics``: armed for this step

@@ -25,8 +25,10 @@ def main() -> None:
             t0 = time.process_time()
             stage.apply(table)
             best = min(best, time.process_time() - t0)
-        print(f"{stage.name:13} {len(files)} files, {mb:.1f} MB: {best * 1e3 / len(files):.3f} ms CPU per "
-              f"file, {mb / best:.1f} MB/s")
+        print(
+            f"{stage.name:13} {len(files)} files, {mb:.1f} MB: {best * 1e3 / len(files):.3f} ms CPU per "
+            f"file, {mb / best:.1f} MB/s"
+        )
 
 
 if __name__ == "__main__":

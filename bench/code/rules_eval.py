@@ -60,8 +60,10 @@ def evaluate(stage: CodeQuality | None = None, path: Path = LABELS) -> dict:
         if drop != (reason is not None):
             errors.append((row["label"], reason, row["root"], row["path"]))
     return {
-        "files": len(files), "missing": missing,
-        "precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0,
+        "files": len(files),
+        "missing": missing,
+        "precision": tp / (tp + fp) if tp + fp else 1.0,
+        "recall": tp / (tp + fn) if tp + fn else 1.0,
         "rules": {r: {"drops": n, "precision": correct_by_rule[r] / n} for r, n in sorted(by_rule.items())},
         "recall_by_kind": {k: caught[k] / n for k, n in sorted(wanted.items())},
         "errors": errors,
@@ -70,8 +72,10 @@ def evaluate(stage: CodeQuality | None = None, path: Path = LABELS) -> dict:
 
 if __name__ == "__main__":
     result = evaluate()
-    print(f"files {result['files']} (missing or changed {result['missing']}): precision "
-          f"{result['precision']:.3f} recall {result['recall']:.3f}")
+    print(
+        f"files {result['files']} (missing or changed {result['missing']}): precision "
+        f"{result['precision']:.3f} recall {result['recall']:.3f}"
+    )
     for rule, s in result["rules"].items():
         print(f"  rule {rule:32} drops {s['drops']:4}  precision {s['precision']:.3f}")
     for kind, rec in result["recall_by_kind"].items():

@@ -40,7 +40,13 @@ def evaluate(path: Path = LABELS) -> dict[str, dict[str, float]]:
     scores = {}
     for t in sorted(set(tp) | set(fp) | set(fn)) + ["all"]:
         a, b, c = (sum(x.values()) for x in (tp, fp, fn)) if t == "all" else (tp[t], fp[t], fn[t])
-        scores[t] = {"precision": a / (a + b) if a + b else 1.0, "recall": a / (a + c) if a + c else 1.0, "tp": a, "fp": b, "fn": c}
+        scores[t] = {
+            "precision": a / (a + b) if a + b else 1.0,
+            "recall": a / (a + c) if a + c else 1.0,
+            "tp": a,
+            "fp": b,
+            "fn": c,
+        }
     return scores
 
 
@@ -73,7 +79,13 @@ def by_value(cases: list[dict], found: list[set[str]]) -> dict:
     for case, values in zip(cases, found):
         wanted = {s["value"] for s in case["secrets"]}
         tp, fp, fn = tp + len(values & wanted), fp + len(values - wanted), fn + len(wanted - values)
-    return {"precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0, "tp": tp, "fp": fp, "fn": fn}
+    return {
+        "precision": tp / (tp + fp) if tp + fp else 1.0,
+        "recall": tp / (tp + fn) if tp + fn else 1.0,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+    }
 
 
 def by_line(cases: list[dict], found: list[set[str]]) -> dict:
@@ -92,16 +104,23 @@ def main() -> None:
     ap.add_argument("--suffix", default=".py", help="file name suffix detect-secrets sees for each case")
     args = ap.parse_args()
     for t, s in evaluate().items():
-        print(f"{t:14} precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp {s['tp']}, fp {s['fp']}, "
-              f"fn {s['fn']})")
+        print(
+            f"{t:14} precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp {s['tp']}, fp {s['fp']}, "
+            f"fn {s['fn']})"
+        )
     if args.detect_secrets:
         cases = _cases(LABELS)
         ours = [{case["text"][s.start : s.end] for s in find_secrets(case["text"])} for case in cases]
-        for name, found in (("code_secrets", ours), ("detect-secrets", detect_secrets_values([c["text"] for c in cases], args.suffix))):
+        for name, found in (
+            ("code_secrets", ours),
+            ("detect-secrets", detect_secrets_values([c["text"] for c in cases], args.suffix)),
+        ):
             s, lines = by_value(cases, found), by_line(cases, found)
-            print(f"{name:14} by value: precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp "
-                  f"{s['tp']}, fp {s['fp']}, fn {s['fn']}); "
-                  f"by line: recall {lines['recall']:.3f}, look-alikes flagged {lines['false_alarm']:.3f}")
+            print(
+                f"{name:14} by value: precision {s['precision']:.3f} recall {s['recall']:.3f}  (tp "
+                f"{s['tp']}, fp {s['fp']}, fn {s['fn']}); "
+                f"by line: recall {lines['recall']:.3f}, look-alikes flagged {lines['false_alarm']:.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,13 @@ from dataprep.readers.warc_writer import record_id, warc_record
 def warc_response(url: str, html: bytes, date: str = "2024-05-18T01:58:10Z") -> bytes:
     """One gzip-compressed WARC/1.1 response record holding an HTTP 200 text/html response."""
     http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(html) + html
-    fields = {"WARC-Record-ID": record_id(url), "WARC-Date": date, "WARC-Target-URI": url,
-              "WARC-Identified-Payload-Type": "text/html",  # as Common Crawl; lets datatrove skip libmagic
-              "Content-Type": "application/http; msgtype=response"}
+    fields = {
+        "WARC-Record-ID": record_id(url),
+        "WARC-Date": date,
+        "WARC-Target-URI": url,
+        "WARC-Identified-Payload-Type": "text/html",  # as Common Crawl; lets datatrove skip libmagic
+        "Content-Type": "application/http; msgtype=response",
+    }
     return gzip.compress(warc_record("response", fields, http), compresslevel=6)
 
 

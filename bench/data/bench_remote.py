@@ -34,8 +34,12 @@ def make_shards(folder: str, tokens: int, shards: int, doc_tokens: int = 4096) -
     """Random uint16 documents of ``doc_tokens`` tokens in ``shards`` shards plus the manifest."""
     rng = np.random.default_rng(0)
     per_shard = tokens // shards // doc_tokens
-    entries = [write_shard(f"{folder}/part-{i:05d}", (rng.integers(1, 50_000, doc_tokens) for _ in range(per_shard)), np.uint16)
-               for i in range(shards)]
+    entries = [
+        write_shard(
+            f"{folder}/part-{i:05d}", (rng.integers(1, 50_000, doc_tokens) for _ in range(per_shard)), np.uint16
+        )
+        for i in range(shards)
+    ]
     write_manifest(folder, build_manifest(entries, {"vocab_size": 50_304, "special_ids": {"eos": 0}}, "uint16"))
     return folder
 
@@ -82,11 +86,22 @@ def cpu_s() -> float:
 def time_loader(path: str, args, cache_dir: str, pace_s: float = 0.0) -> dict:
     """Samples/s over ``args.steps`` steps, and the mean wait per step after ``args.warmup`` steps when each
     step also 'trains' ``pace_s``."""
-    cache = {"block_bytes": args.block_bytes, "max_bytes": args.cache_bytes, "workers": args.workers,
-             "read_ahead_steps": args.read_ahead}
+    cache = {
+        "block_bytes": args.block_bytes,
+        "max_bytes": args.cache_bytes,
+        "workers": args.workers,
+        "read_ahead_steps": args.read_ahead,
+    }
     start, cpu = time.perf_counter(), cpu_s()
-    loader, _ = build_loaders(DataConfig(sources=[{"path": path}], val_fraction=0.0, cache=cache), args.seq_len,
-                              args.global_batch, args.global_batch, 0, 1, cache_dir=cache_dir)
+    loader, _ = build_loaders(
+        DataConfig(sources=[{"path": path}], val_fraction=0.0, cache=cache),
+        args.seq_len,
+        args.global_batch,
+        args.global_batch,
+        0,
+        1,
+        cache_dir=cache_dir,
+    )
     opened = time.perf_counter() - start
     waits = []
     for _ in range(args.steps):
@@ -96,9 +111,14 @@ def time_loader(path: str, args, cache_dir: str, pace_s: float = 0.0) -> dict:
         time.sleep(pace_s)
     cpu = cpu_s() - cpu
     loader.close()
-    after = waits[args.warmup:] or waits
-    return {"open_s": opened, "samples_per_s": args.global_batch / np.mean(waits), "wait_ms": 1000 * np.mean(after),
-            "max_wait_ms": 1000 * np.max(after), "cpu_s": cpu}
+    after = waits[args.warmup :] or waits
+    return {
+        "open_s": opened,
+        "samples_per_s": args.global_batch / np.mean(waits),
+        "wait_ms": 1000 * np.mean(after),
+        "max_wait_ms": 1000 * np.max(after),
+        "cpu_s": cpu,
+    }
 
 
 def main() -> None:
@@ -122,17 +142,29 @@ def main() -> None:
         folder = make_shards(f"{tmp}/shards", args.tokens, args.shards)
         with serve_in_process(tmp, args.latency_ms / 1000) as (url, requests):
             rows = {}
-            for name, path, pace_s in (("local", folder, 0.0), ("remote, empty cache", f"{url}/shards", 0.0),
-                                       ("remote, paced as training", f"{url}/shards", pace)):
+            for name, path, pace_s in (
+                ("local", folder, 0.0),
+                ("remote, empty cache", f"{url}/shards", 0.0),
+                ("remote, paced as training", f"{url}/shards", pace),
+            ):
                 before = requests.value
-                rows[name] = {**time_loader(path, args, f"{tmp}/cache-{len(rows)}", pace_s), "requests": requests.value - before}
-    print(f"training consumes {need:,.0f} samples/s ({args.train_tokens_per_s:,.0f} tokens/s, seq_len {args.seq_len}); "
-          f"a step of {args.global_batch} samples trains {1000 * pace:.0f} ms; {args.latency_ms:.0f} ms per request")
-    print(f"{'source':<28}{'open s':>8}{'samples/s':>12}{'wait ms/step':>14}{'max wait ms':>13}{'CPU s':>8}"
-          f"{'requests':>10}")
+                rows[name] = {
+                    **time_loader(path, args, f"{tmp}/cache-{len(rows)}", pace_s),
+                    "requests": requests.value - before,
+                }
+    print(
+        f"training consumes {need:,.0f} samples/s ({args.train_tokens_per_s:,.0f} tokens/s, seq_len {args.seq_len}); "
+        f"a step of {args.global_batch} samples trains {1000 * pace:.0f} ms; {args.latency_ms:.0f} ms per request"
+    )
+    print(
+        f"{'source':<28}{'open s':>8}{'samples/s':>12}{'wait ms/step':>14}{'max wait ms':>13}{'CPU s':>8}"
+        f"{'requests':>10}"
+    )
     for name, row in rows.items():
-        print(f"{name:<28}{row['open_s']:>8.2f}{row['samples_per_s']:>12,.0f}{row['wait_ms']:>14.1f}{row['max_wait_ms']:>13.1f}"
-              f"{row['cpu_s']:>8.2f}{row['requests']:>10}")
+        print(
+            f"{name:<28}{row['open_s']:>8.2f}{row['samples_per_s']:>12,.0f}{row['wait_ms']:>14.1f}{row['max_wait_ms']:>13.1f}"
+            f"{row['cpu_s']:>8.2f}{row['requests']:>10}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,19 +44,28 @@ def main() -> None:
     dedup = os.path.join(args.out, "minhash")
     report.update(run_steps(minhash_steps(cleaned, dedup, shards), args.workers, dedup, monitor))
     kept = os.path.join(dedup, "kept")
-    tokenize = [JsonlReader(kept), DocumentTokenizer(os.path.join(args.out, "tokens"), tokenizer_name_or_path=args.tokenizer, save_filename="tokens")]
+    tokenize = [
+        JsonlReader(kept),
+        DocumentTokenizer(
+            os.path.join(args.out, "tokens"), tokenizer_name_or_path=args.tokenizer, save_filename="tokens"
+        ),
+    ]
     report.update(run_steps({"tokenize": (tokenize, 1)}, 1, args.out, monitor))
     usage = monitor.stop()
     tokens = sum(os.path.getsize(p) for p in glob.glob(os.path.join(args.out, "tokens", "*.ds"))) // 2
-    print(json.dumps({
-        "read": documents_read(os.path.join(args.out, "logs", "cleaning")),
-        "cleaned": count_jsonl(cleaned),
-        "removed_minhash": len(removed_ids(dedup)),
-        "kept": count_jsonl(kept),
-        "tokens": tokens,
-        "steps": report,
-        **usage,
-    }))
+    print(
+        json.dumps(
+            {
+                "read": documents_read(os.path.join(args.out, "logs", "cleaning")),
+                "cleaned": count_jsonl(cleaned),
+                "removed_minhash": len(removed_ids(dedup)),
+                "kept": count_jsonl(kept),
+                "tokens": tokens,
+                "steps": report,
+                **usage,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,12 @@ from bench.common.proctree import TreeMonitor
 def minhash_steps(input_dir: str, work: str, files: int) -> dict:
     """name -> (pipeline, tasks) of datatrove's four MinHash steps over the JSONL files in input_dir;
     kept documents go to WORK/kept, removed ones to WORK/removed."""
-    from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
+    from datatrove.pipeline.dedup import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
@@ -31,7 +36,10 @@ def minhash_steps(input_dir: str, work: str, files: int) -> dict:
     config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
     return {
         "minhash signatures": ([JsonlReader(input_dir), MinhashDedupSignature(f"{work}/sigs", config=config)], files),
-        "minhash buckets": ([MinhashDedupBuckets(f"{work}/sigs", f"{work}/buckets", config=config)], config.num_buckets),
+        "minhash buckets": (
+            [MinhashDedupBuckets(f"{work}/sigs", f"{work}/buckets", config=config)],
+            config.num_buckets,
+        ),
         "minhash cluster": ([MinhashDedupCluster(f"{work}/buckets", f"{work}/remove_ids", config=config)], 1),
         "minhash filter": (
             [
@@ -53,8 +61,13 @@ def run_steps(steps: dict, workers: int, work: str, monitor: TreeMonitor) -> dic
     for name, (pipeline, tasks) in steps.items():
         t0, cpu0 = time.perf_counter(), sum(monitor.cpu_by_kind().values())
         logs = f"{work}/logs/{name.replace(' ', '_')}"
-        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=logs, start_method="fork").run()
-        report[name] = {"seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(sum(monitor.cpu_by_kind().values()) - cpu0, 2)}
+        LocalPipelineExecutor(
+            pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=logs, start_method="fork"
+        ).run()
+        report[name] = {
+            "seconds": round(time.perf_counter() - t0, 2),
+            "cpu_seconds": round(sum(monitor.cpu_by_kind().values()) - cpu0, 2),
+        }
     return report
 
 

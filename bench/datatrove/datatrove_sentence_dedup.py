@@ -21,7 +21,12 @@ from bench.datatrove.datatrove_steps import run_steps
 
 def main() -> None:
     input_dir, work, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    from datatrove.pipeline.dedup.sentence_dedup import SentDedupConfig, SentenceDedupFilter, SentenceDedupSignature, SentenceFindDedups
+    from datatrove.pipeline.dedup.sentence_dedup import (
+        SentDedupConfig,
+        SentenceDedupFilter,
+        SentenceDedupSignature,
+        SentenceFindDedups,
+    )
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
 
@@ -30,7 +35,10 @@ def main() -> None:
     steps = {
         "signatures": ([JsonlReader(input_dir), SentenceDedupSignature(f"{work}/sigs", config=config)], files),
         "find": ([SentenceFindDedups(f"{work}/sigs", f"{work}/dups", config=config)], 1),
-        "filter": ([JsonlReader(input_dir), SentenceDedupFilter(f"{work}/dups", config=config), JsonlWriter(f"{work}/kept")], files),
+        "filter": (
+            [JsonlReader(input_dir), SentenceDedupFilter(f"{work}/dups", config=config), JsonlWriter(f"{work}/kept")],
+            files,
+        ),
     }
     report = run_steps(steps, work, workers)
     print(json.dumps(report))

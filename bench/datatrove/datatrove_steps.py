@@ -18,7 +18,9 @@ def run_steps(steps: dict[str, tuple[list, int]], work: str, workers: int) -> di
     total = TreeMonitor().start()
     for name, (pipeline, tasks) in steps.items():
         t0 = time.perf_counter()
-        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=f"{work}/logs/{name}").run()
+        LocalPipelineExecutor(
+            pipeline=pipeline, tasks=tasks, workers=min(workers, tasks), logging_dir=f"{work}/logs/{name}"
+        ).run()
         report[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
     report.update(total.stop())
     report.pop("peak_python_process")

@@ -13,4 +13,6 @@ ENV_SCRIPT = Path(__file__).with_name("datatrove_env.sh")
 def datatrove_python(venv: str | None = None) -> str:
     """The interpreter of datatrove's venv: ``venv``, else ``$DATATROVE_VENV``, else ``.venv-datatrove``."""
     env = {**os.environ, "DATATROVE_VENV": venv} if venv else None
-    return subprocess.run(["bash", str(ENV_SCRIPT)], capture_output=True, text=True, check=True, env=env).stdout.split()[-1]
+    return subprocess.run(
+        ["bash", str(ENV_SCRIPT)], capture_output=True, text=True, check=True, env=env
+    ).stdout.split()[-1]

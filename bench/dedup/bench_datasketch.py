@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import datasketch
-import numpy as np
 
 from bench.dedup.dedup_eval import build_corpus, shingle_sets, true_pairs
 from dataprep.dedup.minhash import MinHashDedup
@@ -47,8 +46,11 @@ def reference(texts: list[str]) -> tuple[float, datasketch.MinHashLSH, list]:
 
 def scores(candidates: set[tuple[int, int]], pairs: dict[tuple[int, int], float]) -> dict:
     high = {p for p, j in pairs.items() if j >= THRESHOLD}
-    return {"recall": len(candidates & high) / max(1, len(high)),
-            "candidate_precision": len(candidates & high) / max(1, len(candidates)), "candidates": len(candidates)}
+    return {
+        "recall": len(candidates & high) / max(1, len(high)),
+        "candidate_precision": len(candidates & high) / max(1, len(candidates)),
+        "candidates": len(candidates),
+    }
 
 
 def main() -> int:
@@ -71,9 +73,21 @@ def main() -> int:
     ref_candidates = {tuple(sorted((n, m))) for n, h in enumerate(hashes) for m in lsh.query(h) if m != n}
     words = sum(len(t.split()) for t in texts)
     result = {
-        "documents": len(texts), "words": words, "num_perm": NUM_PERM, "bands": BANDS, "rows": ROWS,
-        "ours": {"cpu_s": our_seconds, "signatures_per_cpu_s": len(texts) / our_seconds, **scores(our_candidates, pairs)},
-        "datasketch": {"cpu_s": ref_seconds, "signatures_per_cpu_s": len(texts) / ref_seconds, **scores(ref_candidates, pairs)},
+        "documents": len(texts),
+        "words": words,
+        "num_perm": NUM_PERM,
+        "bands": BANDS,
+        "rows": ROWS,
+        "ours": {
+            "cpu_s": our_seconds,
+            "signatures_per_cpu_s": len(texts) / our_seconds,
+            **scores(our_candidates, pairs),
+        },
+        "datasketch": {
+            "cpu_s": ref_seconds,
+            "signatures_per_cpu_s": len(texts) / ref_seconds,
+            **scores(ref_candidates, pairs),
+        },
     }
     result["cpu_ratio_datasketch_over_ours"] = ref_seconds / our_seconds
     print(json.dumps(result, indent=2))

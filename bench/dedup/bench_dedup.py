@@ -69,7 +69,9 @@ def make_corpus(n: int, out: Path, seed: int = 0, files: int = 2) -> None:
     for f in range(files):
         part = slice(f * step, (f + 1) * step)
         k = len(ids[part])
-        table = pa.table({"id": ids[part], "url": [""] * k, "date": [""] * k, "source": ["bench"] * k, "text": texts[part]})
+        table = pa.table(
+            {"id": ids[part], "url": [""] * k, "date": [""] * k, "source": ["bench"] * k, "text": texts[part]}
+        )
         pq.write_table(table, out / "parquet" / f"part-{f:03d}.parquet", row_group_size=2000)
     (out / "_DONE").write_text("")
 
@@ -97,7 +99,9 @@ def removal_quality(out: Path) -> dict:
 
     from dataprep.dedup.minhash import MinHashDedup, jaccard
 
-    table = pq.read_table(out, columns=["id", "text", "dup_cluster", "dup_cluster_size"], filters=[("dup_cluster_size", ">", 1)])
+    table = pq.read_table(
+        out, columns=["id", "text", "dup_cluster", "dup_cluster_size"], filters=[("dup_cluster_size", ">", 1)]
+    )
     table = table.take(pc.sort_indices(table, [("dup_cluster", "ascending")]))
     sets = MinHashDedup().shingle_sets(table.column("text").to_pylist())
     ids, clusters = table.column("id").to_pylist(), table.column("dup_cluster").to_pylist()
@@ -116,7 +120,6 @@ def run_ours(corpus: Path, cores: int, verify: str, work: Path, memory: str = ""
     from pyspark.sql import functions as F
 
     from bench.common.proctree import TreeMonitor
-
     from dataprep.dedup.minhash import MinHashDedup
     from pipelines.global_runners import run_global
     from pipelines.spark import get_spark
@@ -131,7 +134,10 @@ def run_ours(corpus: Path, cores: int, verify: str, work: Path, memory: str = ""
     out.write.mode("overwrite").parquet(str(work / "out"))
     seconds = time.perf_counter() - t0
     report = {"docs": n, "seconds": round(seconds, 1), **monitor.stop()}
-    removed = [r.id for r in spark.read.parquet(str(work / "out")).where(F.col("drop_reason").isNotNull()).select("id").collect()]
+    removed = [
+        r.id
+        for r in spark.read.parquet(str(work / "out")).where(F.col("drop_reason").isNotNull()).select("id").collect()
+    ]
     (work / "removed_ids.txt").write_text("\n".join(removed))
     report["removed"] = len(removed)
     spark.stop()
@@ -160,7 +166,9 @@ def main() -> int:
     ap.add_argument("--verify", nargs="+", default=["exact"], choices=["none", "signature", "exact"])
     ap.add_argument("--no-datatrove", action="store_true")
     ap.add_argument("--datatrove-max", type=int, default=100_000, help="run datatrove only up to this many documents")
-    ap.add_argument("--driver-memory", help="spark.driver.memory (the local executor's heap); default: pipelines.spark's")
+    ap.add_argument(
+        "--driver-memory", help="spark.driver.memory (the local executor's heap); default: pipelines.spark's"
+    )
     ap.add_argument("--json", type=Path, help="write the figures here (see the module docstring)")
     ap.add_argument("--one", nargs=5, metavar=("CORPUS", "CORES", "VERIFY", "WORK", "MEMORY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -168,9 +176,16 @@ def main() -> int:
         corpus, cores, verify, work, memory = args.one
         print(json.dumps(run_ours(Path(corpus), int(cores), verify, Path(work), memory)))
         return 0
-    report: dict = {"cores": args.cores, "driver_memory": args.driver_memory or "default", "sizes": {}, "peak_rss_mb": {}}
-    print(f"{'engine':<26}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/s/core':>12}{'JVM MB':>8}{'py MB':>7}"
-          f"{'removed':>9}{'agree':>7}{'min J':>7}{'J<0.5':>6}")
+    report: dict = {
+        "cores": args.cores,
+        "driver_memory": args.driver_memory or "default",
+        "sizes": {},
+        "peak_rss_mb": {},
+    }
+    print(
+        f"{'engine':<26}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/s/core':>12}{'JVM MB':>8}{'py MB':>7}"
+        f"{'removed':>9}{'agree':>7}{'min J':>7}{'J<0.5':>6}"
+    )
     for n in args.sizes:
         corpus = WORK / str(n)
         make_corpus(n, corpus, files=args.cores)
@@ -180,12 +195,31 @@ def main() -> int:
             work = WORK / f"{n}-datatrove"
             subprocess.run(["rm", "-rf", str(work)])
             jsonl = jsonl_corpus(corpus)
-            runs.append(("datatrove", "datatrove MinhashDedup", work, lambda w=work: _child("bench.datatrove.datatrove_minhash", [str(jsonl), str(w), str(args.cores)], python)))
+            runs.append(
+                (
+                    "datatrove",
+                    "datatrove MinhashDedup",
+                    work,
+                    lambda w=work: _child(
+                        "bench.datatrove.datatrove_minhash", [str(jsonl), str(w), str(args.cores)], python
+                    ),
+                )
+            )
         for verify in args.verify:
             work = WORK / f"{n}-ours-{verify}"
             work.mkdir(parents=True, exist_ok=True)
             key = "ours" if verify == "exact" else f"ours_verify_{verify}"
-            runs.append((key, f"ccpretrain verify={verify}", work, lambda w=work, v=verify: _child("bench.dedup.bench_dedup", ["--one", str(corpus), str(args.cores), v, str(w), args.driver_memory or ""])))
+            runs.append(
+                (
+                    key,
+                    f"ccpretrain verify={verify}",
+                    work,
+                    lambda w=work, v=verify: _child(
+                        "bench.dedup.bench_dedup",
+                        ["--one", str(corpus), str(args.cores), v, str(w), args.driver_memory or ""],
+                    ),
+                )
+            )
         entry, reference = {}, None
         for key, name, work, run in runs:
             r = run()
@@ -194,22 +228,35 @@ def main() -> int:
             reference = removed if reference is None else reference
             r["agreement_with_first"] = round(len(removed & reference) / max(1, len(removed | reference)), 3)
             if key != "datatrove" and (work / "out").exists():  # which copy a cluster keeps aside
-                r["first_removed_in_our_clusters"] = round(len(reference & clustered_ids(work / "out")) / max(1, len(reference)), 3)
+                r["first_removed_in_our_clusters"] = round(
+                    len(reference & clustered_ids(work / "out")) / max(1, len(reference)), 3
+                )
             entry[key] = r
-            quality = f"{r['min_removed_jaccard']:>7.2f}{r['removed_below_0_5']:>6}" if "min_removed_jaccard" in r else ""
-            print(f"{name:<26}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}"
-                  f"{r['docs_per_s_per_core']:>12.0f}{r.get('peak_rss_mb_jvm', 0):>8}"
-                  f"{r['peak_rss_mb_python']:>7}{len(removed):>9}{r['agreement_with_first']:>7.3f}{quality}", flush=True)
+            quality = (
+                f"{r['min_removed_jaccard']:>7.2f}{r['removed_below_0_5']:>6}" if "min_removed_jaccard" in r else ""
+            )
+            print(
+                f"{name:<26}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}"
+                f"{r['docs_per_s_per_core']:>12.0f}{r.get('peak_rss_mb_jvm', 0):>8}"
+                f"{r['peak_rss_mb_python']:>7}{len(removed):>9}{r['agreement_with_first']:>7.3f}{quality}",
+                flush=True,
+            )
         if "ours" in entry and "datatrove" in entry:
-            entry["ratio_docs_per_s_per_core"] = round(entry["ours"]["docs_per_s_per_core"] / entry["datatrove"]["docs_per_s_per_core"], 2)
+            entry["ratio_docs_per_s_per_core"] = round(
+                entry["ours"]["docs_per_s_per_core"] / entry["datatrove"]["docs_per_s_per_core"], 2
+            )
             report["ratio_docs_per_s_per_core"] = entry["ratio_docs_per_s_per_core"]
-            print(f"ours / datatrove documents/s per core at {n}: {entry['ratio_docs_per_s_per_core']:.2f}x", flush=True)
+            print(
+                f"ours / datatrove documents/s per core at {n}: {entry['ratio_docs_per_s_per_core']:.2f}x", flush=True
+            )
         if "ours" in entry:
             report["peak_rss_mb"][n] = {k: entry["ours"][f"peak_rss_mb_{k}"] for k in ("jvm", "python", "tree")}
         report["sizes"][n] = entry
     if args.json:
         quality_json = WORK / "dedup_eval.json"
-        subprocess.run([sys.executable, "-m", "bench.dedup.dedup_eval", "--json", str(quality_json)], check=True, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, "-m", "bench.dedup.dedup_eval", "--json", str(quality_json)], check=True, cwd=ROOT
+        )
         quality = json.loads(quality_json.read_text())
         default = quality["settings"]["default (verify exact)"]
         report.update(quality=quality, recall=default["recall"], removed_below_0_5=default["removed_below_0_5"])

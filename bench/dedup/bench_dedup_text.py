@@ -99,11 +99,15 @@ def make_corpus(n: int, out: Path, files: int, seed: int = 0) -> None:
     for f in range(files):  # round-robin: document i is the (i // files)-th of file i % files
         part = slice(f, None, files)
         k = len(ids[part])
-        table = pa.table({"id": ids[part], "url": [""] * k, "date": [""] * k, "source": ["bench"] * k, "text": texts[part]})
+        table = pa.table(
+            {"id": ids[part], "url": [""] * k, "date": [""] * k, "source": ["bench"] * k, "text": texts[part]}
+        )
         pq.write_table(table, out / "parquet" / f"part-{f:03d}.parquet", row_group_size=2000)
         with open(out / "jsonl" / f"part-{f:03d}.jsonl", "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps({"id": i, "text": t}) + "\n" for i, t in zip(ids[part], texts[part]))
-    (out / "eval.jsonl").write_text("".join(json.dumps({"id": f"p{i}", "text": p}) + "\n" for i, p in enumerate(passages)))
+    (out / "eval.jsonl").write_text(
+        "".join(json.dumps({"id": f"p{i}", "text": p}) + "\n" for i, p in enumerate(passages))
+    )
     (out / "_DONE").write_text(stamp)
 
 
@@ -132,14 +136,17 @@ def run_spark(corpus: Path, mode: str, cores: int, memory: str, work: Path) -> d
     from pyspark.sql import functions as F
 
     from bench.common.proctree import TreeMonitor
-
     from pipelines.global_runners import run_global
     from pipelines.spark import LOCAL_CONF, get_spark
 
     work.mkdir(parents=True, exist_ok=True)
     gc_log = work / "gc.log"
     java = f"{LOCAL_CONF['spark.driver.extraJavaOptions']} -Xlog:gc:file={gc_log}"
-    conf = {"spark.sql.shuffle.partitions": str(4 * cores), "spark.driver.memory": memory, "spark.driver.extraJavaOptions": java}
+    conf = {
+        "spark.sql.shuffle.partitions": str(4 * cores),
+        "spark.driver.memory": memory,
+        "spark.driver.extraJavaOptions": java,
+    }
     spark = get_spark(f"local[{cores}]", app_name="bench-dedup-text", conf=conf)
     df = spark.read.parquet(str(corpus / "parquet"))
     n = df.count()
@@ -170,7 +177,13 @@ def run_decontaminate(corpus: Path) -> dict:
     out = {}
     for name in ("shingle_hashes", "decontaminate"):
         t0, n, found = time.perf_counter(), 0, 0
-        batches = (b for path in sorted((corpus / "parquet").glob("*.parquet")) for b in pq.ParquetFile(path, pre_buffer=False).iter_batches(1000, columns=["id", "url", "date", "source", "text"]))
+        batches = (
+            b
+            for path in sorted((corpus / "parquet").glob("*.parquet"))
+            for b in pq.ParquetFile(path, pre_buffer=False).iter_batches(
+                1000, columns=["id", "url", "date", "source", "text"]
+            )
+        )
         for batch in batches:
             if name == "decontaminate":
                 _, reasons = stage.process(pa.Table.from_batches([batch]))
@@ -179,7 +192,12 @@ def run_decontaminate(corpus: Path) -> dict:
                 shingle_hashes(batch.column("text").to_pylist(), 13, 13)
             n += batch.num_rows
         seconds = time.perf_counter() - t0
-        out[name] = {"docs": n, "seconds": round(seconds, 1), "docs_per_s_per_core": round(n / seconds), "contaminated": found}
+        out[name] = {
+            "docs": n,
+            "seconds": round(seconds, 1),
+            "docs_per_s_per_core": round(n / seconds),
+            "contaminated": found,
+        }
     # VmHWM, not ru_maxrss: Linux carries the forking parent's peak into ru_maxrss across exec
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
     out["peak_rss_mb"] = round(int(status["VmHWM"].split()[0]) / 1024)
@@ -194,7 +212,9 @@ def removed_lines(corpus: Path, kept: dict[str, str]) -> dict[str, Counter]:
     for path in sorted((corpus / "parquet").glob("*.parquet")):
         table = pq.read_table(path, columns=["id", "text"])
         for doc_id, text in zip(table.column("id").to_pylist(), table.column("text").to_pylist()):
-            gone = Counter(line.strip() for line in text.split("\n")) - Counter(line.strip() for line in kept.get(doc_id, "").split("\n"))
+            gone = Counter(line.strip() for line in text.split("\n")) - Counter(
+                line.strip() for line in kept.get(doc_id, "").split("\n")
+            )
             if gone:
                 out[doc_id] = gone
     return out
@@ -218,8 +238,12 @@ def kept_datatrove(out: Path) -> dict[str, str]:
 def agreement(a: dict[str, Counter], b: dict[str, Counter]) -> dict:
     both = sum(sum((a[d] & b[d]).values()) for d in a.keys() & b.keys())
     either = sum(sum((a.get(d, Counter()) | b.get(d, Counter())).values()) for d in a.keys() | b.keys())
-    return {"removed_ours": sum(sum(c.values()) for c in a.values()), "removed_datatrove": sum(sum(c.values()) for c in b.values()),
-            "removed_by_both": both, "agreement": round(both / max(1, either), 4)}
+    return {
+        "removed_ours": sum(sum(c.values()) for c in a.values()),
+        "removed_datatrove": sum(sum(c.values()) for c in b.values()),
+        "removed_by_both": both,
+        "agreement": round(both / max(1, either), 4),
+    }
 
 
 def _child(module: str, args: list[str], python: str = sys.executable) -> dict:
@@ -233,50 +257,89 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the local executor's heap), the same at every size")
-    parser.add_argument("--datatrove-max", type=int, default=100_000, help="run datatrove only up to this many documents")
+    parser.add_argument(
+        "--driver-memory", default="1g", help="spark.driver.memory (the local executor's heap), the same at every size"
+    )
+    parser.add_argument(
+        "--datatrove-max", type=int, default=100_000, help="run datatrove only up to this many documents"
+    )
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--work", type=Path, default=WORK, help="where the corpora and outputs go")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one measurement in a fresh process, so peaks do not carry over
         kind, corpus = args.child[0], args.work / args.child[1]
-        report = run_decontaminate(corpus) if kind == "decontaminate" else run_spark(corpus, kind, args.cores, args.driver_memory, corpus / f"ours-{kind}")
+        report = (
+            run_decontaminate(corpus)
+            if kind == "decontaminate"
+            else run_spark(corpus, kind, args.cores, args.driver_memory, corpus / f"ours-{kind}")
+        )
         print(json.dumps(report))
         return 0
     results = {"cores": args.cores, "driver_memory": args.driver_memory, "sizes": {}}
-    print(f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}"
-          f"{'heap/GC MB':>11}{'removed':>9}")  # removed: lines (sentences), from every document
+    print(
+        f"{'run':<24}{'docs':>9}{'wall s':>8}{'cpu s':>8}{'docs/cpu-s':>11}{'JVM MB':>8}{'py MB':>7}"
+        f"{'heap/GC MB':>11}{'removed':>9}"
+    )  # removed: lines (sentences), from every document
     for n in args.sizes:
         corpus = args.work / str(n)
         make_corpus(n, corpus, files=args.cores)
         own = ["--cores", str(args.cores), "--driver-memory", args.driver_memory, "--work", str(args.work)]
-        runs = {kind: _child("bench.dedup.bench_dedup_text", [*own, "--child", kind, str(n)]) for kind in ("sentence", "line", "decontaminate")}
+        runs = {
+            kind: _child("bench.dedup.bench_dedup_text", [*own, "--child", kind, str(n)])
+            for kind in ("sentence", "line", "decontaminate")
+        }
         if n <= args.datatrove_max:
             python = datatrove_python(DATATROVE_VENV)
             work = corpus / "datatrove"
             subprocess.run(["rm", "-rf", str(work)], check=True)
-            runs["datatrove"] = _child("bench.datatrove.datatrove_sentence_dedup", [str(corpus / "jsonl"), str(work), str(args.cores)], python)
-            runs["agreement"] = agreement(removed_lines(corpus, kept_ours(corpus / "ours-sentence" / "out")), removed_lines(corpus, kept_datatrove(work / "kept")))
+            runs["datatrove"] = _child(
+                "bench.datatrove.datatrove_sentence_dedup", [str(corpus / "jsonl"), str(work), str(args.cores)], python
+            )
+            runs["agreement"] = agreement(
+                removed_lines(corpus, kept_ours(corpus / "ours-sentence" / "out")),
+                removed_lines(corpus, kept_datatrove(work / "kept")),
+            )
         for kind in ("sentence", "line", "datatrove"):
             r = runs.get(kind)
             if r is None:
                 continue
             r["docs_per_cpu_second"] = round(n / r["cpu_seconds"])
-            removed = {"line": r.get("counters", {}).get("segments_removed"), **{k: runs.get("agreement", {}).get(f"removed_{e}", "") for k, e in (("sentence", "ours"), ("datatrove", "datatrove"))}}[kind]
-            name = {"sentence": "ours sentence span 3", "line": "ours line (boilerplate)", "datatrove": "datatrove SentenceDedup"}[kind]
-            print(f"{name:<24}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}{r['docs_per_cpu_second']:>11}{r['peak_rss_mb_jvm']:>8}{r['peak_rss_mb_python']:>7}"
-                  f"{r.get('heap_after_gc_mb', ''):>11}{removed:>9}", flush=True)
+            removed = {
+                "line": r.get("counters", {}).get("segments_removed"),
+                **{
+                    k: runs.get("agreement", {}).get(f"removed_{e}", "")
+                    for k, e in (("sentence", "ours"), ("datatrove", "datatrove"))
+                },
+            }[kind]
+            name = {
+                "sentence": "ours sentence span 3",
+                "line": "ours line (boilerplate)",
+                "datatrove": "datatrove SentenceDedup",
+            }[kind]
+            print(
+                f"{name:<24}{n:>9}{r['seconds']:>8.1f}{r['cpu_seconds']:>8.1f}{r['docs_per_cpu_second']:>11}{r['peak_rss_mb_jvm']:>8}{r['peak_rss_mb_python']:>7}"
+                f"{r.get('heap_after_gc_mb', ''):>11}{removed:>9}",
+                flush=True,
+            )
         if "datatrove" in runs:
-            runs["ratio_docs_per_cpu_second"] = round(runs["sentence"]["docs_per_cpu_second"] / runs["datatrove"]["docs_per_cpu_second"], 2)
+            runs["ratio_docs_per_cpu_second"] = round(
+                runs["sentence"]["docs_per_cpu_second"] / runs["datatrove"]["docs_per_cpu_second"], 2
+            )
             a = runs["agreement"]
-            print(f"  ours / datatrove docs per CPU second: {runs['ratio_docs_per_cpu_second']:.2f}x; removed "
-                  f"sentences: ours {a['removed_ours']},"
-                  f" datatrove {a['removed_datatrove']}, both {a['removed_by_both']}, agreement {a['agreement']:.3f}", flush=True)
+            print(
+                f"  ours / datatrove docs per CPU second: {runs['ratio_docs_per_cpu_second']:.2f}x; removed "
+                f"sentences: ours {a['removed_ours']},"
+                f" datatrove {a['removed_datatrove']}, both {a['removed_by_both']}, agreement {a['agreement']:.3f}",
+                flush=True,
+            )
         d, base = runs["decontaminate"]["decontaminate"], runs["decontaminate"]["shingle_hashes"]
-        print(f"  decontaminate {d['docs_per_s_per_core']} docs/s/core, "
-              f"{d['docs_per_s_per_core'] / base['docs_per_s_per_core']:.2f}x hashing 13-grams alone,"
-              f" peak RSS {runs['decontaminate']['peak_rss_mb']} MB, contaminated {d['contaminated']}", flush=True)
+        print(
+            f"  decontaminate {d['docs_per_s_per_core']} docs/s/core, "
+            f"{d['docs_per_s_per_core'] / base['docs_per_s_per_core']:.2f}x hashing 13-grams alone,"
+            f" peak RSS {runs['decontaminate']['peak_rss_mb']} MB, contaminated {d['contaminated']}",
+            flush=True,
+        )
         results["sizes"][n] = runs
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -73,7 +73,9 @@ def true_pairs(sets: dict[str, set[bytes]], min_j: float = 0.5) -> dict[tuple[st
     return pairs
 
 
-def evaluate(cluster: dict[str, str], pairs: dict[tuple[str, str], float], sets: dict[str, set[bytes]], threshold: float = 0.8) -> dict:
+def evaluate(
+    cluster: dict[str, str], pairs: dict[tuple[str, str], float], sets: dict[str, set[bytes]], threshold: float = 0.8
+) -> dict:
     """Recall of the pairs >= threshold; for removed documents, whether a partner >= threshold shares
     their cluster (precision), and their best true Jaccard to any other member of the cluster."""
     high = [(a, b) for (a, b), j in pairs.items() if j >= threshold]
@@ -107,10 +109,15 @@ def evaluate(cluster: dict[str, str], pairs: dict[tuple[str, str], float], sets:
 def run(docs: dict[str, str], stage: MinHashDedup, engine: str, spark=None) -> dict[str, str]:
     ids = list(docs)
     n = len(ids)
-    table = pa.table({"id": ids, "url": [""] * n, "date": [""] * n, "source": ["eval"] * n, "text": [docs[i] for i in ids]}, schema=DOC_SCHEMA)
+    table = pa.table(
+        {"id": ids, "url": [""] * n, "date": [""] * n, "source": ["eval"] * n, "text": [docs[i] for i in ids]},
+        schema=DOC_SCHEMA,
+    )
     if engine == "local":
         result = stage.run_local(table)
-        out = pa.concat_tables([result.kept.select(["id", "dup_cluster"]), result.dropped.select(["id", "dup_cluster"])])
+        out = pa.concat_tables(
+            [result.kept.select(["id", "dup_cluster"]), result.dropped.select(["id", "dup_cluster"])]
+        )
         return dict(zip(out.column("id").to_pylist(), out.column("dup_cluster").to_pylist()))
     from pipelines.global_runners import run_global
 
@@ -137,25 +144,41 @@ def main() -> int:
     t0 = time.perf_counter()
     sets = shingle_sets(docs)
     pairs = true_pairs(sets)
-    print(f"corpus: {len(docs)} documents, {sum(j >= args.threshold for j in pairs.values())} true pairs with "
-          f"J >= {args.threshold} "
-          f"(brute force {time.perf_counter() - t0:.1f}s)")
+    print(
+        f"corpus: {len(docs)} documents, {sum(j >= args.threshold for j in pairs.values())} true pairs with "
+        f"J >= {args.threshold} "
+        f"(brute force {time.perf_counter() - t0:.1f}s)"
+    )
     spark = None
     if args.engine == "spark":
         from pipelines.spark import get_spark
 
         spark = get_spark("local[2]", app_name="dedup-eval")
-    print(f"{'setting':<26}{'recall':>8}{'precision':>11}{'vs kept':>9}{'removed':>9}{'min J':>7}{'J<0.5':>7}{'sec':>7}")
+    print(
+        f"{'setting':<26}{'recall':>8}{'precision':>11}{'vs kept':>9}{'removed':>9}{'min J':>7}{'J<0.5':>7}{'sec':>7}"
+    )
     results = {}
     for label, settings in SETTINGS.items():
         t0 = time.perf_counter()
-        m = evaluate(run(docs, MinHashDedup(threshold=args.threshold, **settings), args.engine, spark), pairs, sets, args.threshold)
+        m = evaluate(
+            run(docs, MinHashDedup(threshold=args.threshold, **settings), args.engine, spark),
+            pairs,
+            sets,
+            args.threshold,
+        )
         m["seconds"] = round(time.perf_counter() - t0, 1)
         results[label] = m
-        print(f"{label:<26}{m['recall']:>8.3f}{m['precision']:>11.3f}{m['precision_vs_kept']:>9.3f}{m['removed']:>9}"
-              f"{m['min_removed_jaccard']:>7.2f}{m['removed_below_0_5']:>7}{m['seconds']:>7.1f}")
+        print(
+            f"{label:<26}{m['recall']:>8.3f}{m['precision']:>11.3f}{m['precision_vs_kept']:>9.3f}{m['removed']:>9}"
+            f"{m['min_removed_jaccard']:>7.2f}{m['removed_below_0_5']:>7}{m['seconds']:>7.1f}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"documents": len(docs), "threshold": args.threshold, "engine": args.engine, "settings": results}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"documents": len(docs), "threshold": args.threshold, "engine": args.engine, "settings": results},
+                indent=2,
+            )
+        )
     return 0
 
 

@@ -21,15 +21,19 @@ import time
 from pathlib import Path
 
 from bench.common.paths import SHARED
-from tests.support.snippets import snippet_scores
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import concat
 from dataprep.html.charset import decode_html
 from dataprep.html.extract import Extract
 from dataprep.readers import iter_documents
+from tests.support.snippets import snippet_scores
 
-WARCS = ("wget/dolma-sample-0000.warc.gz", "wget/IAH-urls-wget.warc.gz", "cc-main-2024-22-whirlwind/whirlwind.warc.gz",
-         "cc-main-2014-35-head/CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc")
+WARCS = (
+    "wget/dolma-sample-0000.warc.gz",
+    "wget/IAH-urls-wget.warc.gz",
+    "cc-main-2024-22-whirlwind/whirlwind.warc.gz",
+    "cc-main-2014-35-head/CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc",
+)
 LANGS = ("de", "ru", "zh", "ja", "ar", "hi", "es", "fi")
 
 
@@ -44,7 +48,9 @@ def variants() -> dict:
         "blocks": Extract(engine="blocks").extract,
         "auto": Extract(engine="auto").extract,
         "auto_unmarked": Extract(engine="auto", drop_marked=False).extract,  # without the class-name pass
-        "auto_fast": Extract(engine="auto", trafilatura_fast=True).extract,  # routed pages: Trafilatura without fallbacks
+        "auto_fast": Extract(
+            engine="auto", trafilatura_fast=True
+        ).extract,  # routed pages: Trafilatura without fallbacks
         "trafilatura": Extract(engine="trafilatura").extract,
         "trafilatura_fast": trafilatura_fast,
     }
@@ -55,10 +61,12 @@ def article_page(lang: str, sentences: list[str]) -> tuple[str, list[str]]:
     paragraphs = [" ".join(sentences[i : i + 3]) for i in range(0, 12, 3)]
     links = "".join(f'<li><a href="/a{i}">{s[:60]}</a></li>' for i, s in enumerate(sentences[12:18]))
     body = "".join(f"<p>{p}</p>" for p in paragraphs)
-    page = (f'<html lang="{lang}"><head><title>{sentences[0][:50]}</title></head><body>'
-            f'<nav><ul>{links}</ul></nav><article><h1>{sentences[0][:50]}</h1>{body}</article>'
-            f'<aside><h3>{sentences[18][:30]}</h3><ul>{links}</ul></aside><footer>© 2024 '
-            f'{sentences[19][:40]}</footer></body></html>')
+    page = (
+        f'<html lang="{lang}"><head><title>{sentences[0][:50]}</title></head><body>'
+        f"<nav><ul>{links}</ul></nav><article><h1>{sentences[0][:50]}</h1>{body}</article>"
+        f"<aside><h3>{sentences[18][:30]}</h3><ul>{links}</ul></aside><footer>© 2024 "
+        f"{sentences[19][:40]}</footer></body></html>"
+    )
     return page, sentences[:12]
 
 
@@ -76,7 +84,11 @@ def warc_pages() -> list[str]:
     for name in WARCS:
         batch = concat(r.kept for r in iter_documents(str(SHARED / "warc" / name), InputConfig()))
         if "html" in batch.column_names:
-            pages += [decode_html(h, c) for h, c in zip(batch.column("html").to_pylist(), batch.column("charset").to_pylist()) if h]
+            pages += [
+                decode_html(h, c)
+                for h, c in zip(batch.column("html").to_pylist(), batch.column("charset").to_pylist())
+                if h
+            ]
     return pages
 
 
@@ -101,36 +113,58 @@ def main() -> None:
             seconds[name].append(time.perf_counter() - t0)
 
     halves = {"even": range(0, len(gold), 2), "odd": range(1, len(gold), 2), "all": range(len(gold))}
-    quality = {name: {half: snippet_scores([texts[i] for i in idx], [gold[i] for i in idx]) for half, idx in halves.items()}
-               for name, texts in outputs.items()}
+    quality = {
+        name: {half: snippet_scores([texts[i] for i in idx], [gold[i] for i in idx]) for half, idx in halves.items()}
+        for name, texts in outputs.items()
+    }
     speed = {name: len(pages) / statistics.median(s) for name, s in seconds.items()}
     warc = warc_pages()
     warc_chars = {name: sum(len(f(p)) for p in warc) for name, f in funcs.items()}
-    multi = {name: {lang: sum(" ".join(s.split()) in " ".join(f(page).split()) for s in main) / len(main)
-                    for lang, (page, main) in multilingual_pages().items()} for name, f in funcs.items()}
+    multi = {
+        name: {
+            lang: sum(" ".join(s.split()) in " ".join(f(page).split()) for s in main) / len(main)
+            for lang, (page, main) in multilingual_pages().items()
+        }
+        for name, f in funcs.items()
+    }
 
     base = speed["trafilatura"]
-    print(f"{len(pages)} annotated pages, {args.rounds} interleaved rounds; with = `with` snippets found, "
-          "without = boilerplate absent")
-    print(f"{'variant':<18}{'with even':>10}{'odd':>7}{'all':>7}{'without even':>14}{'odd':>7}{'all':>7}"
-          f"{'ms/page':>9}{'pages/s':>9}{'x traf':>8}"
-          f"{'warc text':>11}{'multiling':>11}")
+    print(
+        f"{len(pages)} annotated pages, {args.rounds} interleaved rounds; with = `with` snippets found, "
+        "without = boilerplate absent"
+    )
+    print(
+        f"{'variant':<18}{'with even':>10}{'odd':>7}{'all':>7}{'without even':>14}{'odd':>7}{'all':>7}"
+        f"{'ms/page':>9}{'pages/s':>9}{'x traf':>8}"
+        f"{'warc text':>11}{'multiling':>11}"
+    )
     for name in funcs:
         q = quality[name]
-        print(f"{name:<18}{q['even']['with_found']:>10.3f}{q['odd']['with_found']:>7.3f}{q['all']['with_found']:>7.3f}"
-              f"{q['even']['without_absent']:>14.3f}{q['odd']['without_absent']:>7.3f}{q['all']['without_absent']:>7.3f}"
-              f"{1000 / speed[name]:>9.2f}{speed[name]:>9.1f}{speed[name] / base:>7.2f}x"
-              f"{warc_chars[name] / max(warc_chars['trafilatura'], 1):>10.2f}x{min(multi[name].values()):>11.2f}")
-    print(f"warc text: characters kept on {len(warc)} real WARC HTML pages relative to trafilatura; "
-          f"multiling: worst share of main sentences kept over {', '.join(LANGS)} article pages")
+        print(
+            f"{name:<18}{q['even']['with_found']:>10.3f}{q['odd']['with_found']:>7.3f}{q['all']['with_found']:>7.3f}"
+            f"{q['even']['without_absent']:>14.3f}{q['odd']['without_absent']:>7.3f}{q['all']['without_absent']:>7.3f}"
+            f"{1000 / speed[name]:>9.2f}{speed[name]:>9.1f}{speed[name] / base:>7.2f}x"
+            f"{warc_chars[name] / max(warc_chars['trafilatura'], 1):>10.2f}x{min(multi[name].values()):>11.2f}"
+        )
+    print(
+        f"warc text: characters kept on {len(warc)} real WARC HTML pages relative to trafilatura; "
+        f"multiling: worst share of main sentences kept over {', '.join(LANGS)} article pages"
+    )
     for name in funcs:
         print(f"  {name:<18}" + " ".join(f"{lang}={v:.2f}" for lang, v in multi[name].items()))
     default = Extract().engine
     if args.json:
         result = {
-            "variants": {name: {"quality": quality[name], "pages_per_s": speed[name], "speed_ratio_vs_trafilatura": speed[name] / base,
-                                "warc_chars_vs_trafilatura": warc_chars[name] / max(warc_chars["trafilatura"], 1), "multilingual_kept": multi[name]}
-                         for name in funcs},
+            "variants": {
+                name: {
+                    "quality": quality[name],
+                    "pages_per_s": speed[name],
+                    "speed_ratio_vs_trafilatura": speed[name] / base,
+                    "warc_chars_vs_trafilatura": warc_chars[name] / max(warc_chars["trafilatura"], 1),
+                    "multilingual_kept": multi[name],
+                }
+                for name in funcs
+            },
             "default": default,
             "quality": quality[default]["all"],
             "trafilatura_quality": quality["trafilatura"]["all"],

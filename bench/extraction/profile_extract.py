@@ -69,8 +69,13 @@ def profile(raw: list[tuple[bytes, str | None]], repeats: int) -> tuple[dict, li
     stage = Extract()
     langid = LanguageID(languages=["en"], threshold=0.65)  # as the throughput bench: lingua where installed
     fasttext_only = LanguageID(languages=["en"], threshold=0.65, second_opinion="none")
-    filters = load_config({"input": {"paths": []}, "output": {"dir": "/tmp/unused"},
-                           "stages": [{"include": str(ROOT / "configs" / "pipeline" / "fineweb_filters.yaml")}]}).stages
+    filters = load_config(
+        {
+            "input": {"paths": []},
+            "output": {"dir": "/tmp/unused"},
+            "stages": [{"include": str(ROOT / "configs" / "pipeline" / "fineweb_filters.yaml")}],
+        }
+    ).stages
     best: dict[str, float] = {}
     for _ in range(repeats):
         parts: dict[str, float] = defaultdict(float)
@@ -100,8 +105,10 @@ def main() -> None:
     n = len(raw)
     routed = best.pop("routed pages", 0)
     total = sum(best.values())
-    print(f"{n} pages, best of {args.repeats}; CPU ms per page (all pages), share of the total; {routed:.0f} "
-          "pages routed to Trafilatura")
+    print(
+        f"{n} pages, best of {args.repeats}; CPU ms per page (all pages), share of the total; {routed:.0f} "
+        "pages routed to Trafilatura"
+    )
     for name, seconds in sorted(best.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<28}{1000 * seconds / n:8.3f} ms {seconds / total:7.1%}")
     print(f"  {'total':<28}{1000 * total / n:8.3f} ms")
@@ -111,7 +118,10 @@ def main() -> None:
     if args.check:
         expected = json.loads(Path(args.check).read_text())
         differ = [i for i, (a, b) in enumerate(zip(expected, digests)) if a != b]
-        print(f"extracted texts: {len(differ)} of {n} differ from {args.check}" + (f" (pages {differ[:10]})" if differ else ""))
+        print(
+            f"extracted texts: {len(differ)} of {n} differ from {args.check}"
+            + (f" (pages {differ[:10]})" if differ else "")
+        )
         if differ or len(expected) != n:
             sys.exit(1)
 

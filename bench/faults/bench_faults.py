@@ -33,16 +33,19 @@ def _extract(outcome: dict) -> str:
 
 def _error_budget(folder: Path) -> str:
     """langid's model disappears after the config check: the step fails, the rerun resumes."""
-    from dataprep.core.config import load_config
     from dataprep.classify.langid import default_model_path
+    from dataprep.core.config import load_config
     from dataprep.core.stats import ErrorBudgetExceeded
     from pipelines.pipeline_run import run_pipeline
 
     model = folder / "lid.ftz"
     shutil.copy(default_model_path(), model)
     warc = cases.write_warc(folder / "in.warc.gz", [cases.response_record(i, cases.page(i)) for i in range(200)], True)
-    config = {"input": {"paths": [str(warc)]}, "output": {"dir": str(folder / "out")},
-              "stages": [{"stage": "extract"}, {"stage": "exact_dedup"}, {"stage": "langid", "model_path": str(model)}]}
+    config = {
+        "input": {"paths": [str(warc)]},
+        "output": {"dir": str(folder / "out")},
+        "stages": [{"stage": "extract"}, {"stage": "exact_dedup"}, {"stage": "langid", "model_path": str(model)}],
+    }
     checked = load_config(config)
     model.rename(folder / "away")
     try:
@@ -87,8 +90,12 @@ def main() -> int:
         return 0
     print(f"{'case':<30}{'sec':>7}{'RSS MB':>8}  outcome")
     for name in CASES:
-        proc = subprocess.run([sys.executable, "-m", "bench.faults.bench_faults", "--case", name], capture_output=True,
-                              text=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.faults.bench_faults", "--case", name],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        )
         if proc.returncode:
             print(f"{name:<30} FAILED\n{proc.stderr[-2000:]}")
             continue

@@ -43,21 +43,23 @@ import torch.distributed as dist
 
 from bench.common.paths import ROOT
 from dataprep.core.storage import atomic_write_text
-from pretrain.config import TrainConfig
 from pretrain.components.dataloader import build_loaders
 from pretrain.components.device import resolve_device, resolve_precision
-from pretrain.planning.hardware import GPUS, match_device
+from pretrain.components.optimizer import build_optimizer, lr_factor
+from pretrain.config import TrainConfig
+from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import flops_per_token
-from pretrain.distributed.parallel_dims import ParallelDims
+from pretrain.planning.hardware import GPUS, match_device
 from pretrain.planning.plan import GB, layout_memory
-from pretrain.components.optimizer import build_optimizer, lr_factor
 from pretrain.planning.sizing import resolve_model
 from pretrain.train import build_parallel_model
 from pretrain.train_step import TrainStepContext, accumulate_gradients, optimizer_step
 
-MFU_FORMULA = ("mfu = tokens_per_s * flops_per_token / peak_flops; flops_per_token = 6 * N_non_embedding + "
-               "12 * n_layers * n_heads * head_dim * seq_len (pretrain.planning.flops.flops_per_token)")
+MFU_FORMULA = (
+    "mfu = tokens_per_s * flops_per_token / peak_flops; flops_per_token = 6 * N_non_embedding + "
+    "12 * n_layers * n_heads * head_dim * seq_len (pretrain.planning.flops.flops_per_token)"
+)
 POOL_LIMIT = 2048  # synthetic sequences generated before timing; longer runs cycle through them
 
 
@@ -77,8 +79,12 @@ class Case:
     attention: str = "default"  # SDPA kernel: default (torch's choice), flash, efficient, cudnn or math
 
 
-SDPA_KERNELS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
-                "math": "MATH"}
+SDPA_KERNELS = {
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "math": "MATH",
+}
 
 
 def attention_kernels(name: str):
@@ -110,8 +116,9 @@ def parallel_dims(fsdp: bool, device: torch.device) -> ParallelDims:
     if not fsdp:
         return ParallelDims(dp_shard=1, tp=1, world_size=1)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(),
-                                rank=0, world_size=1)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(), rank=0, world_size=1
+        )
     dims = ParallelDims(dp_shard=1, tp=1, world_size=1, single_rank_fsdp=True)
     dims.build_mesh(device.type)
     return dims
@@ -145,8 +152,9 @@ class Batches:
     def __init__(self, cfg: TrainConfig, data: str | None, steps: int):
         self.micro, self.accum = cfg.micro_batch_size, cfg.global_batch_size // cfg.micro_batch_size
         if data:
-            self.loader, _ = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size, cfg.micro_batch_size, 0, 1,
-                                           cfg.model.vocab_size)
+            self.loader, _ = build_loaders(
+                cfg.data, cfg.seq_len, cfg.global_batch_size, cfg.micro_batch_size, 0, 1, cfg.model.vocab_size
+            )
         else:
             self.loader = None
             n = min(POOL_LIMIT, steps * cfg.global_batch_size)
@@ -160,7 +168,7 @@ class Batches:
         for _ in range(self.accum):
             if self.position + self.micro > len(self.pool):
                 self.position = 0
-            out.append(self.pool[self.position:self.position + self.micro])
+            out.append(self.pool[self.position : self.position + self.micro])
             self.position += self.micro
         return out
 
@@ -190,36 +198,58 @@ def sync(device: torch.device) -> None:
 
 def train_config(case: Case, args, device: torch.device) -> TrainConfig:
     micro, accum = args.micro_batch, args.grad_accum
-    return TrainConfig.model_validate({
-        "model": resolve_model(case.model).model_dump(),
-        # read only with --data; the synthetic pool needs no path
-        "data": {"sources": [{"path": args.data or "synthetic"}], "val_fraction": 0.0},
-        "seq_len": args.seq_len, "micro_batch_size": micro, "global_batch_size": micro * accum,
-        "max_steps": args.steps, "precision": case.precision, "device": device.type,
-        "parallel": {"activation_checkpointing": case.checkpointing, "compile": case.compile},
-        "optim": {"lr": args.lr, "warmup_steps": max(1, args.steps // 10)},
-    })
+    return TrainConfig.model_validate(
+        {
+            "model": resolve_model(case.model).model_dump(),
+            # read only with --data; the synthetic pool needs no path
+            "data": {"sources": [{"path": args.data or "synthetic"}], "val_fraction": 0.0},
+            "seq_len": args.seq_len,
+            "micro_batch_size": micro,
+            "global_batch_size": micro * accum,
+            "max_steps": args.steps,
+            "precision": case.precision,
+            "device": device.type,
+            "parallel": {"activation_checkpointing": case.checkpointing, "compile": case.compile},
+            "optim": {"lr": args.lr, "warmup_steps": max(1, args.steps // 10)},
+        }
+    )
 
 
 def predicted_memory(cfg: TrainConfig, case: Case) -> dict[str, float]:
     """``pretrain plan``'s per-GPU bytes for this case on one GPU."""
-    return layout_memory(cfg.model, "zero3" if case.fsdp else "ddp", 1, case.checkpointing, gpus=1,
-                         seq_len=cfg.seq_len, micro_batch=cfg.micro_batch_size,
-                         precision=case.precision,
-                         grad_accum=cfg.global_batch_size // cfg.micro_batch_size, fsdp=case.fsdp,
-                         compiled=case.compile)
+    return layout_memory(
+        cfg.model,
+        "zero3" if case.fsdp else "ddp",
+        1,
+        case.checkpointing,
+        gpus=1,
+        seq_len=cfg.seq_len,
+        micro_batch=cfg.micro_batch_size,
+        precision=case.precision,
+        grad_accum=cfg.global_batch_size // cfg.micro_batch_size,
+        fsdp=case.fsdp,
+        compiled=case.compile,
+    )
 
 
 def describe(case: Case, cfg: TrainConfig, args) -> dict:
     """A case's options, shape, FLOPs per token and the planner's memory prediction (known before training)."""
     predicted = predicted_memory(cfg, case)
-    return {**asdict(case), "params": num_params(cfg.model),
-            "non_embedding_params": num_params(cfg.model, exclude_embedding=True), "seq_len": cfg.seq_len,
-            "micro_batch": cfg.micro_batch_size, "grad_accum": cfg.global_batch_size // cfg.micro_batch_size,
-            "tokens_per_step": cfg.global_batch_size * cfg.seq_len, "steps": args.steps, "warmup": args.warmup,
-            "data": args.data or "synthetic", "flops_per_token": flops_per_token(cfg.model, cfg.seq_len),
-            "predicted_memory_gb": predicted["total"] / GB,
-            "predicted_breakdown_gb": {k: v / GB for k, v in predicted.items() if k != "total"}}
+    return {
+        **asdict(case),
+        "params": num_params(cfg.model),
+        "non_embedding_params": num_params(cfg.model, exclude_embedding=True),
+        "seq_len": cfg.seq_len,
+        "micro_batch": cfg.micro_batch_size,
+        "grad_accum": cfg.global_batch_size // cfg.micro_batch_size,
+        "tokens_per_step": cfg.global_batch_size * cfg.seq_len,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "data": args.data or "synthetic",
+        "flops_per_token": flops_per_token(cfg.model, cfg.seq_len),
+        "predicted_memory_gb": predicted["total"] / GB,
+        "predicted_breakdown_gb": {k: v / GB for k, v in predicted.items() if k != "total"},
+    }
 
 
 def run_case(case: Case, cfg: TrainConfig, args, device: torch.device, peak_flops: float | None) -> dict:
@@ -274,14 +304,18 @@ def _train_steps(model, optimizer, scheduler, ctx, batches, cfg, args, device, p
     timed = args.steps - args.warmup
     wall = time.perf_counter() - t0
     step_s = wall / timed
-    fwd_bwd = statistics.median(clock.seconds(a, b) for a, b, _ in marks[args.warmup:])
-    opt = statistics.median(clock.seconds(b, c) for _, b, c in marks[args.warmup:])
-    data = statistics.median(data_s[args.warmup:])
+    fwd_bwd = statistics.median(clock.seconds(a, b) for a, b, _ in marks[args.warmup :])
+    opt = statistics.median(clock.seconds(b, c) for _, b, c in marks[args.warmup :])
+    data = statistics.median(data_s[args.warmup :])
     result["tokens_per_s"] = cfg.global_batch_size * cfg.seq_len * timed / wall
     result["mfu"] = mfu(result["tokens_per_s"], flops_per_token(cfg.model, cfg.seq_len), peak_flops)
     result["step_s"] = step_s
-    result["breakdown_s"] = {"data": data, "forward_backward": fwd_bwd, "optimizer": opt,
-                             "other": max(0.0, step_s - data - fwd_bwd - opt)}
+    result["breakdown_s"] = {
+        "data": data,
+        "forward_backward": fwd_bwd,
+        "optimizer": opt,
+        "other": max(0.0, step_s - data - fwd_bwd - opt),
+    }
     result["losses"] = [float(x) for x in torch.stack(losses).cpu()]
     result["grad_norms"] = [float(x) for x in torch.stack(norms).cpu()]  # fp16: nan/inf where a step was skipped
     result["skipped_steps"] = sum(not math.isfinite(x) for x in result["grad_norms"])
@@ -306,22 +340,31 @@ def device_info(device: torch.device, peak_override: float | None) -> dict:
         spec = match_device(name)
     else:
         name, memory, spec = platform.processor() or platform.machine(), None, GPUS["cpu"]
-    peak, source = (spec.peak_flops_bf16, f"pretrain/planning/hardware.py: {spec.name}") if spec else (None, "unknown device")
+    peak, source = (
+        (spec.peak_flops_bf16, f"pretrain/planning/hardware.py: {spec.name}") if spec else (None, "unknown device")
+    )
     if peak_override:
         peak, source = peak_override, "--peak-flops"
     return {"type": device.type, "name": name, "memory_bytes": memory, "peak_flops": peak, "peak_source": source}
 
 
 def software_info() -> dict:
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32}
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+    }
 
 
 def cases(args) -> list[Case]:
     on = {"on": True, "off": False}
-    return [Case(m, p, on[c], ac, a, on[f], att) for m, p, c, ac, a, f, att in
-            itertools.product(args.models, args.precision, args.compile, args.checkpointing, args.adamw, args.fsdp,
-                              args.attention)]
+    return [
+        Case(m, p, on[c], ac, a, on[f], att)
+        for m, p, c, ac, a, f, att in itertools.product(
+            args.models, args.precision, args.compile, args.checkpointing, args.adamw, args.fsdp, args.attention
+        )
+    ]
 
 
 def _fmt(value, spec: str, scale: float = 1.0) -> str:
@@ -329,35 +372,70 @@ def _fmt(value, spec: str, scale: float = 1.0) -> str:
 
 
 def print_row(r: dict) -> None:
-    what = (f"{r['model']:>5} {r['precision']:>4} compile={'on ' if r['compile'] else 'off'} "
-            f"ckpt={r['checkpointing']:<9} {r['adamw']:<7} fsdp={'on ' if r['fsdp'] else 'off'} "
-            f"sdpa={r.get('attention_kernel', r['attention'])[:9]:<9}")
+    what = (
+        f"{r['model']:>5} {r['precision']:>4} compile={'on ' if r['compile'] else 'off'} "
+        f"ckpt={r['checkpointing']:<9} {r['adamw']:<7} fsdp={'on ' if r['fsdp'] else 'off'} "
+        f"sdpa={r.get('attention_kernel', r['attention'])[:9]:<9}"
+    )
     if r.get("status") != "ok":
         print(f"{what}  {r['status']}: {r.get('error', '')[:200]}  (plan {r['predicted_memory_gb']:.1f} GB)")
         return
     b = r["breakdown_s"]
-    print(f"{what}  {r['tokens_per_s']:>10,.0f}  {_fmt(r['mfu'], '6.1%')}  {1e3 * r['step_s']:8.1f}  "
-          f"{1e3 * b['forward_backward']:8.1f}  {1e3 * b['optimizer']:6.1f}  {1e3 * b['data']:6.2f}  "
-          f"{_fmt(r['peak_memory_gb'], '7.1f')}  {r['predicted_memory_gb']:7.1f}  "
-          f"{_fmt(r.get('predicted_over_measured'), '6.2f')}  {r['losses'][-1]:.3f}")
+    print(
+        f"{what}  {r['tokens_per_s']:>10,.0f}  {_fmt(r['mfu'], '6.1%')}  {1e3 * r['step_s']:8.1f}  "
+        f"{1e3 * b['forward_backward']:8.1f}  {1e3 * b['optimizer']:6.1f}  {1e3 * b['data']:6.2f}  "
+        f"{_fmt(r['peak_memory_gb'], '7.1f')}  {r['predicted_memory_gb']:7.1f}  "
+        f"{_fmt(r.get('predicted_over_measured'), '6.2f')}  {r['losses'][-1]:.3f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__[__doc__.index("\n"):])
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__[__doc__.index("\n") :],
+    )
     ap.add_argument("--models", nargs="+", default=["125m", "350m", "1b"], help="presets or model YAMLs")
-    ap.add_argument("--precision", nargs="+", choices=["auto", "bf16", "fp32", "tf32", "fp16"], default=["auto"],
-                    help="auto: bf16 on CUDA, fp32 on CPU")
-    ap.add_argument("--compile", nargs="+", choices=["on", "off"], help="torch.compile of each block "
-                    "(default: on with CUDA, off on CPU)")
-    ap.add_argument("--checkpointing", nargs="+", choices=["none", "selective", "block"], default=["none"],
-                    help="activation checkpointing: none, selective (matmul outputs kept) or block (full)")
-    ap.add_argument("--adamw", nargs="+", choices=["fused", "foreach"], help="AdamW implementation "
-                    "(default: fused with CUDA, as training uses; foreach on CPU)")
-    ap.add_argument("--fsdp", nargs="+", choices=["on", "off"], default=["off"],
-                    help="FSDP2 over one GPU (mixed-precision policy, per-block gathers) or the bare model")
-    ap.add_argument("--attention", nargs="+", choices=["default", "flash", "efficient", "cudnn", "math"],
-                    default=["default"], help="SDPA kernel allowed (default: torch's own choice)")
+    ap.add_argument(
+        "--precision",
+        nargs="+",
+        choices=["auto", "bf16", "fp32", "tf32", "fp16"],
+        default=["auto"],
+        help="auto: bf16 on CUDA, fp32 on CPU",
+    )
+    ap.add_argument(
+        "--compile",
+        nargs="+",
+        choices=["on", "off"],
+        help="torch.compile of each block (default: on with CUDA, off on CPU)",
+    )
+    ap.add_argument(
+        "--checkpointing",
+        nargs="+",
+        choices=["none", "selective", "block"],
+        default=["none"],
+        help="activation checkpointing: none, selective (matmul outputs kept) or block (full)",
+    )
+    ap.add_argument(
+        "--adamw",
+        nargs="+",
+        choices=["fused", "foreach"],
+        help="AdamW implementation (default: fused with CUDA, as training uses; foreach on CPU)",
+    )
+    ap.add_argument(
+        "--fsdp",
+        nargs="+",
+        choices=["on", "off"],
+        default=["off"],
+        help="FSDP2 over one GPU (mixed-precision policy, per-block gathers) or the bare model",
+    )
+    ap.add_argument(
+        "--attention",
+        nargs="+",
+        choices=["default", "flash", "efficient", "cudnn", "math"],
+        default=["default"],
+        help="SDPA kernel allowed (default: torch's own choice)",
+    )
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--micro-batch", type=int, default=8, help="sequences per forward (default 8)")
     ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
@@ -367,13 +445,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", help="token-shard directory (default: synthetic bigram tokens)")
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     ap.add_argument("--peak-flops", type=float, help="override the device's peak FLOP/s for MFU")
-    ap.add_argument("--json", help="output JSON (default: $OUT/bench_gpu.json when OUT is set, else "
-                    "out/bench_gpu.json)")
+    ap.add_argument(
+        "--json", help="output JSON (default: $OUT/bench_gpu.json when OUT is set, else out/bench_gpu.json)"
+    )
     ap.add_argument("--smoke", action="store_true", help="CPU check: tiny preset, two steps of 2 x 64 tokens")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.models, args.device, args.seq_len, args.micro_batch, args.steps, args.warmup = \
-            ["tiny"], "cpu", 64, 2, 2, 1
+        args.models, args.device, args.seq_len, args.micro_batch, args.steps, args.warmup = ["tiny"], "cpu", 64, 2, 2, 1
     if not 0 <= args.warmup < args.steps:
         ap.error("--warmup must be at least 0 and below --steps")
     device = resolve_device(args.device)
@@ -384,14 +462,25 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
 
     info = device_info(device, args.peak_flops)
-    report = {"bench": "bench_gpu", "command": [sys.executable, *sys.argv], "device": info,
-              "software": software_info(), "mfu_formula": MFU_FORMULA, "cases": []}
+    report = {
+        "bench": "bench_gpu",
+        "command": [sys.executable, *sys.argv],
+        "device": info,
+        "software": software_info(),
+        "mfu_formula": MFU_FORMULA,
+        "cases": [],
+    }
     peak = info["peak_flops"]
-    print(f"device: {info['name']} ({device.type}); peak {_fmt(peak, '.4g', 1e-12)} TFLOP/s dense bf16 "
-          f"({info['peak_source']})")
+    print(
+        f"device: {info['name']} ({device.type}); peak {_fmt(peak, '.4g', 1e-12)} TFLOP/s dense bf16 "
+        f"({info['peak_source']})"
+    )
     print(f"MFU: {MFU_FORMULA}")
-    print(f"{'case':<74}  {'tokens/s':>10}  {'MFU':>6}  {'step ms':>8}  {'fwd+bwd':>8}  {'optim':>6}  {'data':>6}  "
-          f"{'peak GB':>7}  {'plan GB':>7}  {'plan/peak':>6}  loss", flush=True)
+    print(
+        f"{'case':<74}  {'tokens/s':>10}  {'MFU':>6}  {'step ms':>8}  {'fwd+bwd':>8}  {'optim':>6}  {'data':>6}  "
+        f"{'peak GB':>7}  {'plan GB':>7}  {'plan/peak':>6}  loss",
+        flush=True,
+    )
     planned = [(case, train_config(case, args, device)) for case in cases(args)]  # a bad config fails now
     for case, cfg in planned:
         result = describe(case, cfg, args)

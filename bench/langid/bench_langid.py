@@ -46,7 +46,10 @@ ENGLISH_FUNCTION = ENGLISH_ONLY | frozenset("of to in for on by is are at as an 
 
 
 def lingua_sentences() -> tuple[list[str], list[str]]:
-    rows = [json.loads(line) for line in (SHARED / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in (SHARED / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+    ]
     return [r["text"] for r in rows], [r["lang"] for r in rows]
 
 
@@ -66,7 +69,11 @@ def label_flags(texts: list[str], gold: list[str]) -> list[str | None]:
             flags.append("script")
         elif HTTP_FIELDS.search(text):
             flags.append("http")
-        elif lang != "en" and any(w in ENGLISH_ONLY for w in words) and sum(w in ENGLISH_FUNCTION for w in words) >= 0.2 * len(words):
+        elif (
+            lang != "en"
+            and any(w in ENGLISH_ONLY for w in words)
+            and sum(w in ENGLISH_FUNCTION for w in words) >= 0.2 * len(words)
+        ):
             flags.append("english")
         else:
             flags.append(None)
@@ -129,10 +136,20 @@ def gate(gold: list[str], langs: list, scores: list[float], keep: list[bool]) ->
     en_total = sum(g == "en" and k for g, k in zip(gold, keep))
     taken = set(admitted)
     missed = [i for i, g in enumerate(gold) if keep[i] and g == "en" and i not in taken]
-    return correct / max(1, len(admitted)), correct / max(1, en_total), [i for i in admitted if gold[i] != "en"] + missed
+    return (
+        correct / max(1, len(admitted)),
+        correct / max(1, en_total),
+        [i for i in admitted if gold[i] != "en"] + missed,
+    )
 
 
-def evaluate(stage: LanguageID, texts: list[str], gold: list[str], flags: list[str | None] | None = None, reviewed: tuple | None = None) -> dict:
+def evaluate(
+    stage: LanguageID,
+    texts: list[str],
+    gold: list[str],
+    flags: list[str | None] | None = None,
+    reviewed: tuple | None = None,
+) -> dict:
     langs, scores = stage.predict(texts)
     per = defaultdict(lambda: [0, 0])
     for g, p in zip(gold, langs):
@@ -180,7 +197,9 @@ def lingua_cost(accuracy: str, texts: list[str]) -> tuple[float, float]:
         "print(time.perf_counter() - t, int(re.search(r'VmHWM:\\s+(\\d+)', "
         "open('/proc/self/status').read())[1]) / 1024)"
     )
-    out = subprocess.run([sys.executable, "-c", script, accuracy], input=json.dumps(texts), capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script, accuracy], input=json.dumps(texts), capture_output=True, text=True, check=True
+    )
     seconds, mb = out.stdout.split()
     return float(seconds), float(mb)
 
@@ -200,21 +219,39 @@ def main() -> None:
     names = list(stages)
     web = web_pages()
     sentences = lingua_sentences()
-    sets = {"lingua sentences (75 langs)": sentences, "own pages + paragraphs (not tuned on)": own_pages(), "web pages (CLD2 labels, weak)": web}
+    sets = {
+        "lingua sentences (75 langs)": sentences,
+        "own pages + paragraphs (not tuned on)": own_pages(),
+        "web pages (CLD2 labels, weak)": web,
+    }
     flags = label_flags(*sentences)
     reviewed = reviewed_labels(*sentences, flags)
-    print(f"cleaned view sets aside {sum(f is not None for f in flags)} lingua sentences: "
-          f"{dict(Counter((g, f) for g, f in zip(sentences[1], flags) if f).most_common())}")
+    print(
+        f"cleaned view sets aside {sum(f is not None for f in flags)} lingua sentences: "
+        f"{dict(Counter((g, f) for g, f in zip(sentences[1], flags) if f).most_common())}"
+    )
     results = {}
     for name, (texts, gold) in sets.items():
-        results[name] = {k: evaluate(st, texts, gold, *((flags, reviewed) if texts is sentences[0] else ())) for k, st in stages.items()}
+        results[name] = {
+            k: evaluate(st, texts, gold, *((flags, reviewed) if texts is sentences[0] else ()))
+            for k, st in stages.items()
+        }
         r = results[name]
         print(f"\n## {name}: {len(texts)} texts")
         print("exact accuracy      " + "   ".join(f"{k} {r[k]['exact']:.3f}" for k in names))
-        print("English gate P / R  " + "   ".join(f"{k} {r[k]['gate_precision']:.3f} / {r[k]['gate_recall']:.3f}" for k in names))
+        print(
+            "English gate P / R  "
+            + "   ".join(f"{k} {r[k]['gate_precision']:.3f} / {r[k]['gate_recall']:.3f}" for k in names)
+        )
         if r[names[0]]["clean"]:
-            print("  cleaned view P / R " + "   ".join(f"{k} {r[k]['clean'][0]:.3f} / {r[k]['clean'][1]:.3f}" for k in names))
-            print("  reviewed view P / R " + "   ".join(f"{k} {r[k]['reviewed'][0]:.3f} / {r[k]['reviewed'][1]:.3f}" for k in names))
+            print(
+                "  cleaned view P / R "
+                + "   ".join(f"{k} {r[k]['clean'][0]:.3f} / {r[k]['clean'][1]:.3f}" for k in names)
+            )
+            print(
+                "  reviewed view P / R "
+                + "   ".join(f"{k} {r[k]['reviewed'][0]:.3f} / {r[k]['reviewed'][1]:.3f}" for k in names)
+            )
         for k in names:
             print(f"  non-English texts admitted by the gate, by label, {k}: {r[k]['false_en']}")
     texts, gold = sentences
@@ -228,20 +265,30 @@ def main() -> None:
             print(f"  {reviewed[0][i]} -> {r['langs'][i]} {r['scores'][i]:.2f}  {texts[i][:110]!r}")
     r = results["lingua sentences (75 langs)"]
     known = [k for k in r[names[0]]["per"] if k in model_labels(second_opinion="none")]
-    print(f"\nlingua sentences, languages lid.176 knows ({len(known)}): "
-          + "  ".join(f"{k} {sum(r[k]['per'][lang] for lang in known) / len(known):.3f}" for k in names))
+    print(
+        f"\nlingua sentences, languages lid.176 knows ({len(known)}): "
+        + "  ".join(f"{k} {sum(r[k]['per'][lang] for lang in known) / len(known):.3f}" for k in names)
+    )
     print("\n| lang | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
     for lang in sorted(r[names[0]]["per"]):
         print(f"| {lang} | " + " | ".join(f"{r[k]['per'][lang]:.2f}" for k in names) + " |")
 
     windows = [stages[names[2]]._window(" ".join(t.split())) for t in web[0]]
-    for accuracy in ("low", "high"):  # lingua reads texts of 120+ characters by trigrams only, short ones by 1- to 5-grams
+    for accuracy in (
+        "low",
+        "high",
+    ):  # lingua reads texts of 120+ characters by trigrams only, short ones by 1- to 5-grams
         for what, batch in ((f"{len(windows)} web pages", windows), ("750 short sentences", sentences[0][::30])):
             seconds, mb = lingua_cost(accuracy, batch)
-            print(f"lingua {accuracy} accuracy, fresh process: {seconds:.1f} s to load and label {what}, peak "
-                  f"memory {mb:.0f} MB")
+            print(
+                f"lingua {accuracy} accuracy, fresh process: {seconds:.1f} s to load and label {what}, peak "
+                f"memory {mb:.0f} MB"
+            )
     rates = throughput(list(stages.values()), web[0])
-    print("\nweb documents/s: " + ", ".join(f"{k} {rate:.0f} ({rates[0] / rate:.2f}x lid.176's time)" for k, rate in zip(names, rates)))
+    print(
+        "\nweb documents/s: "
+        + ", ".join(f"{k} {rate:.0f} ({rates[0] / rate:.2f}x lid.176's time)" for k, rate in zip(names, rates))
+    )
     print(f"counters {dict(stages[names[2]].take_counters())}")
 
 

@@ -40,7 +40,11 @@ def _page_texts() -> list[str]:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as fh:
             raw = fh.read()
-        docs = json.loads(raw) if raw.lstrip().startswith("[") else [json.loads(line) for line in raw.splitlines() if line.strip()]
+        docs = (
+            json.loads(raw)
+            if raw.lstrip().startswith("[")
+            else [json.loads(line) for line in raw.splitlines() if line.strip()]
+        )
         texts += [d["text"] for d in docs if d.get("text")]
     return texts
 
@@ -58,7 +62,10 @@ def write_tiny_warcs(work: Path, count: int) -> list[str]:
         if os.path.exists(path):
             continue
         text = texts[i % len(texts)][:600].replace("<", " ")
-        html = f"<html><head><title>page {i}</title></head><body><article><h1>Page " f"{i}</h1><p>{text}</p></article></body></html>".encode()
+        html = (
+            f"<html><head><title>page {i}</title></head><body><article><h1>Page "
+            f"{i}</h1><p>{text}</p></article></body></html>".encode()
+        )
         url = f"http://tiny{i % 997}.example/page/{i}"
         request = warc_record("request", {"WARC-Target-URI": url}, b"")
         with open(path + ".tmp", "wb") as fh:
@@ -86,7 +93,10 @@ def _phase(figures: dict, name: str, fn):
     tracemalloc.start()
     cpu0 = time.process_time()
     result = fn()
-    figures[name] = {"cpu_s": round(time.process_time() - cpu0, 3), "heap_peak_mb": round(tracemalloc.get_traced_memory()[1] / 2**20, 1)}
+    figures[name] = {
+        "cpu_s": round(time.process_time() - cpu0, 3),
+        "heap_peak_mb": round(tracemalloc.get_traced_memory()[1] / 2**20, 1),
+    }
     tracemalloc.stop()
     return result
 
@@ -100,9 +110,9 @@ def child(listing: str, work: str, full: bool) -> dict:
     from dataprep.core.config import load_config
     from dataprep.core.stats import format_table, save_json
     from dataprep.core.storage import expand_inputs
+    from dataprep.readers import READ_SCHEMA
     from pipelines import steps
     from pipelines.pipeline_run import PipelineRun, _fingerprint
-    from dataprep.readers import READ_SCHEMA
     from pipelines.spark import get_spark
     from pipelines.tasks import STATS_DIR, merged_stats
 
@@ -111,9 +121,17 @@ def child(listing: str, work: str, full: bool) -> dict:
     figures["files"] = len(files)
     steps.TASK_BYTES = 0  # one task per file, as a listing on an object store gets
     groups = _phase(figures, "plan_tasks", lambda: steps.file_tasks(files, 2))
-    config = load_config({"input": {"paths": [listing]}, "output": {"dir": os.path.join(work, "out")}, "stages": STAGES,
-                          "spark": {"master": "local[2]"}})
-    _phase(figures, "fingerprint", lambda: _fingerprint({"files": files, "input": config.input.model_dump(mode="json")}))
+    config = load_config(
+        {
+            "input": {"paths": [listing]},
+            "output": {"dir": os.path.join(work, "out")},
+            "stages": STAGES,
+            "spark": {"master": "local[2]"},
+        }
+    )
+    _phase(
+        figures, "fingerprint", lambda: _fingerprint({"files": files, "input": config.input.model_dump(mode="json")})
+    )
     from bench.common.proctree import TreeMonitor
 
     monitor = TreeMonitor().start()
@@ -121,14 +139,28 @@ def child(listing: str, work: str, full: bool) -> dict:
     run = PipelineRun(config, spark=spark, force=True)
     step = run.steps[0]
     # what every task deserialises: the task function with the task list, as the first step ships it
-    fn = steps.make_partition_fn(step, step.stages, config.input, None, READ_SCHEMA, None, False, work, "fingerprint",
-                                 spark.sparkContext.broadcast(groups), "zstd")
+    fn = steps.make_partition_fn(
+        step,
+        step.stages,
+        config.input,
+        None,
+        READ_SCHEMA,
+        None,
+        False,
+        work,
+        "fingerprint",
+        spark.sparkContext.broadcast(groups),
+        "zstd",
+    )
     blob = cloudpickle.dumps(fn)
     t0 = time.process_time()
     for _ in range(5):
         pickle.loads(cloudpickle.dumps(groups))  # the task list's share, had it travelled inside the function
-    figures["task_function"] = {"pickled_kb": round(len(blob) / 1024), "task_list_kb": round(len(cloudpickle.dumps(groups)) / 1024),
-                                "task_list_unpickle_ms": round((time.process_time() - t0) / 5 * 1000, 2)}
+    figures["task_function"] = {
+        "pickled_kb": round(len(blob) / 1024),
+        "task_list_kb": round(len(cloudpickle.dumps(groups)) / 1024),
+        "task_list_unpickle_ms": round((time.process_time() - t0) / 5 * 1000, 2),
+    }
     stats_dir = os.path.join(work, "out", "steps", step.name, STATS_DIR)
     first: dict = {}
 
@@ -172,7 +204,11 @@ def child(listing: str, work: str, full: bool) -> dict:
         for i in range(len(files)):
             (merge_dir / STATS_DIR / f"part-{i:05d}.json").write_text(text)
         merged = _phase(figures, "stats_merge", lambda: merged_stats(spark, str(merge_dir), [])[0])
-        _phase(figures, "stats_save_and_table", lambda: (save_json(merged, str(merge_dir / "stats.json")), format_table(merged)))
+        _phase(
+            figures,
+            "stats_save_and_table",
+            lambda: (save_json(merged, str(merge_dir / "stats.json")), format_table(merged)),
+        )
         figures["stats_docs_in"] = merged[0].docs_in
     spark.stop()
     return figures
@@ -181,7 +217,9 @@ def child(listing: str, work: str, full: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 90000])
-    parser.add_argument("--full", type=int, nargs="*", default=[1000], help="sizes whose first step also runs to the end")
+    parser.add_argument(
+        "--full", type=int, nargs="*", default=[1000], help="sizes whose first step also runs to the end"
+    )
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "ccpretrain-bench", "driver-scale"))
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -197,28 +235,48 @@ def main() -> None:
     results = {}
     for size in args.sizes:
         listing = write_listing(work, paths[:size])
-        cmd = [sys.executable, "-m", "bench.pipeline.bench_driver_scale", "--child", listing, "--work", str(work / f"run-{size}")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.pipeline.bench_driver_scale",
+            "--child",
+            listing,
+            "--work",
+            str(work / f"run-{size}"),
+        ]
         proc = subprocess.run(cmd + (["--child-full"] if size in args.full else []), capture_output=True, text=True)
         if proc.returncode:
             print(proc.stderr[-3000:], file=sys.stderr)
             continue
         results[size] = r = json.loads(proc.stdout.strip().splitlines()[-1])
         per = lambda key: 1e6 * r[key]["cpu_s"] / size  # noqa: E731  (CPU microseconds per listing entry)
-        print(f"\n[{size} files] listing {r['listing']['cpu_s']}s ({per('listing'):.0f} us/file, heap "
-              f"{r['listing']['heap_peak_mb']} MB), "
-              f"plan {r['plan_tasks']['cpu_s']}s, fingerprint {r['fingerprint']['cpu_s']}s", flush=True)
-        print(f"  task function {r['task_function']['pickled_kb']} KB (the task list "
-              f"{r['task_function']['task_list_kb']} KB, "
-              f"{r['task_function']['task_list_unpickle_ms']} ms to unpickle); "
-              f"first task done after {r['first_task_seconds']}s", flush=True)
-        print(f"  stats merge {r.get('stats_merge', {}).get('cpu_s')}s (heap "
-              f"{r.get('stats_merge', {}).get('heap_peak_mb')} MB), "
-              f"save + table {r.get('stats_save_and_table', {}).get('cpu_s')}s; driver Python CPU "
-              f"{r['driver_python_cpu_s']}s, "
-              f"peak RSS {r['driver_python_peak_rss_mb']} MB; JVM peak {r['tree']['peak_rss_mb_jvm']} MB"
-              + (f"; whole first step {r['run_seconds']}s wall, tree CPU {r['tree']['cpu_seconds']}s, report "
-                 f"{r['report']['cpu_s']}s CPU"
-                 if "run_seconds" in r else ""), flush=True)
+        print(
+            f"\n[{size} files] listing {r['listing']['cpu_s']}s ({per('listing'):.0f} us/file, heap "
+            f"{r['listing']['heap_peak_mb']} MB), "
+            f"plan {r['plan_tasks']['cpu_s']}s, fingerprint {r['fingerprint']['cpu_s']}s",
+            flush=True,
+        )
+        print(
+            f"  task function {r['task_function']['pickled_kb']} KB (the task list "
+            f"{r['task_function']['task_list_kb']} KB, "
+            f"{r['task_function']['task_list_unpickle_ms']} ms to unpickle); "
+            f"first task done after {r['first_task_seconds']}s",
+            flush=True,
+        )
+        print(
+            f"  stats merge {r.get('stats_merge', {}).get('cpu_s')}s (heap "
+            f"{r.get('stats_merge', {}).get('heap_peak_mb')} MB), "
+            f"save + table {r.get('stats_save_and_table', {}).get('cpu_s')}s; driver Python CPU "
+            f"{r['driver_python_cpu_s']}s, "
+            f"peak RSS {r['driver_python_peak_rss_mb']} MB; JVM peak {r['tree']['peak_rss_mb_jvm']} MB"
+            + (
+                f"; whole first step {r['run_seconds']}s wall, tree CPU {r['tree']['cpu_seconds']}s, report "
+                f"{r['report']['cpu_s']}s CPU"
+                if "run_seconds" in r
+                else ""
+            ),
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -26,13 +26,13 @@ import time
 
 from bench.common.make_bench_warc import write_bench_warcs
 from bench.common.paths import SHARED
-from tests.support.snippets import snippet_scores
 from bench.datatrove.environment import datatrove_python
 from dataprep.classify.langid import LanguageID, default_model_path
 from dataprep.core.config import InputConfig
 from dataprep.html.charset import decode_html
 from dataprep.html.extract import Extract
 from dataprep.readers import iter_documents
+from tests.support.snippets import snippet_scores
 
 
 def run_ours(files: list[str], engine: str) -> dict:
@@ -68,20 +68,31 @@ def run_spark(files: list[str], cores: int) -> dict | None:
         return None
     spark = get_spark(f"local[{cores}]", app_name="bench-ingest")
     with tempfile.TemporaryDirectory() as out:
-        config = load_config({"input": {"paths": files}, "output": {"dir": out}, "stages": [{"stage": "extract"}, {"stage": "langid"}]})
+        config = load_config(
+            {"input": {"paths": files}, "output": {"dir": out}, "stages": [{"stage": "extract"}, {"stage": "langid"}]}
+        )
         t0 = time.perf_counter()
         result = run_pipeline(config, spark=spark, force=True)
         seconds = time.perf_counter() - t0
     stats = {s.stage: s for s in result.stats}
     spark.stop()
-    return {"read": stats["extract"].docs_in, "extracted": stats["extract"].docs_kept, "kept": stats["langid"].docs_kept, "seconds": seconds, "cores": cores}
+    return {
+        "read": stats["extract"].docs_in,
+        "extracted": stats["extract"].docs_kept,
+        "kept": stats["langid"].docs_kept,
+        "seconds": seconds,
+        "cores": cores,
+    }
 
 
 def extraction_quality() -> dict:
     root = SHARED / "html" / "trafilatura-eval"
     gold = [json.loads(line) for line in (root / "gold.jsonl").open()]
     pages = [decode_html(gzip.open(root / page["file"]).read(), None) for page in gold]
-    return {engine: snippet_scores([Extract(engine=engine).extract(p) for p in pages], gold) for engine in ("auto", "resiliparse", "trafilatura")}
+    return {
+        engine: snippet_scores([Extract(engine=engine).extract(p) for p in pages], gold)
+        for engine in ("auto", "resiliparse", "trafilatura")
+    }
 
 
 def main() -> None:
@@ -94,8 +105,10 @@ def main() -> None:
     args = parser.parse_args()
 
     files = write_bench_warcs(args.out, repeat=args.repeat, files=args.cores)
-    print(f"input: {len(files)} WARC files, {args.repeat} x 200 pages, "
-          f"{sum(os.path.getsize(f) for f in files) / 1e6:.1f} MB")
+    print(
+        f"input: {len(files)} WARC files, {args.repeat} x 200 pages, "
+        f"{sum(os.path.getsize(f) for f in files) / 1e6:.1f} MB"
+    )
     runs: dict[str, dict | None] = {
         "ours auto (no Spark)": run_ours(files, "auto"),
         "ours resiliparse (no Spark)": run_ours(files, "resiliparse"),
@@ -117,7 +130,9 @@ def main() -> None:
             cpu[name] = r["read"] / r["cpu_seconds"]
         cpu_s = f"{r['cpu_seconds']:.1f}" if "cpu_seconds" in r else "-"
         cpu_rate = f"{cpu[name]:.1f}" if name in cpu else "-"
-        print(f"{name:<34}{r['read']:>6}{r['extracted']:>6}{r['kept']:>6}{r['seconds']:>8.1f}{cpu_s:>8}{wall[name]:>18.1f}{cpu_rate:>8}")
+        print(
+            f"{name:<34}{r['read']:>6}{r['extracted']:>6}{r['kept']:>6}{r['seconds']:>8.1f}{cpu_s:>8}{wall[name]:>18.1f}{cpu_rate:>8}"
+        )
     base = "datatrove trafilatura"
     if base in wall:
         print("\nratios vs datatrove, docs/s/core (wall-clock; CPU-time where measurable):")
@@ -126,7 +141,9 @@ def main() -> None:
             print(f"  {name:<34}{wall[name] / wall[base]:>7.2f}x{by_cpu}")
     print("\nextraction quality on trafilatura-eval (200 pages):")
     for engine, s in extraction_quality().items():
-        print(f"  {engine:<12} with-snippets found {s['with_found']:.3f}   boilerplate absent {s['without_absent']:.3f}")
+        print(
+            f"  {engine:<12} with-snippets found {s['with_found']:.3f}   boilerplate absent {s['without_absent']:.3f}"
+        )
 
 
 if __name__ == "__main__":

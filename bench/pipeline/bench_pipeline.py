@@ -64,6 +64,7 @@ def run_child(files: list[str], out: str, cores: int, jobs: int, tokenizer: str 
     spark = get_spark(f"local[{cores}]", app_name="bench-pipeline")
     session_seconds = time.perf_counter() - t0
     session_cpu = sum(monitor.cpu_by_kind().values())
+
     class TimedRun(PipelineRun):
         """Each step (and the corpus rewrite) timed by wall and process-tree CPU, in ``laps``."""
 
@@ -71,7 +72,10 @@ def run_child(files: list[str], out: str, cores: int, jobs: int, tokenizer: str 
             cpu0, t0 = monitor.cpu_by_kind(), time.perf_counter()
             out = fn(*args)
             cpu1 = monitor.cpu_by_kind()
-            self.laps[name] = {"seconds": round(time.perf_counter() - t0, 2), **{f"cpu_{k}": round(cpu1[k] - cpu0[k], 2) for k in cpu1}}
+            self.laps[name] = {
+                "seconds": round(time.perf_counter() - t0, 2),
+                **{f"cpu_{k}": round(cpu1[k] - cpu0[k], 2) for k in cpu1},
+            }
             return out
 
         def _run_step(self, step, *args):
@@ -94,7 +98,16 @@ def run_child(files: list[str], out: str, cores: int, jobs: int, tokenizer: str 
         usage = monitor.stop()
         stats = {s.stage: s for s in result.stats}
         written = stats["fineweb_quality"].docs_kept
-        runs.append({"read": stats["read"].docs_in, "written": written, "kept": result.stats[-1].docs_kept, "seconds": seconds, **usage, "steps": run.laps})
+        runs.append(
+            {
+                "read": stats["read"].docs_in,
+                "written": written,
+                "kept": result.stats[-1].docs_kept,
+                "seconds": seconds,
+                **usage,
+                "steps": run.laps,
+            }
+        )
     spark.stop()
     print(json.dumps({"session_seconds": session_seconds, "session_cpu_seconds": session_cpu, "runs": runs}))
 
@@ -109,19 +122,45 @@ def _last_json(proc: subprocess.CompletedProcess) -> dict | None:
 def run_ours(files: list[str], work: str, cores: int, tokenizer: str | None = None) -> dict | None:
     """Our pipeline in a fresh process, twice: "cold" (the first job, paying the session's start) and
     "warm" (the second job in the same session: the steady state of a long job)."""
-    cmd = [sys.executable, "-m", "bench.pipeline.bench_pipeline", "--child", "--cores", str(cores), "--out", os.path.join(work, "ours"), *files]
-    result = _last_json(subprocess.run(cmd + (["--tokenizer", tokenizer] if tokenizer else []), capture_output=True, text=True))
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.pipeline.bench_pipeline",
+        "--child",
+        "--cores",
+        str(cores),
+        "--out",
+        os.path.join(work, "ours"),
+        *files,
+    ]
+    result = _last_json(
+        subprocess.run(cmd + (["--tokenizer", tokenizer] if tokenizer else []), capture_output=True, text=True)
+    )
     if result is None:
         return None
     cold, warm = result["runs"][0], result["runs"][-1]
-    return {"cold": cold, "warm": warm, "session_seconds": result["session_seconds"], "session_cpu_seconds": result["session_cpu_seconds"]}
+    return {
+        "cold": cold,
+        "warm": warm,
+        "session_seconds": result["session_seconds"],
+        "session_cpu_seconds": result["session_cpu_seconds"],
+    }
 
 
 def run_datatrove(files: list[str], work: str, cores: int) -> dict | None:
     from bench.common.proctree import TreeMonitor
     from dataprep.classify.langid import default_model_path
 
-    cmd = [datatrove_python(), "-m", "bench.datatrove.datatrove_pipeline", default_model_path(), os.path.join(work, "datatrove"), "--workers", str(cores), *files]
+    cmd = [
+        datatrove_python(),
+        "-m",
+        "bench.datatrove.datatrove_pipeline",
+        default_model_path(),
+        os.path.join(work, "datatrove"),
+        "--workers",
+        str(cores),
+        *files,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     monitor = TreeMonitor(proc.pid).start()
     stdout, stderr = proc.communicate()
@@ -131,7 +170,10 @@ def run_datatrove(files: list[str], work: str, cores: int) -> dict | None:
 
 
 def rates(run: dict, cores: int) -> dict:
-    return {"docs_per_s_per_core": run["read"] / run["seconds"] / cores, "cpu_ms_per_doc": 1000 * run["cpu_seconds"] / run["read"]}
+    return {
+        "docs_per_s_per_core": run["read"] / run["seconds"] / cores,
+        "cpu_ms_per_doc": 1000 * run["cpu_seconds"] / run["read"],
+    }
 
 
 def median_rates(runs: list[dict], cores: int) -> dict:
@@ -143,7 +185,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="whole pipeline: ours on Spark vs datatrove, docs/s per core")
     parser.add_argument("files", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--pages", type=int, default=2000, help="input pages (copies of the 200 eval pages)")
-    parser.add_argument("--files", dest="n_files", type=int, default=8, help="WARC files (= tasks) the pages are split into")
+    parser.add_argument(
+        "--files", dest="n_files", type=int, default=8, help="WARC files (= tasks) the pages are split into"
+    )
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N] and datatrove workers")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "ccpretrain-bench", "pipeline"))
@@ -170,16 +214,29 @@ def main() -> None:
             cold_runs.append(ours["cold"])
             warm_runs.append(ours["warm"])
         show = lambda x, k: f"{x[k]:.1f}s" if x else "failed"  # noqa: E731
-        print(f"  round {r + 1}: datatrove {show(dt, 'seconds')}, ours cold "
-              f"{show(ours and ours['cold'], 'seconds')}, warm {show(ours and ours['warm'], 'seconds')}", flush=True)
+        print(
+            f"  round {r + 1}: datatrove {show(dt, 'seconds')}, ours cold "
+            f"{show(ours and ours['cold'], 'seconds')}, warm {show(ours and ours['warm'], 'seconds')}",
+            flush=True,
+        )
 
-    table = {"datatrove": median_rates(dt_runs, args.cores), "ours cold": median_rates(cold_runs, args.cores), "ours warm": median_rates(warm_runs, args.cores)}
-    written = {"datatrove": dt_runs and dt_runs[0]["written"], "ours cold": cold_runs and cold_runs[0]["written"], "ours warm": warm_runs and warm_runs[0]["written"]}
+    table = {
+        "datatrove": median_rates(dt_runs, args.cores),
+        "ours cold": median_rates(cold_runs, args.cores),
+        "ours warm": median_rates(warm_runs, args.cores),
+    }
+    written = {
+        "datatrove": dt_runs and dt_runs[0]["written"],
+        "ours cold": cold_runs and cold_runs[0]["written"],
+        "ours warm": warm_runs and warm_runs[0]["written"],
+    }
     print(f"\n{'engine':<12}{'docs/s/core':>13}{'CPU ms/doc':>12}{'written':>9}{'core-h per 3B pages':>21}")
     for name, figures in table.items():
         if figures:
             hours = SNAPSHOT_PAGES / figures["docs_per_s_per_core"] / 3600
-            print(f"{name:<12}{figures['docs_per_s_per_core']:>13.1f}{figures['cpu_ms_per_doc']:>12.1f}{written[name]:>9}{hours:>21,.0f}")
+            print(
+                f"{name:<12}{figures['docs_per_s_per_core']:>13.1f}{figures['cpu_ms_per_doc']:>12.1f}{written[name]:>9}{hours:>21,.0f}"
+            )
     summary = {"pages": copies * 200, "cores": args.cores, "rounds": args.rounds, "engines": table, "written": written}
     base = table["datatrove"]
     if base:
@@ -190,7 +247,9 @@ def main() -> None:
                 cpu = base["cpu_ms_per_doc"] / table[name]["cpu_ms_per_doc"]
                 summary[f"ratio {name}"] = {"wall": wall, "cpu": cpu}
                 print(f"  {name:<10}{wall:>8.2f}x{cpu:>10.2f}x")
-        summary["core_hours_per_snapshot"] = {name: SNAPSHOT_PAGES / f["docs_per_s_per_core"] / 3600 for name, f in table.items() if f}
+        summary["core_hours_per_snapshot"] = {
+            name: SNAPSHOT_PAGES / f["docs_per_s_per_core"] / 3600 for name, f in table.items() if f
+        }
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))
 

@@ -60,7 +60,7 @@ def crash(out: Path, index: int, whole: bool = False) -> int:
         shutil.rmtree(step)
         return 0
     markers = sorted((step / "_stats").glob("part-*.json"))
-    for marker in markers[len(markers) // 2:]:
+    for marker in markers[len(markers) // 2 :]:
         marker.unlink()
         (step / "data" / marker.with_suffix(".parquet").name).unlink()
     return len(markers) // 2
@@ -80,7 +80,7 @@ def crash_deciding(job: dict, out: Path, index: int, spark) -> int:
             shutil.rmtree(later)
     markers = sorted((step / "_prepared" / "_stats").glob("part-*.json"))
     assert markers, "the failed run left no prepare tasks"
-    for marker in markers[len(markers) // 2:]:
+    for marker in markers[len(markers) // 2 :]:
         marker.unlink()
         (step / "_prepared" / "data" / marker.with_suffix(".parquet").name).unlink()
     return len(markers) // 2
@@ -95,7 +95,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="copies of the 200 evaluation pages")
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--step", choices=["first", "minhash", "minhash-decide"], default="first", help="the step the crash hits")
+    parser.add_argument(
+        "--step", choices=["first", "minhash", "minhash-decide"], default="first", help="the step the crash hits"
+    )
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = get_spark(f"local[{args.cores}]", app_name="bench-resume")
@@ -118,9 +120,20 @@ def main() -> None:
             crash(again, index, whole=True)
             baseline = run({**job, "output": {"dir": str(again)}}, spark)
             assert documents(again) == expected, "the rerun step's documents differ"
-    print(json.dumps({"documents": len(expected), "step": step, "tasks_kept_by_the_crash": kept,
-                      "cpu_seconds_uninterrupted": full, "cpu_seconds_step_rerun_whole": baseline, "cpu_seconds_resumed": resumed,
-                      "resumed_over_rerun_whole": round(resumed / baseline, 2)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "documents": len(expected),
+                "step": step,
+                "tasks_kept_by_the_crash": kept,
+                "cpu_seconds_uninterrupted": full,
+                "cpu_seconds_step_rerun_whole": baseline,
+                "cpu_seconds_resumed": resumed,
+                "resumed_over_rerun_whole": round(resumed / baseline, 2),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ def _article(rng: random.Random, pool: list[str]) -> list[list[str]]:
 def _edit(rng: random.Random, article: list[list[str]], pool: list[str]) -> list[list[str]]:
     """A near-duplicate: about one word in a hundred replaced, one sentence dropped."""
     words = [w for s in pool[:200] for w in s.split()]
-    edited = [[" ".join(rng.choice(words) if rng.random() < 0.01 else w for w in s.split()) for s in p] for p in article]
+    edited = [
+        [" ".join(rng.choice(words) if rng.random() < 0.01 else w for w in s.split()) for s in p] for p in article
+    ]
     paragraph = rng.randrange(len(edited))
     if len(edited[paragraph]) > 1:
         edited[paragraph].pop(rng.randrange(len(edited[paragraph])))
@@ -84,9 +86,11 @@ def page(i: int, pool: list[str], near_dup: float, exact_dup: float) -> tuple[st
     site = random.Random(f"site {origin}").randrange(5000)
     title = " ".join(article[0][0].split()[:8])
     body = "".join(f"<p>{' '.join(p)}</p>\n" for p in article).replace("&", "&amp;")
-    html = (f"<html><head><title>{title}</title></head><body><nav><a href='/'>Home</a> <a href='/about'>About us</a> "
-            f"<a href='/contact'>Contact</a></nav><article><h1>{title}</h1>\n{body}</article>"
-            f"<footer>Copyright site {site}. All rights reserved. <a href='/privacy'>Privacy</a></footer></body></html>")
+    html = (
+        f"<html><head><title>{title}</title></head><body><nav><a href='/'>Home</a> <a href='/about'>About us</a> "
+        f"<a href='/contact'>Contact</a></nav><article><h1>{title}</h1>\n{body}</article>"
+        f"<footer>Copyright site {site}. All rights reserved. <a href='/privacy'>Privacy</a></footer></body></html>"
+    )
     return f"http://site{site}.example/{i}", html.encode()
 
 
@@ -169,8 +173,11 @@ def child(files: list[str], out: str, cores: int, tokenizer: str) -> dict:
             cpu0, t0, shuffled0 = monitor.cpu_by_kind(), time.perf_counter(), shuffle_bytes(spark)
             result = fn(*args)
             cpu1, shuffled1 = monitor.cpu_by_kind(), shuffle_bytes(spark)
-            steps[name] = {"seconds": round(time.perf_counter() - t0, 1), **{f"cpu_{k}": round(cpu1[k] - cpu0[k], 1) for k in cpu1},
-                           "shuffle_bytes": None if shuffled0 is None or shuffled1 is None else shuffled1 - shuffled0}
+            steps[name] = {
+                "seconds": round(time.perf_counter() - t0, 1),
+                **{f"cpu_{k}": round(cpu1[k] - cpu0[k], 1) for k in cpu1},
+                "shuffle_bytes": None if shuffled0 is None or shuffled1 is None else shuffled1 - shuffled0,
+            }
             return result
 
         def _run_step(self, step, *args):
@@ -179,7 +186,10 @@ def child(files: list[str], out: str, cores: int, tokenizer: str) -> dict:
         def _write_corpus(self, *args):
             return self._lap("corpus", super()._write_corpus, *args)
 
-    preset, overrides = str(ROOT / "configs" / "pipeline" / "fineweb.yaml"), {"input": {"paths": files}, "output": {"dir": out}}
+    preset, overrides = (
+        str(ROOT / "configs" / "pipeline" / "fineweb.yaml"),
+        {"input": {"paths": files}, "output": {"dir": out}},
+    )
     last = len(load_config(preset, overrides).stages) - 1  # tokenize
     config = load_config(preset, overrides, sets=[f"stages.{last}.tokenizer={tokenizer}"])
     t0 = time.perf_counter()
@@ -188,8 +198,14 @@ def child(files: list[str], out: str, cores: int, tokenizer: str) -> dict:
     seconds = time.perf_counter() - t0
     usage = monitor.stop()
     spark.stop()
-    return {"seconds": round(seconds, 1), **usage, "steps": steps, "peak_rss_mb": {k: round(v / 1024) for k, v in peaks.peaks.items()},
-            "stages": [s.to_dict() for s in result.stats], "stats": str(Path(out) / "stats.json")}
+    return {
+        "seconds": round(seconds, 1),
+        **usage,
+        "steps": steps,
+        "peak_rss_mb": {k: round(v / 1024) for k, v in peaks.peaks.items()},
+        "stages": [s.to_dict() for s in result.stats],
+        "stats": str(Path(out) / "stats.json"),
+    }
 
 
 def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
@@ -202,34 +218,64 @@ def compare_estimate(work: Path, samples: list[int], large: int) -> dict:
     stats = {n: [StageStats.from_dict(d) for d in doc["stages"]] for n, doc in docs.items()}
     measured = Sample(stats[large], docs[large]["cores"])
     whole = global_stage_names(stats[large])
-    est = estimate([Sample(stats[n], docs[n]["cores"], docs[n]["steps"][0]["tasks"]) for n in samples], measured.pages, 2, whole)
+    est = estimate(
+        [Sample(stats[n], docs[n]["cores"], docs[n]["steps"][0]["tasks"]) for n in samples], measured.pages, 2, whole
+    )
     real = measured.core_seconds(whole, est.basis == "cpu")
     rows = {}
-    print(f"\n  estimate from {' + '.join(map(str, samples))} documents against the run on {large} "
-          f"({est.basis} seconds per stage; * a whole-corpus step: its Spark tasks' CPU seconds)")
+    print(
+        f"\n  estimate from {' + '.join(map(str, samples))} documents against the run on {large} "
+        f"({est.basis} seconds per stage; * a whole-corpus step: its Spark tasks' CPU seconds)"
+    )
     for row in est.stages:
         projected, got = row.core_hours * 3600, real[row.stage]
-        rows[row.stage] = {"projected_s": round(projected, 1), "measured_s": round(got, 1), "error": round(projected / got - 1, 3) if got else None}
-        print(f"    {row.stage + (' *' if row.whole_corpus else ''):<22}{projected:>10.1f}s projected "
-              f"{got:>10.1f}s measured {projected / got - 1:>+8.1%}")
+        rows[row.stage] = {
+            "projected_s": round(projected, 1),
+            "measured_s": round(got, 1),
+            "error": round(projected / got - 1, 3) if got else None,
+        }
+        print(
+            f"    {row.stage + (' *' if row.whole_corpus else ''):<22}{projected:>10.1f}s projected "
+            f"{got:>10.1f}s measured {projected / got - 1:>+8.1%}"
+        )
     total = sum(real.values())
-    rows["total"] = {"projected_s": round(est.core_hours * 3600, 1), "measured_s": round(total, 1), "error": round(est.core_hours * 3600 / total - 1, 3)}
-    print(f"    {'total':<22}{rows['total']['projected_s']:>10.1f}s projected {total:>10.1f}s measured "
-          f"{rows['total']['error']:>+8.1%}")
+    rows["total"] = {
+        "projected_s": round(est.core_hours * 3600, 1),
+        "measured_s": round(total, 1),
+        "error": round(est.core_hours * 3600 / total - 1, 3),
+    }
+    print(
+        f"    {'total':<22}{rows['total']['projected_s']:>10.1f}s projected {total:>10.1f}s measured "
+        f"{rows['total']['error']:>+8.1%}"
+    )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, nargs="+", default=[10000, 100000])
-    parser.add_argument("--per-file", type=int, default=1000, help="pages per WARC file (small local files share first-step tasks: pipelines.steps.file_tasks)")
-    parser.add_argument("--near-dup", type=float, default=0.2, help="share of pages that are edited copies of an earlier one")
-    parser.add_argument("--exact-dup", type=float, default=0.05, help="share of pages whose article repeats an earlier one's")
+    parser.add_argument(
+        "--per-file",
+        type=int,
+        default=1000,
+        help="pages per WARC file (small local files share first-step tasks: pipelines.steps.file_tasks)",
+    )
+    parser.add_argument(
+        "--near-dup", type=float, default=0.2, help="share of pages that are edited copies of an earlier one"
+    )
+    parser.add_argument(
+        "--exact-dup", type=float, default=0.05, help="share of pages whose article repeats an earlier one's"
+    )
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "ccpretrain-bench", "scale-curve"))
     parser.add_argument("--json", help="write the figures here")
-    parser.add_argument("--compare", type=int, nargs="+", metavar="DOCS",
-                        help="only compare: the estimate from the finished runs of these sizes but the last, against the last")
+    parser.add_argument(
+        "--compare",
+        type=int,
+        nargs="+",
+        metavar="DOCS",
+        help="only compare: the estimate from the finished runs of these sizes but the last, against the last",
+    )
     parser.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", help=argparse.SUPPRESS)
@@ -249,23 +295,43 @@ def main() -> None:
         t0 = time.perf_counter()
         files = write_input(work, docs, args.per_file, args.near_dup, args.exact_dup)
         print(f"\n[{docs} docs] {len(files)} WARC files ({time.perf_counter() - t0:.0f}s to write)", flush=True)
-        cmd = [sys.executable, "-m", "bench.pipeline.bench_scale_curve", "--cores", str(args.cores), "--out", str(work / f"out-{docs}"),
-               "--tokenizer", str(tokenizer), "--child", *files]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.pipeline.bench_scale_curve",
+            "--cores",
+            str(args.cores),
+            "--out",
+            str(work / f"out-{docs}"),
+            "--tokenizer",
+            str(tokenizer),
+            "--child",
+            *files,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
             print(proc.stderr[-3000:], file=sys.stderr)
             continue
         results[docs] = r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"  {r['seconds']}s wall, {r['cpu_seconds']}s CPU ({1000 * r['cpu_seconds'] / docs:.2f} ms/doc); "
-              f"peak RSS MB {r['peak_rss_mb']}", flush=True)
+        print(
+            f"  {r['seconds']}s wall, {r['cpu_seconds']}s CPU ({1000 * r['cpu_seconds'] / docs:.2f} ms/doc); "
+            f"peak RSS MB {r['peak_rss_mb']}",
+            flush=True,
+        )
         for name, s in r["steps"].items():
             cpu = s["cpu_jvm"] + s["cpu_python"]
-            print(f"    {name:<34}{s['seconds']:>8.1f}s wall {cpu:>8.1f}s CPU {1000 * cpu / docs:>7.3f} "
-                  f"ms/doc  shuffle {(s['shuffle_bytes'] or 0) / 2**20:>8.1f} MB", flush=True)
+            print(
+                f"    {name:<34}{s['seconds']:>8.1f}s wall {cpu:>8.1f}s CPU {1000 * cpu / docs:>7.3f} "
+                f"ms/doc  shuffle {(s['shuffle_bytes'] or 0) / 2**20:>8.1f} MB",
+                flush=True,
+            )
         for s in r["stages"]:
-            print(f"    stage {s['stage']:<24}{s['docs_in']:>8} in {s['docs_kept']:>8} kept "
-                  f"{1000 * s['seconds'] / max(s['docs_in'], 1):>7.3f} ms/doc in"
-                  f" {1000 * s.get('cpu_seconds', 0) / docs:>7.3f} CPU ms per page", flush=True)
+            print(
+                f"    stage {s['stage']:<24}{s['docs_in']:>8} in {s['docs_kept']:>8} kept "
+                f"{1000 * s['seconds'] / max(s['docs_in'], 1):>7.3f} ms/doc in"
+                f" {1000 * s.get('cpu_seconds', 0) / docs:>7.3f} CPU ms per page",
+                flush=True,
+            )
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
     done = [n for n in args.docs if (work / f"out-{n}" / "stats.json").exists()]
@@ -273,7 +339,9 @@ def main() -> None:
         if 10 * small in done:
             results[f"estimate {small} -> {10 * small}"] = compare_estimate(work, [small], 10 * small)
             if small // 2 in done:  # two sample sizes: fixed costs apart from costs per page
-                results[f"estimate {small // 2} + {small} -> {10 * small}"] = compare_estimate(work, [small // 2, small], 10 * small)
+                results[f"estimate {small // 2} + {small} -> {10 * small}"] = compare_estimate(
+                    work, [small // 2, small], 10 * small
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -68,9 +68,16 @@ def _measure(label: str, args: list[str], out: Path) -> dict:
     stats = json.loads((out / "stats.json").read_text())["stages"]
     document_cpu = sum(s.get("cpu_seconds", 0) for s in stats)  # document stages' own code in the tasks
     corpus_cpu = sum(s.get("executor_cpu_seconds", 0) for s in stats)  # whole-corpus steps on the executors
-    row = {"command": label, "process_cpu_seconds": round(cpu, 1), "stage_cpu_seconds": round(document_cpu + corpus_cpu, 2),
-           "document_stage_cpu_seconds": round(document_cpu, 2), "whole_corpus_cpu_seconds": round(corpus_cpu, 2),
-           "wall_seconds": round(wall, 1), "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
+    row = {
+        "command": label,
+        "process_cpu_seconds": round(cpu, 1),
+        "stage_cpu_seconds": round(document_cpu + corpus_cpu, 2),
+        "document_stage_cpu_seconds": round(document_cpu, 2),
+        "whole_corpus_cpu_seconds": round(corpus_cpu, 2),
+        "wall_seconds": round(wall, 1),
+        "load_before": round(load, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+    }
     print(json.dumps(row), flush=True)
     return row
 
@@ -86,15 +93,29 @@ def main() -> None:
     warcs = sorted(str(p) for p in (SHARED / "warc").glob("*/*") if p.is_file())
     sets = ["--set", "stages.-1.train.vocab_size=500"] if args.preset != "dclm" else []
     run = ["run", args.preset, "--input", *warcs, *sets]
-    rows = [_measure("run", [*run, "--output", str(work / "full")], work / "full"),
-            _measure("run --signals", [*run, "--output", str(work / "signals"), "--signals"], work / "signals"),
-            _measure("filter", ["filter", str(work / "signals"), "--config", args.preset, "--output", str(work / "filtered"), *sets],
-                     work / "filtered")]
-    same = sorted(pq.read_table(work / "full" / "corpus").column("id").to_pylist()) == sorted(pq.read_table(work / "filtered" / "corpus").column("id").to_pylist())
-    result = {"preset": args.preset, "input_files": len(warcs), "same_corpus": same, "runs": rows,
-              "filter_over_full_process_cpu": round(rows[2]["process_cpu_seconds"] / rows[0]["process_cpu_seconds"], 3),
-              "filter_over_full_stage_cpu": round(rows[2]["stage_cpu_seconds"] / max(rows[0]["stage_cpu_seconds"], 1e-9), 3),
-              "filter_over_full_document_stage_cpu": round(rows[2]["document_stage_cpu_seconds"] / max(rows[0]["document_stage_cpu_seconds"], 1e-9), 3)}
+    rows = [
+        _measure("run", [*run, "--output", str(work / "full")], work / "full"),
+        _measure("run --signals", [*run, "--output", str(work / "signals"), "--signals"], work / "signals"),
+        _measure(
+            "filter",
+            ["filter", str(work / "signals"), "--config", args.preset, "--output", str(work / "filtered"), *sets],
+            work / "filtered",
+        ),
+    ]
+    same = sorted(pq.read_table(work / "full" / "corpus").column("id").to_pylist()) == sorted(
+        pq.read_table(work / "filtered" / "corpus").column("id").to_pylist()
+    )
+    result = {
+        "preset": args.preset,
+        "input_files": len(warcs),
+        "same_corpus": same,
+        "runs": rows,
+        "filter_over_full_process_cpu": round(rows[2]["process_cpu_seconds"] / rows[0]["process_cpu_seconds"], 3),
+        "filter_over_full_stage_cpu": round(rows[2]["stage_cpu_seconds"] / max(rows[0]["stage_cpu_seconds"], 1e-9), 3),
+        "filter_over_full_document_stage_cpu": round(
+            rows[2]["document_stage_cpu_seconds"] / max(rows[0]["document_stage_cpu_seconds"], 1e-9), 3
+        ),
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

@@ -76,18 +76,21 @@ def shape(name: str, files: list[str], work: Path, cores: int) -> dict:
     for engine in ("datatrove", "ours cold", "ours warm"):
         e = entry[engine]
         split = f"  (JVM {e['cpu_seconds_jvm']:.1f} s, Python {e['cpu_seconds_python']:.1f} s)"
-        print(f"  {engine:<10} {e['read'] if 'read' in e else docs:>6} docs {e['seconds']:7.1f} s wall "
-              f"{e['cpu_seconds']:7.1f} s CPU"
-              f" {e['cpu_ms_per_doc']:6.2f} CPU ms/doc{split}", flush=True)
+        print(
+            f"  {engine:<10} {e['read'] if 'read' in e else docs:>6} docs {e['seconds']:7.1f} s wall "
+            f"{e['cpu_seconds']:7.1f} s CPU"
+            f" {e['cpu_ms_per_doc']:6.2f} CPU ms/doc{split}",
+            flush=True,
+        )
     return entry
 
 
 def make_tokenizer(work: Path) -> Path:
     """A small SentencePiece BPE (ours) and the same tokenizer as tokenizer.json (datatrove's), trained
     once on the real documents in ../shared/data, outside every timing."""
-    from tests.support.near_duplicates import real_documents
-    from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
     from dataprep.tokenize.tokenizer import train_tokenizer
+    from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
+    from tests.support.near_duplicates import real_documents
 
     folder = work / "tokenizer"
     if not (folder / "tokenizer.json").exists():
@@ -104,8 +107,17 @@ def chain(files: list[str], work: Path, cores: int) -> dict:
     tokenizer = make_tokenizer(work)
     from bench.common.proctree import TreeMonitor
 
-    cmd = [datatrove_python(), "-m", "bench.datatrove.datatrove_chain", default_model_path(), str(tokenizer / "tokenizer.json"),
-           str(work / "datatrove-chain"), "--workers", str(cores), *files]
+    cmd = [
+        datatrove_python(),
+        "-m",
+        "bench.datatrove.datatrove_chain",
+        default_model_path(),
+        str(tokenizer / "tokenizer.json"),
+        str(work / "datatrove-chain"),
+        "--workers",
+        str(cores),
+        *files,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     monitor = TreeMonitor(proc.pid).start()
     stdout, stderr = proc.communicate()
@@ -123,16 +135,27 @@ def chain(files: list[str], work: Path, cores: int) -> dict:
     for key in ("cold", "warm"):
         entry[f"ours {key}"] = {**ours[key], **per_doc(ours[key], docs)}
         entry[f"ratio {key}"] = ratio(entry[f"ours {key}"], entry["datatrove"])
-    print(f"  datatrove: {docs} read, {dt['cleaned']} cleaned, {dt['removed_minhash']} removed by MinHash, "
-          f"{dt['tokens']:,} tokens")
-    print(f"  ours:      {ours['warm']['read']} read, {ours['warm']['written']} cleaned, "
-          f"{ours['warm']['kept']} kept after dedup")
+    print(
+        f"  datatrove: {docs} read, {dt['cleaned']} cleaned, {dt['removed_minhash']} removed by MinHash, "
+        f"{dt['tokens']:,} tokens"
+    )
+    print(
+        f"  ours:      {ours['warm']['read']} read, {ours['warm']['written']} cleaned, "
+        f"{ours['warm']['kept']} kept after dedup"
+    )
     print("  where the CPU goes (seconds; ours: the warm job, JVM + Python):")
     steps = [(f"datatrove {name}", s["cpu_seconds"]) for name, s in dt["steps"].items()]
-    steps.append(("datatrove start-up and imports", dt["cpu_seconds"] - sum(s["cpu_seconds"] for s in dt["steps"].values())))
+    steps.append(
+        ("datatrove start-up and imports", dt["cpu_seconds"] - sum(s["cpu_seconds"] for s in dt["steps"].values()))
+    )
     warm = entry["ours warm"]
     steps += [(f"ours {name}", s["cpu_jvm"] + s["cpu_python"]) for name, s in warm["steps"].items()]
-    steps.append(("ours driver between steps", warm["cpu_seconds"] - sum(s["cpu_jvm"] + s["cpu_python"] for s in warm["steps"].values())))
+    steps.append(
+        (
+            "ours driver between steps",
+            warm["cpu_seconds"] - sum(s["cpu_jvm"] + s["cpu_python"] for s in warm["steps"].values()),
+        )
+    )
     for name, cpu in steps:
         print(f"    {name:<42}{cpu:8.1f}")
     entry["where"] = dict(steps)
@@ -150,47 +173,65 @@ def run_json(module: str, args: list[str], out: Path) -> dict | None:
 
 def report(results: dict, cores: int, under_load: bool) -> None:
     print("\n" + "=" * 86)
-    print("ours vs datatrove 0.10.1, CPU ms per document (x = times cheaper)" + ("   ** MEASURED UNDER LOAD **" if under_load else ""))
+    print(
+        "ours vs datatrove 0.10.1, CPU ms per document (x = times cheaper)"
+        + ("   ** MEASURED UNDER LOAD **" if under_load else "")
+    )
     print("=" * 86)
     print(f"{'':<34}{'datatrove':>10}{'ours':>9}{'by CPU':>9}{'by wall':>9}")
-    rows = [("1. steady, CC-shaped", "cc", "warm"), ("2. steady, many small files", "small", "warm"),
-            ("3. cold (first run), CC-shaped", "cc", "cold"), ("3. cold (first run), small files", "small", "cold"),
-            ("4. whole chain (steady)", "chain", "warm"), ("4. whole chain (cold)", "chain", "cold")]
+    rows = [
+        ("1. steady, CC-shaped", "cc", "warm"),
+        ("2. steady, many small files", "small", "warm"),
+        ("3. cold (first run), CC-shaped", "cc", "cold"),
+        ("3. cold (first run), small files", "small", "cold"),
+        ("4. whole chain (steady)", "chain", "warm"),
+        ("4. whole chain (cold)", "chain", "cold"),
+    ]
     for label, key, kind in rows:
         entry = results.get(key) or {}
         if "datatrove" in entry:
             r = entry[f"ratio {kind}"]
-            print(f"{label:<34}{entry['datatrove']['cpu_ms_per_doc']:>10.1f}"
-                  f"{entry[f'ours {kind}']['cpu_ms_per_doc']:>9.2f}"
-                  f"{r['cpu']:>8.1f}x{r['wall']:>8.1f}x")
+            print(
+                f"{label:<34}{entry['datatrove']['cpu_ms_per_doc']:>10.1f}"
+                f"{entry[f'ours {kind}']['cpu_ms_per_doc']:>9.2f}"
+                f"{r['cpu']:>8.1f}x{r['wall']:>8.1f}x"
+            )
     minhash = results.get("minhash")
     if minhash and minhash.get("sizes"):
         n, entry = max(minhash["sizes"].items(), key=lambda kv: int(kv[0]))
-        print(f"\nMinHash at {n} documents, removed-id Jaccard with datatrove's removals:"
-              f" verify exact (default) {entry['ours']['agreement_with_first']:.3f} ({entry['ours']['removed']} removed),"
-              " verify none (FineWeb-equivalent) "
-              f"{entry.get('ours_verify_none', {}).get('agreement_with_first', float('nan')):.3f}"
-              f" ({entry.get('ours_verify_none', {}).get('removed', '?')} removed, and"
-              f" {entry.get('ours_verify_none', {}).get('first_removed_in_our_clusters', float('nan')):.3f} of "
-              "datatrove's removals"
-              f" in its clusters); datatrove removed {entry['datatrove']['removed']};"
-              f" {entry.get('ratio_docs_per_s_per_core', float('nan')):.1f}x its docs/s/core")
+        print(
+            f"\nMinHash at {n} documents, removed-id Jaccard with datatrove's removals:"
+            f" verify exact (default) {entry['ours']['agreement_with_first']:.3f} ({entry['ours']['removed']} removed),"
+            " verify none (FineWeb-equivalent) "
+            f"{entry.get('ours_verify_none', {}).get('agreement_with_first', float('nan')):.3f}"
+            f" ({entry.get('ours_verify_none', {}).get('removed', '?')} removed, and"
+            f" {entry.get('ours_verify_none', {}).get('first_removed_in_our_clusters', float('nan')):.3f} of "
+            "datatrove's removals"
+            f" in its clusters); datatrove removed {entry['datatrove']['removed']};"
+            f" {entry.get('ratio_docs_per_s_per_core', float('nan')):.1f}x its docs/s/core"
+        )
     extraction = results.get("extraction")
     if extraction:
         q, t = extraction["quality"], extraction["trafilatura_quality"]
-        print(f"extraction {extraction['default']}: main text found {q['with_found']:.3f} (Trafilatura "
-              f"{t['with_found']:.3f}),"
-              f" boilerplate kept out {q['without_absent']:.3f} ({t['without_absent']:.3f}); "
-              f"{extraction['speed_ratio_vs_trafilatura']:.1f}x its pages/s")
+        print(
+            f"extraction {extraction['default']}: main text found {q['with_found']:.3f} (Trafilatura "
+            f"{t['with_found']:.3f}),"
+            f" boilerplate kept out {q['without_absent']:.3f} ({t['without_absent']:.3f}); "
+            f"{extraction['speed_ratio_vs_trafilatura']:.1f}x its pages/s"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N] and datatrove workers")
     parser.add_argument("--quick", action="store_true", help="smaller inputs (about 10 minutes on 2 idle cores)")
-    parser.add_argument("--allow-busy", action="store_true", help="report even when the 1-minute load is above the core count")
+    parser.add_argument(
+        "--allow-busy", action="store_true", help="report even when the 1-minute load is above the core count"
+    )
     parser.add_argument("--pages-per-file", type=int, help="pages in each CC-shaped file (default 3000, --quick 500)")
-    parser.add_argument("--only", nargs="+", choices=["cc", "small", "chain", "minhash", "extraction"], help="run only these parts")
+    parser.add_argument(
+        "--only", nargs="+", choices=["cc", "small", "chain", "minhash", "extraction"], help="run only these parts"
+    )
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "ccpretrain-bench", "throughput"))
     parser.add_argument("--json", help="write all figures here")
     args = parser.parse_args()
@@ -198,8 +239,11 @@ def main() -> int:
     start = load()
     print(f"load average at start: {start[0]:.2f} {start[1]:.2f} {start[2]:.2f} on {machine_cores} cores", flush=True)
     if start[0] > machine_cores and not args.allow_busy:
-        print(f"the machine is busy (1-min load {start[0]:.1f} > {machine_cores} cores): figures would not be ours alone;"
-              " wait, or pass --allow-busy to measure anyway", file=sys.stderr)
+        print(
+            f"the machine is busy (1-min load {start[0]:.1f} > {machine_cores} cores): figures would not be ours alone;"
+            " wait, or pass --allow-busy to measure anyway",
+            file=sys.stderr,
+        )
         return BUSY_EXIT
     parts = set(args.only or ["cc", "small", "chain", "minhash", "extraction"])
     work = Path(args.work)
@@ -216,18 +260,27 @@ def main() -> int:
         results["chain"] = chain(big(), work, args.cores)
     if "minhash" in parts:
         size = "10000" if args.quick else "50000"
-        results["minhash"] = run_json("bench.dedup.bench_dedup", ["--sizes", size, "--cores", str(args.cores), "--verify", "exact", "none"], work / "dedup.json")
+        results["minhash"] = run_json(
+            "bench.dedup.bench_dedup",
+            ["--sizes", size, "--cores", str(args.cores), "--verify", "exact", "none"],
+            work / "dedup.json",
+        )
     if "extraction" in parts:
-        results["extraction"] = run_json("bench.extraction.bench_extract", ["--rounds", "1" if args.quick else "3"], work / "extract.json")
+        results["extraction"] = run_json(
+            "bench.extraction.bench_extract", ["--rounds", "1" if args.quick else "3"], work / "extract.json"
+        )
     end = load()
     results["load_end"] = end
     print(f"\nload average at end: {end[0]:.2f} {end[1]:.2f} {end[2]:.2f} on {machine_cores} cores", flush=True)
     # The last minute's load includes this bench's own engines (up to --cores busy): allowed for at the end.
     under_load = start[0] > machine_cores or end[0] > machine_cores + args.cores
     if under_load and not args.allow_busy:
-        print(f"the machine became busy (1-min load {end[0]:.1f} > {machine_cores} cores + this bench's "
-              f"{args.cores}): not reporting;"
-              " rerun, or pass --allow-busy", file=sys.stderr)
+        print(
+            f"the machine became busy (1-min load {end[0]:.1f} > {machine_cores} cores + this bench's "
+            f"{args.cores}): not reporting;"
+            " rerun, or pass --allow-busy",
+            file=sys.stderr,
+        )
         return BUSY_EXIT
     results["under_load"] = under_load
     report(results, args.cores, under_load)

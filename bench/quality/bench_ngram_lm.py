@@ -24,8 +24,9 @@ from bench.common.paths import ROOT, SHARED
 
 def _base_module(rev: str):
     """``dataprep/quality/ngram_lm.py`` as it was at ``rev`` (from git), loaded under another name."""
-    source = subprocess.run(["git", "show", f"{rev}:dataprep/quality/ngram_lm.py"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{rev}:dataprep/quality/ngram_lm.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
     path = Path(tempfile.mkdtemp()) / "ngram_lm_base.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("ngram_lm_base", path)
@@ -53,7 +54,11 @@ def main() -> int:
     from dataprep.quality.perplexity import PerplexityModel, _lines, train_model
 
     texts = []
-    for name in ("dolma-cc_en_head-0091.jsonl.gz", "dolma-cc_en_head-0174.jsonl.gz", "dolma-cc-2023-06-documents-000.json.gz"):
+    for name in (
+        "dolma-cc_en_head-0091.jsonl.gz",
+        "dolma-cc_en_head-0174.jsonl.gz",
+        "dolma-cc-2023-06-documents-000.json.gz",
+    ):
         with gzip.open(SHARED / "documents" / name, "rt", encoding="utf-8") as fh:
             texts += [json.loads(line)["text"] for line in fh]
     with open(SHARED / "documents" / "redpajama-cc-2023-06-refined.jsonl", encoding="utf-8") as fh:

@@ -114,15 +114,21 @@ def main() -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(texts, fh)
     try:
-        theirs = json.loads(subprocess.run([dt_python, "-c", DATATROVE_SIDE, fh.name], check=True, capture_output=True, text=True).stdout)
+        theirs = json.loads(
+            subprocess.run(
+                [dt_python, "-c", DATATROVE_SIDE, fh.name], check=True, capture_output=True, text=True
+            ).stdout
+        )
     finally:
         os.unlink(fh.name)
     mine = ours(texts)
     print(f"{len(texts)} documents, {sum(map(len, texts)) / 1e6:.1f} M characters, one core each\n")
     print(f"{'stage':<20}{'ours docs/s':>14}{'datatrove docs/s':>18}{'speed-up':>10}")
     for name in mine:
-        print(f"{name:<20}{len(texts) / mine[name]:>14.0f}{len(texts) / theirs[name]:>18.0f}"
-              f"{theirs[name] / mine[name]:>9.1f}x")
+        print(
+            f"{name:<20}{len(texts) / mine[name]:>14.0f}{len(texts) / theirs[name]:>18.0f}"
+            f"{theirs[name] / mine[name]:>9.1f}x"
+        )
     docs_s, mb_s = perplexity(texts)
     print(f"\nperplexity scoring (order 3, 2k vocab): {docs_s:.0f} documents/s, {mb_s:.2f} MB/s")
     return 0

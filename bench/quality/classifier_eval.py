@@ -33,23 +33,34 @@ PAGE_SENTENCES = 10
 
 def reference_pages(shared: Path) -> list[str]:
     """The Leipzig sentences, ten consecutive sentences of one language to a page."""
-    rows = [json.loads(line) for line in (shared / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in (shared / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+    ]
     by_lang: dict[str, list[str]] = {}
     for row in rows:
         by_lang.setdefault(row["lang"], []).append(row["text"])
-    return [" ".join(lines[i:i + PAGE_SENTENCES]) for _, lines in sorted(by_lang.items())
-            for i in range(0, len(lines) - PAGE_SENTENCES + 1, PAGE_SENTENCES)]
+    return [
+        " ".join(lines[i : i + PAGE_SENTENCES])
+        for _, lines in sorted(by_lang.items())
+        for i in range(0, len(lines) - PAGE_SENTENCES + 1, PAGE_SENTENCES)
+    ]
 
 
 def crawl_corpus(work: Path, spark) -> str:
     """The demo crawl, extracted by a pipeline run: the corpus the negatives are drawn from."""
-    from pipelines.cli import main as dataprep_main
     from dataprep.core.config import load_config
+    from pipelines.cli import main as dataprep_main
     from pipelines.pipeline_run import run_pipeline
 
     dataprep_main(["demo-data", "--output", str(work / "crawl")])
-    config = load_config({"input": {"paths": [str(work / "crawl" / "demo.warc.gz")]}, "output": {"dir": str(work / "crawl-run")},
-                          "stages": [{"stage": "extract"}]})
+    config = load_config(
+        {
+            "input": {"paths": [str(work / "crawl" / "demo.warc.gz")]},
+            "output": {"dir": str(work / "crawl-run")},
+            "stages": [{"stage": "extract"}],
+        }
+    )
     return run_pipeline(config, spark=spark).corpus_dir
 
 
@@ -60,8 +71,22 @@ def train(work: Path, negatives: str, small: bool, seed: int) -> str:
     positives.write_text("".join(json.dumps({"text": t}) + "\n" for t in reference_pages(SHARED)), encoding="utf-8")
     model = work / ("reference-small.bin" if small else "reference-dclm.bin")
     sizes = ["--dim", "16", "--bucket", "20000", "--epoch", "20", "--lr", "0.3", "--min-count", "1"] if small else []
-    code = dataprep_main(["train-classifier", "--positives", str(positives), "--negatives", negatives, "--output", str(model),
-                          "--seed", str(seed), "--threads", "1", *sizes])  # one thread: the same model every run
+    code = dataprep_main(
+        [
+            "train-classifier",
+            "--positives",
+            str(positives),
+            "--negatives",
+            negatives,
+            "--output",
+            str(model),
+            "--seed",
+            str(seed),
+            "--threads",
+            "1",
+            *sizes,
+        ]
+    )  # one thread: the same model every run
     if code:
         raise SystemExit(f"training failed ({code})")
     return str(model)
@@ -90,9 +115,15 @@ def figures(pages: list[dict], rules_keep: list[bool], scores: list[float]) -> d
     for i, keep in zip(survivors, top_half):
         rules_then_top[i] = keep
     rules_count = count(rules_keep)
-    return {"pages": len(pages), "good": sum(good), "bad": len(pages) - sum(good), "rules": rules_count,
-            "classifier_at_rules_share": count(classifier_same), "rules_then_top50": count(rules_then_top),
-            "rules_then_even50": (rules_count[0] / 2, rules_count[1] / 2, rules_count[2] / 2)}
+    return {
+        "pages": len(pages),
+        "good": sum(good),
+        "bad": len(pages) - sum(good),
+        "rules": rules_count,
+        "classifier_at_rules_share": count(classifier_same),
+        "rules_then_top50": count(rules_then_top),
+        "rules_then_even50": (rules_count[0] / 2, rules_count[1] / 2, rules_count[2] / 2),
+    }
 
 
 def markdown(rows: dict[str, dict], rules: str) -> str:
@@ -100,8 +131,12 @@ def markdown(rows: dict[str, dict], rules: str) -> str:
         return f"{kept:g} kept: {good:g} good, {bad:g} bad"
 
     lines = ["| selection | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
-    labels = [("rules", f"{rules} alone"), ("classifier_at_rules_share", "classifier alone, top share = the rules' share"),
-              ("rules_then_top50", f"{rules}, then classifier top 50%"), ("rules_then_even50", f"{rules}, then an even 50% (expected)")]
+    labels = [
+        ("rules", f"{rules} alone"),
+        ("classifier_at_rules_share", "classifier alone, top share = the rules' share"),
+        ("rules_then_top50", f"{rules}, then classifier top 50%"),
+        ("rules_then_even50", f"{rules}, then an even 50% (expected)"),
+    ]
     for key, label in labels:
         lines.append(f"| {label} | " + " | ".join(cell(*r[key]) for r in rows.values()) + " |")
     lines.append("| pages (good + bad) | " + " | ".join(f"{r['good']} + {r['bad']}" for r in rows.values()) + " |")
@@ -112,7 +147,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", default=str(ROOT / "out" / "bench" / "classifier_eval"))
     parser.add_argument("--rules", default="fineweb_filters", help="the rule preset to compare with (and to run first)")
-    parser.add_argument("--small", action="store_true", help="small-data sizes instead of DCLM's (dim 16, bucket 20k, 20 epochs, lr 0.3)")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="small-data sizes instead of DCLM's (dim 16, bucket 20k, 20 epochs, lr 0.3)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     from dataprep.classify.fasttext_classifier import FastTextClassifier
@@ -133,9 +172,11 @@ def main() -> int:
         rows[split] = figures([pages[i] for i in chosen], [rules_keep[i] for i in chosen], [scores[i] for i in chosen])
     print(markdown(rows, args.rules))
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"\nmodel {model}; wall {time.perf_counter() - t0:.0f} s, CPU "
-          f"{time.process_time() - cpu0 + children.ru_utime + children.ru_stime:.0f} s "
-          "(this process and its children; the Spark JVM's own CPU is not counted)")
+    print(
+        f"\nmodel {model}; wall {time.perf_counter() - t0:.0f} s, CPU "
+        f"{time.process_time() - cpu0 + children.ru_utime + children.ru_stime:.0f} s "
+        "(this process and its children; the Spark JVM's own CPU is not counted)"
+    )
     return 0
 
 

@@ -45,23 +45,36 @@ TRAFILATURA = "html/trafilatura-eval"
 # How to switch off the rule behind each drop reason, per stage (None: the reason ends the stage).
 _OFF: dict[str, dict[str, dict | None]] = {
     "gopher_quality": {
-        "gopher_short_doc": {"min_doc_words": None}, "gopher_long_doc": {"max_doc_words": None},
-        "gopher_below_avg_threshold": {"min_avg_word_length": None}, "gopher_above_avg_threshold": {"max_avg_word_length": None},
-        "gopher_too_many_hashes": {"max_symbol_word_ratio": None}, "gopher_too_many_ellipsis": {"max_symbol_word_ratio": None},
-        "gopher_too_many_bullets": {"max_bullet_lines_ratio": None}, "gopher_too_many_end_ellipsis": {"max_ellipsis_lines_ratio": None},
-        "gopher_below_alpha_threshold": {"min_alpha_words_ratio": None}, "gopher_enough_stop_words": {"min_stop_words": None},
+        "gopher_short_doc": {"min_doc_words": None},
+        "gopher_long_doc": {"max_doc_words": None},
+        "gopher_below_avg_threshold": {"min_avg_word_length": None},
+        "gopher_above_avg_threshold": {"max_avg_word_length": None},
+        "gopher_too_many_hashes": {"max_symbol_word_ratio": None},
+        "gopher_too_many_ellipsis": {"max_symbol_word_ratio": None},
+        "gopher_too_many_bullets": {"max_bullet_lines_ratio": None},
+        "gopher_too_many_end_ellipsis": {"max_ellipsis_lines_ratio": None},
+        "gopher_below_alpha_threshold": {"min_alpha_words_ratio": None},
+        "gopher_enough_stop_words": {"min_stop_words": None},
     },
     "gopher_repetition": {
-        "empty": None, "top_word": {"max_top_word_frac": None}, "dup_para_frac": {"dup_para_frac": None}, "dup_para_char_frac": {"dup_para_char_frac": None},
-        "dup_line_frac": {"dup_line_frac": None}, "dup_line_char_frac": {"dup_line_char_frac": None},
+        "empty": None,
+        "top_word": {"max_top_word_frac": None},
+        "dup_para_frac": {"dup_para_frac": None},
+        "dup_para_char_frac": {"dup_para_char_frac": None},
+        "dup_line_frac": {"dup_line_frac": None},
+        "dup_line_char_frac": {"dup_line_char_frac": None},
     },
     "c4_quality": {
-        "lorem_ipsum": {"filter_lorem_ipsum": False}, "curly_bracket": {"filter_curly_bracket": False},
+        "lorem_ipsum": {"filter_lorem_ipsum": False},
+        "curly_bracket": {"filter_curly_bracket": False},
         "too_few_sentences": {"min_num_sentences": -1},
     },
     "fineweb_quality": {
-        "empty": None, "line_punct_ratio": {"line_punct_thr": 0.0}, "short_line_ratio": {"short_line_thr": 1.0},
-        "char_dup_ratio": {"char_duplicates_ratio": 1.0}, "list_ratio": {"new_line_ratio": math.inf},
+        "empty": None,
+        "line_punct_ratio": {"line_punct_thr": 0.0},
+        "short_line_ratio": {"short_line_thr": 1.0},
+        "char_dup_ratio": {"char_duplicates_ratio": 1.0},
+        "list_ratio": {"new_line_ratio": math.inf},
     },
 }
 
@@ -109,7 +122,11 @@ def _shared_texts(shared: Path) -> dict[tuple[str, str], str]:
     from dataprep.readers import iter_documents
 
     keys, rows = [], []
-    paths = [p for p in sorted(shared.glob("warc/*/*")) if "malformed" not in str(p) and not p.name.endswith((".wat", ".wat.gz"))]
+    paths = [
+        p
+        for p in sorted(shared.glob("warc/*/*"))
+        if "malformed" not in str(p) and not p.name.endswith((".wat", ".wat.gz"))
+    ]
     for path in paths + sorted(shared.glob("documents/*")):
         for result in iter_documents(str(path), InputConfig()):
             for row in result.kept.select(["id", "text", "html", "charset"]).to_pylist():
@@ -207,8 +224,12 @@ def score(name: str, stages: list, pages: list[dict]) -> PresetScore:
 def table(scores: list[PresetScore], examples: int = 0) -> str:
     lines = []
     for s in scores:
-        lines += [f"## {s.name}: good kept {s.good_kept}/{s.good} ({s.retention:.3f}), bad kept {s.bad_kept}/{s.bad}", "",
-                  "| rule | good dropped | bad caught | bad only it catches |", "|---|---|---|---|"]
+        lines += [
+            f"## {s.name}: good kept {s.good_kept}/{s.good} ({s.retention:.3f}), bad kept {s.bad_kept}/{s.bad}",
+            "",
+            "| rule | good dropped | bad caught | bad only it catches |",
+            "|---|---|---|---|",
+        ]
         for rule in s.rules():
             lines.append(f"| {rule} | {s.good_dropped[rule]} | {s.bad_caught[rule]} | {s.bad_only[rule]} |")
             for kind in ("good", "bad_only"):
@@ -246,8 +267,11 @@ def main() -> int:
     args = parser.parse_args()
     pages = load_eval_set()
     kinds = Counter((p["label"], p["split"]) for p in pages)
-    print(f"{len(pages)} labelled pages ({sum(p['source'] == 'written' for p in pages)} written for this set): "
-          + ", ".join(f"{split} {kinds['good', split]} good + {kinds['bad', split]} bad" for split in SPLITS[:2]) + "\n")
+    print(
+        f"{len(pages)} labelled pages ({sum(p['source'] == 'written' for p in pages)} written for this set): "
+        + ", ".join(f"{split} {kinds['good', split]} good + {kinds['bad', split]} bad" for split in SPLITS[:2])
+        + "\n"
+    )
     presets = {name: load_preset(name) for name in args.presets}
     print(summary(presets, pages) + "\n")
     print(f"Per rule, {args.split} pages:\n")

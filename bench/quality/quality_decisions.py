@@ -24,7 +24,15 @@ import sys
 from pathlib import Path
 
 from bench.common.paths import ROOT, SHARED
-from tests.support.quality_parity import FINEWEB_OFF, FINEWEB_RULES, GOPHER_Q_OFF, GOPHER_Q_RULES, GOPHER_R_OFF, GOPHER_R_RULES, build_texts
+from tests.support.quality_parity import (
+    FINEWEB_OFF,
+    FINEWEB_RULES,
+    GOPHER_Q_OFF,
+    GOPHER_Q_RULES,
+    GOPHER_R_OFF,
+    GOPHER_R_RULES,
+    build_texts,
+)
 
 RENAMED = {"max_non_alpha_words_ratio": "min_alpha_words_ratio"}
 
@@ -37,7 +45,9 @@ def texts() -> list[tuple[str, str]]:
     from dataprep.html.extract import Extract
 
     extract = Extract()
-    pages = [extract.extract(decode_html(html, None)) for _, html in load_pages()] + [extract.extract(p) for p in warc_pages()]
+    pages = [extract.extract(decode_html(html, None)) for _, html in load_pages()] + [
+        extract.extract(p) for p in warc_pages()
+    ]
     parity = pages + [t["text"] for t in build_texts(SHARED)]
     out = [(t, "en") for t in parity]
     for t in parity:
@@ -50,7 +60,10 @@ def texts() -> list[tuple[str, str]]:
         by_lang.setdefault(row["lang"], []).append(row["text"])
     for lang, sentences in sorted(by_lang.items()):
         out += [("\n".join(sentences[i : i + 10]), lang) for i in range(0, len(sentences), 10)]
-        out += [("\n\n".join("\n".join(sentences[j : j + 3]) for j in range(i, i + 30, 3)), lang) for i in range(0, len(sentences), 30)]
+        out += [
+            ("\n\n".join("\n".join(sentences[j : j + 3]) for j in range(i, i + 30, 3)), lang)
+            for i in range(0, len(sentences), 30)
+        ]
     return out
 
 
@@ -60,7 +73,11 @@ def stages() -> dict[str, object]:
     from dataprep.quality.gopher import GopherQuality, GopherRepetition
 
     def chain(name: str) -> list:
-        cfg = {"input": {"paths": []}, "output": {"dir": "/tmp/unused"}, "stages": [{"include": str(ROOT / "configs" / "pipeline" / name)}]}
+        cfg = {
+            "input": {"paths": []},
+            "output": {"dir": "/tmp/unused"},
+            "stages": [{"include": str(ROOT / "configs" / "pipeline" / name)}],
+        }
         return [s for s in load_config(cfg).stages if s.name != "quality_classifier"]
 
     def ours(params: dict) -> dict:
@@ -69,7 +86,9 @@ def stages() -> dict[str, object]:
     out = {f"fineweb/{s.name}": s for s in chain("fineweb_filters.yaml")}
     out |= {f"ccpretrain/{s.name}": s for s in chain("ccpretrain_filters.yaml")}
     out |= {f"gopher_quality/{k}": GopherQuality(**ours({**GOPHER_Q_OFF, **v})) for k, v in GOPHER_Q_RULES.items()}
-    out |= {f"gopher_repetition/{k}": GopherRepetition(**ours({**GOPHER_R_OFF, **v})) for k, v in GOPHER_R_RULES.items()}
+    out |= {
+        f"gopher_repetition/{k}": GopherRepetition(**ours({**GOPHER_R_OFF, **v})) for k, v in GOPHER_R_RULES.items()
+    }
     out |= {f"fineweb_quality/{k}": FineWebQuality(**ours({**FINEWEB_OFF, **v})) for k, v in FINEWEB_RULES.items()}
     return out
 
@@ -79,7 +98,9 @@ def ngram_stats(text: str, language: str) -> list[int]:
     from dataprep.quality.languages import split_words
 
     grams = NGrams(split_words(text, language))
-    return [grams.top_chars(n) if len(grams.words) >= n else -1 for n in (2, 3, 4)] + [grams.duplicate_chars(n) for n in range(5, 11)]
+    return [grams.top_chars(n) if len(grams.words) >= n else -1 for n in (2, 3, 4)] + [
+        grams.duplicate_chars(n) for n in range(5, 11)
+    ]
 
 
 def decisions() -> dict[str, list]:
@@ -108,9 +129,13 @@ def main() -> None:
         print(f"{n_docs} texts x {len(got) - 2} stages: decisions written to {args.save}")
         return
     expected = json.loads(Path(args.check).read_text())
-    differ = {name: [i for i, (a, b) in enumerate(zip(rows, got.get(name, []))) if a != b] for name, rows in expected.items()}
+    differ = {
+        name: [i for i, (a, b) in enumerate(zip(rows, got.get(name, []))) if a != b] for name, rows in expected.items()
+    }
     differ = {name: idx for name, idx in differ.items() if idx or len(expected[name]) != len(got.get(name, []))}
-    print(f"{n_docs} texts x {len(got) - 2} stages (+ texts, n-gram statistics): {len(differ)} differ from {args.check}")
+    print(
+        f"{n_docs} texts x {len(got) - 2} stages (+ texts, n-gram statistics): {len(differ)} differ from {args.check}"
+    )
     for name, idx in differ.items():
         print(f"  {name}: {len(idx)} texts, e.g. {idx[:10]}")
     if differ or set(expected) != set(got):

@@ -55,14 +55,28 @@ def _verdict(filt, text: str) -> tuple[str | None, str]:
 def datatrove_decisions(in_path: str, out_path: str) -> None:
     import warnings
 
-    from datatrove.pipeline.filters import C4QualityFilter, FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
     from datatrove.utils.text import split_into_sentences, split_into_words
 
     warnings.filterwarnings("ignore")
     filters = {
-        "gopher_quality": {"all": GopherQualityFilter(), **{k: GopherQualityFilter(**{**GOPHER_Q_OFF, **v}) for k, v in GOPHER_Q_RULES.items()}},
-        "gopher_repetition": {"all": GopherRepetitionFilter(), **{k: GopherRepetitionFilter(**{**GOPHER_R_OFF, **v}) for k, v in GOPHER_R_RULES.items()}},
-        "fineweb_quality": {"all": FineWebQualityFilter(), **{k: FineWebQualityFilter(**{**FINEWEB_OFF, **v}) for k, v in FINEWEB_RULES.items()}},
+        "gopher_quality": {
+            "all": GopherQualityFilter(),
+            **{k: GopherQualityFilter(**{**GOPHER_Q_OFF, **v}) for k, v in GOPHER_Q_RULES.items()},
+        },
+        "gopher_repetition": {
+            "all": GopherRepetitionFilter(),
+            **{k: GopherRepetitionFilter(**{**GOPHER_R_OFF, **v}) for k, v in GOPHER_R_RULES.items()},
+        },
+        "fineweb_quality": {
+            "all": FineWebQualityFilter(),
+            **{k: FineWebQualityFilter(**{**FINEWEB_OFF, **v}) for k, v in FINEWEB_RULES.items()},
+        },
     }
     c4 = {name: C4QualityFilter(**kwargs) for name, kwargs in C4_VARIANTS.items()}
     out = []
@@ -98,7 +112,9 @@ def main() -> int:
         with open(in_path, "w", encoding="utf-8") as fh:
             for t in texts:
                 fh.write(json.dumps(t, ensure_ascii=False) + "\n")
-        subprocess.run([dt_python, "-m", "bench.quality.quality_golden", "--datatrove-side", in_path, out_path], check=True)
+        subprocess.run(
+            [dt_python, "-m", "bench.quality.quality_golden", "--datatrove-side", in_path, out_path], check=True
+        )
         with open(out_path, encoding="utf-8") as fh:
             decisions = json.load(fh)
     for t, d in zip(texts, decisions):
@@ -108,7 +124,7 @@ def main() -> int:
         "generator": "bench/quality/quality_golden.py",
         "datatrove_version": "0.10.1",
         "note": "texts are rebuilt from ../shared/data by tests.support.quality_parity.build_texts; text_sha1 "
-                "checks them",
+        "checks them",
         "documents": decisions,
     }
     os.makedirs(os.path.dirname(args.output), exist_ok=True)

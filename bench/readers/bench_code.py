@@ -45,10 +45,14 @@ def main() -> None:
     args = parser.parse_args()
     inputs = stdlib_inputs()
     files, kept, cpu = read_only(inputs)
-    lines = [f"reader alone: {files} files ({kept} kept as text) in {cpu:.1f} CPU s: {files / cpu:,.0f} files/s per core"]
+    lines = [
+        f"reader alone: {files} files ({kept} kept as text) in {cpu:.1f} CPU s: {files / cpu:,.0f} files/s per core"
+    ]
     spark = get_spark(f"local[{args.cores}]", app_name="bench-code")
     with tempfile.TemporaryDirectory() as tmp:
-        config = load_config("code", overrides={"input": {"paths": inputs}, "output": {"dir": os.path.join(tmp, "out")}})
+        config = load_config(
+            "code", overrides={"input": {"paths": inputs}, "output": {"dir": os.path.join(tmp, "out")}}
+        )
         config.stages[-1].train.vocab_size = args.vocab
         monitor, wall = TreeMonitor().start(), time.perf_counter()
         result = run_pipeline(config, spark=spark)
@@ -56,10 +60,14 @@ def main() -> None:
     spark.stop()
     read = next(s for s in result.stats if s.stage == "read")
     for s in result.stats:
-        lines.append(f"  {s.stage:<14}{s.docs_in:>7} in {s.docs_kept:>7} kept  {s.cpu_seconds:>6.1f} CPU s (in its tasks)")
-    lines.append(f"code preset on Spark local[{args.cores}]: {len(inputs)} inputs, {read.docs_in} files read, "
-                 f"{result.stats[-1].docs_kept} in the corpus; {cpu:.1f} CPU s (process tree), {wall:.1f} s wall: "
-                 f"{read.docs_in / cpu:,.1f} files/s per core")
+        lines.append(
+            f"  {s.stage:<14}{s.docs_in:>7} in {s.docs_kept:>7} kept  {s.cpu_seconds:>6.1f} CPU s (in its tasks)"
+        )
+    lines.append(
+        f"code preset on Spark local[{args.cores}]: {len(inputs)} inputs, {read.docs_in} files read, "
+        f"{result.stats[-1].docs_kept} in the corpus; {cpu:.1f} CPU s (process tree), {wall:.1f} s wall: "
+        f"{read.docs_in / cpu:,.1f} files/s per core"
+    )
     print("\n".join(lines))  # after the run's own progress lines
 
 

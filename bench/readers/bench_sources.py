@@ -33,8 +33,10 @@ def wikipedia(folder: Path, copies: int, files: int = 1) -> list[Path]:
     pages = xml[first:last].replace("</text>", "\n\nCopy {i}.</text>")
     paths = [folder / f"enwiki-pages-articles{f}.xml.bz2" for f in range(files)]
     for f, path in enumerate(paths):
-        body = "".join(re.sub(r"<id>(\d+)</id>", lambda m: f"<id>{int(m.group(1)) + 1000 * i}</id>", pages).replace("{i}", str(i))
-                       for i in range(f, copies, files))
+        body = "".join(
+            re.sub(r"<id>(\d+)</id>", lambda m: f"<id>{int(m.group(1)) + 1000 * i}</id>", pages).replace("{i}", str(i))
+            for i in range(f, copies, files)
+        )
         path.write_bytes(bz2.compress((xml[:first] + body + xml[last:]).encode()))
     return paths
 
@@ -45,12 +47,20 @@ def stackexchange(folder: Path, copies: int, files: int = 1) -> list[Path]:
 
     def shift(row: str, i: int) -> str:  # the i-th copy's post ids and text
         row = row.replace('Body="', f'Body="&lt;p&gt;Copy {i}.&lt;/p&gt;')
-        return re.sub(r'(?<= )(Id|ParentId|AcceptedAnswerId)="(\d+)"', lambda m: f'{m.group(1)}="{int(m.group(2)) + 100 * i}"', row)
+        return re.sub(
+            r'(?<= )(Id|ParentId|AcceptedAnswerId)="(\d+)"',
+            lambda m: f'{m.group(1)}="{int(m.group(2)) + 100 * i}"',
+            row,
+        )
 
     paths = [folder / str(f) / "cooking.stackexchange.com" / "Posts.xml" for f in range(files)]
     for f, path in enumerate(paths):  # a copy's questions and answers stay in one file, as in a site's dump
         path.parent.mkdir(parents=True)
-        path.write_text(xml[: xml.index("  <row")] + "".join(shift(r, i) for i in range(f, copies, files) for r in rows) + "</posts>\n")
+        path.write_text(
+            xml[: xml.index("  <row")]
+            + "".join(shift(r, i) for i in range(f, copies, files) for r in rows)
+            + "</posts>\n"
+        )
     return paths
 
 
@@ -59,7 +69,9 @@ def books(folder: Path, copies: int, files: int = 1) -> list[Path]:
     book = (DATA / "books/pg99999-lamplighter.txt").read_bytes()
     paths = [folder / f"pg{i}.txt" for i in range(copies)]
     for i, path in enumerate(paths):
-        path.write_bytes(book.replace(b"#99999", f"#{i}".encode()).replace(b"CHAPTER I\n", f"CHAPTER I\n\nCopy {i}.\n".encode(), 1))
+        path.write_bytes(
+            book.replace(b"#99999", f"#{i}".encode()).replace(b"CHAPTER I\n", f"CHAPTER I\n\nCopy {i}.\n".encode(), 1)
+        )
     return paths
 
 
@@ -77,7 +89,9 @@ def arxiv(folder: Path, copies: int, files: int = 1) -> list[Path]:
 
     def paper(i: int) -> bytes:
         intro = b"\\section{Introduction}\n"
-        return tar(files_of_paper | {"main.tex": files_of_paper["main.tex"].replace(intro, intro + f"Copy {i}.\n".encode())})
+        return tar(
+            files_of_paper | {"main.tex": files_of_paper["main.tex"].replace(intro, intro + f"Copy {i}.\n".encode())}
+        )
 
     paths = [folder / f"arXiv_src_2401_{f:03d}.tar" for f in range(files)]
     for f, path in enumerate(paths):
@@ -97,12 +111,13 @@ def wikitext_against_reference(copies: int, repeats: int = 3) -> tuple[int, floa
     """Our wikitext to text and mwparserfromhell's ``strip_code`` on the same articles' wikitext (no XML, no
     redirect or namespace rules), alternated, the least CPU of ``repeats`` each: (pages, ours, strip_code)."""
     import html
+
     import mwparserfromhell
 
     from dataprep.readers.wikipedia import wikitext_to_text
 
     xml = (DATA / "wikipedia/enwiki-sample-pages-articles.xml").read_text()
-    texts = [html.unescape(t) for t in re.findall(r'<text[^>]*>(.*?)</text>', xml, flags=re.S)] * copies
+    texts = [html.unescape(t) for t in re.findall(r"<text[^>]*>(.*?)</text>", xml, flags=re.S)] * copies
     convert = {"ours": wikitext_to_text, "strip_code": lambda text: mwparserfromhell.parse(text).strip_code()}
     best = dict.fromkeys(convert, float("inf"))
     for _ in range(repeats):
@@ -127,8 +142,10 @@ def main() -> None:
             print(f"{make.__name__:<16}{kept:>10}{cpu:>8.2f}{kept / cpu:>14.0f}")
     pages, ours, reference = wikitext_against_reference(args.copies)
     print(f"{'wikitext (ours)':<16}{pages:>10}{ours:>8.2f}{pages / ours:>14.0f}  (pages' wikitext only, every page)")
-    print(f"{'mwparser strip':<16}{pages:>10}{reference:>8.2f}{pages / reference:>14.0f}  "
-          f"ours / strip_code CPU: {ours / reference:.2f}")
+    print(
+        f"{'mwparser strip':<16}{pages:>10}{reference:>8.2f}{pages / reference:>14.0f}  "
+        f"ours / strip_code CPU: {ours / reference:.2f}"
+    )
 
 
 if __name__ == "__main__":

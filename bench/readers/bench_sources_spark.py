@@ -40,9 +40,11 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     args = parser.parse_args()
     spark = get_spark(f"local[{args.cores}]", app_name="bench-sources-spark")
-    rows = [f"{'preset':<14}{'files':>6}{'read':>7}{'dropped':>8}{'corpus':>8}{'CPU s':>8}{'wall s':>8}"
-            f"{'docs/s per core':>16}  "
-            "same corpus"]
+    rows = [
+        f"{'preset':<14}{'files':>6}{'read':>7}{'dropped':>8}{'corpus':>8}{'CPU s':>8}{'wall s':>8}"
+        f"{'docs/s per core':>16}  "
+        "same corpus"
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         for make in (wikipedia, stackexchange, books, arxiv):
             corpora = []
@@ -53,8 +55,10 @@ def main() -> None:
                 read, dropped, corpus, cpu, wall = run_preset(spark, make.__name__, paths, inputs.parent / "out")
                 corpora.append(corpus)
                 same = "" if files == 1 else ("yes" if corpora[0] == corpora[1] else "NO")
-                rows.append(f"{make.__name__:<14}{len(paths):>6}{read:>7}{dropped:>8}{len(corpus):>8}{cpu:>8.1f}"
-                        f"{wall:>8.1f}{read / cpu:>16.0f}  {same}")
+                rows.append(
+                    f"{make.__name__:<14}{len(paths):>6}{read:>7}{dropped:>8}{len(corpus):>8}{cpu:>8.1f}"
+                    f"{wall:>8.1f}{read / cpu:>16.0f}  {same}"
+                )
     spark.stop()
     print("\n".join(rows))  # after the runs' own progress lines
 

@@ -92,7 +92,11 @@ def linear_word_scoring(repeat: int) -> tuple[float, float]:
 def _urls(n: int) -> list[str]:
     gold = SHARED / "html" / "trafilatura-eval" / "gold.jsonl"
     urls = [json.loads(line)["url"] for line in gold.read_text(encoding="utf-8").splitlines() if line.strip()]
-    blocked = ["https://www.pornhub.com/view_video.php?viewkey=1", "https://sports.bet365.com/#/AS/B1", "https://best-casino-bonus.example.com/slots"]
+    blocked = [
+        "https://www.pornhub.com/view_video.php?viewkey=1",
+        "https://sports.bet365.com/#/AS/B1",
+        "https://best-casino-bonus.example.com/slots",
+    ]
     out = []
     for i in range(n):
         out.append(blocked[i % 3] if i % 10 == 9 else urls[i % len(urls)])
@@ -129,14 +133,25 @@ def main() -> int:
     if datatrove_python.exists():
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(texts, fh)
-        out = subprocess.run([str(datatrove_python), "-c", DATATROVE_SIDE, fh.name, str(args.repeat)], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [str(datatrove_python), "-c", DATATROVE_SIDE, fh.name, str(args.repeat)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         seconds.update(json.loads(out.stdout.strip().splitlines()[-1]))
 
-    labelled = [json.loads(line) for line in (ROOT / "tests" / "data" / "safety_labelled.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    labelled = [
+        json.loads(line)
+        for line in (ROOT / "tests" / "data" / "safety_labelled.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     explicit = [p for p in labelled if p["label"] == "explicit"]
     scoring = {
         "parity texts (en)": adult_scoring_ratio(texts, ["en"] * n, args.repeat),
-        "labelled explicit pages": adult_scoring_ratio([p["text"] for p in explicit], [p["lang"] for p in explicit], args.repeat * 10),
+        "labelled explicit pages": adult_scoring_ratio(
+            [p["text"] for p in explicit], [p["lang"] for p in explicit], args.repeat * 10
+        ),
     }
     small, large = linear_word_scoring(1)
 
@@ -146,11 +161,15 @@ def main() -> int:
     for name, s in seconds.items():
         print(f"{name:<36}{n / s:>10.0f}{mb / s:>8.2f}{s / seconds['split']:>13.1f}")
     for name, (today, new) in scoring.items():
-        print(f"adult score, new / today's, CPU time, {name}: {new / today:.2f} ({today * 1e3:.1f} -> {new * 1e3:.1f} ms)")
+        print(
+            f"adult score, new / today's, CPU time, {name}: {new / today:.2f} ({today * 1e3:.1f} -> {new * 1e3:.1f} ms)"
+        )
     print(f"toxicity word scoring, 10 MB / 5 MB document, CPU time: {large / small:.2f} (linear: 2)")
     if "pii_datatrove" in seconds:
-        print("pii (ours, 7 types) / datatrove PIIFormatter (e-mail + IP) docs/s ratio: "
-              f"{seconds['pii_datatrove'] / seconds['pii']:.2f}")
+        print(
+            "pii (ours, 7 types) / datatrove PIIFormatter (e-mail + IP) docs/s ratio: "
+            f"{seconds['pii_datatrove'] / seconds['pii']:.2f}"
+        )
     return 0
 
 

@@ -56,8 +56,15 @@ def adult_rules(pages: list[dict]) -> list[dict]:
         page, distinct = vocabulary_signals(tiers, prepared, tokens, 10**12, stage.ambiguous_weight)
         density, _ = vocabulary_signals(tiers, prepared, tokens, stage.window_tokens, stage.ambiguous_weight)
         threshold, min_terms = stage.page_threshold("adult", lang, distinct), stage.min_distinct_terms.get("adult")
-        rules = [name for name, hit in (("page density", page >= threshold), ("window only", density >= threshold > page),
-                                        ("distinct entries", min_terms and distinct >= min_terms)) if hit]
+        rules = [
+            name
+            for name, hit in (
+                ("page density", page >= threshold),
+                ("window only", density >= threshold > page),
+                ("distinct entries", min_terms and distinct >= min_terms),
+            )
+            if hit
+        ]
         score = max(density / threshold, distinct / min_terms if min_terms else 0.0)
         out.append({"score": score, "rules": rules})
     return out
@@ -68,8 +75,10 @@ def report_labelled(pages: list[dict], reasons: list[str | None]) -> tuple[int, 
     rules = adult_rules(pages)
     langs = sorted({p["lang"] for p in pages}, key=[p["lang"] for p in pages].index)
     print(f"labelled pages ({len(pages)}, tests/data/safety_labelled.jsonl): dropped by a safety stage, per language")
-    print(f"  {'lang':<5}{'explicit':>10}{'benign':>9}   explicit pages by adult rule (a page may pass "
-          "several)          highest benign / lowest explicit adult score (1: dropped)")
+    print(
+        f"  {'lang':<5}{'explicit':>10}{'benign':>9}   explicit pages by adult rule (a page may pass "
+        "several)          highest benign / lowest explicit adult score (1: dropped)"
+    )
     missed = lost = 0
     for lang in langs:
         idx = [i for i, p in enumerate(pages) if p["lang"] == lang]
@@ -82,8 +91,10 @@ def report_labelled(pages: list[dict], reasons: list[str | None]) -> tuple[int, 
         by_rule = Counter(r for i in exp for r in rules[i]["rules"])
         top_benign = max(rules[i]["score"] for i in ben)
         low_explicit = min(rules[i]["score"] for i in exp)
-        print(f"  {lang:<5}{caught:>6}/{len(exp):<3}{dropped:>5}/{len(ben):<3}   {dict(by_rule)!s:<62} "
-              f"{top_benign:.2f} / {low_explicit:.2f}")
+        print(
+            f"  {lang:<5}{caught:>6}/{len(exp):<3}{dropped:>5}/{len(ben):<3}   {dict(by_rule)!s:<62} "
+            f"{top_benign:.2f} / {low_explicit:.2f}"
+        )
     for p, r in zip(pages, reasons):
         if bool(r) != (p["label"] == "explicit"):
             print(f"    wrong: {p['id']} ({p['label']}) got {r}")
@@ -96,26 +107,36 @@ def benign() -> dict[str, list[dict]]:
     sets: dict[str, list[dict]] = {"demo pages": [], "web pages": [], "cc documents": [], "lingua pseudo-pages": []}
     for name in ("good_multilingual.yaml", "good_en.yaml"):
         for p in yaml.safe_load((ROOT / "dataprep" / "assets" / "demo" / name).read_text(encoding="utf-8")):
-            sets["demo pages"].append({"url": p["url"], "title": p.get("title"), "text": p["text"], "lang": p.get("lang", "en")})
+            sets["demo pages"].append(
+                {"url": p["url"], "title": p.get("title"), "text": p["text"], "lang": p.get("lang", "en")}
+            )
     folder = SHARED / "html" / "trafilatura-eval"
     for line in (folder / "gold.jsonl").open(encoding="utf-8"):
         row = json.loads(line)
-        text = extract_plain_text(gzip.decompress((folder / row["file"]).read_bytes()).decode("utf-8", "replace"), main_content=True)
+        text = extract_plain_text(
+            gzip.decompress((folder / row["file"]).read_bytes()).decode("utf-8", "replace"), main_content=True
+        )
         if text.strip():
-            sets["web pages"].append({"url": row["url"], "title": row.get("title"), "text": text, "lang": row.get("lang_detected")})
+            sets["web pages"].append(
+                {"url": row["url"], "title": row.get("title"), "text": text, "lang": row.get("lang_detected")}
+            )
     for path in sorted((SHARED / "documents").glob("*")):
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as fh:
             for line in fh:
                 row = json.loads(line)
-                sets["cc documents"].append({"url": str(row.get("id", "")), "title": None, "text": row["text"], "lang": "en"})
+                sets["cc documents"].append(
+                    {"url": str(row.get("id", "")), "title": None, "text": row["text"], "lang": "en"}
+                )
     by_lang: dict[str, list[str]] = {}
     for line in (SHARED / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8"):
         row = json.loads(line)
         by_lang.setdefault(row["lang"], []).append(row["text"])
     for lang, texts in sorted(by_lang.items()):
         for i in range(0, 300, 20):
-            sets["lingua pseudo-pages"].append({"url": "", "title": None, "text": "\n".join(texts[i : i + 20]), "lang": lang})
+            sets["lingua pseudo-pages"].append(
+                {"url": "", "title": None, "text": "\n".join(texts[i : i + 20]), "lang": lang}
+            )
     return sets
 
 
@@ -154,8 +175,10 @@ def main() -> int:
     right = [p for p, r in zip(pages, reasons) if p["harmful"] and r == p["harmful"]]
     false_pos = [p["id"] for p, r in zip(pages, reasons) if not p["harmful"] and r]
     print(f"labelled pages: {len(pages)} ({len(harmful)} harmful)")
-    print(f"  recall {len(caught) / len(harmful):.2f} (by the intended stage and reason: "
-          f"{len(right) / len(harmful):.2f}); prose dropped: {false_pos}")
+    print(
+        f"  recall {len(caught) / len(harmful):.2f} (by the intended stage and reason: "
+        f"{len(right) / len(harmful):.2f}); prose dropped: {false_pos}"
+    )
     for p, r in zip(pages, reasons):
         print(f"    {p['id']:<34} expected {str(p['harmful']):<24} got {r}")
     pages2 = labelled_pages()
@@ -167,14 +190,18 @@ def main() -> int:
         flagged = Counter(r for r in got if r)
         flagged_total += sum(flagged.values())
         benign_total += len(items)
-        print(f"benign {name}: {len(items)} pages, dropped {sum(flagged.values())} "
-              f"({sum(flagged.values()) / len(items):.1%}): {dict(flagged)}")
+        print(
+            f"benign {name}: {len(items)} pages, dropped {sum(flagged.values())} "
+            f"({sum(flagged.values()) / len(items):.1%}): {dict(flagged)}"
+        )
     n_explicit = sum(1 for p in pages2 if p["label"] == "explicit")
     caught_total = len(caught) + n_explicit - missed
     print(f"explicit pages of the labelled set missed: {missed} of {n_explicit}")
-    print("precision on labelled harmful vs all benign pages: "
-          f"{caught_total / (caught_total + flagged_total + len(false_pos)):.3f}"
-          f" (benign pages dropped: {flagged_total} of {benign_total}); {time.perf_counter() - t0:.0f} s")
+    print(
+        "precision on labelled harmful vs all benign pages: "
+        f"{caught_total / (caught_total + flagged_total + len(false_pos)):.3f}"
+        f" (benign pages dropped: {flagged_total} of {benign_total}); {time.perf_counter() - t0:.0f} s"
+    )
     return 0
 
 

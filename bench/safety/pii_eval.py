@@ -46,11 +46,11 @@ def evaluate(rows: list[dict]) -> tuple[dict[str, dict], list[str]]:
                 matched.add(hit)
             else:
                 fp[p[2]] += 1
-                errors.append(f"FP {p[2]:<12} {text[p[0]:p[1]]!r:<32} in {text!r}")
+                errors.append(f"FP {p[2]:<12} {text[p[0] : p[1]]!r:<32} in {text!r}")
         for g in gold:
             if g not in matched:
                 fn[g[2]] += 1
-                errors.append(f"FN {g[2]:<12} {text[g[0]:g[1]]!r:<32} in {text!r}")
+                errors.append(f"FN {g[2]:<12} {text[g[0] : g[1]]!r:<32} in {text!r}")
     report = {}
     for t in ALL_TYPES:
         predicted, labelled = tp[t] + fp[t], tp[t] + fn[t]
@@ -72,8 +72,10 @@ def main() -> None:
     print(f"{len(rows)} lines, {sum(len(r['pii']) for r in rows)} labelled spans")
     print(f"{'type':<12}{'labelled':>9}{'tp':>5}{'fp':>5}{'fn':>5}{'exact':>7}{'precision':>11}{'recall':>8}")
     for t, r in report.items():
-        print(f"{t:<12}{r['tp'] + r['fn']:>9}{r['tp']:>5}{r['fp']:>5}{r['fn']:>5}{r['exact']:>7}"
-              f"{r['precision']:>11.3f}{r['recall']:>8.3f}")
+        print(
+            f"{t:<12}{r['tp'] + r['fn']:>9}{r['tp']:>5}{r['fp']:>5}{r['fn']:>5}{r['exact']:>7}"
+            f"{r['precision']:>11.3f}{r['recall']:>8.3f}"
+        )
     if args.errors:
         print("\n".join(errors))
 

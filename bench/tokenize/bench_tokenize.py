@@ -33,7 +33,10 @@ BATCH = 2000  # documents per Arrow batch, as spark.sql.execution.arrow.maxRecor
 
 def load_documents(shared: Path) -> list[str]:
     """Real text: lingua sentences grouped 20 to a document (same language), plus the CC documents."""
-    rows = [json.loads(line) for line in open(shared / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in open(shared / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8")
+    ]
     docs = [" ".join(r["text"] for r in rows[i : i + 20]) for i in range(0, len(rows), 20)]
     for name in sorted(os.listdir(shared / "documents")):
         path = shared / "documents" / name
@@ -85,7 +88,10 @@ def main() -> int:
     tok = train_tokenizer(texts, f"{work}/tok", vocab_size=args.vocab, character_coverage=0.9995)
     texts = texts * args.copies
     n = len(texts)
-    table = pa.table({"id": [str(i) for i in range(n)], "url": [""] * n, "date": [""] * n, "source": [""] * n, "text": texts}, schema=DOC_SCHEMA)
+    table = pa.table(
+        {"id": [str(i) for i in range(n)], "url": [""] * n, "date": [""] * n, "source": [""] * n, "text": texts},
+        schema=DOC_SCHEMA,
+    )
     stage = Tokenize(tokenizer=f"{work}/tok", tokens_per_shard=1_000_000)
     mb = sum(len(t.encode()) for t in texts) / 1e6
     print(f"{n} documents, {mb:.1f} MB of text, vocab {tok.vocab_size}, best of {args.repeat} alternating runs, 1 core")
@@ -102,10 +108,11 @@ def main() -> int:
         print(f"  {name:<10} {best[name] / 1e6:7.3f} M tokens/CPU-s   ratio to raw {best[name] / best['raw']:.2f}")
 
     if args.spark:
-        from pipelines.spark import get_spark
-        from pipelines.global_runners import run_global
-        from pipelines.steps import StepContext
         import pyarrow.parquet as pq
+
+        from pipelines.global_runners import run_global
+        from pipelines.spark import get_spark
+        from pipelines.steps import StepContext
 
         pq.write_table(table, f"{work}/docs.parquet")
         spark = get_spark("local[1]", conf={"spark.sql.execution.arrow.maxRecordsPerBatch": str(BATCH)})
@@ -119,8 +126,10 @@ def main() -> int:
             spark_best = min(spark_best, time.perf_counter() - t0)
             out.unpersist()
         rate = (raw_tokens + n) / spark_best
-        print(f"  {'spark[1]':<10} {rate / 1e6:7.3f} M tokens/wall-s (end to end on local[1], incl. job "
-              "startup; wall time,")
+        print(
+            f"  {'spark[1]':<10} {rate / 1e6:7.3f} M tokens/wall-s (end to end on local[1], incl. job "
+            "startup; wall time,"
+        )
         print("             so not comparable to CPU-s figures on a shared machine)")
     return 0
 

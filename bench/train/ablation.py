@@ -63,8 +63,11 @@ def build_inputs(out: Path) -> list[str]:
     demo_main(argparse.Namespace(output=str(inp)))
     pages = inp / "trafilatura-eval.warc.gz"
     atomic_write_bytes(str(pages), b"".join(warc_response(url, html) for url, html in load_pages()))
-    shared = sorted(p for p in glob.glob(str(SHARED / "warc" / "**" / "*"), recursive=True)
-                    if os.path.isfile(p) and ".warc" in p and not p.endswith((".wet", ".wat", ".wet.gz", ".wat.gz")))
+    shared = sorted(
+        p
+        for p in glob.glob(str(SHARED / "warc" / "**" / "*"), recursive=True)
+        if os.path.isfile(p) and ".warc" in p and not p.endswith((".wet", ".wat", ".wet.gz", ".wat.gz"))
+    )
     return [str(inp / "demo.warc.gz"), str(pages), *shared]
 
 
@@ -100,12 +103,23 @@ def run_pipelines(out: Path, configs: dict[str, Path]) -> dict[str, dict]:
     """Run both pipelines on Spark; returns each corpus's documents and characters."""
     import pyarrow.parquet as pq
 
-    from pipelines.cli import main as dataprep_main
     from dataprep.core.config import load_config
+    from pipelines.cli import main as dataprep_main
     from pipelines.pipeline_run import run_pipeline
 
-    dataprep_main(["train-ppl-model", "--input", str(out / "input" / "reference_en.jsonl"), "--lang", "en",
-                   "--output", str(out / "ppl-en"), "--vocab-size", "500"])
+    dataprep_main(
+        [
+            "train-ppl-model",
+            "--input",
+            str(out / "input" / "reference_en.jsonl"),
+            "--lang",
+            "en",
+            "--output",
+            str(out / "ppl-en"),
+            "--vocab-size",
+            "500",
+        ]
+    )
     sizes = {}
     for arm in ARMS:
         log(f"{arm}: dataprep run {configs[arm]}")
@@ -158,20 +172,26 @@ def write_eval_sets(out: Path, sentences_per_doc: int, tokenizer_dir: Path, trai
     for lang, sents in sorted(docs["lingua"].items()):
         sep = "" if lang == "zh" else " "
         for i in range(0, len(sents), sentences_per_doc):
-            lingua.append({"id": f"lingua-{lang}-{i // sentences_per_doc}", "text": sep.join(sents[i : i + sentences_per_doc])})
+            lingua.append(
+                {"id": f"lingua-{lang}-{i // sentences_per_doc}", "text": sep.join(sents[i : i + sentences_per_doc])}
+            )
     sets = {"web": [{"id": f"web-{i}", "text": t} for i, t in enumerate(docs["web"])], "lingua": lingua}
     shards = {}
     for name, rows in sets.items():
         path = out / "eval" / f"{name}.jsonl"
         atomic_write_text(str(path), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         shards[name] = out / "eval" / name
-        table = pa.Table.from_pylist([{"id": r["id"], "url": None, "date": None, "source": "eval", "text": r["text"]} for r in rows],
-                                     schema=DOC_SCHEMA)
+        table = pa.Table.from_pylist(
+            [{"id": r["id"], "url": None, "date": None, "source": "eval", "text": r["text"]} for r in rows],
+            schema=DOC_SCHEMA,
+        )
         Tokenize(tokenizer=str(tokenizer_dir), output_dir=str(shards[name])).run_local(table)
         tokens = json.loads((shards[name] / "manifest.json").read_text())["tokens"]
         seen = seen_in([r["text"] for r in rows], train_text)
-        log(f"eval set {name}: {len(rows)} documents, {sum(len(r['text']) for r in rows):,} characters, "
-            f"{tokens:,} tokens, {seen} sharing a 50-character string with the raw corpus -> {path}")
+        log(
+            f"eval set {name}: {len(rows)} documents, {sum(len(r['text']) for r in rows):,} characters, "
+            f"{tokens:,} tokens, {seen} sharing a 50-character string with the raw corpus -> {path}"
+        )
     return shards
 
 
@@ -188,7 +208,9 @@ def tokenize_arms(out: Path, sizes: dict[str, dict], vocab_size: int) -> tuple[d
     shards = {}
     for arm in ARMS:
         shards[arm] = out / arm / "shards"
-        Tokenize(tokenizer=str(tok_dir), output_dir=str(shards[arm]), tokens_per_shard=10_000_000).run_local(tables[arm])
+        Tokenize(tokenizer=str(tok_dir), output_dir=str(shards[arm]), tokens_per_shard=10_000_000).run_local(
+            tables[arm]
+        )
         manifest = json.loads((shards[arm] / "manifest.json").read_text())
         sizes[arm]["tokens"] = manifest["tokens"]
         log(f"{arm}: {sizes[arm]['tokens']:,} tokens -> {shards[arm]}")
@@ -204,15 +226,27 @@ def train_config(shards: Path, run_dir: Path, vocab: int, seed: int, args) -> di
     import yaml
 
     model = yaml.safe_load((ROOT / "configs" / "model" / "tiny.yaml").read_text())
-    model.update(vocab_size=vocab, d_model=args.d_model, n_layers=args.layers, ffn_dim=3 * args.d_model,
-                 max_seq_len=args.seq_len)
+    model.update(
+        vocab_size=vocab, d_model=args.d_model, n_layers=args.layers, ffn_dim=3 * args.d_model, max_seq_len=args.seq_len
+    )
     return {
         "model": model,
         "data": {"sources": [{"path": str(shards)}], "val_fraction": 0.0, "seed": seed},
-        "seq_len": args.seq_len, "micro_batch_size": args.batch, "global_batch_size": args.batch,
-        "max_steps": args.steps, "precision": "fp32", "device": "cpu", "seed": seed,
-        "optim": {"lr": args.lr, "schedule": "cosine", "warmup_steps": max(1, args.steps // 10),
-                  "min_lr_ratio": 0.1, "weight_decay": 0.1, "grad_clip": 1.0},
+        "seq_len": args.seq_len,
+        "micro_batch_size": args.batch,
+        "global_batch_size": args.batch,
+        "max_steps": args.steps,
+        "precision": "fp32",
+        "device": "cpu",
+        "seed": seed,
+        "optim": {
+            "lr": args.lr,
+            "schedule": "cosine",
+            "warmup_steps": max(1, args.steps // 10),
+            "min_lr_ratio": 0.1,
+            "weight_decay": 0.1,
+            "grad_clip": 1.0,
+        },
         "checkpoint": {"every_steps": args.steps, "keep_last": 1},
         "log": {"every_steps": max(1, args.steps // 5), "val_every_steps": args.steps, "val_batches": 1},
         "out_dir": str(run_dir),
@@ -227,6 +261,7 @@ def eval_batches(args) -> int | None:
 def train_and_eval(out: Path, shards: dict[str, Path], vocab: int, eval_sets: dict[str, Path], args) -> list[dict]:
     import shutil
 
+    import torch
     import yaml
 
     from dataprep.core.storage import atomic_write_text
@@ -234,8 +269,6 @@ def train_and_eval(out: Path, shards: dict[str, Path], vocab: int, eval_sets: di
     from pretrain.inference.evaluate import evaluate_shards
     from pretrain.inference.loading import load_trained
     from pretrain.train import run
-
-    import torch
 
     device = torch.device("cpu")
     results = []
@@ -245,7 +278,9 @@ def train_and_eval(out: Path, shards: dict[str, Path], vocab: int, eval_sets: di
             run_dir = out / arm / f"train-seed{seed}"
             shutil.rmtree(run_dir, ignore_errors=True)
             cfg_path = out / arm / f"train-seed{seed}.yaml"
-            atomic_write_text(str(cfg_path), yaml.safe_dump(train_config(shards[arm], run_dir, vocab, seed, args), sort_keys=False))
+            atomic_write_text(
+                str(cfg_path), yaml.safe_dump(train_config(shards[arm], run_dir, vocab, seed, args), sort_keys=False)
+            )
             t0 = time.perf_counter()
             records = run(load_train_config(str(cfg_path)))
             trained = load_trained(str(run_dir))
@@ -254,8 +289,11 @@ def train_and_eval(out: Path, shards: dict[str, Path], vocab: int, eval_sets: di
                 res = evaluate_shards(trained, str(path), device, args.seq_len, args.eval_batch, eval_batches(args))
                 row[arm][name] = res["loss"]
                 row[arm][f"{name}_tokens"] = res["tokens"]
-            log(f"seed {seed} {arm}: train loss {row[arm]['train_loss']:.3f}, "
-                + ", ".join(f"{n} {row[arm][n]:.4f}" for n in eval_sets) + f" ({row[arm]['train_seconds']}s)")
+            log(
+                f"seed {seed} {arm}: train loss {row[arm]['train_loss']:.3f}, "
+                + ", ".join(f"{n} {row[arm][n]:.4f}" for n in eval_sets)
+                + f" ({row[arm]['train_seconds']}s)"
+            )
         results.append(row)
     return results
 
@@ -269,9 +307,16 @@ def summarize(results: list[dict], names: list[str]) -> dict:
         col = {arm: [r[arm][name] for r in results] for arm in ARMS}
         diff = [r["raw"][name] - r["cleaned"][name] for r in results]
         summary[name] = {
-            **{arm: {"mean": statistics.mean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0} for arm, v in col.items()},
-            "raw_minus_cleaned": {"mean": statistics.mean(diff), "std": statistics.stdev(diff) if len(diff) > 1 else 0.0,
-                                  "per_seed": diff, "cleaned_better_seeds": sum(d > 0 for d in diff)},
+            **{
+                arm: {"mean": statistics.mean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0}
+                for arm, v in col.items()
+            },
+            "raw_minus_cleaned": {
+                "mean": statistics.mean(diff),
+                "std": statistics.stdev(diff) if len(diff) > 1 else 0.0,
+                "per_seed": diff,
+                "cleaned_better_seeds": sum(d > 0 for d in diff),
+            },
         }
     return summary
 
@@ -281,13 +326,17 @@ def print_table(results: list[dict], summary: dict, names: list[str]) -> None:
     print(f"{'eval set':<8} {'seed':>4} {'raw':>8} {'cleaned':>8} {'diff':>8}")
     for name in names:
         for r in results:
-            print(f"{name:<8} {r['seed']:>4} {r['raw'][name]:>8.4f} {r['cleaned'][name]:>8.4f} "
-                  f"{r['raw'][name] - r['cleaned'][name]:>+8.4f}")
+            print(
+                f"{name:<8} {r['seed']:>4} {r['raw'][name]:>8.4f} {r['cleaned'][name]:>8.4f} "
+                f"{r['raw'][name] - r['cleaned'][name]:>+8.4f}"
+            )
         s = summary[name]
         d = s["raw_minus_cleaned"]
-        print(f"{name:<8} {'mean':>4} {s['raw']['mean']:>8.4f} {s['cleaned']['mean']:>8.4f} {d['mean']:>+8.4f}"
-              f"   (std over seeds: raw {s['raw']['std']:.4f}, cleaned {s['cleaned']['std']:.4f}, diff {d['std']:.4f}; "
-              f"cleaned better in {d['cleaned_better_seeds']}/{len(results)} seeds)")
+        print(
+            f"{name:<8} {'mean':>4} {s['raw']['mean']:>8.4f} {s['cleaned']['mean']:>8.4f} {d['mean']:>+8.4f}"
+            f"   (std over seeds: raw {s['raw']['std']:.4f}, cleaned {s['cleaned']['std']:.4f}, diff {d['std']:.4f}; "
+            f"cleaned better in {d['cleaned_better_seeds']}/{len(results)} seeds)"
+        )
 
 
 def main() -> int:
@@ -319,20 +368,31 @@ def main() -> int:
     raw_text = "\n".join(t for t in read_corpus(sizes["raw"]["corpus"]).column("text").to_pylist() if t)
     eval_sets = write_eval_sets(out, args.sentences_per_doc, out / "tokenizer", raw_text)
     tokens_seen = args.steps * args.batch * args.seq_len
-    log(f"each run: {args.steps} steps x {args.batch} x {args.seq_len} = {tokens_seen:,} tokens "
+    log(
+        f"each run: {args.steps} steps x {args.batch} x {args.seq_len} = {tokens_seen:,} tokens "
         f"(raw {tokens_seen / sizes['raw']['tokens']:.1f} epochs, cleaned "
-        f"{tokens_seen / sizes['cleaned']['tokens']:.1f} epochs)")
+        f"{tokens_seen / sizes['cleaned']['tokens']:.1f} epochs)"
+    )
     results = train_and_eval(out, shards, vocab, eval_sets, args)
 
     names = list(eval_sets)
     summary = summarize(results, names)
     print_table(results, summary, names)
-    report = {"args": vars(args), "inputs": inputs, "corpora": sizes, "tokens_per_run": tokens_seen,
-              "results": results, "summary": summary, "wall_seconds": round(time.perf_counter() - t0, 1)}
+    report = {
+        "args": vars(args),
+        "inputs": inputs,
+        "corpora": sizes,
+        "tokens_per_run": tokens_seen,
+        "results": results,
+        "summary": summary,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+    }
     (out / "results.json").write_text(json.dumps(report, indent=1))
-    print(f"\nwall time {report['wall_seconds']:.0f}s; results: {out / 'results.json'}; "
-          f"one eval by hand: pretrain eval {out}/cleaned/train-seed0 --data {out}/eval/web "
-          f"--batch-size {args.eval_batch}" + (f" --max-batches {eval_batches(args)}" if args.eval_tokens else ""))
+    print(
+        f"\nwall time {report['wall_seconds']:.0f}s; results: {out / 'results.json'}; "
+        f"one eval by hand: pretrain eval {out}/cleaned/train-seed0 --data {out}/eval/web "
+        f"--batch-size {args.eval_batch}" + (f" --max-batches {eval_batches(args)}" if args.eval_tokens else "")
+    )
     return 0
 
 

@@ -37,8 +37,12 @@ def one_round(trainer: Trainer, steps: int) -> dict:
     t2 = time.perf_counter()
     if trainer.saver is not None:
         trainer.saver.wait()
-    return {"blocked_s": blocked, "step_s": step_time, "wait_s": time.perf_counter() - t2,
-            "cpu_s": time.process_time() - cpu0}
+    return {
+        "blocked_s": blocked,
+        "step_s": step_time,
+        "wait_s": time.perf_counter() - t2,
+        "cpu_s": time.process_time() - cpu0,
+    }
 
 
 def main() -> None:
@@ -56,11 +60,23 @@ def main() -> None:
         data = make_token_dataset(f"{tmp}/tokens", n_docs=400, vocab=2048, max_len=600)
         trainers = {}
         for mode in ("sync", "async"):
-            cfg = tiny_config(data, f"{tmp}/{mode}", max_steps=10_000, seq_len=args.seq_len,
-                              checkpoint={"every_steps": 10_000, "keep_last": 1, "async_save": mode == "async"},
-                              log={"every_steps": 10_000, "val_every_steps": 10_000, "val_batches": 1})
-            cfg["model"] |= {"vocab_size": 2048, "d_model": args.d_model, "n_layers": args.layers, "n_heads": 8,
-                             "n_kv_heads": 8, "ffn_dim": 8 * args.d_model // 3, "max_seq_len": args.seq_len}
+            cfg = tiny_config(
+                data,
+                f"{tmp}/{mode}",
+                max_steps=10_000,
+                seq_len=args.seq_len,
+                checkpoint={"every_steps": 10_000, "keep_last": 1, "async_save": mode == "async"},
+                log={"every_steps": 10_000, "val_every_steps": 10_000, "val_batches": 1},
+            )
+            cfg["model"] |= {
+                "vocab_size": 2048,
+                "d_model": args.d_model,
+                "n_layers": args.layers,
+                "n_heads": 8,
+                "n_kv_heads": 8,
+                "ffn_dim": 8 * args.d_model // 3,
+                "max_seq_len": args.seq_len,
+            }
             trainer = Trainer(load_train_config(cfg))
             trainer.resume(None)
             trainer.start_logging()
@@ -73,10 +89,13 @@ def main() -> None:
                 results[mode].append(one_round(trainer, args.steps))
         for trainer in trainers.values():
             trainer.finish()
-    summary = {mode: {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
-               for mode, rounds in results.items()}
-    print(f"{params / 1e6:.1f}M parameters, checkpoint ~{params * 12 / 2**20:.0f} MiB (weights and AdamW), "
-          f"{args.rounds} rounds, {args.steps} steps after each save; medians:")
+    summary = {
+        mode: {key: statistics.median(r[key] for r in rounds) for key in rounds[0]} for mode, rounds in results.items()
+    }
+    print(
+        f"{params / 1e6:.1f}M parameters, checkpoint ~{params * 12 / 2**20:.0f} MiB (weights and AdamW), "
+        f"{args.rounds} rounds, {args.steps} steps after each save; medians:"
+    )
     for mode, figures in summary.items():
         print(f"  {mode:5s}: " + ", ".join(f"{key} {value:.3f}" for key, value in figures.items()))
     ratio = summary["async"]["blocked_s"] / summary["sync"]["blocked_s"]

@@ -50,25 +50,47 @@ def main() -> None:
     torch.set_num_threads(1)
     work = tempfile.mkdtemp(prefix="bench-diagnostics-")
     data = make_token_dataset(os.path.join(work, "tokens"), n_docs=400, vocab=args.vocab, min_len=200, max_len=2000)
-    model = {"vocab_size": args.vocab, "d_model": args.d_model, "n_layers": args.layers, "n_heads": args.d_model // 64,
-             "n_kv_heads": args.d_model // 64, "ffn_dim": args.d_model * 8 // 3 // 64 * 64, "max_seq_len": args.seq_len}
+    model = {
+        "vocab_size": args.vocab,
+        "d_model": args.d_model,
+        "n_layers": args.layers,
+        "n_heads": args.d_model // 64,
+        "n_kv_heads": args.d_model // 64,
+        "ffn_dim": args.d_model * 8 // 3 // 64 * 64,
+        "max_seq_len": args.seq_len,
+    }
 
     def config(out: str, every: int):
-        return load_train_config(tiny_config(
-            data, out, model=model, device="cpu", seq_len=args.seq_len, micro_batch_size=args.batch,
-            global_batch_size=args.batch, max_steps=args.steps, data={"sources": [{"path": data}], "val_fraction": 0.0},
-            log={"every_steps": 10**6, "val_every_steps": 10**6, "diagnostics_every_steps": every},
-            checkpoint={"every_steps": 10**6}, health={"straggler_every_steps": 0}))
+        return load_train_config(
+            tiny_config(
+                data,
+                out,
+                model=model,
+                device="cpu",
+                seq_len=args.seq_len,
+                micro_batch_size=args.batch,
+                global_batch_size=args.batch,
+                max_steps=args.steps,
+                data={"sources": [{"path": data}], "val_fraction": 0.0},
+                log={"every_steps": 10**6, "val_every_steps": 10**6, "diagnostics_every_steps": every},
+                checkpoint={"every_steps": 10**6},
+                health={"straggler_every_steps": 0},
+            )
+        )
 
     off, on = [], []
     for r in range(args.rounds):
         off.append(timed_steps(config(os.path.join(work, f"off-{r}"), 0)))
         on.append(timed_steps(config(os.path.join(work, f"on-{r}"), 1)))
     m_off, m_on = statistics.median(off), statistics.median(on)
-    print(f"model {num_params(config(work, 0).model):,} params, batch {args.batch}x{args.seq_len}, 1 thread, "
-          f"{args.rounds} rounds of {args.steps - 1} steps")
-    print(f"CPU time per step  ordinary {1e3 * m_off:.1f} ms   diagnostic {1e3 * m_on:.1f} ms   "
-          f"ratio {m_on / m_off:.2f}x   (every 100 steps: {100 * (m_on / m_off - 1) / 100:+.2f}% of the run)")
+    print(
+        f"model {num_params(config(work, 0).model):,} params, batch {args.batch}x{args.seq_len}, 1 thread, "
+        f"{args.rounds} rounds of {args.steps - 1} steps"
+    )
+    print(
+        f"CPU time per step  ordinary {1e3 * m_off:.1f} ms   diagnostic {1e3 * m_on:.1f} ms   "
+        f"ratio {m_on / m_off:.2f}x   (every 100 steps: {100 * (m_on / m_off - 1) / 100:+.2f}% of the run)"
+    )
 
 
 if __name__ == "__main__":

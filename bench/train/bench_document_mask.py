@@ -39,11 +39,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    cfg = ModelConfig(vocab_size=8192, d_model=args.d_model, n_layers=args.layers, n_heads=args.d_model // 64,
-                      n_kv_heads=args.d_model // 64, ffn_dim=4 * args.d_model, max_seq_len=args.seq_len + 1)
+    cfg = ModelConfig(
+        vocab_size=8192,
+        d_model=args.d_model,
+        n_layers=args.layers,
+        n_heads=args.d_model // 64,
+        n_kv_heads=args.d_model // 64,
+        ffn_dim=4 * args.d_model,
+        max_seq_len=args.seq_len + 1,
+    )
     model = Llama(cfg)
     model.init_weights(0)
-    tokens = torch.randint(0, cfg.vocab_size, (args.batch, args.seq_len + 1), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(
+        0, cfg.vocab_size, (args.batch, args.seq_len + 1), generator=torch.Generator().manual_seed(0)
+    )
     documents = (torch.arange(args.seq_len + 1) // args.doc_len).expand(args.batch, -1).contiguous()
     step_cpu_seconds(model, tokens, None), step_cpu_seconds(model, tokens, documents)  # warm up
     plain, masked = [], []
@@ -51,9 +60,11 @@ def main() -> None:
         plain.append(step_cpu_seconds(model, tokens, None))
         masked.append(step_cpu_seconds(model, tokens, documents))
     p, m = statistics.median(plain), statistics.median(masked)
-    print(f"d_model {args.d_model}, {args.layers} layers, {args.batch} x {args.seq_len} tokens, documents of "
-          f"{args.doc_len}: causal {p * 1000:.0f} ms, document mask {m * 1000:.0f} ms CPU per forward+backward "
-          f"(x{m / p:.2f}), medians of {args.rounds} alternating rounds, one thread")
+    print(
+        f"d_model {args.d_model}, {args.layers} layers, {args.batch} x {args.seq_len} tokens, documents of "
+        f"{args.doc_len}: causal {p * 1000:.0f} ms, document mask {m * 1000:.0f} ms CPU per forward+backward "
+        f"(x{m / p:.2f}), medians of {args.rounds} alternating rounds, one thread"
+    )
 
 
 if __name__ == "__main__":

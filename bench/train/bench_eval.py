@@ -35,13 +35,17 @@ def write_task(folder: str, texts: list[str], items: int, context_words: int) ->
     with open(path, "w", encoding="utf-8") as fh:
         for i in range(items):
             doc, others = words[i % len(words)], [words[(i + k) % len(words)] for k in (7, 13, 29)]
-            endings = [" ".join(doc[context_words:context_words + 20])] + [" ".join(o[context_words:context_words + 20]) for o in others]
+            endings = [" ".join(doc[context_words : context_words + 20])] + [
+                " ".join(o[context_words : context_words + 20]) for o in others
+            ]
             fh.write(json.dumps({"ctx": " ".join(doc[:context_words]), "endings": endings, "label": 0}) + "\n")
     with open(os.path.join(folder, "bench_mc.yaml"), "w", encoding="utf-8") as fh:
-        fh.write(f"task: bench_mc\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {path}\n"
-                 "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{ctx}}'\n"
-                 "doc_to_choice: '{{endings}}'\ndoc_to_target: '{{label}}'\n"
-                 "metric_list:\n  - metric: acc\n  - metric: acc_norm\n")
+        fh.write(
+            f"task: bench_mc\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {path}\n"
+            "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{ctx}}'\n"
+            "doc_to_choice: '{{endings}}'\ndoc_to_target: '{{label}}'\n"
+            "metric_list:\n  - metric: acc\n  - metric: acc_norm\n"
+        )
     return folder
 
 
@@ -68,14 +72,17 @@ def main() -> None:
         model.init_weights(0)
         folder = write_task(os.path.join(tmp, "tasks"), docs, args.items, args.context_words)
         cpu, wall = time.process_time(), time.perf_counter()
-        scores = evaluate_tasks(model, tokenizer, ["bench_mc"], folder, batch_size=args.batch_size,
-                                precision=args.precision)
+        scores = evaluate_tasks(
+            model, tokenizer, ["bench_mc"], folder, batch_size=args.batch_size, precision=args.precision
+        )
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     per_item = wall / args.items
-    print(f"{args.model}: {num_params(cfg):,} parameters on {args.device} ({args.precision}), {args.items} items x 4 "
-          f"endings, {torch.get_num_threads()} threads: {wall:.1f} s wall, {cpu:.1f} s CPU, {1000 * per_item:.0f} ms "
-          f"per item; HellaSwag's {HELLASWAG_ITEMS:,} items at that rate: {per_item * HELLASWAG_ITEMS / 60:.1f} min "
-          f"(acc {scores['bench_mc']['acc']:.3f}, chance 0.25)")
+    print(
+        f"{args.model}: {num_params(cfg):,} parameters on {args.device} ({args.precision}), {args.items} items x 4 "
+        f"endings, {torch.get_num_threads()} threads: {wall:.1f} s wall, {cpu:.1f} s CPU, {1000 * per_item:.0f} ms "
+        f"per item; HellaSwag's {HELLASWAG_ITEMS:,} items at that rate: {per_item * HELLASWAG_ITEMS / 60:.1f} min "
+        f"(acc {scores['bench_mc']['acc']:.3f}, chance 0.25)"
+    )
 
 
 if __name__ == "__main__":

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 
 from pretrain.components.dataloader import build_loaders
+from pretrain.components.optimizer import build_optimizer
 from pretrain.config import load_train_config
 from pretrain.models.llama import Llama
-from pretrain.components.optimizer import build_optimizer
 from pretrain.train import run
 from tests.support.train_fixtures import make_token_dataset, tiny_config
 
@@ -60,16 +60,33 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     work = tempfile.mkdtemp(prefix="bench-train-")
     data = make_token_dataset(os.path.join(work, "tokens"), n_docs=400, vocab=args.vocab, min_len=200, max_len=2000)
-    model = {"vocab_size": args.vocab, "d_model": args.d_model, "n_layers": args.layers, "n_heads": args.d_model // 64,
-             "n_kv_heads": args.d_model // 64, "ffn_dim": args.d_model * 8 // 3 // 64 * 64, "max_seq_len": args.seq_len}
+    model = {
+        "vocab_size": args.vocab,
+        "d_model": args.d_model,
+        "n_layers": args.layers,
+        "n_heads": args.d_model // 64,
+        "n_kv_heads": args.d_model // 64,
+        "ffn_dim": args.d_model * 8 // 3 // 64 * 64,
+        "max_seq_len": args.seq_len,
+    }
 
     def config(out: str):
         # one micro-batch per step, no validation or checkpoint inside the timed steps, log every step
-        return load_train_config(tiny_config(
-            data, out, model=model, seq_len=args.seq_len, micro_batch_size=args.batch, global_batch_size=args.batch,
-            max_steps=args.steps, optim={"grad_clip": 1.0, "warmup_steps": 2},
-            data={"sources": [{"path": data}], "val_fraction": 0.0},
-            log={"every_steps": 1, "val_every_steps": 10**6}, checkpoint={"every_steps": 10**6}))
+        return load_train_config(
+            tiny_config(
+                data,
+                out,
+                model=model,
+                seq_len=args.seq_len,
+                micro_batch_size=args.batch,
+                global_batch_size=args.batch,
+                max_steps=args.steps,
+                optim={"grad_clip": 1.0, "warmup_steps": 2},
+                data={"sources": [{"path": data}], "val_fraction": 0.0},
+                log={"every_steps": 1, "val_every_steps": 10**6},
+                checkpoint={"every_steps": 10**6},
+            )
+        )
 
     cfg = config(os.path.join(work, "probe"))
     loader, _ = build_loaders(cfg.data, cfg.seq_len, cfg.global_batch_size, cfg.micro_batch_size, 0, 1)
@@ -82,8 +99,10 @@ def main() -> None:
         bare += bare_loop(cfg, batches)[2:]
     m_ours, m_bare = statistics.median(ours), statistics.median(bare)
     print(f"model {Llama(cfg.model).num_params():,} params, batch {args.batch}x{args.seq_len}, threads {args.threads}")
-    print(f"step time  ours {1e3 * m_ours:.1f} ms   bare {1e3 * m_bare:.1f} ms   "
-          f"overhead {100 * (m_ours / m_bare - 1):+.1f}%  (median of {len(ours)} steps each)")
+    print(
+        f"step time  ours {1e3 * m_ours:.1f} ms   bare {1e3 * m_bare:.1f} ms   "
+        f"overhead {100 * (m_ours / m_bare - 1):+.1f}%  (median of {len(ours)} steps each)"
+    )
 
     loader.load_state_dict({"samples_consumed": 0})
     n = 0
@@ -93,8 +112,10 @@ def main() -> None:
         n += args.batch
     load_rate = n / (time.perf_counter() - t0)
     use_rate = args.batch / m_ours
-    print(f"loader {load_rate:,.0f} samples/s   loop consumes {use_rate:,.1f} samples/s   "
-          f"ratio {load_rate / use_rate:,.0f}x")
+    print(
+        f"loader {load_rate:,.0f} samples/s   loop consumes {use_rate:,.1f} samples/s   "
+        f"ratio {load_rate / use_rate:,.0f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -69,7 +69,9 @@ class FastTextClassifier:
                 if not error:
                     break
             else:
-                raise UsageError(f"fastText training failed ({error}); give more or more varied examples, or a lower lr")
+                raise UsageError(
+                    f"fastText training failed ({error}); give more or more varied examples, or a lower lr"
+                )
             model = fasttext.load_model(model_file)
             with atomic_output(output_path) as tmp_model:
                 model.save_model(tmp_model)
@@ -128,7 +130,7 @@ def _buckets_for(texts: list[str], params: dict) -> int:
     for text in texts:
         words = _one_line(text).split()
         for size in range(2, n + 1):
-            grams.update(hash(tuple(words[i:i + size])) for i in range(len(words) - size + 1))
+            grams.update(hash(tuple(words[i : i + size])) for i in range(len(words) - size + 1))
         if len(grams) * 4 >= ceiling:
             return ceiling
     return min(ceiling, max(1024, 1 << (4 * len(grams)).bit_length()))
@@ -137,9 +139,13 @@ def _buckets_for(texts: list[str], params: dict) -> int:
 def _train_in_child(train_file: str, params: dict, model_file: str) -> str:
     """One fastText training in a new Python process, saved to ``model_file``; its error, or "" when it
     succeeded. (A subprocess, not multiprocessing: spawning would re-run the caller's main script.)"""
-    code = ("import json, sys, fasttext; "
-            "fasttext.train_supervised(input=sys.argv[1], **json.loads(sys.argv[2])).save_model(sys.argv[3])")
-    done = subprocess.run([sys.executable, "-c", code, train_file, json.dumps(params), model_file], capture_output=True, text=True)
+    code = (
+        "import json, sys, fasttext; "
+        "fasttext.train_supervised(input=sys.argv[1], **json.loads(sys.argv[2])).save_model(sys.argv[3])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, train_file, json.dumps(params), model_file], capture_output=True, text=True
+    )
     if done.returncode == 0 and os.path.isfile(model_file):
         return ""
     lines = [line for line in done.stderr.strip().splitlines() if line.strip()]

@@ -48,9 +48,9 @@ import regex
 from pydantic import Field, PrivateAttr, model_validator
 
 from dataprep.core.errors import UsageError
-from dataprep.core.storage import resolve_asset
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
+from dataprep.core.storage import resolve_asset
 
 LABEL_PREFIX = "__label__"
 ENGLISH_MIN_LATIN = 0.8  # lingua may relabel a text as English only if this share of its letters is Latin
@@ -103,7 +103,9 @@ def lingua_detector(accuracy: str = "high"):
     try:
         from lingua import LanguageDetectorBuilder
     except ImportError:
-        raise ImportError("second_opinion: lingua needs lingua-language-detector (pip install 'ccpretrain[data]')") from None
+        raise ImportError(
+            "second_opinion: lingua needs lingua-language-detector (pip install 'ccpretrain[data]')"
+        ) from None
     builder = LanguageDetectorBuilder.from_all_languages()
     return (builder.with_low_accuracy_mode() if accuracy == "low" else builder).build()
 
@@ -140,8 +142,10 @@ def check_languages(codes, labels: frozenset[str], where: str) -> None:
         guesses = [lab for lab in dict.fromkeys((base, base[:2], base[:3])) if lab in labels]
         guesses = guesses or difflib.get_close_matches(code.lower(), sorted(labels), n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(repr(g) for g in guesses[:3])}?" if guesses else ""
-        raise UsageError(f"{where}: {code!r} is not a language the model can emit (it has {len(labels)} labels such as "
-                         f"en, de, zh){hint}")
+        raise UsageError(
+            f"{where}: {code!r} is not a language the model can emit (it has {len(labels)} labels such as "
+            f"en, de, zh){hint}"
+        )
 
 
 @register("langid")
@@ -153,18 +157,36 @@ class LanguageID(DocumentStage):
     languages: list[str] = Field(default_factory=list)  # model labels without __label__; empty: keep all, label only
     threshold: float = Field(0.65, ge=0.0, le=1.0)  # FineWeb's value for English (not applied when languages is empty)
     thresholds: dict[str, float] = Field(default_factory=dict)  # per-language overrides
-    max_chars: int | None = Field(3000, ge=1, description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the "
-                                                          "whole text, as FineWeb")
-    second_opinion: Literal["auto", "none", "lingua"] = "auto"  # lingua decides short and uncertain texts; auto: if installed
+    max_chars: int | None = Field(
+        3000,
+        ge=1,
+        description="characters fastText reads from a text (the middle ones; its cost grows with length); null: the "
+        "whole text, as FineWeb",
+    )
+    second_opinion: Literal["auto", "none", "lingua"] = (
+        "auto"  # lingua decides short and uncertain texts; auto: if installed
+    )
     lingua_accuracy: Literal["high", "low"] = "low"  # high: 1- to 5-grams on short texts, up to ~1.4 GB per worker
     ask_below: float = Field(0.9, ge=0.0, le=1.0)  # lid.176 probability under which lingua decides
     ask_chars: int = Field(0, ge=0)  # texts shorter than this always go to lingua
     ask_max_chars: int = Field(400, ge=1)  # characters lingua reads from a text
-    ask_labels: list[str] = Field(["no", "en"], description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; "
-                                                                     "en: the gate most pipelines filter on)")
-    english_support: float = Field(0.3, ge=0.0, le=1.0, description="lingua may relabel a text as English only where lid.176 gives English at least this probability")
-    trust_english_chars: int | None = Field(500, ge=1, description="texts this long that lid.176 calls English with probability >= ask_below are "
-                                                                   "not sent to lingua (it errs on short texts, not pages); null: always ask")
+    ask_labels: list[str] = Field(
+        ["no", "en"],
+        description="lid.176 labels lingua always checks (no: Bokmål or Nynorsk; "
+        "en: the gate most pipelines filter on)",
+    )
+    english_support: float = Field(
+        0.3,
+        ge=0.0,
+        le=1.0,
+        description="lingua may relabel a text as English only where lid.176 gives English at least this probability",
+    )
+    trust_english_chars: int | None = Field(
+        500,
+        ge=1,
+        description="texts this long that lid.176 calls English with probability >= ask_below are "
+        "not sent to lingua (it errs on short texts, not pages); null: always ask",
+    )
     # Whether lingua decides, fixed where the stage is built (the driver) and pickled with it, so every
     # executor labels as the driver said it would (``auto`` must not resolve per process).
     _lingua: bool = PrivateAttr(False)
@@ -183,11 +205,17 @@ class LanguageID(DocumentStage):
     def check_assets(self) -> None:
         if self.second_opinion == "auto":
             if lingua_installed():
-                log.info("langid: second_opinion auto -> lingua (%s accuracy) decides uncertain, short and "
-                         "%s-labelled texts", self.lingua_accuracy, "/".join(self.ask_labels))
+                log.info(
+                    "langid: second_opinion auto -> lingua (%s accuracy) decides uncertain, short and "
+                    "%s-labelled texts",
+                    self.lingua_accuracy,
+                    "/".join(self.ask_labels),
+                )
             else:
-                log.info("langid: second_opinion auto -> lid.176 alone (lingua-language-detector is not "
-                         "installed: pip install 'ccpretrain[data]')")
+                log.info(
+                    "langid: second_opinion auto -> lid.176 alone (lingua-language-detector is not "
+                    "installed: pip install 'ccpretrain[data]')"
+                )
         labels = model_labels(self.model_path, self.second_opinion)
         check_languages(self.languages, labels, "languages")
         check_languages(self.thresholds, labels, "thresholds")
@@ -249,7 +277,11 @@ class LanguageID(DocumentStage):
         detector = lingua_detector(self.lingua_accuracy)
         results = [detector.compute_language_confidence_values(window) for window in windows]
         to_english = [i for i, values in zip(ask, results) if values and codes[values[0].language] == "en" != langs[i]]
-        support = self._english_probability([middle(lines[i], self.max_chars) for i in to_english]) if self.english_support else []
+        support = (
+            self._english_probability([middle(lines[i], self.max_chars) for i in to_english])
+            if self.english_support
+            else []
+        )
         unsupported = {i for i, p in zip(to_english, support) if p < self.english_support}
         for i, window, values in zip(ask, windows, results):
             if not values:
@@ -269,7 +301,12 @@ class LanguageID(DocumentStage):
     def _trusted_english(self, line: str, lang: str | None, score: float) -> bool:
         """A page lid.176 confidently calls English: lingua is not asked (English is most of a crawl,
         and lingua costs as much as lid.176 there); lid.176's English errors are on short texts."""
-        return lang == "en" and score >= self.ask_below and self.trust_english_chars is not None and len(line) >= self.trust_english_chars
+        return (
+            lang == "en"
+            and score >= self.ask_below
+            and self.trust_english_chars is not None
+            and len(line) >= self.trust_english_chars
+        )
 
     def _english_probability(self, lines: list[str]) -> list[float]:
         """lid.176's probability for English per line (0.0 when English is not among its top labels)."""

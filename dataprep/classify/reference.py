@@ -45,7 +45,9 @@ def read_texts(paths: list[str], text_field: str = "text") -> tuple[list[str], i
                     missing += 1
         else:
             with open_stream(path) as raw:
-                texts += [line.strip() for line in raw.read().decode("utf-8", errors="replace").splitlines() if line.strip()]
+                texts += [
+                    line.strip() for line in raw.read().decode("utf-8", errors="replace").splitlines() if line.strip()
+                ]
     return texts, missing
 
 
@@ -60,11 +62,15 @@ def precision_recall_at_shares(scores: list[float], positive: list[bool], shares
         cut = TopFraction(score="score", keep=share).cutoff_of(list(scores))
         kept = [p for s, p in zip(scores, positive) if cut is None or s > cut]
         hits = sum(kept)
-        rows.append({
-            "keep": share, "threshold": cut, "kept": len(kept),
-            "precision": round(hits / len(kept), 4) if kept else None,  # None (JSON null): undefined here
-            "recall": round(hits / total_positive, 4) if total_positive else None,
-        })
+        rows.append(
+            {
+                "keep": share,
+                "threshold": cut,
+                "kept": len(kept),
+                "precision": round(hits / len(kept), 4) if kept else None,  # None (JSON null): undefined here
+                "recall": round(hits / total_positive, 4) if total_positive else None,
+            }
+        )
     return rows
 
 

@@ -18,7 +18,9 @@ def split_heldout(examples: list[tuple[str, str]], heldout: float, seed: int) ->
     return examples[:n_held], examples[n_held:]
 
 
-def read_labelled(paths: list[str], text_field: str = "text", label_field: str = "label") -> tuple[list[tuple[str, str]], int]:
+def read_labelled(
+    paths: list[str], text_field: str = "text", label_field: str = "label"
+) -> tuple[list[tuple[str, str]], int]:
     """(text, label) pairs of JSONL files, and how many records lacked a text or a label."""
     examples, skipped = [], 0
     for record, _, _ in read_jsonl_records(paths):
@@ -31,13 +33,16 @@ def read_labelled(paths: list[str], text_field: str = "text", label_field: str =
     return examples, skipped
 
 
-def train_labelled(examples: list[tuple[str, str]], output: str, heldout: float = 0.1, seed: int = 0,
-                   params: dict | None = None) -> dict:
+def train_labelled(
+    examples: list[tuple[str, str]], output: str, heldout: float = 0.1, seed: int = 0, params: dict | None = None
+) -> dict:
     """A model from labelled examples, written to ``output``; its report, with the held-out accuracy."""
     from dataprep.classify.fasttext_classifier import FastTextClassifier
 
     held, train = split_heldout(examples, heldout, seed)
-    model = FastTextClassifier.train([t for t, _ in train], [label for _, label in train], output, seed=seed, **(params or {}))
+    model = FastTextClassifier.train(
+        [t for t, _ in train], [label for _, label in train], output, seed=seed, **(params or {})
+    )
     report = {"output": output, "labels": dict(Counter(label for _, label in train)), "train_examples": len(train)}
     if held:
         predicted = model.model.predict([" ".join(t.split()) for t, _ in held])[0]
@@ -46,8 +51,14 @@ def train_labelled(examples: list[tuple[str, str]], output: str, heldout: float 
     return report
 
 
-def train_reference(positives: list[str], negatives: list[str], output: str, heldout: float = 0.1, seed: int = 0,
-                    params: dict | None = None) -> dict:
+def train_reference(
+    positives: list[str],
+    negatives: list[str],
+    output: str,
+    heldout: float = 0.1,
+    seed: int = 0,
+    params: dict | None = None,
+) -> dict:
     """A model of reference text against negatives (DCLM's recipe, ``params`` over it), written to ``output``;
     its report, with held-out precision and recall at the shares kept (printed to stderr too)."""
     from dataprep.classify.fasttext_classifier import FastTextClassifier
@@ -57,17 +68,27 @@ def train_reference(positives: list[str], negatives: list[str], output: str, hel
     held, train = split_heldout(examples, heldout, seed)
     recipe = {**DCLM_RECIPE, **(params or {})}
     model = FastTextClassifier.train([t for t, _ in train], [label for _, label in train], output, seed=seed, **recipe)
-    report = {"output": output, "recipe": recipe, "labels": dict(Counter(label for _, label in train)), "train_examples": len(train)}
+    report = {
+        "output": output,
+        "recipe": recipe,
+        "labels": dict(Counter(label for _, label in train)),
+        "train_examples": len(train),
+    }
     if held:
         scores = model.score([t for t, _ in held], POSITIVE)
         rows = precision_recall_at_shares(scores, [label == POSITIVE for _, label in held])
         report.update(heldout_examples=len(held), heldout=rows)
-        print(f"held out: {len(held)} examples ({sum(label == POSITIVE for _, label in held)} "
-              f"reference)\n{format_report(rows)}", file=sys.stderr)
+        print(
+            f"held out: {len(held)} examples ({sum(label == POSITIVE for _, label in held)} "
+            f"reference)\n{format_report(rows)}",
+            file=sys.stderr,
+        )
     return report
 
 
-def by_language(positives: list[str], negatives: list[str], languages: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+def by_language(
+    positives: list[str], negatives: list[str], languages: list[str]
+) -> dict[str, tuple[list[str], list[str]]]:
     """Positives and negatives of each language (lid.176's prediction); both must hold some of each."""
     from dataprep.classify.langid import LanguageID
 

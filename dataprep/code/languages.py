@@ -21,19 +21,80 @@ from dataprep.core.validation import did_you_mean
 
 # identify tag -> language name, in the order a file with several tags is decided
 LANGUAGES = {
-    "jupyter": "Jupyter Notebook", "python": "Python", "pyi": "Python", "cython": "Cython", "javascript": "JavaScript", "jsx": "JavaScript",
-    "ts": "TypeScript", "tsx": "TypeScript", "java": "Java", "c": "C", "c++": "C++", "c#": "C#", "cuda": "CUDA",
-    "go": "Go", "rust": "Rust", "ruby": "Ruby", "php": "PHP", "swift": "Swift", "kotlin": "Kotlin",
-    "scala": "Scala", "objective-c": "Objective-C", "bash": "Shell", "shell": "Shell", "zsh": "Shell",
-    "powershell": "PowerShell", "batch": "Batchfile", "perl": "Perl", "lua": "Lua", "r": "R", "julia": "Julia",
-    "haskell": "Haskell", "elixir": "Elixir", "erlang": "Erlang", "clojure": "Clojure", "dart": "Dart",
-    "ocaml": "OCaml", "f#": "F#", "fortran": "Fortran", "groovy": "Groovy", "zig": "Zig", "nim": "Nim",
-    "asm": "Assembly", "sql": "SQL", "html": "HTML", "css": "CSS", "scss": "SCSS", "sass": "Sass", "less": "Less",
-    "vue": "Vue", "svelte": "Svelte", "tex": "TeX", "markdown": "Markdown", "rst": "reStructuredText",
-    "json": "JSON", "yaml": "YAML", "toml": "TOML", "xml": "XML", "ini": "INI", "csv": "CSV", "proto": "Protocol Buffer",
-    "makefile": "Makefile", "cmake": "CMake", "dockerfile": "Dockerfile", "terraform": "HCL", "solidity": "Solidity",
-    "elm": "Elm", "purescript": "PureScript", "idris": "Idris", "coffee": "CoffeeScript", "vim": "Vim Script",
-    "tcl": "Tcl", "awk": "Awk", "gherkin": "Gherkin", "graphql": "GraphQL",
+    "jupyter": "Jupyter Notebook",
+    "python": "Python",
+    "pyi": "Python",
+    "cython": "Cython",
+    "javascript": "JavaScript",
+    "jsx": "JavaScript",
+    "ts": "TypeScript",
+    "tsx": "TypeScript",
+    "java": "Java",
+    "c": "C",
+    "c++": "C++",
+    "c#": "C#",
+    "cuda": "CUDA",
+    "go": "Go",
+    "rust": "Rust",
+    "ruby": "Ruby",
+    "php": "PHP",
+    "swift": "Swift",
+    "kotlin": "Kotlin",
+    "scala": "Scala",
+    "objective-c": "Objective-C",
+    "bash": "Shell",
+    "shell": "Shell",
+    "zsh": "Shell",
+    "powershell": "PowerShell",
+    "batch": "Batchfile",
+    "perl": "Perl",
+    "lua": "Lua",
+    "r": "R",
+    "julia": "Julia",
+    "haskell": "Haskell",
+    "elixir": "Elixir",
+    "erlang": "Erlang",
+    "clojure": "Clojure",
+    "dart": "Dart",
+    "ocaml": "OCaml",
+    "f#": "F#",
+    "fortran": "Fortran",
+    "groovy": "Groovy",
+    "zig": "Zig",
+    "nim": "Nim",
+    "asm": "Assembly",
+    "sql": "SQL",
+    "html": "HTML",
+    "css": "CSS",
+    "scss": "SCSS",
+    "sass": "Sass",
+    "less": "Less",
+    "vue": "Vue",
+    "svelte": "Svelte",
+    "tex": "TeX",
+    "markdown": "Markdown",
+    "rst": "reStructuredText",
+    "json": "JSON",
+    "yaml": "YAML",
+    "toml": "TOML",
+    "xml": "XML",
+    "ini": "INI",
+    "csv": "CSV",
+    "proto": "Protocol Buffer",
+    "makefile": "Makefile",
+    "cmake": "CMake",
+    "dockerfile": "Dockerfile",
+    "terraform": "HCL",
+    "solidity": "Solidity",
+    "elm": "Elm",
+    "purescript": "PureScript",
+    "idris": "Idris",
+    "coffee": "CoffeeScript",
+    "vim": "Vim Script",
+    "tcl": "Tcl",
+    "awk": "Awk",
+    "gherkin": "Gherkin",
+    "graphql": "GraphQL",
 }
 
 
@@ -64,7 +125,9 @@ class CodeLanguage(DocumentStage):
     drops a file neither its name nor its ``#!`` line places as ``no_language``, another language as
     ``language:<name>``. Rows without a ``language`` column (not code) pass untouched."""
 
-    languages: list[str] = Field(default_factory=list, description="language names kept (Python, C++, ...); empty: every known one")
+    languages: list[str] = Field(
+        default_factory=list, description="language names kept (Python, C++, ...); empty: every known one"
+    )
 
     @field_validator("languages")
     @classmethod
@@ -79,5 +142,7 @@ class CodeLanguage(DocumentStage):
         if "language" not in batch.column_names:
             return batch, [None] * batch.num_rows
         wanted = set(self.languages)
-        return batch, [("no_language" if lang is None else None if not wanted or lang in wanted else f"language:{lang}")
-                       for lang in batch.column("language").to_pylist()]
+        return batch, [
+            ("no_language" if lang is None else None if not wanted or lang in wanted else f"language:{lang}")
+            for lang in batch.column("language").to_pylist()
+        ]

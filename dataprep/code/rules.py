@@ -60,7 +60,9 @@ LOCK_FILES = {"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock",
               "composer.lock", "gemfile.lock", "go.sum", "uv.lock", "pdm.lock", "npm-shrinkwrap.json"}  # fmt: skip
 VENDORED_DIRS = {"node_modules", "vendor", "vendored", "_vendor", "third_party", "thirdparty", "3rdparty",
                  "bower_components", "dist"}  # fmt: skip
-GENERATED_NAMES = re.compile(r"(_pb2(_grpc)?\.pyi?|\.pb\.(go|cc|h)|\.g\.dart|\.designer\.cs|_generated\.\w+|\.generated\.\w+)$", re.I)
+GENERATED_NAMES = re.compile(
+    r"(_pb2(_grpc)?\.pyi?|\.pb\.(go|cc|h)|\.g\.dart|\.designer\.cs|_generated\.\w+|\.generated\.\w+)$", re.I
+)
 MINIFIED_NAMES = re.compile(r"[.\-]min\.(js|css)$", re.I)
 # Markers in a file's first lines (StarCoder's list, plus the headers of common generators).
 GENERATED_MARKERS = re.compile(
@@ -118,11 +120,17 @@ def content_reason(text: str, language: str | None, limits: Thresholds) -> str |
         line_rule = "max_line_length"
     elif limits.mean_line_length is not None and sum(lengths) / len(lengths) > limits.mean_line_length:
         line_rule = "mean_line_length"
-    elif limits.max_long_lines_fraction is not None and sum(n > limits.long_line_length for n in lengths) > limits.max_long_lines_fraction * len(lengths):
+    elif limits.max_long_lines_fraction is not None and sum(
+        n > limits.long_line_length for n in lengths
+    ) > limits.max_long_lines_fraction * len(lengths):
         line_rule = "long_lines_fraction"
     if line_rule:
         return f"minified:{line_rule}" if language in MINIFIABLE else line_rule
-    if limits.min_alnum_fraction is not None and text and sum(map(str.isalnum, text)) < limits.min_alnum_fraction * len(text):
+    if (
+        limits.min_alnum_fraction is not None
+        and text
+        and sum(map(str.isalnum, text)) < limits.min_alnum_fraction * len(text)
+    ):
         return "alnum_fraction"
     encoded = sum(m.end() - m.start() for m in ENCODED.finditer(text))
     if encoded > MAX_ENCODED_CHARS or (text and encoded > MAX_ENCODED_FRACTION * len(text)):
@@ -136,8 +144,12 @@ class CodeQuality(DocumentStage):
     per-language line-length and alphanumeric limits; rows of other source kinds pass untouched."""
 
     defaults: Thresholds = Field(default_factory=Thresholds, description="limits of a language without its own")
-    per_language: dict[str, Thresholds] = Field(default_factory=dict, description="language name -> limits (replaces the built-in ones)")
-    source_kinds: list[str] = Field(default_factory=lambda: [CODE], description="source kinds judged; others pass untouched")
+    per_language: dict[str, Thresholds] = Field(
+        default_factory=dict, description="language name -> limits (replaces the built-in ones)"
+    )
+    source_kinds: list[str] = Field(
+        default_factory=lambda: [CODE], description="source kinds judged; others pass untouched"
+    )
 
     def limits(self, language: str | None) -> Thresholds:
         if language in self.per_language:

@@ -27,13 +27,21 @@ _B = r"(?<![A-Za-z0-9_\-])"  # a token starts after a non-token character
 _E = r"(?![A-Za-z0-9_\-])"
 # type -> pattern; the value to redact is group "v" when the pattern has one, else the whole match.
 DETECTORS: dict[str, re.Pattern] = {
-    "private_key": re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]{16,20000}?-----END (?:[A-Z0-9]+ "
-                              r")*PRIVATE KEY(?: BLOCK)?-----"),
+    "private_key": re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]{16,20000}?-----END (?:[A-Z0-9]+ "
+        r")*PRIVATE KEY(?: BLOCK)?-----"
+    ),
     "aws_key": re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Z0-9])"),
-    "aws_secret": re.compile(r"(?i:aws)[\w.\-]{0,30}(?i:secret)[\w.\-]{0,30}[\"']?\s*[:=]>?\s*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"),
-    "azure_key": re.compile(r"(?i:AccountKey|SharedAccessKey|azure[\w.\-]{0,20}key)[\"']?\s*[:=]\s*[\"']?(?P<v>[A-Za-z0-9+/]{40,100}={0,2})"),
+    "aws_secret": re.compile(
+        r"(?i:aws)[\w.\-]{0,30}(?i:secret)[\w.\-]{0,30}[\"']?\s*[:=]>?\s*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+    ),
+    "azure_key": re.compile(
+        r"(?i:AccountKey|SharedAccessKey|azure[\w.\-]{0,20}key)[\"']?\s*[:=]\s*[\"']?(?P<v>[A-Za-z0-9+/]{40,100}={0,2})"
+    ),
     "github_token": re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})" + _E),
-    "slack_token": re.compile(_B + r"(?:xox[abposr]-[A-Za-z0-9\-]{10,200}|https://hooks\.slack\.com/services/T[A-Za-z0-9_/]{20,120})"),
+    "slack_token": re.compile(
+        _B + r"(?:xox[abposr]-[A-Za-z0-9\-]{10,200}|https://hooks\.slack\.com/services/T[A-Za-z0-9_/]{20,120})"
+    ),
     "stripe_key": re.compile(_B + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,200}" + _E),
     "openai_key": re.compile(_B + r"sk-(?:proj-|svcacct-|ant-api03-)?[A-Za-z0-9_\-]{20,200}" + _E),
     "jwt": re.compile(_B + r"eyJ[A-Za-z0-9_\-]{10,2000}\.eyJ[A-Za-z0-9_\-]{10,4000}\.[A-Za-z0-9_\-]{10,1000}" + _E),
@@ -73,7 +81,11 @@ def find_secrets(text: str, types: list[str] | tuple[str, ...] = tuple(TYPES)) -
     spans: list[Span] = []
     for kind in types:
         for m in DETECTORS[kind].finditer(text):
-            group = "v" if m.re.groupindex.get("v") and m.group("v") is not None else ("u" if m.re.groupindex.get("u") else 0)
+            group = (
+                "v"
+                if m.re.groupindex.get("v") and m.group("v") is not None
+                else ("u" if m.re.groupindex.get("u") else 0)
+            )
             value = m.group(group)
             if kind in ("password", "connection_string"):
                 if len(value) < 6 or is_example(value, quoted=group != "u"):

@@ -9,9 +9,9 @@ import json
 import os
 import shutil
 
-from dataprep.core.errors import UsageError
 from dataprep.core.arguments import output_file, output_folder
 from dataprep.core.cli import add_output_argument
+from dataprep.core.errors import UsageError
 from dataprep.quality.arpa import KENLM_FILE, read_arpa, write_arpa
 
 
@@ -20,16 +20,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export = sub.add_parser("export", help="write a perplexity model's n-gram model as ARPA")
     export.add_argument("model_dir")
     add_output_argument(export, type=output_file, metavar="FILE", help="ARPA file to write")
-    export.add_argument("arpa_file", nargs="?", type=output_file, help=argparse.SUPPRESS)  # the older spelling, for a release
+    export.add_argument(
+        "arpa_file", nargs="?", type=output_file, help=argparse.SUPPRESS
+    )  # the older spelling, for a release
     imp = sub.add_parser("import", help="a perplexity model directory from an ARPA file and its SentencePiece model")
     imp.add_argument("arpa")
     imp.add_argument("--sp-model", required=True, help="the SentencePiece model the ARPA's words are pieces of")
     imp.add_argument("--lang", required=True)
-    imp.add_argument("--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs")
+    imp.add_argument(
+        "--reference", required=True, nargs="+", help="held-out JSONL texts: the head/middle/tail cut-offs"
+    )
     imp.add_argument("--text-field", default="text")
     add_output_argument(imp, type=output_folder, required=True, metavar="DIR", help="model directory to write")
-    imp.add_argument("--kenlm", action="store_true",
-                     help="keep the ARPA file in the model and score as KenLM does (with the kenlm package when installed)")
+    imp.add_argument(
+        "--kenlm",
+        action="store_true",
+        help="keep the ARPA file in the model and score as KenLM does (with the kenlm package when installed)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -53,8 +60,9 @@ def main(args: argparse.Namespace) -> int:
         shutil.copy(args.sp_model, os.path.join(tmp, "sp.model"))
         if args.kenlm:
             shutil.copy(args.arpa, os.path.join(tmp, KENLM_FILE))
-        meta = write_model_files(tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)},
-                                 kenlm=KENLM_FILE if args.kenlm else None)
+        meta = write_model_files(
+            tmp, sp, lm, args.lang, held, {"arpa": os.path.abspath(args.arpa)}, kenlm=KENLM_FILE if args.kenlm else None
+        )
     load_model.cache_clear()
     print(json.dumps({"output": args.output, **meta}))
     return 0

@@ -14,7 +14,9 @@ from dataprep.tokenize.nanogpt import export_nanogpt
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", help="token-shard directory (manifest.json)")
     add_output_argument(parser, type=output_folder, metavar="DIR", help="folder for train.bin and val.bin")
-    parser.add_argument("out_dir", nargs="?", type=output_folder, help=argparse.SUPPRESS)  # the older spelling, for a release
+    parser.add_argument(
+        "out_dir", nargs="?", type=output_folder, help=argparse.SUPPRESS
+    )  # the older spelling, for a release
     parser.add_argument("--val-fraction", type=fraction, default=0.0005, help="share of documents for val.bin")
 
 
@@ -23,6 +25,8 @@ def main(args: argparse.Namespace) -> int:
     if not output:
         raise UsageError("give --output DIR: the folder for train.bin and val.bin")
     counts = export_nanogpt(args.dir, output, args.val_fraction)
-    print(f"{output}: train.bin {counts['train_tokens']} tokens, val.bin {counts['val_tokens']} tokens "
-          f"({counts['val_documents']} documents)")
+    print(
+        f"{output}: train.bin {counts['train_tokens']} tokens, val.bin {counts['val_tokens']} tokens "
+        f"({counts['val_documents']} documents)"
+    )
     return 0

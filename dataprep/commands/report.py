@@ -6,18 +6,34 @@ from __future__ import annotations
 
 import argparse
 
-from dataprep.core.errors import UsageError
 from dataprep.core.arguments import output_folder, positive_int
 from dataprep.core.cli import add_output_argument
+from dataprep.core.errors import UsageError
 from dataprep.report.build import build_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pipeline_output", metavar="OUTPUT_DIR", help="a `dataprep run` output folder (holding stats.json, steps/, corpus/)")
-    parser.add_argument("--train-run", metavar="RUN_DIR", help="a training run folder (or its metrics JSONL): adds its curves")
-    add_output_argument(parser, old=("--out",), type=output_folder, metavar="DIR", help="where to write the report (default: OUTPUT_DIR/report)")
-    parser.add_argument("--max-docs", type=positive_int, default=1_000_000,
-                        help="documents read for the distributions (default: %(default)s)")
+    parser.add_argument(
+        "pipeline_output",
+        metavar="OUTPUT_DIR",
+        help="a `dataprep run` output folder (holding stats.json, steps/, corpus/)",
+    )
+    parser.add_argument(
+        "--train-run", metavar="RUN_DIR", help="a training run folder (or its metrics JSONL): adds its curves"
+    )
+    add_output_argument(
+        parser,
+        old=("--out",),
+        type=output_folder,
+        metavar="DIR",
+        help="where to write the report (default: OUTPUT_DIR/report)",
+    )
+    parser.add_argument(
+        "--max-docs",
+        type=positive_int,
+        default=1_000_000,
+        help="documents read for the distributions (default: %(default)s)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -35,16 +35,23 @@ class Applier:
         raise NotImplementedError
 
     def finish(self) -> dict:
-        """End the task, once, after its last batch; what it returns (e.g. the shards it wrote) is saved in the task's completion marker."""
+        """End the task, once, after its last batch; what it returns (e.g. the shards it wrote) is saved in the
+        task's completion marker."""
         return {}
 
 
-def apply_task(applier: Applier, key: str, decisions: pa.Table | None, batches: Iterable[pa.Table],
-               run: Callable[[Iterable[pa.Table]], Iterator] | None = None) -> Generator:
+def apply_task(
+    applier: Applier,
+    key: str,
+    decisions: pa.Table | None,
+    batches: Iterable[pa.Table],
+    run: Callable[[Iterable[pa.Table]], Iterator] | None = None,
+) -> Generator:
     """One task of a whole-corpus stage, the way every runner applies a decision: ``begin`` once with the
     decision rows of all the task's documents, every batch in order, ``finish`` once. Yields per batch
     ``(output, reasons)`` of ``Applier.process``, or what ``run(batches)`` yields when a runner processes
-    them itself (a pipeline step, through its ``dataprep.core.runner.AppliedStage``); returns what ``finish`` returned."""
+    them itself (a pipeline step, through its ``dataprep.core.runner.AppliedStage``); returns what ``finish``
+    returned."""
     applier.begin(key, decisions)
     yield from (run(batches) if run is not None else (processed(applier, batch) for batch in batches))
     return applier.finish() or {}
@@ -64,5 +71,8 @@ def processed(applier: Applier, batch: pa.Table) -> tuple[pa.Table, list[str | N
     """``applier.process(batch)``, checked to return one row and one reason per row of the batch."""
     out, reasons = applier.process(batch)
     if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
-        raise RuntimeError(f"{applier.stage_name}: the applier returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}")
+        raise RuntimeError(
+            f"{applier.stage_name}: the applier returned {out.num_rows} rows and {len(reasons)} reasons "
+            f"for {batch.num_rows}"
+        )
     return out, reasons

@@ -56,7 +56,9 @@ def spark_master(text: str) -> str:
     from dataprep.core.config import SPARK_MASTER
 
     if not SPARK_MASTER.match(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Spark master: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Spark master: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"
+        )
     return text
 
 

@@ -36,9 +36,15 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 def add_set_argument(parser: argparse.ArgumentParser) -> None:
     """``--set KEY.PATH=VALUE`` (repeatable), for commands that read a config."""
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
-                        help="override a config value by its dotted path, e.g. optim.lr=3e-4 or stages.1.threshold=0.5 "
-                             "(repeatable; also written --optim.lr 3e-4)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="set",
+        help="override a config value by its dotted path, e.g. optim.lr=3e-4 or stages.1.threshold=0.5 "
+        "(repeatable; also written --optim.lr 3e-4)",
+    )
 
 
 def add_output_argument(parser: argparse.ArgumentParser, *, old: tuple[str, ...] = (), **kwargs) -> argparse.Action:
@@ -46,7 +52,9 @@ def add_output_argument(parser: argparse.ArgumentParser, *, old: tuple[str, ...]
     (``--out``, ``--out-dir``) are still read, unlisted in ``--help``, for one release."""
     action = parser.add_argument("--output", **kwargs)
     for flag in old:
-        parser.add_argument(flag, dest=action.dest, type=kwargs.get("type"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        parser.add_argument(
+            flag, dest=action.dest, type=kwargs.get("type"), default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
     return action
 
 
@@ -56,7 +64,9 @@ def command_parser(commands: dict, prog: str, name: str) -> tuple[ModuleType, ar
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=help_text)
     module.add_arguments(parser)
-    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)")
+    parser.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="warning", help="ccpretrain's log messages (default: warning)"
+    )
     return module, parser
 
 
@@ -145,4 +155,6 @@ def _missing_package(command: str, exc: ModuleNotFoundError, as_json: bool = Fal
     top = (exc.name or "").split(".")[0]
     if top not in EXTRAS:
         raise exc
-    return fail(f"{command}: error: this command needs {top!r}, which is not installed: {install_command(top)}", 1, as_json)
+    return fail(
+        f"{command}: error: this command needs {top!r}, which is not installed: {install_command(top)}", 1, as_json
+    )

@@ -21,9 +21,9 @@ from typing import Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
-from dataprep.core.storage import COMMON_CRAWL_PREFIX, read_text
 from dataprep.core.registry import MissingDependency, stage_class
 from dataprep.core.stage import Stage
+from dataprep.core.storage import COMMON_CRAWL_PREFIX, read_text
 from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, did_you_mean, problems
 
 __all__ = ["ConfigError", "PipelineConfig", "find_config", "load_config", "parse_stages", "presets"]
@@ -39,7 +39,11 @@ def presets() -> list[str]:
 def find_config(path: str, base_dir: str | None = None) -> str | None:
     """``path`` relative to ``base_dir`` (an including file's folder), then to the working directory,
     then as a shipped preset (``fineweb`` or ``fineweb.yaml``); None when none exists."""
-    candidates = [path] if os.path.isabs(path) or "://" in path else [*([os.path.join(base_dir, path)] if base_dir else []), path]
+    candidates = (
+        [path]
+        if os.path.isabs(path) or "://" in path
+        else [*([os.path.join(base_dir, path)] if base_dir else []), path]
+    )
     name = os.path.basename(path)
     if name == path:
         candidates += [str(PRESET_DIR / name), str(PRESET_DIR / f"{name}.yaml")]
@@ -50,12 +54,20 @@ SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+
 
 
 class InputConfig(StrictModel):
-    paths: list[str] = Field(default_factory=list, description="files, directories, globs, *.paths(.gz) listings, s3:// or https:// URLs")
-    format: Literal["auto", "warc", "wet", "jsonl", "parquet", "arrow", "wikipedia", "stackexchange", "books", "arxiv", "code"] = "auto"
+    paths: list[str] = Field(
+        default_factory=list, description="files, directories, globs, *.paths(.gz) listings, s3:// or https:// URLs"
+    )
+    format: Literal[
+        "auto", "warc", "wet", "jsonl", "parquet", "arrow", "wikipedia", "stackexchange", "books", "arxiv", "code"
+    ] = "auto"
     paths_prefix: str = COMMON_CRAWL_PREFIX  # prepended to relative lines of a paths listing
     batch_size: int = Field(500, gt=0, description="documents per Arrow batch")
-    batch_bytes: int = Field(64 << 20, gt=0, description="a batch also ends once its kept payloads reach this size (bytes of HTML, characters of text): "
-                                                         "bounds a worker's memory on crawls of large pages")
+    batch_bytes: int = Field(
+        64 << 20,
+        gt=0,
+        description="a batch also ends once its kept payloads reach this size (bytes of HTML, characters of text): "
+        "bounds a worker's memory on crawls of large pages",
+    )
     max_document_bytes: int = Field(5_000_000, gt=0, description="larger payloads are dropped as too_large")
     text_field: str = "text"  # for jsonl/parquet/arrow inputs
     id_field: str = "id"
@@ -77,7 +89,9 @@ class SparkConfig(StrictModel):
     def _known_master(cls, master):
         """A master Spark cannot parse fails only once its JVM starts, in a long Java traceback."""
         if master is not None and not SPARK_MASTER.match(master):
-            raise ValueError(f"{master!r} is not a Spark master: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
+            raise ValueError(
+                f"{master!r} is not a Spark master: local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"
+            )
         return master
 
     @field_validator("conf", mode="before")
@@ -120,8 +134,10 @@ def expand_includes(items: list, base_dir: str) -> list:
             path = item["include"]
             found = find_config(path, base_dir)
             if found is None:
-                raise ConfigError(f"stages: include {path!r} not found next to the config, in the working directory "
-                                  f"or among the presets ({', '.join(presets())}){did_you_mean(path, presets())}")
+                raise ConfigError(
+                    f"stages: include {path!r} not found next to the config, in the working directory "
+                    f"or among the presets ({', '.join(presets())}){did_you_mean(path, presets())}"
+                )
             preset = yaml.safe_load(read_text(found)) or {}
             if not isinstance(preset, dict) or not isinstance(preset.get("stages"), list):
                 raise ConfigError(f"stages: include {path!r} must be a mapping with a 'stages' list")
@@ -164,8 +180,9 @@ def _parse_stages(items: list | None, base_dir: str) -> tuple[list[Stage], list[
     return stages, errors
 
 
-def load_config(data: dict | str, overrides: dict | None = None, check_assets: bool = True,
-                sets: list[str] | None = None) -> PipelineConfig:
+def load_config(
+    data: dict | str, overrides: dict | None = None, check_assets: bool = True, sets: list[str] | None = None
+) -> PipelineConfig:
     """Build a validated config from a YAML path (or a preset name) or a dict.
 
     ``overrides`` (from the command line) replace top-level sections' keys, e.g. {"input": {"paths":
@@ -176,8 +193,9 @@ def load_config(data: dict | str, overrides: dict | None = None, check_assets: b
     if isinstance(data, str):
         path = source = find_config(data)
         if path is None:
-            raise ConfigError(f"config file {data!r} does not exist (presets: {', '.join(presets())})"
-                              f"{did_you_mean(data, presets())}")
+            raise ConfigError(
+                f"config file {data!r} does not exist (presets: {', '.join(presets())}){did_you_mean(data, presets())}"
+            )
         base_dir = os.path.dirname(os.path.abspath(path))
         try:
             data = yaml.safe_load(read_text(path)) or {}

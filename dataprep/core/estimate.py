@@ -42,9 +42,11 @@ ASSUMPTIONS = [
     "core-hours count the stages' own work; Spark's (Parquet writes, moving batches to Python workers, the driver "
     "planning jobs) comes on top",
 ]
-ONE_SAMPLE = ("one sample whose stats.json predates the fixed cost of whole-corpus steps (their Spark tasks' own cost): "
-              "it counts as if it grew with documents, which overestimates from small samples; rerun the sample, or give "
-              "two samples of different sizes to separate them")
+ONE_SAMPLE = (
+    "one sample whose stats.json predates the fixed cost of whole-corpus steps (their Spark tasks' own cost): "
+    "it counts as if it grew with documents, which overestimates from small samples; rerun the sample, or give "
+    "two samples of different sizes to separate them"
+)
 
 
 @dataclass
@@ -108,8 +110,12 @@ class Sample:
     def core_seconds(self, global_stages: set[str], cpu: bool) -> dict[str, float]:
         """Per stage, the core-seconds it took: CPU (or task) seconds of a per-document stage; a
         whole-corpus step's executor CPU seconds (its wall time times the sample's cores in older stats)."""
-        return {s.stage: _global_seconds(s, self.cores) if s.stage in global_stages else (s.cpu_seconds if cpu else s.seconds)
-                for s in self.stats}
+        return {
+            s.stage: _global_seconds(s, self.cores)
+            if s.stage in global_stages
+            else (s.cpu_seconds if cpu else s.seconds)
+            for s in self.stats
+        }
 
 
 def _global_seconds(s: StageStats, cores: int) -> float:
@@ -150,7 +156,9 @@ def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return 0.0, c2 / p2
 
 
-def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[str], pages_per_file: float | None = None) -> Estimate:
+def estimate(
+    samples: list[Sample], pages: int, cores: int, global_stages: set[str], pages_per_file: float | None = None
+) -> Estimate:
     """Project sample runs onto ``pages`` pages run on ``cores`` cores. A per-document stage: its
     workers' fixed cost (``worker_fixed_cost``) once per core, plus its cost per page. A whole-corpus
     step: its Spark tasks' own cost once (``task_fixed_cost``), plus its cost per page. Stats without
@@ -176,8 +184,16 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
             fixed, per_page = split
         else:
             fixed, per_page = _fit([(p, c.get(s.stage, 0.0)) for p, c in costs])
-        rows.append(StageEstimate(s.stage, s.stage in global_stages, round(s.docs_in * scale), round(s.docs_kept * scale),
-                                  (fixed + per_page * pages) / 3600, 1000 * per_page))
+        rows.append(
+            StageEstimate(
+                s.stage,
+                s.stage in global_stages,
+                round(s.docs_in * scale),
+                round(s.docs_kept * scale),
+                (fixed + per_page * pages) / 3600,
+                1000 * per_page,
+            )
+        )
     core_hours = sum(r.core_hours for r in rows)
     wall = core_hours / cores
     if pages_per_file:  # one file is one task: the first step lasts at least as long as one file's task
@@ -188,26 +204,52 @@ def estimate(samples: list[Sample], pages: int, cores: int, global_stages: set[s
     shuffle = sum(SHUFFLE_BYTES_PER_DOC.get(r.stage, 0) * r.docs_in for r in rows)
     unsplit = any(s.stage in global_stages and not s.executor_fixed_cpu_seconds for s in stats)
     assumptions = list(ASSUMPTIONS) + ([ONE_SAMPLE] if unsplit and len({s.pages for s in samples}) == 1 else [])
-    return Estimate(pages, base, cores, main.cores, "cpu" if cpu else "wall", rows, core_hours, wall, routed,
-                    round(stats[-1].bytes_kept * scale), shuffle, assumptions)
+    return Estimate(
+        pages,
+        base,
+        cores,
+        main.cores,
+        "cpu" if cpu else "wall",
+        rows,
+        core_hours,
+        wall,
+        routed,
+        round(stats[-1].bytes_kept * scale),
+        shuffle,
+        assumptions,
+    )
 
 
 def format_estimate(est: Estimate) -> str:
     from dataprep.core.units import human
 
-    lines = [f"projected from a sample of {est.sample_pages:,} pages (x{est.pages / est.sample_pages:,.1f}) to "
-             f"{est.pages:,} pages",
-             f"{'stage':<22}{'docs in':>16}{'kept':>16}{'core-h':>12}{'core ms/page':>14}"]
+    lines = [
+        f"projected from a sample of {est.sample_pages:,} pages (x{est.pages / est.sample_pages:,.1f}) to "
+        f"{est.pages:,} pages",
+        f"{'stage':<22}{'docs in':>16}{'kept':>16}{'core-h':>12}{'core ms/page':>14}",
+    ]
     for r in est.stages:
         mark = " *" if r.whole_corpus else ""
-        lines.append(f"{r.stage + mark:<22}{r.docs_in:>16,}{r.docs_kept:>16,}{r.core_hours:>12,.1f}{r.core_ms_per_page:>14.3f}")
+        lines.append(
+            f"{r.stage + mark:<22}{r.docs_in:>16,}{r.docs_kept:>16,}{r.core_hours:>12,.1f}{r.core_ms_per_page:>14.3f}"
+        )
     lines.append(f"{'total':<22}{'':>32}{est.core_hours:>12,.1f}")
-    lines.append("  * a whole-corpus step: the CPU seconds of its Spark tasks"
-                 + ("" if est.basis == "cpu" else "; other stages: task wall seconds (the sample's stats.json has no CPU seconds)"))
+    lines.append(
+        "  * a whole-corpus step: the CPU seconds of its Spark tasks"
+        + (
+            ""
+            if est.basis == "cpu"
+            else "; other stages: task wall seconds (the sample's stats.json has no CPU seconds)"
+        )
+    )
     days = est.wall_hours / 24
-    lines.append(f"wall time on {est.cores:,} cores: {est.wall_hours:,.1f} h" + (f" ({days:,.1f} days)" if days >= 2 else ""))
-    lines.append(f"output: about {human(est.output_bytes, 'B')} kept (text, and HTML where the corpus keeps it); "
-                 f"dedup shuffle: about {human(est.shuffle_bytes, 'B')}")
+    lines.append(
+        f"wall time on {est.cores:,} cores: {est.wall_hours:,.1f} h" + (f" ({days:,.1f} days)" if days >= 2 else "")
+    )
+    lines.append(
+        f"output: about {human(est.output_bytes, 'B')} kept (text, and HTML where the corpus keeps it); "
+        f"dedup shuffle: about {human(est.shuffle_bytes, 'B')}"
+    )
     if est.routed_fraction is not None:
         lines.append(f"pages routed to the fallback extractor in the sample: {est.routed_fraction:.1%}")
     lines.append("assumptions:")

@@ -79,7 +79,9 @@ def stage_class(name: str) -> type:
     if name not in STAGE_CLASSES:
         from dataprep.core.validation import did_you_mean
 
-        raise UnknownStage(f"unknown stage {name!r}{did_you_mean(str(name), stage_names())} (known stages: {', '.join(stage_names())})")
+        raise UnknownStage(
+            f"unknown stage {name!r}{did_you_mean(str(name), stage_names())} (known stages: {', '.join(stage_names())})"
+        )
     module_name, _, class_name = STAGE_CLASSES[name].partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -92,5 +94,7 @@ def stage_class(name: str) -> type:
         ) from exc
     cls = getattr(module, class_name)
     if getattr(cls, "name", None) != name:
-        raise RuntimeError(f"STAGE_CLASSES[{name!r}] is {STAGE_CLASSES[name]}, whose @register name is {getattr(cls, 'name', None)!r}")
+        raise RuntimeError(
+            f"STAGE_CLASSES[{name!r}] is {STAGE_CLASSES[name]}, whose @register name is {getattr(cls, 'name', None)!r}"
+        )
     return cls

@@ -12,8 +12,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataprep.core.applier import Applier, processed
-from dataprep.core.stage import (DROP_REASON, DROP_STAGE, DocumentStage, GlobalStage, Stage, StageResult, Timer, concat, split_by_reason,
-                                 with_fields)
+from dataprep.core.stage import (
+    DROP_REASON,
+    DROP_STAGE,
+    DocumentStage,
+    GlobalStage,
+    Stage,
+    StageResult,
+    Timer,
+    concat,
+    split_by_reason,
+    with_fields,
+)
 from dataprep.core.stats import StageStats, merge_all
 
 DROP_FIELDS = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())]
@@ -76,7 +86,9 @@ def run_fused(
             yield conform(batch, schema)
 
 
-def run_stages(stages: list[Stage], table: pa.Table, keep_dropped_text: bool = True) -> tuple[StageResult, list[StageStats]]:
+def run_stages(
+    stages: list[Stage], table: pa.Table, keep_dropped_text: bool = True
+) -> tuple[StageResult, list[StageStats]]:
     """Run a whole stage list in memory: document stages batch-wise, global stages via their ``run_local``.
     Returns the kept documents, all dropped ones (with stage and reason), and per-stage stats."""
     kept, dropped, all_stats = table, [], []

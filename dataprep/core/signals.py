@@ -24,7 +24,17 @@ import pyarrow.compute as pc
 from pydantic import SerializeAsAny
 
 from dataprep.core.runner import conform
-from dataprep.core.stage import DROP_REASON, DROP_STAGE, DocumentStage, GlobalStage, Stage, StageResult, mark_dropped, with_column, with_fields
+from dataprep.core.stage import (
+    DROP_REASON,
+    DROP_STAGE,
+    DocumentStage,
+    GlobalStage,
+    Stage,
+    StageResult,
+    mark_dropped,
+    with_column,
+    with_fields,
+)
 
 REASON = "reason"
 ORIGINAL_TEXT = "original_text"
@@ -39,7 +49,7 @@ PREPARED_SETTINGS = {
 }
 REFUSED = {
     "paragraph_dedup": "paragraph_dedup has no signals form: it cuts text by a decision over the documents "
-                       "earlier stages keep, and later stages read the cut text",
+    "earlier stages keep, and later stages read the cut text",
 }
 
 
@@ -132,7 +142,9 @@ class AnnotatedStage(DocumentStage):
                     reasons.append(result.dropped.column(DROP_REASON)[0].as_py())
             return pa.concat_tables(rows), reasons
         if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
-            raise RuntimeError(f"stage {self.name!r} returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}")
+            raise RuntimeError(
+                f"stage {self.name!r} returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}"
+            )
         self.stage._check_columns(batch.schema, out.schema)
         return conform(out, schema), list(reasons)
 
@@ -140,7 +152,9 @@ class AnnotatedStage(DocumentStage):
 def _original(before: pa.Table, after: pa.Table) -> pa.Array:
     """``original_text`` after a stage: as it was, or the text before this stage where the stage
     changed a text that existed (extraction makes a text; it does not rewrite one)."""
-    earlier = before.column(ORIGINAL_TEXT) if ORIGINAL_TEXT in before.column_names else pa.nulls(before.num_rows, pa.string())
+    earlier = (
+        before.column(ORIGINAL_TEXT) if ORIGINAL_TEXT in before.column_names else pa.nulls(before.num_rows, pa.string())
+    )
     if "text" not in before.column_names or "text" not in after.column_names:
         return earlier
     old, new = before.column("text"), after.column("text")
@@ -168,7 +182,11 @@ class PreparedSignals(DocumentStage):
 
     def apply(self, batch: pa.Table) -> StageResult:
         schema = self.output_schema(batch.schema)
-        rows = self.stage.prepare(batch.select(["id", "text"])) if batch.num_rows else self.stage.prepared_schema.empty_table()
+        rows = (
+            self.stage.prepare(batch.select(["id", "text"]))
+            if batch.num_rows
+            else self.stage.prepared_schema.empty_table()
+        )
         where = pc.index_in(batch.column("id"), value_set=rows.column("id"))
         p = prefix(self.position, self.stage.name)
         for f in self.columns():
@@ -228,22 +246,28 @@ def replay_plan(recorded: list[dict], stages: list[Stage]) -> tuple[list[Stage],
     problems: list[str] = []
     if [r["name"] for r in recorded] != [s.name for s in stages]:
         names = ([s.name for s in stages], [r["name"] for r in recorded])
-        return [], [f"the config's stages {names[0]} are not the signals run's {names[1]}: filter needs the same "
-                    "stages in the same order"]
+        return [], [
+            f"the config's stages {names[0]} are not the signals run's {names[1]}: filter needs the same "
+            "stages in the same order"
+        ]
     plan: list[Stage] = []
     for position, (record, stage) in enumerate(zip(recorded, stages)):
         changed = {k for k, v in stage.model_dump(mode="json").items() if record["params"].get(k) != v}
         where = f"stages.{position} ({stage.name})"
         if isinstance(stage, DocumentStage):
             if changed - set(stage.decision_fields):
-                problems.append(f"{where}: {', '.join(sorted(changed))} changed since the signals run, and "
-                                f"{', '.join(sorted(changed - set(stage.decision_fields)))} cannot be re-decided from "
-                                "stored signals: "
-                                "run --signals with these settings")
+                problems.append(
+                    f"{where}: {', '.join(sorted(changed))} changed since the signals run, and "
+                    f"{', '.join(sorted(changed - set(stage.decision_fields)))} cannot be re-decided from "
+                    "stored signals: "
+                    "run --signals with these settings"
+                )
             plan.append(ReplayStage(stage=stage, position=position, redecide=bool(changed)))
             continue
         if changed & PREPARED_SETTINGS.get(stage.name, set()):
-            problems.append(f"{where}: {', '.join(sorted(changed & PREPARED_SETTINGS[stage.name]))} changed since the signals run, "
-                            "and the stored hashes or signatures were made with the old value: run --signals with these settings")
+            problems.append(
+                f"{where}: {', '.join(sorted(changed & PREPARED_SETTINGS[stage.name]))} changed since the signals run, "
+                "and the stored hashes or signatures were made with the old value: run --signals with these settings"
+            )
         plan.append(stage)
     return plan, problems

@@ -193,7 +193,9 @@ class DocumentStage(Stage):
             self._counters.clear()  # the retry counts again
             return self._apply_row_by_row(batch)
         if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
-            raise RuntimeError(f"stage {self.name!r} returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}")
+            raise RuntimeError(
+                f"stage {self.name!r} returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}"
+            )
         self._check_columns(batch.schema, out.schema)
         return split_by_reason(out, reasons, self.name)
 

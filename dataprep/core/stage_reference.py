@@ -60,7 +60,9 @@ def _choices(annotation) -> list | None:
 
 
 def _bounds(field) -> str:
-    parts = [f"{_BOUNDS[k]} {getattr(m, k)}" for m in field.metadata for k in _BOUNDS if getattr(m, k, None) is not None]
+    parts = [
+        f"{_BOUNDS[k]} {getattr(m, k)}" for m in field.metadata for k in _BOUNDS if getattr(m, k, None) is not None
+    ]
     return ", ".join(parts)
 
 
@@ -80,15 +82,17 @@ def _params(cls, prefix: str = "") -> list[dict]:
         required = f.is_required()
         nested = _nested_model(f.annotation)
         default = None if required else f.get_default(call_default_factory=True)
-        params.append({
-            "name": prefix + field_name,
-            "type": nested.__name__ if nested else _type_name(f.annotation),
-            "required": required,
-            "default": default.model_dump(mode="json") if isinstance(default, BaseModel) else default,
-            "choices": _choices(f.annotation),
-            "bounds": _bounds(f),
-            "description": f.description or comments.get(field_name, ""),
-        })
+        params.append(
+            {
+                "name": prefix + field_name,
+                "type": nested.__name__ if nested else _type_name(f.annotation),
+                "required": required,
+                "default": default.model_dump(mode="json") if isinstance(default, BaseModel) else default,
+                "choices": _choices(f.annotation),
+                "bounds": _bounds(f),
+                "description": f.description or comments.get(field_name, ""),
+            }
+        )
         if nested:
             params += _params(nested, f"{prefix}{field_name}.")
     return params
@@ -105,8 +109,15 @@ def describe() -> list[dict]:
             continue
         params = _params(cls)
         doc = inspect.cleandoc(cls.__doc__ or "")
-        out.append({"stage": name, "kind": "global" if issubclass(cls, GlobalStage) else "document",
-                    "summary": doc.split("\n\n")[0].replace("\n", " "), "doc": doc, "params": params})
+        out.append(
+            {
+                "stage": name,
+                "kind": "global" if issubclass(cls, GlobalStage) else "document",
+                "summary": doc.split("\n\n")[0].replace("\n", " "),
+                "doc": doc,
+                "params": params,
+            }
+        )
     return out
 
 
@@ -118,7 +129,11 @@ def format_reference(stages: list[dict], full_doc: bool = False) -> str:
         lines += [f"  {line}" for line in (s["doc"] if full_doc else s["summary"]).splitlines()]
         for p in s["params"]:
             value = "REQUIRED" if p["required"] else json.dumps(p["default"], default=str)
-            extra = [f"one of {', '.join(map(str, p['choices']))}" if p["choices"] else "", p["bounds"], p["description"]]
+            extra = [
+                f"one of {', '.join(map(str, p['choices']))}" if p["choices"] else "",
+                p["bounds"],
+                p["description"],
+            ]
             desc = "; ".join(x for x in extra if x)
             lines.append(f"    {p['name']}: {p['type']} = {value}" + (f"  # {desc}" if desc else ""))
         lines.append("")

@@ -27,8 +27,15 @@ STATS_MARK = "__stats__"  # drop_stage/drop_reason of the stats rows older versi
 
 
 # The stats.json fields that differ from run to run of the same input (timings, and how tasks split it)
-TIMING_FIELDS = ("seconds", "cpu_seconds", "first_batch_cpu_seconds", "first_batch_docs", "executor_seconds", "executor_cpu_seconds",
-                 "executor_fixed_cpu_seconds")
+TIMING_FIELDS = (
+    "seconds",
+    "cpu_seconds",
+    "first_batch_cpu_seconds",
+    "first_batch_docs",
+    "executor_seconds",
+    "executor_cpu_seconds",
+    "executor_fixed_cpu_seconds",
+)
 
 
 @dataclass
@@ -64,20 +71,33 @@ class StageStats:
     @property
     def records_skipped(self) -> dict[str, int]:
         """Input records that are no documents, by record type (readers only)."""
-        return {k.removeprefix(RECORDS_SKIPPED): n for k, n in sorted(self.counters.items()) if k.startswith(RECORDS_SKIPPED)}
+        return {
+            k.removeprefix(RECORDS_SKIPPED): n
+            for k, n in sorted(self.counters.items())
+            if k.startswith(RECORDS_SKIPPED)
+        }
 
     @property
     def errors(self) -> int:
         return sum(n for reason, n in self.dropped.items() if reason.startswith("error:"))
 
-    def record(self, batch_in: pa.Table | None, result: StageResult, seconds: float = 0.0, bytes_in: int | None = None,
-               cpu_seconds: float = 0.0, first_batch: bool = False) -> None:
+    def record(
+        self,
+        batch_in: pa.Table | None,
+        result: StageResult,
+        seconds: float = 0.0,
+        bytes_in: int | None = None,
+        cpu_seconds: float = 0.0,
+        first_batch: bool = False,
+    ) -> None:
         """Count one batch: what went in (None for readers, whose input is a file: ``bytes_in`` then
         gives the bytes read) and what came out. Bytes are text plus raw HTML payload."""
         kept_bytes = payload_bytes(result.kept)
         reasons = result.dropped.column(DROP_REASON).to_pylist() if result.dropped.num_rows else []
         if result.dropped.num_rows and "text" in result.dropped.column_names:
-            sizes = [len(t.encode("utf-8", "surrogatepass")) if t else 0 for t in result.dropped.column("text").to_pylist()]
+            sizes = [
+                len(t.encode("utf-8", "surrogatepass")) if t else 0 for t in result.dropped.column("text").to_pylist()
+            ]
         else:
             sizes = [0] * len(reasons)
         for reason, size in zip(reasons, sizes):
@@ -135,11 +155,27 @@ class StageStats:
             "dropped_bytes": dict(self.dropped_bytes),
             "seconds": round(self.seconds, 3),
             "cpu_seconds": round(self.cpu_seconds, 3),
-            **({"first_batch_cpu_seconds": round(self.first_batch_cpu_seconds, 3), "first_batch_docs": self.first_batch_docs}
-               if self.first_batch_docs else {}),
-            **({"executor_seconds": round(self.executor_seconds, 3), "executor_cpu_seconds": round(self.executor_cpu_seconds, 3)}
-               if self.executor_seconds else {}),
-            **({"executor_fixed_cpu_seconds": round(self.executor_fixed_cpu_seconds, 3)} if self.executor_fixed_cpu_seconds else {}),
+            **(
+                {
+                    "first_batch_cpu_seconds": round(self.first_batch_cpu_seconds, 3),
+                    "first_batch_docs": self.first_batch_docs,
+                }
+                if self.first_batch_docs
+                else {}
+            ),
+            **(
+                {
+                    "executor_seconds": round(self.executor_seconds, 3),
+                    "executor_cpu_seconds": round(self.executor_cpu_seconds, 3),
+                }
+                if self.executor_seconds
+                else {}
+            ),
+            **(
+                {"executor_fixed_cpu_seconds": round(self.executor_fixed_cpu_seconds, 3)}
+                if self.executor_fixed_cpu_seconds
+                else {}
+            ),
             "counters": dict(sorted(self.counters.items())),
             **self.errors_seen.to_dict(),
             **({"notes": self.notes} if self.notes else {}),
@@ -185,9 +221,13 @@ def save_json(stats: list[StageStats], path: str, extra: dict | None = None) -> 
     payload = {"stages": [s.to_dict() for s in stats], **(extra or {})}
     atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False))
 
+
 def format_table(stats: list[StageStats], top_reasons: int = 4) -> str:
     """The end-of-run funnel: one line per stage, then its main drop reasons indented below."""
-    header = f"{'stage':<22}{'docs in':>10}{'kept':>10}{'dropped':>10}{'errors':>8}{'bytes in':>10}" f"{'bytes kept':>11}{'sec':>8}"
+    header = (
+        f"{'stage':<22}{'docs in':>10}{'kept':>10}{'dropped':>10}{'errors':>8}{'bytes in':>10}"
+        f"{'bytes kept':>11}{'sec':>8}"
+    )
     lines = [header, "-" * len(header)]
     for s in stats:
         lines.append(
@@ -231,7 +271,9 @@ def describe_errors(stats: list[StageStats], max_fraction: float, min_errors: in
 
 def budget_exceeded(step: str, failed: list[StageStats], errors_file: str, early: str = "") -> ErrorBudgetExceeded:
     """The error that fails ``step``, naming each stage over the budget and its first error."""
-    first = "; ".join(f"{s.stage}: {s.errors_seen.messages.most_common(1)[0][0]}" for s in failed if s.errors_seen.messages)
+    first = "; ".join(
+        f"{s.stage}: {s.errors_seen.messages.most_common(1)[0][0]}" for s in failed if s.errors_seen.messages
+    )
     return ErrorBudgetExceeded(
         f"step {step} failed: {early}{', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
         f"raised errors past the error budget (first error: {first or 'none recorded'}); see {errors_file}. "

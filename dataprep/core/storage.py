@@ -11,8 +11,8 @@ import io
 import json
 import logging
 import os
-import socket
 import shutil
+import socket
 import tempfile
 from contextlib import contextmanager
 from typing import IO, Iterator
@@ -53,7 +53,9 @@ def is_paths_file(path: str) -> bool:
     return name.endswith((".paths", ".paths.gz"))
 
 
-def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX, skip_links_out: bool = False) -> list[str]:
+def expand_inputs(
+    patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX, skip_links_out: bool = False
+) -> list[str]:
     """Turn files, directories, globs and Common Crawl ``*.paths(.gz)`` listings into a sorted,
     de-duplicated list of files. Raises FileNotFoundError naming any pattern that matches nothing (a
     listing naming no file too), so a mistyped path stops the run before any work. ``skip_links_out``:
@@ -79,7 +81,11 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX, 
         with _remote_errors(pattern):
             for match in glob_or_literal(pattern, fs):
                 if fs.isdir(match):
-                    found.extend(p for p in fs.find(match) if not os.path.basename(p).startswith((".", "_")) and not _hf_metadata(fs, p))
+                    found.extend(
+                        p
+                        for p in fs.find(match)
+                        if not os.path.basename(p).startswith((".", "_")) and not _hf_metadata(fs, p)
+                    )
                 elif fs.exists(match):
                     found.append(match)
         if not found:
@@ -93,7 +99,12 @@ def expand_inputs(patterns: list[str], paths_prefix: str = COMMON_CRAWL_PREFIX, 
 def _link_out(path: str, patterns: list[str]) -> bool:
     folder = input_folder(path, patterns)
     if folder and refused_link(path, folder):
-        log.warning("%s: a link to %s, outside the input folder %s: not read", decoded_name(path), decoded_name(os.path.realpath(path)), folder)
+        log.warning(
+            "%s: a link to %s, outside the input folder %s: not read",
+            decoded_name(path),
+            decoded_name(os.path.realpath(path)),
+            folder,
+        )
         return True
     return False
 
@@ -171,8 +182,10 @@ def check_output_outside_inputs(output: str, patterns: list[str]) -> None:
         for match in glob_or_literal(pattern.removeprefix("file://")):
             folder = os.path.realpath(match)
             if os.path.isdir(folder) and os.path.commonpath([out, folder]) == folder:
-                raise UsageError(f"output {output!r} lies inside the input folder {match!r}: the run would read its own "
-                                 "output as input; choose an output folder outside it")
+                raise UsageError(
+                    f"output {output!r} lies inside the input folder {match!r}: the run would read its own "
+                    "output as input; choose an output folder outside it"
+                )
 
 
 HF_DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
@@ -293,8 +306,10 @@ def atomic_directory(path: str, overwrite: bool = True) -> Iterator[str]:
             others = sorted(_relative_files(path) - _relative_files(tmp))
             if others:
                 shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-                raise OutputExists(f"{path} holds files this command does not write ({shown}): they are not "
-                                      "replaced; move them away or choose another output folder")
+                raise OutputExists(
+                    f"{path} holds files this command does not write ({shown}): they are not "
+                    "replaced; move them away or choose another output folder"
+                )
             shutil.rmtree(path)
         os.replace(tmp, path)
     finally:

@@ -19,4 +19,6 @@ def human(x: float, unit: str = "") -> str:
 def duration(seconds: float) -> str:
     """Minutes and seconds, or hours and minutes from an hour on: what a progress line needs."""
     seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    return (
+        f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    )

@@ -103,8 +103,10 @@ def apply_overrides(data: dict, assignments: list[str]) -> dict:
         depth = 0
         while depth < len(parts):
             if isinstance(node, dict):  # keys may hold dots themselves (spark.conf's): the longest existing one
-                span = next((n for n in range(len(parts) - depth, 1, -1) if ".".join(parts[depth:depth + n]) in node), 1)
-                parts[depth:depth + span] = [".".join(parts[depth:depth + span])]
+                span = next(
+                    (n for n in range(len(parts) - depth, 1, -1) if ".".join(parts[depth : depth + n]) in node), 1
+                )
+                parts[depth : depth + span] = [".".join(parts[depth : depth + span])]
             part = parts[depth]
             last = depth == len(parts) - 1
             where = ".".join(parts[: depth + 1])
@@ -158,4 +160,3 @@ def split_dotted_options(argv: list[str]) -> tuple[list[str], list[str]]:
             rest.append(arg)
         i += 1
     return rest, sets
-

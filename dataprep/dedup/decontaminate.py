@@ -25,10 +25,10 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from dataprep.core.errors import UsageError
-from dataprep.dedup.normalize import is_unspaced, normalize, shingle_hashes
-from dataprep.core.storage import expand_inputs, open_stream, read_jsonl_records
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
+from dataprep.core.storage import expand_inputs, open_stream, read_jsonl_records
+from dataprep.dedup.normalize import is_unspaced, normalize, shingle_hashes
 
 REASON = "contaminated"
 MATCHED_BY = "contaminated_by"
@@ -68,13 +68,19 @@ def eval_items(paths: list[str], text_fields: list[str], id_field: str | None) -
 
 
 @lru_cache(maxsize=4)
-def load_eval_ngrams(paths: tuple[str, ...], text_fields: tuple[str, ...], id_field: str | None, ngram: int, char_ngram: int) -> EvalNgrams:
+def load_eval_ngrams(
+    paths: tuple[str, ...], text_fields: tuple[str, ...], id_field: str | None, ngram: int, char_ngram: int
+) -> EvalNgrams:
     """The n-gram index of the evaluation sets, built once per process."""
     items = eval_items(list(paths), list(text_fields), id_field)
 
     def long_enough(text: str) -> bool:
         normalized = normalize(text)
-        return len(normalized.replace(" ", "")) >= char_ngram if is_unspaced(normalized) else len(normalized.split()) >= ngram
+        return (
+            len(normalized.replace(" ", "")) >= char_ngram
+            if is_unspaced(normalized)
+            else len(normalized.split()) >= ngram
+        )
 
     items = [(i, t) for i, t in items if long_enough(t)]
     if not items:
@@ -94,8 +100,12 @@ def load_eval_ngrams(paths: tuple[str, ...], text_fields: tuple[str, ...], id_fi
 class Decontaminate(DocumentStage):
     """Remove (or flag) documents sharing an n-gram (13 words; characters for CJK) with an evaluation text."""
 
-    eval_sets: list[str] = Field(..., min_length=1, description="JSONL or Parquet files (globs, URLs) of evaluation texts")
-    text_fields: list[str] = Field(["text"], min_length=1, description="fields holding evaluation text (a string or a list of strings)")
+    eval_sets: list[str] = Field(
+        ..., min_length=1, description="JSONL or Parquet files (globs, URLs) of evaluation texts"
+    )
+    text_fields: list[str] = Field(
+        ["text"], min_length=1, description="fields holding evaluation text (a string or a list of strings)"
+    )
     id_field: str | None = Field("id", description="field naming an evaluation item (else its row number)")
     ngram: int = Field(13, ge=1, description="words per n-gram")
     char_ngram: int = Field(13, ge=1, description="characters per n-gram in scripts written without spaces")
@@ -106,7 +116,9 @@ class Decontaminate(DocumentStage):
         return [pa.field(MATCHED_BY, pa.string()), pa.field(MATCHES, pa.int32())]
 
     def eval_ngrams(self) -> EvalNgrams:
-        return load_eval_ngrams(tuple(self.eval_sets), tuple(self.text_fields), self.id_field, self.ngram, self.char_ngram)
+        return load_eval_ngrams(
+            tuple(self.eval_sets), tuple(self.text_fields), self.id_field, self.ngram, self.char_ngram
+        )
 
     def matches(self, texts: list[str | None]) -> tuple[list[str | None], np.ndarray]:
         """Per text: the smallest evaluation item it shares an n-gram with (or None), and how many

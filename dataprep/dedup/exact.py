@@ -21,10 +21,10 @@ import xxhash
 from pydantic import Field
 
 from dataprep.core.errors import UsageError
+from dataprep.core.registry import register
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.normalize import Normalization, normalize_many
-from dataprep.core.registry import register
 
 REASON = "exact_duplicate"
 CLUSTER = "exact_cluster"
@@ -71,7 +71,13 @@ class ExactDedup(IndexedStage):
         groups = prepared.group_by("hash").aggregate([("id", "min"), ("id", "count")])
         groups = groups.filter(pc.greater(groups.column("id_count"), 1))
         rows = prepared.join(groups, "hash", join_type="inner")
-        clusters = pa.table({"id": rows.column("id"), CLUSTER: rows.column("id_min"), CLUSTER_SIZE: rows.column("id_count").cast(pa.int64())})
+        clusters = pa.table(
+            {
+                "id": rows.column("id"),
+                CLUSTER: rows.column("id_min"),
+                CLUSTER_SIZE: rows.column("id_count").cast(pa.int64()),
+            }
+        )
         return self.by_priority(clusters, documents, CLUSTER), {}
 
     def applier(self, state: dict) -> MarkDuplicates:

@@ -30,8 +30,8 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from dataprep.core.errors import UsageError
-from dataprep.core.storage import atomic_write_text, exists, join_path, read_text
 from dataprep.core.stage import GlobalStage
+from dataprep.core.storage import atomic_write_text, exists, join_path, read_text
 
 FORMAT = "ccpretrain-dedup-index"
 VERSION = 1
@@ -53,8 +53,11 @@ class IndexedStage(GlobalStage):
 
     save_index: str | None = Field(None, description="write this run's kept documents as a dedup index to this folder")
     load_indexes: list[str] = Field([], description="indexes of earlier runs: documents duplicating them are removed")
-    priority: list[str] = Field([], description="source kinds, best first: a cluster keeps the copy whose source_kind comes "
-                                "first (e.g. [wikipedia, books, web]) instead of the smallest id; removals counted per pair of sources")
+    priority: list[str] = Field(
+        [],
+        description="source kinds, best first: a cluster keeps the copy whose source_kind comes "
+        "first (e.g. [wikipedia, books, web]) instead of the smallest id; removals counted per pair of sources",
+    )
 
     def by_priority(self, clusters: pa.Table, documents: pa.Table, cluster: str) -> pa.Table:
         """The in-memory clusters with their kept copies chosen by ``priority`` (unchanged without one)."""
@@ -70,7 +73,9 @@ class IndexedStage(GlobalStage):
     @model_validator(mode="after")
     def _check_index_paths(self) -> "IndexedStage":
         if self.save_index and self.save_index in self.load_indexes:
-            raise ValueError(f"save_index {self.save_index!r} is also in load_indexes: an index cannot be rewritten while it is read")
+            raise ValueError(
+                f"save_index {self.save_index!r} is also in load_indexes: an index cannot be rewritten while it is read"
+            )
         return self
 
     def index_config(self) -> dict:
@@ -79,7 +84,9 @@ class IndexedStage(GlobalStage):
 
     def check_local(self) -> None:
         if self.save_index or self.load_indexes:
-            raise UsageError(f"{self.name}: save_index and load_indexes work in Spark runs (dataprep run), not in memory")
+            raise UsageError(
+                f"{self.name}: save_index and load_indexes work in Spark runs (dataprep run), not in memory"
+            )
 
 
 def _sha256(fs, path: str) -> str:
@@ -118,13 +125,21 @@ def open_index(index_dir: str, config: dict) -> list[str]:
         raise DedupIndexError(f"dedup index {index_dir}: no {MANIFEST} (not an index, or its write did not finish)")
     manifest = json.loads(read_text(manifest_path))
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise DedupIndexError(f"dedup index {index_dir}: format {manifest.get('format')!r} version "
-                              f"{manifest.get('version')!r}; this code reads {FORMAT!r} version {VERSION}")
+        raise DedupIndexError(
+            f"dedup index {index_dir}: format {manifest.get('format')!r} version "
+            f"{manifest.get('version')!r}; this code reads {FORMAT!r} version {VERSION}"
+        )
     saved = manifest.get("config", {})
-    differs = [f"{k}: index {saved.get(k)!r}, stage {config.get(k)!r}" for k in sorted(set(saved) | set(config)) if saved.get(k) != config.get(k)]
+    differs = [
+        f"{k}: index {saved.get(k)!r}, stage {config.get(k)!r}"
+        for k in sorted(set(saved) | set(config))
+        if saved.get(k) != config.get(k)
+    ]
     if differs:
-        raise DedupIndexError(f"dedup index {index_dir} was built with another configuration ({'; '.join(differs)}); rebuild "
-                              "it or match the stage to it")
+        raise DedupIndexError(
+            f"dedup index {index_dir} was built with another configuration ({'; '.join(differs)}); rebuild "
+            "it or match the stage to it"
+        )
     fs, _, (root,) = fsspec.get_fs_token_paths(index_dir)
     paths = []
     for entry in manifest["files"]:

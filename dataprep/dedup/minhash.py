@@ -42,19 +42,19 @@ from functools import lru_cache
 from typing import ClassVar, Literal
 
 import numpy as np
-import xxhash
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 from pydantic import Field, model_validator
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from dataprep.core.errors import UsageError
+from dataprep.core.registry import register
 from dataprep.dedup.index import NORMALIZER, IndexedStage
 from dataprep.dedup.marks import MarkDuplicates
 from dataprep.dedup.normalize import _windows, mix64, shingle_hashes
 from dataprep.dedup.weights import parse_weights
-from dataprep.core.registry import register
 
 REASON = "minhash_duplicate"
 CLUSTER = "dup_cluster"
@@ -74,7 +74,9 @@ def collision_probability(s: np.ndarray | float, bands: int, rows: int):
 
 
 @lru_cache(maxsize=64)
-def optimal_bands_rows(threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5) -> tuple[int, int]:
+def optimal_bands_rows(
+    threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5
+) -> tuple[int, int]:
     """Bands x rows (bands * rows <= num_perm) minimizing the weighted area of false positives (below
     ``threshold``) and false negatives (above it) under the S-curve."""
     best, best_err = (1, num_perm), math.inf
@@ -177,11 +179,15 @@ class MinHashDedup(IndexedStage):
     """Remove near-duplicate documents with MinHash LSH; keep the smallest id of each cluster."""
 
     ngram: int = Field(5, ge=1, description="words per shingle")
-    char_ngram: int = Field(5, ge=1, description="characters per shingle for Japanese, Thai, ... (and Chinese without chinese_words)")
+    char_ngram: int = Field(
+        5, ge=1, description="characters per shingle for Japanese, Thai, ... (and Chinese without chinese_words)"
+    )
     chinese_words: bool = Field(True, description="shingle Chinese by jieba words (ngram of them), not characters")
     shingle: Literal["text", "code"] = Field(
-        "text", description="text: FineWeb-normalized words (lowercased, punctuation out); code: BigCode's tokens, "
-        "runs of letters, digits and _ as written (identifiers kept whole, case kept; operators and layout out)")
+        "text",
+        description="text: FineWeb-normalized words (lowercased, punctuation out); code: BigCode's tokens, "
+        "runs of letters, digits and _ as written (identifiers kept whole, case kept; operators and layout out)",
+    )
     num_perm: int = Field(112, ge=1, description="hash functions in a signature")
     bands: int = Field(14, ge=1)
     rows: int = Field(8, ge=1, description="hashes per band")
@@ -190,16 +196,17 @@ class MinHashDedup(IndexedStage):
     verify: Literal["exact", "signature", "none"] = Field(
         "exact",
         description="check candidate pairs: true Jaccard of the shingle sets (computed only where the signatures leave "
-                    "doubt), "
+        "doubt), "
         "Jaccard estimated from the signatures, or not at all (none: FineWeb's rule, every band collision is "
         "a duplicate)",
     )
     seed: int = 1
     write_clusters: bool = Field(False, description="Spark: write id -> cluster for clusters of 2+ under the step dir")
     sample_weights: dict[str, float] | str = Field(
-        {}, description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1}, or a '
-                        'published '
-        'table by name: fineweb2 (FineWeb-2\'s rehydration); empty: no sample_weight column'
+        {},
+        description='cluster size -> sampling weight of the kept copy, e.g. {"2": 2, "3-10": 3, "11+": 1}, or a '
+        "published "
+        "table by name: fineweb2 (FineWeb-2's rehydration); empty: no sample_weight column",
     )
 
     @model_validator(mode="after")
@@ -218,7 +225,13 @@ class MinHashDedup(IndexedStage):
 
     def index_config(self) -> dict:
         bands, rows = self.layout()
-        shingling = {"ngram": self.ngram, "char_ngram": self.char_ngram, "chinese_words": self.chinese_words, "num_perm": self.num_perm, "seed": self.seed}
+        shingling = {
+            "ngram": self.ngram,
+            "char_ngram": self.char_ngram,
+            "chinese_words": self.chinese_words,
+            "num_perm": self.num_perm,
+            "seed": self.seed,
+        }
         if self.shingle != "text":  # an index saved before the option keeps its config
             shingling["shingle"] = self.shingle
         return {"stage": self.name, **shingling, "bands": bands, "rows": rows, "normalizer": NORMALIZER}
@@ -287,7 +300,11 @@ class MinHashDedup(IndexedStage):
         sigs, valid = self.signatures(texts)
         sigs = sigs[valid]
         return pa.RecordBatch.from_arrays(
-            [pa.array(np.asarray(ids, dtype=object)[valid], pa.string()), _lists(sigs.view(np.int32)), _lists(self.band_keys(sigs))],
+            [
+                pa.array(np.asarray(ids, dtype=object)[valid], pa.string()),
+                _lists(sigs.view(np.int32)),
+                _lists(self.band_keys(sigs)),
+            ],
             names=["id", "sig", "keys"],
         )
 
@@ -297,13 +314,17 @@ class MinHashDedup(IndexedStage):
         offsets = np.zeros(len(sets) + 1, dtype=np.int32)
         np.cumsum([len(s) for s in sets], out=offsets[1:])
         values = np.concatenate(sets) if sets else np.zeros(0, np.int32)
-        return pa.RecordBatch.from_arrays([pa.array(ids, pa.string()), pa.ListArray.from_arrays(offsets, values)], names=["id", "shingles"])
+        return pa.RecordBatch.from_arrays(
+            [pa.array(ids, pa.string()), pa.ListArray.from_arrays(offsets, values)], names=["id", "shingles"]
+        )
 
     prepared_schema: ClassVar[pa.Schema] = SIGNATURE_SCHEMA
 
     def prepare(self, documents: pa.Table) -> pa.Table:
         """The signature rows of the documents that have shingles."""
-        return pa.Table.from_batches([self.signature_batch(documents.column("id").to_pylist(), documents.column("text").to_pylist())])
+        return pa.Table.from_batches(
+            [self.signature_batch(documents.column("id").to_pylist(), documents.column("text").to_pylist())]
+        )
 
     def decide(self, prepared: pa.Table, documents: pa.Table) -> tuple[pa.Table, dict]:
         """Cluster rows (``dataprep.dedup.marks``) of the documents with near-duplicates: band buckets,
@@ -318,11 +339,15 @@ class MinHashDedup(IndexedStage):
             edges = self._verified(edges, prepared, documents)
         nodes, roots = component_roots(edges["src"], edges["dst"])
         sizes = Counter(roots.to_pylist())
-        clusters = pa.table({"id": nodes, CLUSTER: roots, CLUSTER_SIZE: pa.array([sizes[r] for r in roots.to_pylist()], pa.int64())})
+        clusters = pa.table(
+            {"id": nodes, CLUSTER: roots, CLUSTER_SIZE: pa.array([sizes[r] for r in roots.to_pylist()], pa.int64())}
+        )
         return self.by_priority(clusters, documents, CLUSTER), {}
 
     def applier(self, state: dict) -> MarkDuplicates:
-        return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE, self.weight_ranges() if self.sample_weights else None)
+        return MarkDuplicates(
+            self.name, REASON, CLUSTER, CLUSTER_SIZE, self.weight_ranges() if self.sample_weights else None
+        )
 
     def _verified(self, edges: pa.Table, prepared: pa.Table, documents: pa.Table) -> pa.Table:
         """The edges that pass verification, decided by the same rule as on Spark."""

@@ -203,7 +203,9 @@ def _position_multipliers(n: int) -> np.ndarray:
     return np.concatenate([_POSITION, extra])[:n]
 
 
-def shingle_hashes(texts: list[str | None], word_n: int = 5, char_n: int = 5, chinese_words: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def shingle_hashes(
+    texts: list[str | None], word_n: int = 5, char_n: int = 5, chinese_words: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """64-bit hashes of the shingles of each text (the same shingles as ``shingles(normalize(t),
     chinese_words=...)``, repeats included) as one uint64 array, and int64 offsets [len(texts) + 1]."""
     words = np.zeros(len(texts), dtype=bool)  # Chinese texts already cut into words: shingle as spaced
@@ -226,7 +228,9 @@ def shingle_hashes(texts: list[str | None], word_n: int = 5, char_n: int = 5, ch
     return np.concatenate(parts), offsets
 
 
-def _group_hashes(texts: list[str | None], word_n: int, char_n: int, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _group_hashes(
+    texts: list[str | None], word_n: int, char_n: int, words: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``shingle_hashes`` of a few texts at once. Tokens (words, or characters of unspaced texts) hash
     as a polynomial of their code points, read off prefix sums over the whole group; a shingle sums
     its token hashes times per-position multipliers; both are finished by splitmix64."""
@@ -256,7 +260,9 @@ def _group_hashes(texts: list[str | None], word_n: int, char_n: int, words: np.n
     return _windows(tokens, token_doc, np.where(unspaced, char_n, word_n), len(texts))
 
 
-def _windows(tokens: np.ndarray, token_doc: np.ndarray, n_of_doc: np.ndarray, docs: int) -> tuple[np.ndarray, np.ndarray]:
+def _windows(
+    tokens: np.ndarray, token_doc: np.ndarray, n_of_doc: np.ndarray, docs: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Hash every window of n consecutive tokens of one text (n per text); a text with fewer than n
     tokens gives one window of all its tokens."""
     count = len(tokens)

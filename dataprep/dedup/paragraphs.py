@@ -27,11 +27,11 @@ import pyarrow.compute as pc
 import xxhash
 from pydantic import Field
 
-from dataprep.core.errors import UsageError
 from dataprep.core.applier import Applier
-from dataprep.dedup.normalize import Normalization, normalize_many
+from dataprep.core.errors import UsageError
 from dataprep.core.registry import register
 from dataprep.core.stage import GlobalStage, with_column
+from dataprep.dedup.normalize import Normalization, normalize_many
 
 REASON = "duplicate_paragraphs"
 CUTS = "_cuts"  # decision rows: the keys to cut from a document
@@ -61,13 +61,23 @@ class ParagraphDedup(GlobalStage):
     """Remove lines, paragraphs or sentence spans that recur in more than ``max_documents`` documents
     (from all of them, or from all but the smallest id); drop documents left too short."""
 
-    unit: Literal["line", "paragraph", "sentence"] = Field("line", description="what a segment is: a line, a blank-line separated paragraph, or a sentence")
-    span: int = Field(1, ge=1, description="segments per hashed window (datatrove: 3 sentences); a duplicated window removes all its segments")
+    unit: Literal["line", "paragraph", "sentence"] = Field(
+        "line", description="what a segment is: a line, a blank-line separated paragraph, or a sentence"
+    )
+    span: int = Field(
+        1,
+        ge=1,
+        description="segments per hashed window (datatrove: 3 sentences); a duplicated window removes all its segments",
+    )
     normalization: Normalization = "fineweb"
     max_documents: int = Field(1, ge=1, description="a segment found in more documents than this is duplicated")
-    keep: Literal["first", "none"] = Field("first", description="first: the smallest id keeps its copy; none: removed everywhere (boilerplate)")
+    keep: Literal["first", "none"] = Field(
+        "first", description="first: the smallest id keeps its copy; none: removed everywhere (boilerplate)"
+    )
     min_chars: int = Field(0, ge=0, description="normalized windows shorter than this are never removed")
-    min_remaining_chars: int = Field(100, ge=0, description="a document that lost segments is dropped below this many characters")
+    min_remaining_chars: int = Field(
+        100, ge=0, description="a document that lost segments is dropped below this many characters"
+    )
 
     def windows(self, texts: list[str | None]) -> list[list[tuple[int, list[int]]]]:
         """Per text, its hashed windows as (key, indices of the segments they cover). Segments that
@@ -95,9 +105,13 @@ class ParagraphDedup(GlobalStage):
             distinct = {k for k, _ in found}
             owners.extend([doc_id] * len(distinct))
             keys.extend(distinct)
-        return pa.RecordBatch.from_arrays([pa.array(owners, pa.string()), pa.array(keys, pa.int64())], names=["id", "key"])
+        return pa.RecordBatch.from_arrays(
+            [pa.array(owners, pa.string()), pa.array(keys, pa.int64())], names=["id", "key"]
+        )
 
-    def remove(self, texts: list[str | None], removals: list[list[int] | None]) -> tuple[list[str | None], list[str | None]]:
+    def remove(
+        self, texts: list[str | None], removals: list[list[int] | None]
+    ) -> tuple[list[str | None], list[str | None]]:
         """(texts, drop reasons) after cutting, from each text, the segments of its windows whose key is
         in its removal list (None: nothing to cut, the text stays as it is)."""
         todo = [i for i, r in enumerate(removals) if r]
@@ -119,7 +133,9 @@ class ParagraphDedup(GlobalStage):
 
     def prepare(self, documents: pa.Table) -> pa.Table:
         """(id, key) for each distinct window key of each document."""
-        return pa.Table.from_batches([self.key_batch(documents.column("id").to_pylist(), documents.column("text").to_pylist())])
+        return pa.Table.from_batches(
+            [self.key_batch(documents.column("id").to_pylist(), documents.column("text").to_pylist())]
+        )
 
     def decide(self, prepared: pa.Table, documents: pa.Table) -> tuple[pa.Table, dict]:
         """Decision rows (id, CUTS) of the documents that lose segments: the keys held by more than
@@ -133,7 +149,13 @@ class ParagraphDedup(GlobalStage):
         if self.keep == "first":
             cut = cut.filter(pc.not_equal(cut.column("id"), cut.column("id_min")))
         rows = cut.select(["id", "key"]).group_by("id").aggregate([("key", "list")]).rename_columns(["id", CUTS])
-        self.record({"duplicated_segments": duplicated.num_rows, "segments_removed": cut.num_rows, "documents_changed": rows.num_rows})
+        self.record(
+            {
+                "duplicated_segments": duplicated.num_rows,
+                "segments_removed": cut.num_rows,
+                "documents_changed": rows.num_rows,
+            }
+        )
         return rows, {}
 
     def applier(self, state: dict) -> "CutParagraphs":
@@ -160,6 +182,8 @@ class CutParagraphs(Applier):
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         if self.cuts is None or self.cuts.num_rows == 0:
             return batch, [None] * batch.num_rows
-        removals = self.cuts.column(CUTS).take(pc.index_in(batch.column("id"), value_set=self.cuts.column("id"))).to_pylist()
+        removals = (
+            self.cuts.column(CUTS).take(pc.index_in(batch.column("id"), value_set=self.cuts.column("id"))).to_pylist()
+        )
         texts, reasons = self.rules.remove(batch.column("text").to_pylist(), removals)
         return with_column(batch, "text", texts, batch.schema.field("text").type), reasons

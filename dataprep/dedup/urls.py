@@ -34,7 +34,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"  # RFC 3986 pchar: left as they are, everything else %-encoded
 
 
-def normalize_url(url: str | None, strip_www: bool = True, drop_query: bool = False, drop_params: tuple[str, ...] = ()) -> str | None:
+def normalize_url(
+    url: str | None, strip_www: bool = True, drop_query: bool = False, drop_params: tuple[str, ...] = ()
+) -> str | None:
     """A key equal for URLs that name the same page: scheme and fragment dropped, host lowercased
     without a trailing dot (and ``www.``), default port dropped, percent-encoding made canonical,
     trailing slash dropped, query parameters sorted without those matching ``drop_params`` (globs).
@@ -79,7 +81,9 @@ def fetch_time(date: str | None) -> str:
 class UrlDedup(GlobalStage):
     """Keep one document per normalized URL: the latest fetch or the longest text."""
 
-    keep: Literal["latest", "longest"] = Field("latest", description="latest: by date (ties: longer text); longest: by text length (ties: later date)")
+    keep: Literal["latest", "longest"] = Field(
+        "latest", description="latest: by date (ties: longer text); longest: by text length (ties: later date)"
+    )
     strip_www: bool = True
     drop_query: bool = Field(False, description="ignore the whole query string")
     drop_params: list[str] = Field(
@@ -90,20 +94,26 @@ class UrlDedup(GlobalStage):
     def url_key(self, url: str | None) -> str | None:
         return normalize_url(url, self.strip_www, self.drop_query, tuple(self.drop_params))
 
-    def key_batch(self, ids: list[str], urls: list[str | None], dates: list[str | None], lengths: list[int]) -> pa.RecordBatch:
+    def key_batch(
+        self, ids: list[str], urls: list[str | None], dates: list[str | None], lengths: list[int]
+    ) -> pa.RecordBatch:
         """(id, url_key, fetched, length) for documents with a usable URL: what Spark shuffles."""
         rows = [(i, self.url_key(u), fetch_time(d), n or 0) for i, u, d, n in zip(ids, urls, dates, lengths)]
         rows = [r for r in rows if r[1] is not None]
         columns = list(zip(*rows)) if rows else [[], [], [], []]
         types = [pa.string(), pa.string(), pa.string(), pa.int64()]
-        return pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(columns, types)], names=["id", "url_key", "fetched", "length"])
+        return pa.RecordBatch.from_arrays(
+            [pa.array(c, t) for c, t in zip(columns, types)], names=["id", "url_key", "fetched", "length"]
+        )
 
     @property
     def preference(self) -> tuple[str, str]:
         """The two columns that pick the kept copy, both largest first (then the smallest id)."""
         return ("fetched", "length") if self.keep == "latest" else ("length", "fetched")
 
-    prepared_schema: ClassVar[pa.Schema] = pa.schema([("id", pa.string()), ("url_key", pa.string()), ("fetched", pa.string()), ("length", pa.int64())])
+    prepared_schema: ClassVar[pa.Schema] = pa.schema(
+        [("id", pa.string()), ("url_key", pa.string()), ("fetched", pa.string()), ("length", pa.int64())]
+    )
 
     def prepare(self, documents: pa.Table) -> pa.Table:
         """The key row of each document with a usable URL. Given a ``length`` column instead of the
@@ -128,8 +138,13 @@ class UrlDedup(GlobalStage):
             best = sorted(members, key=lambda r: (r[first], r[second]), reverse=True)[0]  # stable: smallest id on ties
             rows += [(r["id"], best["id"], len(members)) for r in members]
         columns = list(zip(*rows)) if rows else [[], [], []]
-        return pa.table({"id": pa.array(columns[0], pa.string()), CLUSTER: pa.array(columns[1], pa.string()),
-                         CLUSTER_SIZE: pa.array(columns[2], pa.int64())}), {}
+        return pa.table(
+            {
+                "id": pa.array(columns[0], pa.string()),
+                CLUSTER: pa.array(columns[1], pa.string()),
+                CLUSTER_SIZE: pa.array(columns[2], pa.int64()),
+            }
+        ), {}
 
     def applier(self, state: dict) -> MarkDuplicates:
         return MarkDuplicates(self.name, REASON, CLUSTER, CLUSTER_SIZE)

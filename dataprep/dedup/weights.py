@@ -26,8 +26,10 @@ def named_table(table: dict[str, float] | str) -> dict[str, float]:
     if isinstance(table, dict):
         return table
     if table not in NAMED_TABLES:
-        raise UsageError(f"sample_weights: no table named {table!r} (named tables: {', '.join(sorted(NAMED_TABLES))}; or "
-                         "give a mapping)")
+        raise UsageError(
+            f"sample_weights: no table named {table!r} (named tables: {', '.join(sorted(NAMED_TABLES))}; or "
+            "give a mapping)"
+        )
     return NAMED_TABLES[table]
 
 
@@ -54,6 +56,7 @@ def parse_weights(table: dict[str, float] | str) -> list[tuple[int, int | None, 
 
 def weights_for(sizes: list[int], ranges: list[tuple[int, int | None, float]]) -> list[float]:
     """The weight of each cluster size (1.0 where no range covers it)."""
+
     def weight(size: int) -> float:
         for low, high, w in ranges:
             if low <= size and (high is None or size <= high):

@@ -103,8 +103,9 @@ def _load() -> tuple[DemoPage, ...]:
                 raise ValueError(f"duplicates.yaml: edit {old!r} must occur once in {original.url}")
             text = text.replace(old, new)
         extra = {k: entry[k] for k in ("site", "title", "author") if k in entry}
-        pages.append(replace(original, url=entry["url"], category="near_duplicate", text=text,
-                             source=original.url, **extra))
+        pages.append(
+            replace(original, url=entry["url"], category="near_duplicate", text=text, source=original.url, **extra)
+        )
     for entry in dups["exact_duplicates"]:
         original = by_url[entry["source"]]
         pages.append(replace(original, url=entry["url"], category="exact_duplicate", source=original.url))
@@ -155,23 +156,39 @@ def render_html(page: DemoPage, related: list[str] = ()) -> str:
     e = html.escape
     byline = ""
     if page.author or page.date:
-        byline = (f'<p class="byline">{e(c["by"])} <span class="author">{e(page.author or page.site)}</span>'
-                  f' &middot; <time datetime="{page.date or ""}">{page.date or ""}</time></p>')
+        byline = (
+            f'<p class="byline">{e(c["by"])} <span class="author">{e(page.author or page.site)}</span>'
+            f' &middot; <time datetime="{page.date or ""}">{page.date or ""}</time></p>'
+        )
     slots = {
-        "lang": page.lang, "charset": page.charset, "title": e(page.title), "site": e(page.site),
+        "lang": page.lang,
+        "charset": page.charset,
+        "title": e(page.title),
+        "site": e(page.site),
         "description": e(" ".join(page.text.split())[:150], quote=True),
         "canonical": e(page.source or page.url, quote=True),
-        "skip": e(c["skip"]), "search": e(c["search"]), "home": e(c["home"]), "section": e(c["nav"][2]),
-        "ad": e(c["ad"]), "nav": _links(c["nav"]), "byline": byline,
+        "skip": e(c["skip"]),
+        "search": e(c["search"]),
+        "home": e(c["home"]),
+        "section": e(c["nav"][2]),
+        "ad": e(c["ad"]),
+        "nav": _links(c["nav"]),
+        "byline": byline,
         "body": page.main_html if page.main_html is not None else _paragraphs(page.text),
-        "cookie": (f'<p>{e(c["cookie"])}</p><button class="accept">{e(c["accept"])}</button> '
-                   f'<button class="reject">{e(c["reject"])}</button>'),
-        "share": (f'<div class="share">{e(c["share"])}: <a href="#">Facebook</a> <a href="#">X</a> '
-                  f'<a href="#">WhatsApp</a> <a href="#">Email</a></div>'),
-        "most_read": f'<h3>{e(c["most_read"])}</h3><ol>{_links(related, "/read/")}</ol>' if related else "",
-        "newsletter": (f'<div class="newsletter"><p>{e(c["newsletter"])}</p><input type="email" name="email">'
-                       f'<button>{e(c["subscribe"])}</button></div>'),
-        "footer": f'<ul>{_links(c["footer"], "/legal/")}</ul><p>&copy; 2024 {e(page.site)}. {e(c["rights"])}</p>',
+        "cookie": (
+            f'<p>{e(c["cookie"])}</p><button class="accept">{e(c["accept"])}</button> '
+            f'<button class="reject">{e(c["reject"])}</button>'
+        ),
+        "share": (
+            f'<div class="share">{e(c["share"])}: <a href="#">Facebook</a> <a href="#">X</a> '
+            f'<a href="#">WhatsApp</a> <a href="#">Email</a></div>'
+        ),
+        "most_read": f"<h3>{e(c['most_read'])}</h3><ol>{_links(related, '/read/')}</ol>" if related else "",
+        "newsletter": (
+            f'<div class="newsletter"><p>{e(c["newsletter"])}</p><input type="email" name="email">'
+            f"<button>{e(c['subscribe'])}</button></div>"
+        ),
+        "footer": f"<ul>{_links(c['footer'], '/legal/')}</ul><p>&copy; 2024 {e(page.site)}. {e(c['rights'])}</p>",
     }
     slots["head"] = _template("head.html").substitute(slots)
     layout = ("modern.html", "classic.html")[zlib.crc32(page.site.encode()) % 2]
@@ -236,8 +253,13 @@ def _record(kind: str, rid: str, when: datetime, headers: dict, block: bytes, pa
 
 def _http_response(content_type: str, body: bytes, when: datetime, last_modified: str | None, host: str) -> bytes:
     server = ("nginx/1.24.0", "Apache/2.4.58 (Debian)", "cloudflare")[zlib.crc32(host.encode()) % 3]
-    lines = ["HTTP/1.1 200 OK", f"Date: {format_datetime(when, usegmt=True)}", f"Server: {server}",
-             f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+    lines = [
+        "HTTP/1.1 200 OK",
+        f"Date: {format_datetime(when, usegmt=True)}",
+        f"Server: {server}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+    ]
     if last_modified:
         modified = datetime.fromisoformat(last_modified).replace(hour=6, tzinfo=timezone.utc)
         lines.append(f"Last-Modified: {format_datetime(modified, usegmt=True)}")
@@ -248,26 +270,49 @@ def _http_response(content_type: str, body: bytes, when: datetime, last_modified
 def _http_request(url: str, lang: str) -> bytes:
     parts = urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
-    lines = [f"GET {target or '/'} HTTP/1.1", f"Host: {parts.netloc}", f"User-Agent: {USER_AGENT}",
-             "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
-             f"Accept-Language: {'en-US,en' if lang == 'en' else lang + ',en'};q=0.5", "Accept-Encoding: br,gzip",
-             "Connection: close"]
+    lines = [
+        f"GET {target or '/'} HTTP/1.1",
+        f"Host: {parts.netloc}",
+        f"User-Agent: {USER_AGENT}",
+        "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+        f"Accept-Language: {'en-US,en' if lang == 'en' else lang + ',en'};q=0.5",
+        "Accept-Encoding: br,gzip",
+        "Connection: close",
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _exchange(url: str, lang: str, content_type: str, body: bytes, when: datetime, date: str | None,
-              warcinfo_id: str) -> tuple[bytes, bytes]:
+def _exchange(
+    url: str, lang: str, content_type: str, body: bytes, when: datetime, date: str | None, warcinfo_id: str
+) -> tuple[bytes, bytes]:
     """A request/response pair for one fetch, linked by WARC-Concurrent-To as crawlers write them."""
     host = urlsplit(url).netloc
     request_id, response_id = record_id("request " + url), record_id("response " + url)
-    common = {"WARC-Warcinfo-ID": warcinfo_id, "WARC-IP-Address": f"198.51.100.{zlib.crc32(host.encode()) % 254 + 1}",
-              "WARC-Target-URI": url}
-    request = _record("request", request_id, when,
-                      {**common, "Content-Type": "application/http; msgtype=request"}, _http_request(url, lang))
-    response = _record("response", response_id, when + timedelta(milliseconds=250),
-                       {**common, "WARC-Concurrent-To": request_id, "Content-Type": "application/http; msgtype=response",
-                        "WARC-Identified-Payload-Type": content_type.split(";")[0]},
-                       _http_response(content_type, body, when, date, host), payload=body)
+    common = {
+        "WARC-Warcinfo-ID": warcinfo_id,
+        "WARC-IP-Address": f"198.51.100.{zlib.crc32(host.encode()) % 254 + 1}",
+        "WARC-Target-URI": url,
+    }
+    request = _record(
+        "request",
+        request_id,
+        when,
+        {**common, "Content-Type": "application/http; msgtype=request"},
+        _http_request(url, lang),
+    )
+    response = _record(
+        "response",
+        response_id,
+        when + timedelta(milliseconds=250),
+        {
+            **common,
+            "WARC-Concurrent-To": request_id,
+            "Content-Type": "application/http; msgtype=response",
+            "WARC-Identified-Payload-Type": content_type.split(";")[0],
+        },
+        _http_response(content_type, body, when, date, host),
+        payload=body,
+    )
     return request, response
 
 
@@ -286,12 +331,21 @@ def write_demo_warc(path: str) -> dict[str, int]:
         if page.category != "exact_duplicate":
             titles.setdefault(page.site, []).append(page.title)
     warcinfo_id = record_id("warcinfo " + FILENAME)
-    info = ("software: ccpretrain dataprep demo-data\r\nformat: WARC File Format 1.1\r\n"
-            "conformsTo: https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
-            "isPartOf: CCPRETRAIN-DEMO\r\noperator: ccpretrain\r\n"
-            "description: Demo crawl; every page is original text written for ccpretrain, nothing was fetched.\r\n")
-    out = [_record("warcinfo", warcinfo_id, CRAWL_START,
-                   {"Content-Type": "application/warc-fields", "WARC-Filename": FILENAME}, info.encode())]
+    info = (
+        "software: ccpretrain dataprep demo-data\r\nformat: WARC File Format 1.1\r\n"
+        "conformsTo: https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
+        "isPartOf: CCPRETRAIN-DEMO\r\noperator: ccpretrain\r\n"
+        "description: Demo crawl; every page is original text written for ccpretrain, nothing was fetched.\r\n"
+    )
+    out = [
+        _record(
+            "warcinfo",
+            warcinfo_id,
+            CRAWL_START,
+            {"Content-Type": "application/warc-fields", "WARC-Filename": FILENAME},
+            info.encode(),
+        )
+    ]
     counts: dict[str, int] = {}
     when = CRAWL_START
     responses: dict[str, tuple[str, str, bytes, datetime]] = {}
@@ -318,14 +372,22 @@ def _revisit(url: str, original: tuple[str, str, bytes, datetime], when: datetim
     """A revisit record (identical payload): HTTP headers only, pointing at the earlier response."""
     original_id, content_type, body, original_when = original
     headers_only = _http_response(content_type, body, when, None, urlsplit(url).netloc)[: -len(body)]
-    return _record("revisit", record_id("revisit " + url), when, {
-        "WARC-Warcinfo-ID": warcinfo_id, "WARC-Target-URI": url,
-        "Content-Type": "application/http; msgtype=response",
-        "WARC-Profile": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
-        "WARC-Refers-To": original_id, "WARC-Refers-To-Target-URI": url,
-        "WARC-Refers-To-Date": warc_date(original_when + timedelta(milliseconds=250)),
-        "WARC-Payload-Digest": sha1_digest(body),
-    }, headers_only)
+    return _record(
+        "revisit",
+        record_id("revisit " + url),
+        when,
+        {
+            "WARC-Warcinfo-ID": warcinfo_id,
+            "WARC-Target-URI": url,
+            "Content-Type": "application/http; msgtype=response",
+            "WARC-Profile": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
+            "WARC-Refers-To": original_id,
+            "WARC-Refers-To-Target-URI": url,
+            "WARC-Refers-To-Date": warc_date(original_when + timedelta(milliseconds=250)),
+            "WARC-Payload-Digest": sha1_digest(body),
+        },
+        headers_only,
+    )
 
 
 REFERENCE_FILENAME = "reference_en.jsonl"
@@ -335,6 +397,8 @@ def write_reference(path: str, share: float = 0.5) -> int:
     """A JSONL reference corpus for the perplexity model: the first ``share`` of the good English
     articles (the rest stay unseen, so the demo's perplexities are not all training data)."""
     pages = [p for p in load_pages("good") if p.lang == "en"]
-    lines = [json.dumps({"id": p.url, "text": p.text}, ensure_ascii=False) for p in pages[: max(1, int(len(pages) * share))]]
+    lines = [
+        json.dumps({"id": p.url, "text": p.text}, ensure_ascii=False) for p in pages[: max(1, int(len(pages) * share))]
+    ]
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
     return len(lines)

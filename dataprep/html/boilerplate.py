@@ -29,9 +29,31 @@ SENTENCE_END = tuple(".!?:;…。！？．؟।።\"'”’»)")
 # they changed nothing there while each name costs time on every page: copyright, disclaimer, donate,
 # login, pagination, popular, recommend, sponsor, trending.
 BOILERPLATE_NAMES = (
-    "advert", "author", "banner", "bio", "breadcrumb", "byline", "caption", "comment", "cookie", "credit",
-    "footer", "legend", "modal", "newsletter", "popup", "promo", "related", "share", "sharing", "sidebar",
-    "signup", "social", "subscri", "tooltip", "widget",
+    "advert",
+    "author",
+    "banner",
+    "bio",
+    "breadcrumb",
+    "byline",
+    "caption",
+    "comment",
+    "cookie",
+    "credit",
+    "footer",
+    "legend",
+    "modal",
+    "newsletter",
+    "popup",
+    "promo",
+    "related",
+    "share",
+    "sharing",
+    "sidebar",
+    "signup",
+    "social",
+    "subscri",
+    "tooltip",
+    "widget",
 )
 _NEVER_DROPPED = ("body", "main", "article")
 
@@ -84,10 +106,17 @@ def marked_names(page: str) -> tuple[str, ...]:
 def marked_selector(names: tuple[str, ...]) -> str:
     """The CSS selector for elements whose class or id contains one of ``names`` (case-blind). Each
     attribute's tests sit behind a test for the attribute, which most elements fail at once."""
-    return ",".join(f"[{attribute}]:is({','.join(f'[{attribute}*={name} i]' for name in names)})" for attribute in ("class", "id"))
+    return ",".join(
+        f"[{attribute}]:is({','.join(f'[{attribute}*={name} i]' for name in names)})" for attribute in ("class", "id")
+    )
 
 
-def drop_marked_elements(tree: HTMLTree, names: tuple[str, ...] = BOILERPLATE_NAMES, max_text_share: float = 0.3, max_paragraph_share: float = 0.5) -> int:
+def drop_marked_elements(
+    tree: HTMLTree,
+    names: tuple[str, ...] = BOILERPLATE_NAMES,
+    max_text_share: float = 0.3,
+    max_paragraph_share: float = 0.5,
+) -> int:
     """Remove elements whose class or id marks them as boilerplate, unless they look like the page's
     wrapper: names are loose ("elementor-widget-wrap", "entry-content no-share", Blogger's "widget Blog"
     hold articles), so an element holding over ``max_text_share`` of the page's text or
@@ -96,7 +125,9 @@ def drop_marked_elements(tree: HTMLTree, names: tuple[str, ...] = BOILERPLATE_NA
     body = tree.body
     if body is None:
         return 0
-    for element in body.query_selector_all("script,style,noscript,template")[:]:  # not text: keep them out of the shares
+    for element in body.query_selector_all("script,style,noscript,template")[
+        :
+    ]:  # not text: keep them out of the shares
         element.decompose()
     if not names:
         return 0

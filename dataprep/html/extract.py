@@ -24,11 +24,11 @@ import pyarrow as pa
 from pydantic import Field
 from resiliparse.parse.html import HTMLTree
 
-from dataprep.html.boilerplate import drop_marked_elements, kept_share, marked_names, main_blocks, parse_blocks, render
-from dataprep.html.charset import decode_html
-from dataprep.html.time_limit import ExtractionTimeout, time_limit
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
+from dataprep.html.boilerplate import drop_marked_elements, kept_share, main_blocks, marked_names, parse_blocks, render
+from dataprep.html.charset import decode_html
+from dataprep.html.time_limit import ExtractionTimeout, time_limit
 
 PAYLOAD_COLUMNS = ("html", "charset")
 # Resiliparse's main-content heuristics (and our marked-element removal) take time quadratic in nesting
@@ -84,8 +84,12 @@ class Extract(DocumentStage):
     include_comments: bool = False
     include_tables: bool = True
     trafilatura_fast: bool = False  # Trafilatura's fast=True: skip its fallback extractors (readability, jusText)
-    trafilatura_timeout: float | None = Field(20.0, gt=0, description="CPU seconds per page in Trafilatura; a page over it is dropped as extract:timeout")
-    max_replacement_share: float | None = Field(None, ge=0, le=1, description="drop text more U+FFFD than this share (undecodable bytes); null: only count")
+    trafilatura_timeout: float | None = Field(
+        20.0, gt=0, description="CPU seconds per page in Trafilatura; a page over it is dropped as extract:timeout"
+    )
+    max_replacement_share: float | None = Field(
+        None, ge=0, le=1, description="drop text more U+FFFD than this share (undecodable bytes); null: only count"
+    )
     ruby_readings: bool = False  # keep <rt>/<rp> ruby readings (furigana); inlined they repeat words
 
     removed_columns = PAYLOAD_COLUMNS
@@ -167,4 +171,3 @@ class Extract(DocumentStage):
                 fast=self.trafilatura_fast,
             )
         return (text or "").strip()
-

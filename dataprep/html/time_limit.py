@@ -10,7 +10,10 @@ from contextlib import contextmanager
 
 
 class ExtractionTimeout(BaseException):
-    """Raised inside the limited block (Trafilatura) by the timer; a BaseException so its own ``except """ """Exception`` cannot hide it."""
+    (
+        """Raised inside the limited block (Trafilatura) by the timer; a BaseException so its own ``except """
+        """Exception`` cannot hide it."""
+    )
 
 
 @contextmanager

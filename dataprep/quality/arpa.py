@@ -92,10 +92,12 @@ def read_arpa(path: str, sp) -> NGramLM:
     unk = NO_PROB
     for k in range(1, order + 1):
         rows = grams[k]
-        missing = sorted({w for parts in rows for w in parts[1:k + 1] if w not in ids})
+        missing = sorted({w for parts in rows for w in parts[1 : k + 1] if w not in ids})
         if missing:
-            raise UsageError(f"{path}: {len(missing)} words are not pieces of the SentencePiece model, e.g. {missing[:5]}")
-        token_ids = np.array([[ids[w] for w in parts[1:k + 1]] for parts in rows], np.uint64).reshape(len(rows), k)
+            raise UsageError(
+                f"{path}: {len(missing)} words are not pieces of the SentencePiece model, e.g. {missing[:5]}"
+            )
+        token_ids = np.array([[ids[w] for w in parts[1 : k + 1]] for parts in rows], np.uint64).reshape(len(rows), k)
         packed = pack([token_ids[:, j] for j in range(k)])
         probs = np.array([float(parts[0]) for parts in rows])
         if k == 1 and "<unk>" in ids:
@@ -127,6 +129,9 @@ def kenlm_token_logprobs(model, sp, sentences) -> np.ndarray:
     """log10 p of every predicted token of ``sentences`` (piece ids) as the ``kenlm.Model`` ``model``
     scores them: the same layout ``NGramLM.token_logprobs`` returns."""
     words = _words(sp)
-    scores = [score for ids in sentences
-              for score, _, _ in model.full_scores(" ".join(words[i] for i in ids), bos=True, eos=True)]
+    scores = [
+        score
+        for ids in sentences
+        for score, _, _ in model.full_scores(" ".join(words[i] for i in ids), bos=True, eos=True)
+    ]
     return np.array(scores, np.float64)

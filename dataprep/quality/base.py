@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.quality.languages import language_settings
 from dataprep.core.stage import WEB, DocumentStage, with_column
+from dataprep.quality.languages import language_settings
 
 AUTO = "auto"
 
@@ -26,7 +26,9 @@ class QualityFilter(DocumentStage):
 
     language: str = Field("en", description="ISO 639-1 code, or 'auto' to use the lang column")
     default_language: str = "en"
-    source_kinds: list[str] = Field(default_factory=lambda: [WEB], description="source kinds judged; others pass untouched")
+    source_kinds: list[str] = Field(
+        default_factory=lambda: [WEB], description="source kinds judged; others pass untouched"
+    )
 
     def check_assets(self) -> None:
         if self.language != AUTO:  # a language no model labels would silently fall back to English rules
@@ -58,7 +60,9 @@ class QualityFilter(DocumentStage):
         reasons: list[str | None] = []
         texts: list[str] = []
         changed = False
-        for text, lang, judged in zip(batch.column("text").to_pylist(), self.languages(batch), of_kinds(batch, self.source_kinds)):
+        for text, lang, judged in zip(
+            batch.column("text").to_pylist(), self.languages(batch), of_kinds(batch, self.source_kinds)
+        ):
             if not judged:
                 reasons.append(None)
                 texts.append(text)

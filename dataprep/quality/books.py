@@ -25,8 +25,12 @@ class BooksQuality(DocumentStage):
 
     min_words: int = Field(500, ge=0, description="fewer words is a fragment, not a book")
     min_alpha_share: float = Field(0.6, ge=0.0, le=1.0, description="share of non-space characters that are letters")
-    max_repeated_line_share: float = Field(0.3, ge=0.0, le=1.0, description="share of non-empty lines that repeat an earlier one")
-    source_kinds: list[str] = Field(default_factory=lambda: ["books"], description="source kinds judged; others pass untouched")
+    max_repeated_line_share: float = Field(
+        0.3, ge=0.0, le=1.0, description="share of non-empty lines that repeat an earlier one"
+    )
+    source_kinds: list[str] = Field(
+        default_factory=lambda: ["books"], description="source kinds judged; others pass untouched"
+    )
 
     def decide(self, text: str) -> str | None:
         if len(text.split()) < self.min_words:
@@ -42,4 +46,7 @@ class BooksQuality(DocumentStage):
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         texts = batch.column("text").to_pylist()
-        return batch, [self.decide(text or "") if judged else None for text, judged in zip(texts, of_kinds(batch, self.source_kinds))]
+        return batch, [
+            self.decide(text or "") if judged else None
+            for text, judged in zip(texts, of_kinds(batch, self.source_kinds))
+        ]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
+from dataprep.core.registry import register
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, count_sentences, is_terminal_punct, split_words_cjk
-from dataprep.core.registry import register
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 END_PUNCTUATION = (".", "?", "!", '"', "'")
@@ -46,7 +46,11 @@ class C4Quality(QualityFilter):
         for line in text.splitlines():
             line = line.strip()
             words = split_words_cjk(line) if char_words else line.split()
-            if self.max_word_length != -1 and len(line) > self.max_word_length and any(len(w) > self.max_word_length for w in words):
+            if (
+                self.max_word_length != -1
+                and len(line) > self.max_word_length
+                and any(len(w) > self.max_word_length for w in words)
+            ):
                 continue
             if self.remove_citations and "[" in line:
                 line = CITATION.sub("", line)

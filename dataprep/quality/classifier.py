@@ -13,12 +13,11 @@ from functools import lru_cache
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from dataprep.core.errors import UsageError
 from dataprep.classify.fasttext_classifier import FastTextClassifier
-from dataprep.core.storage import resolve_asset
+from dataprep.core.errors import UsageError
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
-
+from dataprep.core.storage import resolve_asset
 
 DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "quality", "page_quality.bin")
 
@@ -32,11 +31,15 @@ def _load(path: str) -> FastTextClassifier:
 class QualityClassifier(DocumentStage):
     """Adds a fastText classifier's probability of ``label`` as ``score_column``; optionally drops low scores."""
 
-    model_path: str | None = Field(None, description="fastText model; null: the shipped page-quality model (hq vs boilerplate)")
+    model_path: str | None = Field(
+        None, description="fastText model; null: the shipped page-quality model (hq vs boilerplate)"
+    )
     label: str = Field("hq", description="the positive label whose probability is the score")
     threshold: float | None = Field(None, ge=0, le=1, description="drop documents scoring below it; null keeps all")
     score_column: str = "quality_score"
-    model_paths: dict[str, str] = Field({}, description="language -> its own fastText model; other languages use model_path")
+    model_paths: dict[str, str] = Field(
+        {}, description="language -> its own fastText model; other languages use model_path"
+    )
     lang_column: str = "lang"
 
     @field_validator("model_path")
@@ -69,9 +72,13 @@ class QualityClassifier(DocumentStage):
         texts = batch.column("text").to_pylist()
         if self.model_paths:
             if self.lang_column not in batch.column_names:
-                raise UsageError(f"quality_classifier: model_paths needs a {self.lang_column!r} column (run langid first)")
-            paths = [resolve_asset(self.model_paths[lang]) if lang in self.model_paths else default
-                     for lang in batch.column(self.lang_column).to_pylist()]
+                raise UsageError(
+                    f"quality_classifier: model_paths needs a {self.lang_column!r} column (run langid first)"
+                )
+            paths = [
+                resolve_asset(self.model_paths[lang]) if lang in self.model_paths else default
+                for lang in batch.column(self.lang_column).to_pylist()
+            ]
         else:
             paths = [default] * len(texts)
         scores = [0.0] * len(texts)

@@ -10,10 +10,10 @@ from typing import Literal
 import regex
 from pydantic import Field
 
+from dataprep.core.registry import register
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.gopher import collapse_doubled_lines, find_duplicates
 from dataprep.quality.languages import TERMINAL_CLASS, is_terminal_punct, split_words
-from dataprep.core.registry import register
 
 # A sentence end inside a line: a stop, then closing brackets or quotes (German „…“ and »…« close with
 # initial quotes), emoji or markdown emphasis, then a space or the line's end. "3.5" and "example.com" are none.
@@ -38,16 +38,26 @@ class FineWebQuality(QualityFilter):
     new_line_ratio: float = 0.3
     # Not in datatrove (the defaults keep its decisions)
     line_punct_share: Literal["lines", "chars"] = Field(
-        "lines", description="'chars': the share of characters in lines that end a sentence, so headings, dates and table cells "
-                             "do not outweigh the paragraphs")
+        "lines",
+        description="'chars': the share of characters in lines that end a sentence, so headings, dates and table cells "
+        "do not outweigh the paragraphs",
+    )
     line_punct_test: Literal["ends", "holds"] = Field(
-        "ends", description="'holds': a line counts when it holds a sentence end anywhere (a stop before a space, closing "
-                            "quotes, brackets or emoji), so a paragraph that trails off into credits or a tag still counts")
+        "ends",
+        description="'holds': a line counts when it holds a sentence end anywhere (a stop before a space, closing "
+        "quotes, brackets or emoji), so a paragraph that trails off into credits or a tag still counts",
+    )
     short_line_share: Literal["lines", "chars"] = Field(
-        "lines", description="'chars': the share of characters in short lines, so a recipe's ingredient list does not outweigh "
-                             "its method")
-    dup_min_line_words: int = Field(0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines")
-    dup_collapse_doubled: bool = Field(False, description="a line that occurs exactly twice is not duplicated text (a lead repeated as a teaser)")
+        "lines",
+        description="'chars': the share of characters in short lines, so a recipe's ingredient list does not outweigh "
+        "its method",
+    )
+    dup_min_line_words: int = Field(
+        0, ge=0, description="duplicated lines of fewer words (menu items, 'Share', 'Reply') do not count; 0: all lines"
+    )
+    dup_collapse_doubled: bool = Field(
+        False, description="a line that occurs exactly twice is not duplicated text (a lead repeated as a teaser)"
+    )
 
     def _ends_sentence(self, line: str) -> bool:
         if self.line_punct_test == "holds":
@@ -73,7 +83,11 @@ class FineWebQuality(QualityFilter):
         short = [line for line in lines if len(line) <= self.short_line_length]
         if self._share(short, lines, self.short_line_share) > self.short_line_thr:
             return "short_line_ratio", text
-        judged = [line for line in lines if len(line.split()) >= self.dup_min_line_words] if self.dup_min_line_words else lines
+        judged = (
+            [line for line in lines if len(line.split()) >= self.dup_min_line_words]
+            if self.dup_min_line_words
+            else lines
+        )
         if self.dup_collapse_doubled:
             judged = collapse_doubled_lines("\n".join(judged)).split("\n")
         if find_duplicates(judged)[1] / max(len(text) - text.count("\n"), 1) > self.char_duplicates_ratio:

@@ -13,12 +13,11 @@ from collections import Counter
 from typing import Literal
 
 import numpy as np
-
 from pydantic import Field
 
+from dataprep.core.registry import register
 from dataprep.quality.base import QualityFilter
 from dataprep.quality.languages import CHAR_SPLIT_LANGUAGES, LANGUAGES, is_symbol_word, split_words, stop_words
-from dataprep.core.registry import register
 
 _BULLETS = ("•", "-")
 _ELLIPSES = ("...", "…")
@@ -38,16 +37,24 @@ class GopherQuality(QualityFilter):
     max_ellipsis_lines_ratio: float | None = 0.3
     min_alpha_words_ratio: float | None = Field(0.8, description="datatrove calls it max_non_alpha_words_ratio")
     min_stop_words: int | None = 2
-    stop_words: list[str] | None = Field(None, description="default: the Gopher list for English, per-language lists otherwise")
+    stop_words: list[str] | None = Field(
+        None, description="default: the Gopher list for English, per-language lists otherwise"
+    )
     # Not in datatrove (defaults keep its decisions): datatrove's words split punctuation off, so every
     # comma and bracket counts against the alpha ratio, and so do figures, dates, prices and scores.
     alpha_words: Literal["tokens", "whitespace"] = Field(
-        "tokens", description="words of the alpha ratio: 'whitespace' splits on spaces as the Gopher paper does "
-                              "(punctuation stays on its word)")
-    alpha_counts_numbers: bool = Field(False, description="words with a digit (numbers, dates, prices) count as alphabetic")
+        "tokens",
+        description="words of the alpha ratio: 'whitespace' splits on spaces as the Gopher paper does "
+        "(punctuation stays on its word)",
+    )
+    alpha_counts_numbers: bool = Field(
+        False, description="words with a digit (numbers, dates, prices) count as alphabetic"
+    )
     stop_words_unlisted: Literal["english", "skip"] = Field(
-        "english", description="a language without a stop-word list of its own (languages.LANGUAGES): 'english' judges it by "
-                               "English's, as datatrove does, so nearly all its pages fail; 'skip' does not apply the rule")
+        "english",
+        description="a language without a stop-word list of its own (languages.LANGUAGES): 'english' judges it by "
+        "English's, as datatrove does, so nearly all its pages fail; 'skip' does not apply the rule",
+    )
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         words = split_words(text, language)
@@ -61,7 +68,10 @@ class GopherQuality(QualityFilter):
             return "gopher_long_doc", text
         if content:
             mean_length = sum(len(w) * n for w, n in content.items()) / n_content
-            min_length, max_length = self.param("min_avg_word_length", language), self.param("max_avg_word_length", language)
+            min_length, max_length = (
+                self.param("min_avg_word_length", language),
+                self.param("max_avg_word_length", language),
+            )
             if min_length and mean_length < min_length:
                 return "gopher_below_avg_threshold", text
             if max_length and mean_length > max_length:
@@ -83,7 +93,9 @@ class GopherQuality(QualityFilter):
                     return "gopher_too_many_end_ellipsis", text
         if self.min_alpha_words_ratio and self._alpha_ratio(text, counts, language) < self.min_alpha_words_ratio:
             return "gopher_below_alpha_threshold", text
-        if self.min_stop_words and (self.stop_words is not None or self.stop_words_unlisted == "english" or language in LANGUAGES):
+        if self.min_stop_words and (
+            self.stop_words is not None or self.stop_words_unlisted == "english" or language in LANGUAGES
+        ):
             wanted = frozenset(self.stop_words) if self.stop_words is not None else stop_words(language)
             if len(wanted.intersection(counts)) < self.min_stop_words:
                 return "gopher_enough_stop_words", text  # datatrove's name; it means "too few"
@@ -248,14 +260,25 @@ class GopherRepetition(QualityFilter):
     top_n_grams: list[tuple[int, float]] = [(2, 0.2), (3, 0.18), (4, 0.16)]
     dup_n_grams: list[tuple[int, float]] = [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)]
     # Not in datatrove (defaults keep its decisions)
-    min_line_words: int = Field(0, ge=0, description="judge repetition without lines of fewer words (navigation residue); 0: all lines")
-    max_top_word_frac: float | None = Field(None, description="drop 'top_word' when one content word is more than this share of the words (keyword stuffing); "
-                                                              "documents of 50+ words")
-    min_ngram_words: int = Field(0, ge=0, description="judge n-gram repetition only on documents of at least this many words: "
-                                                      "in a short page one repeated title already passes the thresholds")
+    min_line_words: int = Field(
+        0, ge=0, description="judge repetition without lines of fewer words (navigation residue); 0: all lines"
+    )
+    max_top_word_frac: float | None = Field(
+        None,
+        description="drop 'top_word' when one content word is more than this share of the words (keyword stuffing); "
+        "documents of 50+ words",
+    )
+    min_ngram_words: int = Field(
+        0,
+        ge=0,
+        description="judge n-gram repetition only on documents of at least this many words: "
+        "in a short page one repeated title already passes the thresholds",
+    )
     collapse_doubled_lines: bool = Field(
-        False, description="judge repetition with a line that occurs exactly twice kept once (a lead repeated as a teaser, a "
-                           "title as heading, a block in desktop and mobile layout)")
+        False,
+        description="judge repetition with a line that occurs exactly twice kept once (a lead repeated as a teaser, a "
+        "title as heading, a block in desktop and mobile layout)",
+    )
 
     def decide(self, text: str, language: str) -> tuple[str | None, str]:
         if not text.strip():  # datatrove keeps whitespace-only texts here; nothing is lost by dropping them

@@ -138,7 +138,9 @@ def split_words_japanese(text: str) -> list[str]:
     tokenizer = _sudachi()
     if tokenizer is None:
         return split_words_cjk(text)
-    return _segmenter_words(m.surface() for chunk in _chunks(text, _SUDACHI_MAX_CHARS) for m in tokenizer.tokenize(chunk))
+    return _segmenter_words(
+        m.surface() for chunk in _chunks(text, _SUDACHI_MAX_CHARS) for m in tokenizer.tokenize(chunk)
+    )
 
 
 Splitter = Literal["spaced", "jieba", "japanese", "cjk_chars", "thai"]

@@ -182,11 +182,20 @@ class NGramLM:
     def save(self, path: str) -> None:
         from dataprep.core.storage import atomic_output
 
-        header = {"format": FORMAT, "version": VERSION, "order": self.order, "vocab_size": self.vocab_size,
-                  "bos": self.bos, "eos": self.eos, "unk": self.unk}
+        header = {
+            "format": FORMAT,
+            "version": VERSION,
+            "order": self.order,
+            "vocab_size": self.vocab_size,
+            "bos": self.bos,
+            "eos": self.eos,
+            "unk": self.unk,
+        }
         arrays = {"header": np.frombuffer(json.dumps(header).encode(), np.uint8)}
         for k in range(1, self.order + 1):
-            arrays.update({f"keys{k}": self.keys[k], f"logp{k}": self.logp[k], f"ctx{k}": self.ctx[k], f"bow{k}": self.bow[k]})
+            arrays.update(
+                {f"keys{k}": self.keys[k], f"logp{k}": self.logp[k], f"ctx{k}": self.ctx[k], f"bow{k}": self.bow[k]}
+            )
         with atomic_output(path) as tmp:
             with open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
@@ -206,7 +215,9 @@ class NGramLM:
             raise UsageError(f"{path!r} has format version {header.get('version')}; this code reads version {VERSION}")
         order = header["order"]
         try:
-            arrays = {name: {k: data[f"{name}{k}"] for k in range(1, order + 1)} for name in ("keys", "logp", "ctx", "bow")}
+            arrays = {
+                name: {k: data[f"{name}{k}"] for k in range(1, order + 1)} for name in ("keys", "logp", "ctx", "bow")
+            }
         except Exception as exc:  # noqa: BLE001
             raise UsageError(f"{path!r} is damaged: {exc}") from None
         return cls(order, header["vocab_size"], header["bos"], header["eos"], unk=header["unk"], **arrays)

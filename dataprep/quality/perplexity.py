@@ -23,10 +23,10 @@ import regex
 from pydantic import Field, PrivateAttr, model_validator
 
 from dataprep.core.errors import MissingPath, UsageError
-from dataprep.core.storage import atomic_directory, resolve_asset
-from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
+from dataprep.core.storage import atomic_directory, resolve_asset
+from dataprep.quality.ngram_lm import MAX_VOCAB, NGramLM
 
 MODEL_FORMAT = "ccpretrain-ppl-model"
 MODEL_VERSION = 1
@@ -87,7 +87,9 @@ class PerplexityModel:
         if meta.get("format") != MODEL_FORMAT:
             raise UsageError(f"{meta_path!r} is not a {MODEL_FORMAT} file")
         if meta.get("version") != MODEL_VERSION:
-            raise UsageError(f"{directory!r} has model version {meta.get('version')}; this code reads version {MODEL_VERSION}")
+            raise UsageError(
+                f"{directory!r} has model version {meta.get('version')}; this code reads version {MODEL_VERSION}"
+            )
         sp = spm.SentencePieceProcessor()
         try:
             sp.Load(os.path.join(directory, "sp.model"))
@@ -169,7 +171,9 @@ class Perplexity(DocumentStage):
             model = self._model_for(lang)
             if model is None:
                 continue
-            rows = [i for i, found in enumerate(langs) if found == lang] if not self.model_dir else list(range(len(texts)))
+            rows = (
+                [i for i, found in enumerate(langs) if found == lang] if not self.model_dir else list(range(len(texts)))
+            )
             scores = model.perplexities([texts[i] for i in rows])
             for i, score in zip(rows, scores):
                 ppl[i] = score
@@ -177,7 +181,11 @@ class Perplexity(DocumentStage):
             if self.model_dir:
                 break
         reasons = [
-            "ppl_tail" if self.drop_tail and b == "tail" else "ppl_above_max" if self.max_perplexity and p > self.max_perplexity else None
+            "ppl_tail"
+            if self.drop_tail and b == "tail"
+            else "ppl_above_max"
+            if self.max_perplexity and p > self.max_perplexity
+            else None
             for p, b in zip(ppl, buckets)
         ]
         batch = with_column(batch, "perplexity", pa.array(ppl, pa.float64(), from_pandas=True))
@@ -189,7 +197,13 @@ class Perplexity(DocumentStage):
 
 
 def train_model(
-    texts: list[str], lang: str, output_dir: str, vocab_size: int = 8000, order: int = 3, heldout_fraction: float = 0.1, seed: int = 0
+    texts: list[str],
+    lang: str,
+    output_dir: str,
+    vocab_size: int = 8000,
+    order: int = 3,
+    heldout_fraction: float = 0.1,
+    seed: int = 0,
 ) -> dict:
     """Train tokenizer + n-gram model on ``texts`` minus a held-out share, set the bucket cut-offs from
     the held-out perplexities, and write the model directory atomically. Returns model.json's content."""
@@ -215,13 +229,16 @@ def train_model(
         )  # fmt: skip
         sp = spm.SentencePieceProcessor(model_file=os.path.join(tmp, "sp.model"))
         lm = NGramLM.train(sp.Encode(train_lines), order, sp.GetPieceSize(), sp.bos_id(), sp.eos_id())
-        meta = write_model_files(tmp, sp, lm, lang, held, {"train_documents": len(train), "train_lines": len(train_lines)})
+        meta = write_model_files(
+            tmp, sp, lm, lang, held, {"train_documents": len(train), "train_lines": len(train_lines)}
+        )
     load_model.cache_clear()
     return meta
 
 
-def write_model_files(folder: str, sp, lm: NGramLM, lang: str, held: list[str], reference: dict,
-                      kenlm: str | None = None) -> dict:
+def write_model_files(
+    folder: str, sp, lm: NGramLM, lang: str, held: list[str], reference: dict, kenlm: str | None = None
+) -> dict:
     """``lm.npz`` and ``model.json`` (cut-offs from the perplexities of the held-out texts ``held``) in a
     folder that already holds ``sp.model`` (and ``kenlm``, an ARPA file to score as KenLM does); returns
     model.json's content."""

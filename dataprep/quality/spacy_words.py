@@ -38,7 +38,20 @@ _PUNCT_CLASS = regex.escape("".join(_PUNCT) + "|")
 _PREFIX = regex.compile(
     "^(?:"
     + "|".join(
-        ["§", "%", "=", "—", "–", r"\+(?![0-9])", _alt(_PUNCT), r"\.\.+", "…", _alt(_QUOTES), _alt(_CURRENCY), f"[{_ICON}]"]
+        [
+            "§",
+            "%",
+            "=",
+            "—",
+            "–",
+            r"\+(?![0-9])",
+            _alt(_PUNCT),
+            r"\.\.+",
+            "…",
+            _alt(_QUOTES),
+            _alt(_CURRENCY),
+            f"[{_ICON}]",
+        ]
     )
     + ")"
 )
@@ -105,9 +118,17 @@ def _english_specials() -> dict[str, tuple[str, ...]]:  # noqa: C901 - one table
                 specials.setdefault(key, (first, *pieces[1:]))
 
     clitics = {
-        "i": "'m 'ma 'd 'll 've", "you": "'d 'll 're 've", "he": "'d 'll 's", "she": "'d 'll 's", "it": "'d 'll 's",
-        "we": "'d 'll 're 've", "they": "'d 'll 're 've", "that": "'d 'll 's", "this": "'d 'll 's",
-        "these": "'d 'll 're 've", "those": "'d 'll 're 've",
+        "i": "'m 'ma 'd 'll 've",
+        "you": "'d 'll 're 've",
+        "he": "'d 'll 's",
+        "she": "'d 'll 's",
+        "it": "'d 'll 's",
+        "we": "'d 'll 're 've",
+        "they": "'d 'll 're 've",
+        "that": "'d 'll 's",
+        "this": "'d 'll 's",
+        "these": "'d 'll 're 've",
+        "those": "'d 'll 're 've",
         **{w: "'d 'll 're 's 've" for w in ("who", "what", "when", "where", "why", "how", "there")},
     }
     real_words = {"ill", "well", "hell", "shell", "shed", "its", "whore", "were"}  # never split without '
@@ -119,7 +140,9 @@ def _english_specials() -> dict[str, tuple[str, ...]]:  # noqa: C901 - one table
                 add([base, end, "'ve"])
     for base, end in (("how", "'d"),):
         add([base, end, "'y"], bare=False)
-    negations = "ai are ca could dare did does do had has have is may might must need ought sha should was were wo would"
+    negations = (
+        "ai are ca could dare did does do had has have is may might must need ought sha should was were wo would"
+    )
     with_have = "ca could did does do had may might must need ought sha should wo would"
     for verb in negations.split():
         add([verb, "n't"])

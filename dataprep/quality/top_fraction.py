@@ -37,8 +37,12 @@ class TopFraction(GlobalStage):
     keep: float = Field(..., gt=0, le=1, description="share of each group's scored documents to keep")
     by_language: bool = Field(False, description="one cut-off per value of lang_column instead of one for the corpus")
     lang_column: str = "lang"
-    relative_error: float = Field(0.001, gt=0, lt=0.1, description="Spark: quantile error on groups larger than exact_below")
-    exact_below: int = Field(100_000, ge=0, description="Spark: groups up to this many documents get the exact quantile")
+    relative_error: float = Field(
+        0.001, gt=0, lt=0.1, description="Spark: quantile error on groups larger than exact_below"
+    )
+    exact_below: int = Field(
+        100_000, ge=0, description="Spark: groups up to this many documents get the exact quantile"
+    )
     cutoffs: dict[str, float] | None = Field(
         None, description='cut-offs from an earlier run\'s stats.json ({"*": x} or per language) applied as they are'
     )
@@ -46,7 +50,9 @@ class TopFraction(GlobalStage):
     @model_validator(mode="after")
     def _check_cutoffs(self) -> "TopFraction":
         if self.cutoffs is not None and not self.by_language and set(self.cutoffs) != {ALL}:
-            raise ValueError(f'top_fraction: without by_language, cutoffs must be {{"{ALL}": value}}, got {sorted(self.cutoffs)}')
+            raise ValueError(
+                f'top_fraction: without by_language, cutoffs must be {{"{ALL}": value}}, got {sorted(self.cutoffs)}'
+            )
         return self
 
     @property
@@ -125,4 +131,6 @@ class CutBelow(Applier):
         self.rules, self.cutoffs = stage, cutoffs
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        return batch, self.rules.reasons(batch.column(self.rules.score).to_pylist(), self.rules.groups(batch), self.cutoffs)
+        return batch, self.rules.reasons(
+            batch.column(self.rules.score).to_pylist(), self.rules.groups(batch), self.cutoffs
+        )

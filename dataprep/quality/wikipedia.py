@@ -24,7 +24,9 @@ class WikipediaQuality(DocumentStage):
 
     min_words: int = Field(50, ge=0, description="fewer words (title included) is a stub")
     max_list_line_share: float = Field(0.8, ge=0.0, le=1.0, description="share of non-empty lines that are list items")
-    source_kinds: list[str] = Field(default_factory=lambda: ["wikipedia"], description="source kinds judged; others pass untouched")
+    source_kinds: list[str] = Field(
+        default_factory=lambda: ["wikipedia"], description="source kinds judged; others pass untouched"
+    )
 
     def decide(self, text: str) -> str | None:
         if len(text.split()) < self.min_words:
@@ -37,4 +39,7 @@ class WikipediaQuality(DocumentStage):
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         texts = batch.column("text").to_pylist()
-        return batch, [self.decide(text or "") if judged else None for text, judged in zip(texts, of_kinds(batch, self.source_kinds))]
+        return batch, [
+            self.decide(text or "") if judged else None
+            for text, judged in zip(texts, of_kinds(batch, self.source_kinds))
+        ]

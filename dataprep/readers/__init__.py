@@ -27,20 +27,28 @@ import zlib
 from typing import Iterator
 
 from dataprep.core.config import InputConfig
+from dataprep.core.stage import StageResult
+from dataprep.core.stats import StageStats
 from dataprep.core.storage import input_folder, open_stream, refused_link
 from dataprep.readers.arxiv import read_arxiv
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason, read_schema
 from dataprep.readers.books import read_book
 from dataprep.readers.code import expand_code_inputs, read_code
 from dataprep.readers.documents import read_arrow, read_jsonl, read_parquet
-from dataprep.readers.warc import dechunk, decode_payload, read_warc
 from dataprep.readers.stackexchange import read_stackexchange
+from dataprep.readers.warc import dechunk, decode_payload, read_warc
 from dataprep.readers.wikipedia import read_wikipedia
-from dataprep.core.stage import StageResult
-from dataprep.core.stats import StageStats
 
-__all__ = ["READ_SCHEMA", "READ_STAGE", "dechunk", "decode_payload", "detect_format", "expand_code_inputs", "iter_documents",
-           "read_schema"]
+__all__ = [
+    "READ_SCHEMA",
+    "READ_STAGE",
+    "dechunk",
+    "decode_payload",
+    "detect_format",
+    "expand_code_inputs",
+    "iter_documents",
+    "read_schema",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +70,17 @@ def iter_documents(path: str, cfg: InputConfig, stats: StageStats | None = None)
         yield out.flush()
 
 
-_READERS = {"warc": read_warc, "jsonl": read_jsonl, "parquet": read_parquet, "arrow": read_arrow, "wikipedia": read_wikipedia,
-            "stackexchange": read_stackexchange, "books": read_book, "arxiv": read_arxiv, "code": read_code}
+_READERS = {
+    "warc": read_warc,
+    "jsonl": read_jsonl,
+    "parquet": read_parquet,
+    "arrow": read_arrow,
+    "wikipedia": read_wikipedia,
+    "stackexchange": read_stackexchange,
+    "books": read_book,
+    "arxiv": read_arxiv,
+    "code": read_code,
+}
 
 
 def _refused_link(path: str, cfg: InputConfig, out: Batches) -> bool:
@@ -72,7 +89,10 @@ def _refused_link(path: str, cfg: InputConfig, out: Batches) -> bool:
     folder = input_folder(path, cfg.paths)
     reason = refused_link(path, folder) if folder else None
     if reason:
-        out.file_error(reason, f"a link to {os.path.realpath(path)}, not read (only links to files inside the input folder {folder} are)")
+        out.file_error(
+            reason,
+            f"a link to {os.path.realpath(path)}, not read (only links to files inside the input folder {folder} are)",
+        )
     return reason is not None
 
 
@@ -92,7 +112,10 @@ def _format_to_read(path: str, cfg: InputConfig, out: Batches) -> str | None:
         out.file_error(broken_file_reason(exc), "cannot read the file", exc)
         return None
     if fmt is None:
-        out.file_error("error:unknown_format", f"not a format it can tell ({', '.join(_READERS)}); set input.format if it is one of them")
+        out.file_error(
+            "error:unknown_format",
+            f"not a format it can tell ({', '.join(_READERS)}); set input.format if it is one of them",
+        )
     return fmt
 
 

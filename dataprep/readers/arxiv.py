@@ -33,9 +33,13 @@ from dataprep.readers.archives import ARCHIVE_ERRORS, member_name, open_tar
 from dataprep.readers.batches import Batches, hash_id
 
 KIND = "arxiv"
-_SECTION = re.compile(r"\\(?:chapter|part|section|subsection|subsubsection|paragraph|subparagraph)\*?\s*(?:\[[^\]]*\])?\s*\{")
-_END = re.compile(r"\\appendix\b|\\begin\{(?:thebibliography|references|REFERENCES)\}|\\bibliography\{|\\printbibliography\b"
-                  r"|\\end\{document\}")
+_SECTION = re.compile(
+    r"\\(?:chapter|part|section|subsection|subsubsection|paragraph|subparagraph)\*?\s*(?:\[[^\]]*\])?\s*\{"
+)
+_END = re.compile(
+    r"\\appendix\b|\\begin\{(?:thebibliography|references|REFERENCES)\}|\\bibliography\{|\\printbibliography\b"
+    r"|\\end\{document\}"
+)
 _COMMENT = re.compile(r"(?<!\\)%.*")
 _DEFINITION = re.compile(r"\\(?:(?:re)?newcommand\*?\s*\{?\s*(\\[A-Za-z@]+)\s*\}?|def\s*(\\[A-Za-z@]+))\s*(?=\{)")
 _ARXIV_ID = re.compile(r"^(\d{4}\.\d{4,5}(?:v\d+)?|[a-z\-]+(?:\.[A-Z]{2})?/?\d{7}(?:v\d+)?)$")
@@ -108,8 +112,11 @@ def _paper_files(name: str, data: bytes, limit: int) -> list[tuple[str, bytes]] 
 def _paper(out: Batches, path: str, name: str, files: list[tuple[str, bytes]] | bytes, cfg: InputConfig) -> None:
     """One paper from its files, or from a bulk archive member's bytes."""
     arxiv_id = _arxiv_id(name)
-    row = {"id": f"arxiv-{arxiv_id}" if arxiv_id else hash_id(path, zlib.crc32(decoded_name(name).encode())),
-           "url": f"https://arxiv.org/abs/{arxiv_id}" if arxiv_id else None, "date": None}
+    row = {
+        "id": f"arxiv-{arxiv_id}" if arxiv_id else hash_id(path, zlib.crc32(decoded_name(name).encode())),
+        "url": f"https://arxiv.org/abs/{arxiv_id}" if arxiv_id else None,
+        "date": None,
+    }
     if isinstance(files, bytes):
         try:
             files = _paper_files(name, files, cfg.max_document_bytes)
@@ -153,7 +160,7 @@ def clean_tex(files: list[str]) -> str:
         start = _SECTION.search(text)
         if not start:
             continue
-        body = text[start.start():]
+        body = text[start.start() :]
         end = _END.search(body)
         bodies.append(expand_macros(body[: end.start()] if end else body, macros).strip())
     return "\n\n".join(b for b in bodies if b) + "\n" if bodies else ""
@@ -174,7 +181,9 @@ def expand_macros(text: str, macros: dict[str, str]) -> str:
     if not macros:
         return text
     text = _remove_definitions(text)
-    pattern = re.compile("(?:" + "|".join(re.escape(m) for m in sorted(macros, key=len, reverse=True)) + r")(?![A-Za-z@])")
+    pattern = re.compile(
+        "(?:" + "|".join(re.escape(m) for m in sorted(macros, key=len, reverse=True)) + r")(?![A-Za-z@])"
+    )
     for _ in range(4):  # a macro defined through another
         text, n = pattern.subn(lambda m: macros[m.group(0)], text)
         if not n:
@@ -188,7 +197,7 @@ def _remove_definitions(text: str) -> str:
         value = _braced(text, match.end())
         if value is None:
             continue
-        out.append(text[pos: match.start()])
+        out.append(text[pos : match.start()])
         pos = match.end() + len(value) + 2
     return "".join(out) + text[pos:]
 
@@ -205,5 +214,5 @@ def _braced(text: str, start: int) -> str | None:
         elif char == "}" and text[i - 1] != "\\":
             depth -= 1
             if depth == 0:
-                return text[start + 1: i]
+                return text[start + 1 : i]
     return None

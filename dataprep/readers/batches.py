@@ -118,10 +118,22 @@ class Batches:
         dropped = mark_dropped(pa.Table.from_pylist(self.dropped, schema=self.schema), READ_STAGE, self.reasons)
         result = StageResult(kept, dropped)
         if self.stats is not None:
-            self.stats.record(None, result, time.perf_counter() - self._t0, bytes_in=self.bytes_read,
-                              cpu_seconds=time.process_time() - self._cpu0)
+            self.stats.record(
+                None,
+                result,
+                time.perf_counter() - self._t0,
+                bytes_in=self.bytes_read,
+                cpu_seconds=time.process_time() - self._cpu0,
+            )
             self.stats.errors_seen.merge(self.errors)
-        self.kept, self.dropped, self.reasons, self.bytes_read, self.kept_bytes, self.errors = [], [], [], 0, 0, ErrorLog()
+        self.kept, self.dropped, self.reasons, self.bytes_read, self.kept_bytes, self.errors = (
+            [],
+            [],
+            [],
+            0,
+            0,
+            ErrorLog(),
+        )
         return result
 
     def restart_clock(self) -> None:

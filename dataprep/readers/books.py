@@ -20,11 +20,14 @@ from dataprep.core.storage import open_stream
 from dataprep.readers.batches import Batches, hash_id
 
 KIND = "books"
-_START = re.compile(r"^\s*(\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG E(BOOK|TEXT)|\*END\*THE SMALL PRINT!).*$",
-                    re.IGNORECASE | re.MULTILINE)
+_START = re.compile(
+    r"^\s*(\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG E(BOOK|TEXT)|\*END\*THE SMALL PRINT!).*$",
+    re.IGNORECASE | re.MULTILINE,
+)
 _END = re.compile(r"^\s*(\*\*\*\s*)?END OF (THE |THIS )?PROJECT GUTENBERG.*$", re.IGNORECASE | re.MULTILINE)
-_CREDITS = re.compile(r"^(Produced by|Transcribed (from|by)|E-?text prepared by|This (e-?book|etext) was produced by)",
-                      re.IGNORECASE)
+_CREDITS = re.compile(
+    r"^(Produced by|Transcribed (from|by)|E-?text prepared by|This (e-?book|etext) was produced by)", re.IGNORECASE
+)
 _EBOOK_NUMBER = re.compile(r"\[E-?(?:Book|Text) #(\d+)\]", re.IGNORECASE)
 
 
@@ -39,8 +42,11 @@ def read_book(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult
     out.bytes_read += len(data)
     text = _decode(data)
     number = _EBOOK_NUMBER.search(text[:20000])
-    row = {"id": f"gutenberg-{number.group(1)}" if number else hash_id(path, 0),
-           "url": f"https://www.gutenberg.org/ebooks/{number.group(1)}" if number else None, "date": None}
+    row = {
+        "id": f"gutenberg-{number.group(1)}" if number else hash_id(path, 0),
+        "url": f"https://www.gutenberg.org/ebooks/{number.group(1)}" if number else None,
+        "date": None,
+    }
     if len(data) > cfg.max_document_bytes:
         out.drop("too_large", **row)
     elif not (body := strip_gutenberg(text)).strip():
@@ -63,7 +69,7 @@ def strip_gutenberg(text: str) -> str:
     """The book without Gutenberg's header, footer, licence and producer credits; unchanged without markers."""
     start = _START.search(text)
     if start:
-        text = text[start.end():]
+        text = text[start.end() :]
     end = _END.search(text)
     if end:
         text = text[: end.start()]

@@ -34,11 +34,11 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dataprep.core.errors import MissingPath
 from dataprep.code.languages import is_binary_name, language
-from dataprep.code.rules import VENDORED_DIRS
 from dataprep.code.licenses import NO_LICENSE, is_license_file, license_of_files, license_of_metadata
+from dataprep.code.rules import VENDORED_DIRS
 from dataprep.core.config import InputConfig
+from dataprep.core.errors import MissingPath
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.storage import decoded_name, expand_inputs, glob_or_literal, is_url, open_stream, refused_link
@@ -50,9 +50,13 @@ KIND = "code"
 SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__"}
 _ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 _RECORDS = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz", ".parquet")
-_FIELDS = {"content": ("content", "text"), "path": ("path", "max_stars_repo_path", "file_path"),
-           "repo": ("repo", "repo_name", "max_stars_repo_name"), "language": ("language", "lang"),
-           "license": ("license", "licenses", "max_stars_repo_licenses", "detected_licenses", "license_type")}
+_FIELDS = {
+    "content": ("content", "text"),
+    "path": ("path", "max_stars_repo_path", "file_path"),
+    "repo": ("repo", "repo_name", "max_stars_repo_name"),
+    "language": ("language", "lang"),
+    "license": ("license", "licenses", "max_stars_repo_licenses", "detected_licenses", "license_type"),
+}
 
 
 def expand_code_inputs(patterns: list[str]) -> list[str]:
@@ -68,7 +72,9 @@ def expand_code_inputs(patterns: list[str]) -> list[str]:
         if not matches:
             raise MissingPath(f"input {pattern!r} matches no file or folder")
         for match in matches:
-            packages = sorted(glob.glob(os.path.join(glob.escape(match), "*.dist-info"))) if os.path.isdir(match) else []
+            packages = (
+                sorted(glob.glob(os.path.join(glob.escape(match), "*.dist-info"))) if os.path.isdir(match) else []
+            )
             inputs.extend(packages or [match])
     return list(dict.fromkeys(inputs))
 
@@ -91,12 +97,29 @@ def read_code(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult
 # One file
 
 
-def _add_file(out: Batches, cfg: InputConfig, repo: str, path: str, data: bytes, license: str | None, size: int,
-              lang: str | None = None, doc_id: str | None = None) -> None:
+def _add_file(
+    out: Batches,
+    cfg: InputConfig,
+    repo: str,
+    path: str,
+    data: bytes,
+    license: str | None,
+    size: int,
+    lang: str | None = None,
+    doc_id: str | None = None,
+) -> None:
     """Keep a file's text, or drop it with the reason it cannot be text."""
     out.bytes_read += len(data)
-    row = {"id": doc_id or file_id(repo, path), "url": None, "date": None, "path": path, "repo": repo,
-           "language": lang or language(path, data[:256]), "license": license or NO_LICENSE, "size": size}
+    row = {
+        "id": doc_id or file_id(repo, path),
+        "url": None,
+        "date": None,
+        "path": path,
+        "repo": repo,
+        "language": lang or language(path, data[:256]),
+        "license": license or NO_LICENSE,
+        "size": size,
+    }
     if is_binary_name(path) or b"\0" in data[:8192]:
         return out.drop("binary", **row)
     if size > cfg.max_document_bytes:
@@ -150,7 +173,9 @@ def _read_tree(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResul
     above = next((p for p in _parents(top) if _is_repository(p)), None)
     roots = {top: top if _is_repository(top) else above or top}  # folder -> its repository's folder
     licenses: dict[str, str] = {}
-    for folder, dirs, files in os.walk(top, onerror=lambda exc: out.file_error("error:unreadable", "cannot list a folder", exc)):
+    for folder, dirs, files in os.walk(
+        top, onerror=lambda exc: out.file_error("error:unreadable", "cannot list a folder", exc)
+    ):
         for skipped in [d for d in dirs if d in SKIPPED_FOLDERS]:
             out.counters[f"{RECORDS_SKIPPED}{skipped.strip('_.')}_folder"] += 1
         dirs[:] = [d for d in dirs if d not in SKIPPED_FOLDERS]
@@ -302,12 +327,15 @@ def _read_archive(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRe
                 continue
             root = _archive_root(name, roots)
             repo = decoded_name(posixpath.basename(root)) or fallback
-            rel = _text_name(out, name[len(root) + 1:] if root else name)
+            rel = _text_name(out, name[len(root) + 1 :] if root else name)
             _add_file(out, cfg, repo, rel, data, licenses.get(root, NO_LICENSE), size)
     except (*ARCHIVE_ERRORS, zipfile.BadZipFile) as exc:  # a cut or corrupt archive
         reason = broken_file_reason(exc) if n else "error:malformed_record"
-        out.file_error("error:truncated" if n and reason == "error:malformed_record" else reason,
-                       f"archive reading stopped after {n} files", exc)
+        out.file_error(
+            "error:truncated" if n and reason == "error:malformed_record" else reason,
+            f"archive reading stopped after {n} files",
+            exc,
+        )
 
 
 def _skipped(name: str) -> str | None:
@@ -327,7 +355,9 @@ def _archive_repositories(path: str) -> tuple[set[str], dict[str, list[str]]]:
             roots.add(name.split("/", 1)[0] if "/" in name else "")
             if "/.git/" in f"/{name}":
                 roots.add(name.split("/.git/", 1)[0] if not name.startswith(".git/") else "")
-            elif data is not None and not VENDORED_DIRS.intersection(folder.split("/")):  # a vendored copy stays in its repository
+            elif data is not None and not VENDORED_DIRS.intersection(
+                folder.split("/")
+            ):  # a vendored copy stays in its repository
                 roots.add(folder)
                 texts.setdefault(folder, []).append(data.decode("utf-8", errors="replace"))
     except (*ARCHIVE_ERRORS, zipfile.BadZipFile):
@@ -357,8 +387,12 @@ def _record(out: Batches, cfg: InputConfig, record: dict, n: int) -> None:
     path = path if isinstance(path, str) else ""
     repo = repo if isinstance(repo, str) else ""
     doc_id = record.get("id") or record.get("blob_id") or record.get("hexsha")
-    row = {"id": str(doc_id) if doc_id else (file_id(repo, path) if path else hash_id(out.source, n)),
-           "path": path or None, "repo": repo or None, "license": license if isinstance(license, str) else NO_LICENSE}
+    row = {
+        "id": str(doc_id) if doc_id else (file_id(repo, path) if path else hash_id(out.source, n)),
+        "path": path or None,
+        "repo": repo or None,
+        "license": license if isinstance(license, str) else NO_LICENSE,
+    }
     if content is None:
         return out.drop("missing_field:content", **row)
     if not isinstance(content, (str, bytes)):
@@ -386,4 +420,3 @@ def _read_parquet_records(path: str, cfg: InputConfig, out: Batches) -> Iterator
                     _record(out, cfg, record, n)
         except (pa.ArrowException, OSError) as exc:
             out.file_error("error:corrupt_parquet", f"reading stopped after row {n}", exc)
-

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dataprep.core.errors import UsageError
 from dataprep.core.config import InputConfig
+from dataprep.core.errors import UsageError
+from dataprep.core.stage import StageResult
 from dataprep.core.storage import open_stream
 from dataprep.readers.batches import Batches, broken_file_reason, hash_id
-from dataprep.core.stage import StageResult
 
 # ---------------------------------------------------------------------------------------------
 # JSONL / Parquet documents
@@ -37,14 +37,23 @@ def _text_document(out: Batches, cfg: InputConfig, n: int, text, doc_id, url, da
 
 def read_jsonl(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:
     def document(doc: dict, n: int) -> None:
-        _text_document(out, cfg, n, doc.get(cfg.text_field), doc.get(cfg.id_field), doc.get("url"), doc.get("date", doc.get("created")),
-                       doc.get("source_kind"))
+        _text_document(
+            out,
+            cfg,
+            n,
+            doc.get(cfg.text_field),
+            doc.get(cfg.id_field),
+            doc.get("url"),
+            doc.get("date", doc.get("created")),
+            doc.get("source_kind"),
+        )
 
     yield from jsonl_records(path, cfg, out, document)
 
 
-def jsonl_records(path: str, cfg: InputConfig, out: Batches, handle: Callable[[dict, int], None],
-                  count_lines: bool = True) -> Iterator[StageResult]:
+def jsonl_records(
+    path: str, cfg: InputConfig, out: Batches, handle: Callable[[dict, int], None], count_lines: bool = True
+) -> Iterator[StageResult]:
     """Call ``handle(record, line number)`` for each JSON object of a JSON Lines file, yielding full batches.
     A line too long to be a document is skipped without being held (``too_large``), one that is not a JSON
     object is counted (``error:malformed_record``), and a cut or corrupt gzip keeps what was read. The
@@ -85,8 +94,9 @@ def read_parquet(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageRes
             out.file_error("error:corrupt_parquet", "not a readable Parquet file", exc)
             return
         columns = _columns(path, cfg, parquet.schema_arrow.names)
-        yield from _table_documents(parquet.iter_batches(batch_size=cfg.batch_size, columns=columns), cfg, out,
-                                    "error:corrupt_parquet")
+        yield from _table_documents(
+            parquet.iter_batches(batch_size=cfg.batch_size, columns=columns), cfg, out, "error:corrupt_parquet"
+        )
 
 
 def read_arrow(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult]:

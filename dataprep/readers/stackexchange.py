@@ -92,8 +92,15 @@ def _spill(path: str, cfg: InputConfig, out: Batches, db: sqlite3.Connection) ->
         out.drop("error:truncated", id=hash_id(path, -1))
 
 
-def _row(line: bytes, path: str, n: int, cfg: InputConfig, out: Batches, db: sqlite3.Connection,
-         broken_reason: str | None = "error:malformed_record") -> None:
+def _row(
+    line: bytes,
+    path: str,
+    n: int,
+    cfg: InputConfig,
+    out: Batches,
+    db: sqlite3.Connection,
+    broken_reason: str | None = "error:malformed_record",
+) -> None:
     out.bytes_read += len(line)
     try:
         row = ET.fromstring(line).attrib
@@ -107,10 +114,14 @@ def _row(line: bytes, path: str, n: int, cfg: InputConfig, out: Batches, db: sql
     if len(body) > cfg.max_document_bytes:
         out.drop("too_large", id=hash_id(path, n))
     elif kind == QUESTION:
-        db.execute("INSERT OR REPLACE INTO question VALUES (?, ?, ?, ?, ?)",
-                   (post_id, row.get("Title", ""), body, accepted, row.get("CreationDate")))
+        db.execute(
+            "INSERT OR REPLACE INTO question VALUES (?, ?, ?, ?, ?)",
+            (post_id, row.get("Title", ""), body, accepted, row.get("CreationDate")),
+        )
     elif kind == ANSWER and parent is not None:
-        db.execute("INSERT OR REPLACE INTO answer VALUES (?, ?, ?, ?)", (post_id, parent, _score(row.get("Score")), body))
+        db.execute(
+            "INSERT OR REPLACE INTO answer VALUES (?, ?, ?, ?)", (post_id, parent, _score(row.get("Score")), body)
+        )
     else:
         out.counters[f"{RECORDS_SKIPPED}post_type_{kind}"] += 1
 
@@ -140,8 +151,11 @@ def _documents(path: str, cfg: InputConfig, out: Batches, db: sqlite3.Connection
     for qid, title, body, accepted, date in db.execute("SELECT * FROM question ORDER BY id"):
         if out.full():
             yield out.flush()
-        row = {"id": f"{site or 'stackexchange'}-{qid}", "url": f"https://{site}/questions/{qid}" if site else None,
-               "date": date}
+        row = {
+            "id": f"{site or 'stackexchange'}-{qid}",
+            "url": f"https://{site}/questions/{qid}" if site else None,
+            "date": date,
+        }
         parts = [title.strip(), _text(body)]
         for aid, answer in db.execute("SELECT id, body FROM answer WHERE parent = ? ORDER BY score DESC, id", (qid,)):
             parts.append(("Accepted answer:\n" if aid == accepted else "Answer:\n") + _text(answer))

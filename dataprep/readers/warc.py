@@ -12,10 +12,10 @@ import brotli  # a FastWARC dependency
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from dataprep.core.config import InputConfig
-from dataprep.core.storage import open_stream
-from dataprep.readers.batches import Batches, BadInputFile, broken_file_reason, hash_id
-from dataprep.core.stats import RECORDS_SKIPPED
 from dataprep.core.stage import StageResult
+from dataprep.core.stats import RECORDS_SKIPPED
+from dataprep.core.storage import open_stream
+from dataprep.readers.batches import BadInputFile, Batches, broken_file_reason, hash_id
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,9 @@ def read_warc(path: str, cfg: InputConfig, out: Batches) -> Iterator[StageResult
 _STREAM_ERRORS = (OSError, EOFError, zlib.error)  # the file's bytes broke, not one record's content
 
 
-def _read_warc_from(fh, pos: int, gzipped: bool, resync: bool, counted: bool, path: str, cfg: InputConfig, out: Batches):
+def _read_warc_from(
+    fh, pos: int, gzipped: bool, resync: bool, counted: bool, path: str, cfg: InputConfig, out: Batches
+):
     """Read records from byte ``pos``; return where to resume after a break (None: done) and whether
     that break was counted (``counted``: the previous call's was, so the same break met again at
     ``pos`` is not counted twice).
@@ -71,7 +73,9 @@ def _read_warc_from(fh, pos: int, gzipped: bool, resync: bool, counted: bool, pa
             out.bytes_read += record.content_length
             if decision[0] == "broken":
                 resume = _next_record(fh, record.stream_pos + 1, gzipped) if resync else None
-                if resume is None and decision[1] == "error:malformed_record":  # no record follows: the file was cut in it
+                if (
+                    resume is None and decision[1] == "error:malformed_record"
+                ):  # no record follows: the file was cut in it
                     decision = ("truncated", "error:truncated", decision[2])
                 _commit(out, decision)
                 return resume, False
@@ -245,7 +249,9 @@ def _warc_record(record, source: str, cfg: InputConfig) -> tuple[str, str | None
         if not text:
             return "drop", "empty", row
         return "keep", None, {**row, "text": text, "content_type": "text/plain"}
-    body, reason = decode_payload(body, http.get("Transfer-Encoding"), http.get("Content-Encoding"), cfg.max_document_bytes)
+    body, reason = decode_payload(
+        body, http.get("Transfer-Encoding"), http.get("Content-Encoding"), cfg.max_document_bytes
+    )
     if reason is None and not body.strip():
         reason = "empty"
     if reason is None and not content_type and not _sniff_html(body):
@@ -278,7 +284,9 @@ def _meta_charset(body: bytes) -> str | None:
     return match.group(1).decode("ascii").lower() if match else None
 
 
-def decode_payload(body: bytes, transfer_encoding: str | None, content_encoding: str | None, limit: int) -> tuple[bytes, str | None]:
+def decode_payload(
+    body: bytes, transfer_encoding: str | None, content_encoding: str | None, limit: int
+) -> tuple[bytes, str | None]:
     """Undo HTTP chunking and gzip/deflate/br compression, where the bytes still carry them.
 
     Crawlers often decode the payload but keep the headers (Common Crawl does), so each step runs

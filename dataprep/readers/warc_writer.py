@@ -10,8 +10,16 @@ import uuid
 from datetime import datetime
 
 
-def warc_record(record_type: str, headers: dict[str, str | None], block: bytes, *, version: str = "1.1",
-                block_digest: bool = False, payload: bytes | None = None, length_error: int = 0) -> bytes:
+def warc_record(
+    record_type: str,
+    headers: dict[str, str | None],
+    block: bytes,
+    *,
+    version: str = "1.1",
+    block_digest: bool = False,
+    payload: bytes | None = None,
+    length_error: int = 0,
+) -> bytes:
     """One uncompressed record: the version line, ``WARC-Type``, ``headers`` in their order, then the block.
 
     ``Content-Length`` stands where ``headers`` holds it (value None) or else last, off by ``length_error``

@@ -34,23 +34,91 @@ KIND = "wikipedia"
 
 # Template names (lower case, spaces) that mark a disambiguation page, in several language editions.
 DISAMBIGUATION_TEMPLATES = {
-    "disambiguation", "disambig", "dab", "disamb", "dbig", "hndis", "geodis", "surname", "given name",
-    "letter disambiguation", "number disambiguation", "place name disambiguation", "school disambiguation",
-    "begriffsklärung", "homonymie", "desambiguación", "desambiguacao", "desambiguação", "disambigua",
-    "doorverwijspagina", "dp", "ujednoznacznienie", "неоднозначность", "многозначность", "曖昧さ回避",
-    "消歧义", "消歧義", "disambiguazione", "täsmennyssivu", "förgrening", "peker", "flertydig",
+    "disambiguation",
+    "disambig",
+    "dab",
+    "disamb",
+    "dbig",
+    "hndis",
+    "geodis",
+    "surname",
+    "given name",
+    "letter disambiguation",
+    "number disambiguation",
+    "place name disambiguation",
+    "school disambiguation",
+    "begriffsklärung",
+    "homonymie",
+    "desambiguación",
+    "desambiguacao",
+    "desambiguação",
+    "disambigua",
+    "doorverwijspagina",
+    "dp",
+    "ujednoznacznienie",
+    "неоднозначность",
+    "многозначность",
+    "曖昧さ回避",
+    "消歧义",
+    "消歧義",
+    "disambiguazione",
+    "täsmennyssivu",
+    "förgrening",
+    "peker",
+    "flertydig",
 }
 # Link prefixes whose links are not prose: files, categories (several editions). Interlanguage links
 # (``[[fr:...]]``) are recognised by their language-code prefix.
 DROPPED_LINK_PREFIXES = {
-    "file", "image", "media", "category", "datei", "bild", "kategorie", "fichier", "catégorie", "archivo",
-    "imagen", "categoría", "immagine", "categoria", "ficheiro", "arquivo", "bestand", "categorie", "plik",
-    "kategoria", "файл", "изображение", "категория", "ファイル", "画像", "カテゴリ", "文件", "分类", "分類",
+    "file",
+    "image",
+    "media",
+    "category",
+    "datei",
+    "bild",
+    "kategorie",
+    "fichier",
+    "catégorie",
+    "archivo",
+    "imagen",
+    "categoría",
+    "immagine",
+    "categoria",
+    "ficheiro",
+    "arquivo",
+    "bestand",
+    "categorie",
+    "plik",
+    "kategoria",
+    "файл",
+    "изображение",
+    "категория",
+    "ファイル",
+    "画像",
+    "カテゴリ",
+    "文件",
+    "分类",
+    "分類",
 }
 _LANGUAGE_PREFIX = re.compile(r"^[a-z]{2,3}(-[a-z]+)*$")
 # Tags whose content is no prose: references, tables, galleries, formulas, scores, ...
-DROPPED_TAGS = {"ref", "references", "table", "gallery", "math", "chem", "score", "timeline", "imagemap",
-                "syntaxhighlight", "source", "graph", "mapframe", "templatedata", "noinclude"}
+DROPPED_TAGS = {
+    "ref",
+    "references",
+    "table",
+    "gallery",
+    "math",
+    "chem",
+    "score",
+    "timeline",
+    "imagemap",
+    "syntaxhighlight",
+    "source",
+    "graph",
+    "mapframe",
+    "templatedata",
+    "noinclude",
+}
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
 _BLANK_LINES = re.compile(r"\n{3,}")
 HEADING = "\x00"  # marks a section title line (then its level) until empty sections are dropped
@@ -178,7 +246,9 @@ def _parser():
     try:
         import mwparserfromhell
     except ImportError as exc:
-        raise ImportError(f"reading Wikipedia dumps needs mwparserfromhell: {install_command('mwparserfromhell')}") from exc
+        raise ImportError(
+            f"reading Wikipedia dumps needs mwparserfromhell: {install_command('mwparserfromhell')}"
+        ) from exc
     return mwparserfromhell
 
 

@@ -23,15 +23,19 @@ def provided_sections(run: str, folder: str) -> list[Section | None]:
     """The sections installed packages register under ``SECTIONS_GROUP`` for a training run, by name."""
     providers = sorted(entry_points(group=SECTIONS_GROUP), key=lambda ep: ep.name)
     if not providers:
-        print(f"dataprep report: --train-run {run} is left out: no package provides report sections "
-              f"(entry-point group {SECTIONS_GROUP}). The training section comes with ccpretrain's pretrain "
-              "package: reinstall ccpretrain (pip install -e .) to register it.", file=sys.stderr)
+        print(
+            f"dataprep report: --train-run {run} is left out: no package provides report sections "
+            f"(entry-point group {SECTIONS_GROUP}). The training section comes with ccpretrain's pretrain "
+            "package: reinstall ccpretrain (pip install -e .) to register it.",
+            file=sys.stderr,
+        )
         return []
     return [ep.load()(run, folder) for ep in providers]
 
 
-def build_report(output_dir: str, dest: str | None = None, train_run: str | None = None,
-                 max_docs: int = 1_000_000) -> tuple[str, str]:
+def build_report(
+    output_dir: str, dest: str | None = None, train_run: str | None = None, max_docs: int = 1_000_000
+) -> tuple[str, str]:
     """Write ``report.html``, ``report.md`` and their PNGs into ``dest`` (default OUTPUT_DIR/report)."""
     if dest is None and is_url(output_dir):
         raise UsageError("the pipeline output is remote: give a local folder for the report with --out")
@@ -43,21 +47,48 @@ def build_report(output_dir: str, dest: str | None = None, train_run: str | None
     charts = Charts(dest)
     sample, total = read_corpus_sample(join_path(output_dir, "corpus"), max_docs)
     manifests = find_manifests(output_dir)
-    sections = [sec.summary(output_dir, doc, stats, total, manifests, sample), sec.funnel(stats, charts), sec.redactions(stats),
-                sec.rules(stats, drop_examples(output_dir), charts),
-                sec.sources(sample, total, stats, source_funnel(output_dir)), sec.cross_source(stats)]
+    sections = [
+        sec.summary(output_dir, doc, stats, total, manifests, sample),
+        sec.funnel(stats, charts),
+        sec.redactions(stats),
+        sec.rules(stats, drop_examples(output_dir), charts),
+        sec.sources(sample, total, stats, source_funnel(output_dir)),
+        sec.cross_source(stats),
+    ]
     if sample is not None:
         sections += [
             sec.languages(sample, charts),
-            sec.distribution(sample, charts, "Document length", "lengths.png", ("chars", "num_tokens"),
-                             "characters (and tokens) per document", log_x=True),
-            sec.distribution(sample, charts, "Perplexity", "perplexity.png", ("perplexity",),
-                             "perplexity under the n-gram model", log_x=True, category="ppl_bucket"),
+            sec.distribution(
+                sample,
+                charts,
+                "Document length",
+                "lengths.png",
+                ("chars", "num_tokens"),
+                "characters (and tokens) per document",
+                log_x=True,
+            ),
+            sec.distribution(
+                sample,
+                charts,
+                "Perplexity",
+                "perplexity.png",
+                ("perplexity",),
+                "perplexity under the n-gram model",
+                log_x=True,
+                category="ppl_bucket",
+            ),
             sec.duplicates(sample, charts),
             sec.rehydration(sample, manifests, charts),
             sec.pii(sample),
-            sec.distribution(sample, charts, "Toxicity", "toxicity.png", sec.TOXICITY_SCORES,
-                             "flagged-word fraction / classifier probability", totals=("toxicity_removed",)),
+            sec.distribution(
+                sample,
+                charts,
+                "Toxicity",
+                "toxicity.png",
+                sec.TOXICITY_SCORES,
+                "flagged-word fraction / classifier probability",
+                totals=("toxicity_removed",),
+            ),
         ]
     sections.append(sec.tokens(manifests, charts))
     if train_run:

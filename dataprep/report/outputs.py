@@ -53,8 +53,11 @@ def read_corpus_sample(corpus_dir: str, max_docs: int) -> tuple[pa.Table | None,
     if not exists(corpus_dir):
         return None, 0
     dataset = _dataset(corpus_dir)
-    names = [f.name for f in dataset.schema
-             if f.name in CATEGORIES or pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
+    names = [
+        f.name
+        for f in dataset.schema
+        if f.name in CATEGORIES or pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+    ]
     has_text = "text" in dataset.schema.names
     fragments = list(dataset.get_fragments())
     random.Random(0).shuffle(fragments)
@@ -68,11 +71,15 @@ def read_corpus_sample(corpus_dir: str, max_docs: int) -> tuple[pa.Table | None,
             table = table.drop_columns(["text"]).append_column("chars", chars)
         tables.append(table)
         n += table.num_rows
-    sample = pa.concat_tables(tables, promote_options="permissive") if tables else dataset.schema.empty_table().select(names)
+    sample = (
+        pa.concat_tables(tables, promote_options="permissive") if tables else dataset.schema.empty_table().select(names)
+    )
     return sample, dataset.count_rows()
 
 
-def drop_examples(output_dir: str, per_reason: int = 3, max_rows: int = 1_000_000, snippet: int = 160) -> dict[tuple, list[str]]:
+def drop_examples(
+    output_dir: str, per_reason: int = 3, max_rows: int = 1_000_000, snippet: int = 160
+) -> dict[tuple, list[str]]:
     """Up to ``per_reason`` dropped documents per (stage, reason), scanning each step's data: the URL,
     and the start of the text where the run kept dropped text (``output.write_dropped``), so a reader
     sees what each rule removed."""

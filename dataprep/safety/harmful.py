@@ -35,9 +35,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from dataprep.safety.word_lists import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
+from dataprep.safety.word_lists import ASSETS, WordList, fold, lang_key, load_lists, prepare, tokens_of, word_list
 
 DEFAULT_LISTS = ASSETS / "harmful"
 CATEGORIES = ("adult", "gambling")
@@ -58,6 +58,7 @@ class Tiers(NamedTuple):
     explicit: WordList
     ambiguous: WordList | None
 
+
 _ID = r"[a-z0-9][a-z0-9_.-]{4,31}"
 _CONTACT_IDS = re.compile(
     r"(?:qq|扣扣|企鹅)\s*(?:号码|号|群)?\s*[:：]?\s*(?P<qq>[1-9]\d{4,10})(?!\d)"
@@ -65,7 +66,23 @@ _CONTACT_IDS = re.compile(
     rf"|(?:t\.me/|telegram\s*[:：]?\s*@?|tg\s*[:：]\s*@?|飞机\s*[:：]?\s*@?)(?P<tg>{_ID})"
     rf"|line\s*(?:id)?\s*[:：]\s*@?(?P<line>{_ID})"
 )
-_CONTACT_KEYS = ("qq", "扣扣", "企鹅", "信", "weixin", "wechat", "vx", "wx", "加v", "加微", "t.me/", "telegram", "tg", "飞机", "line")
+_CONTACT_KEYS = (
+    "qq",
+    "扣扣",
+    "企鹅",
+    "信",
+    "weixin",
+    "wechat",
+    "vx",
+    "wx",
+    "加v",
+    "加微",
+    "t.me/",
+    "telegram",
+    "tg",
+    "飞机",
+    "line",
+)
 _DIGIT_RUN = re.compile(r"\d{3}")
 # Phone numbers in the forms spam uses (Chinese mobiles and landlines, international +, Russian 8 (xxx)),
 # not any digit run: lists of years or page numbers must not look like phones.
@@ -82,7 +99,9 @@ _WORD = re.compile(r"[^\W\d_]{3,}")
 
 
 @lru_cache(maxsize=8)
-def load_category_lists(use_default: bool, extra: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]) -> dict[str, dict[str, Tiers]]:
+def load_category_lists(
+    use_default: bool, extra: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]
+) -> dict[str, dict[str, Tiers]]:
     """Category -> language -> Tiers (shipped lists plus extra files, which count as explicit)."""
     extra_by_cat = {cat: {lang: list(paths) for lang, paths in langs} for cat, langs in extra}
     out = {}
@@ -91,7 +110,10 @@ def load_category_lists(use_default: bool, extra: tuple[tuple[str, tuple[tuple[s
         ambiguous = load_lists(DEFAULT_LISTS / cat / AMBIGUOUS, None, use_default)
         ambiguous[ALL] = [w for e in ambiguous.values() for w in e]
         explicit[ALL] = [w for e in explicit.values() for w in e]
-        out[cat] = {lang: Tiers(word_list(e), word_list(ambiguous[lang]) if ambiguous.get(lang) else None) for lang, e in explicit.items()}
+        out[cat] = {
+            lang: Tiers(word_list(e), word_list(ambiguous[lang]) if ambiguous.get(lang) else None)
+            for lang, e in explicit.items()
+        }
     return out
 
 
@@ -109,7 +131,9 @@ def densest_window(matches: list[tuple[int, float]], chars: int, tokens: int, wi
     return float(np.max(cumulative[ends] - cumulative[:-1])) / window
 
 
-def vocabulary_signals(tiers: Tiers, prepared: str, tokens: Counter, window: int, ambiguous_weight: float) -> tuple[float, int]:
+def vocabulary_signals(
+    tiers: Tiers, prepared: str, tokens: Counter, window: int, ambiguous_weight: float
+) -> tuple[float, int]:
     """(density, distinct explicit entries) of one category on a page: see the module docstring."""
     total = tokens.total()
     if not total or not tiers.explicit.flagged(prepared, tokens):
@@ -160,13 +184,21 @@ class HarmfulContent(DocumentStage):
         description="category -> distinct explicit entries at which to drop; null: never",
     )
     window_tokens: int = Field(200, ge=10, description="tokens of the densest window whose density counts")
-    single_entry_factor: float = Field(3.0, ge=1, description="multiple of the threshold for pages using one explicit entry only")
-    ambiguous_weight: float = Field(0.5, ge=0, le=1, description="weight of an ambiguous entry's tokens (on pages with explicit ones)")
+    single_entry_factor: float = Field(
+        3.0, ge=1, description="multiple of the threshold for pages using one explicit entry only"
+    )
+    ambiguous_weight: float = Field(
+        0.5, ge=0, le=1, description="weight of an ambiguous entry's tokens (on pages with explicit ones)"
+    )
     max_contacts: int | None = Field(4, ge=1, description="contact mentions at which to drop; null: never")
     max_contacts_with_vocabulary: int = Field(2, ge=1, description="the same, for pages at half a category threshold")
-    max_title_stuffing: float | None = Field(0.6, gt=0, le=1, description="share of title segments repeating a keyword; null: never")
+    max_title_stuffing: float | None = Field(
+        0.6, gt=0, le=1, description="share of title segments repeating a keyword; null: never"
+    )
     use_default_lists: bool = True
-    word_lists: dict[str, dict[str, list[str]]] = Field(default_factory=dict, description="category -> language -> extra list files")
+    word_lists: dict[str, dict[str, list[str]]] = Field(
+        default_factory=dict, description="category -> language -> extra list files"
+    )
     action: str = Field("drop", pattern="^(drop|annotate)$")
     lang_column: str = "lang"
 
@@ -192,7 +224,9 @@ class HarmfulContent(DocumentStage):
         threshold = self.threshold(category, lang)
         return threshold * self.single_entry_factor if threshold and distinct == 1 else threshold
 
-    def score(self, text: str, title: str, lang: str, lists: dict[str, dict[str, Tiers]]) -> tuple[dict[str, float | int | None], str | None]:
+    def score(
+        self, text: str, title: str, lang: str, lists: dict[str, dict[str, Tiers]]
+    ) -> tuple[dict[str, float | int | None], str | None]:
         """The page's signals and the signal that drops it (or None)."""
         signals: dict[str, float | int | None] = {}
         ratios: dict[str, float] = {}
@@ -224,11 +258,18 @@ class HarmfulContent(DocumentStage):
         return signals, (worst if worst and ratios[worst] >= 1 else None)
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        extra = tuple((cat, tuple((lang, tuple(p)) for lang, p in sorted(langs.items()))) for cat, langs in sorted(self.word_lists.items()))
+        extra = tuple(
+            (cat, tuple((lang, tuple(p)) for lang, p in sorted(langs.items())))
+            for cat, langs in sorted(self.word_lists.items())
+        )
         lists = load_category_lists(self.use_default_lists, extra)
         texts = [t or "" for t in batch.column("text").to_pylist()]
         titles = batch.column("title").to_pylist() if "title" in batch.column_names else [None] * len(texts)
-        langs = batch.column(self.lang_column).to_pylist() if self.lang_column in batch.column_names else [None] * len(texts)
+        langs = (
+            batch.column(self.lang_column).to_pylist()
+            if self.lang_column in batch.column_names
+            else [None] * len(texts)
+        )
         columns: dict[str, list] = {f.name: [] for f in self.output_fields()}
         reasons: list[str | None] = []
         for text, title, lang in zip(texts, titles, langs):
@@ -242,4 +283,3 @@ class HarmfulContent(DocumentStage):
         for field in self.output_fields():
             batch = with_column(batch, field.name, columns[field.name], field.type)
         return batch, reasons
-

@@ -69,9 +69,13 @@ _PHONE_PATTERNS = [
     re.compile(r"(?<![0-9A-Za-z+])(?:\+?86[ \-]?)?1[3-9]\d([ \-]?)\d{4}\1\d{4}" + _R),
 ]
 # After a phone keyword, looser forms count too: 2345 6789, 912 345 678, 8 (495) 123-45-67
-_PHONE_LOOSE = re.compile(_L + r"(?:\+?\d{1,14}|\(\d{1,5}\))(?:(?:" + _SEP + r"|[ ]?\(\d{1,5}\)[ ]?)\d{1,10}){0,6}" + _R)
+_PHONE_LOOSE = re.compile(
+    _L + r"(?:\+?\d{1,14}|\(\d{1,5}\))(?:(?:" + _SEP + r"|[ ]?\(\d{1,5}\)[ ]?)\d{1,10}){0,6}" + _R
+)
 # A date (with a four-digit year) or a year range is not a phone, even after "call".
-_DATE_START = re.compile(r"\d{1,2}([./\-])\d{1,2}\1(?:19|20)\d\d|(?:19|20)\d\d([./\-])\d{1,2}\2\d{1,2}|(?:19|20)\d\d\s?[\-/]\s?(?:19|20)?\d\d\b")
+_DATE_START = re.compile(
+    r"\d{1,2}([./\-])\d{1,2}\1(?:19|20)\d\d|(?:19|20)\d\d([./\-])\d{1,2}\2\d{1,2}|(?:19|20)\d\d\s?[\-/]\s?(?:19|20)?\d\d\b"
+)
 _IPV4 = re.compile(r"(?<![0-9A-Za-z.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9A-Za-z])(?!\.\d)")
 _IPV6 = re.compile(r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Za-z:])")
 _GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
@@ -80,10 +84,14 @@ _CARD = re.compile(
 )
 _IBAN = re.compile(r"[A-Z](?<![0-9A-Za-z][A-Z])[A-Z]\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?(?![0-9A-Za-z])")
 _SSN = re.compile(_L + r"(\d{3})([\- ]?)(\d{2})\2(\d{4})" + _R)
-_CN_ID = re.compile(r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx](?![0-9A-Za-z])")
+_CN_ID = re.compile(
+    r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx](?![0-9A-Za-z])"
+)
 
 # A number right before one of these is an amount, not a phone or card number.
-_AMOUNT_AFTER = re.compile(r"\s?(?:元|块|円|万|亿|億|%|％|€|\$|¥|dollars?\b|euros?\b|usd\b|eur\b|rmb\b|yuan\b)", re.IGNORECASE)
+_AMOUNT_AFTER = re.compile(
+    r"\s?(?:元|块|円|万|亿|億|%|％|€|\$|¥|dollars?\b|euros?\b|usd\b|eur\b|rmb\b|yuan\b)", re.IGNORECASE
+)
 # Context: the words right before a number (after its last digit or line break) say what it is.
 _PHONE_WORDS = {"tel", "tél", "phone", "ph", "fax", "mobile", "mob", "cell", "call", "whatsapp", "handy", "tlf",
                 "contact", "ring", "bel", "móvil", "movil", "celular", "cellulare", "portable", "mobiel", "mobil",
@@ -99,7 +107,26 @@ _THING_WORDS = {"order", "invoice", "tracking", "shipment", "isbn", "issn", "ean
                 "doi", "pmid", "arxiv", "commande", "facture", "pedido", "factura"}  # fmt: skip
 _THING_STEMS = ("ref", "bestell", "rechnung", "auftrag", "artikel", "заказ")
 _THING_CJK = ("订单", "單號", "单号", "编号", "編號", "流水号", "货号", "运单", "快递单", "發票", "发票", "注文番号")
-_FILLERS = {"no", "nr", "number", "num", "id", "code", "n", "is", "was", "ist", "est", "es", "è", "é", "de", "号", "號", "番号"}
+_FILLERS = {
+    "no",
+    "nr",
+    "number",
+    "num",
+    "id",
+    "code",
+    "n",
+    "is",
+    "was",
+    "ist",
+    "est",
+    "es",
+    "è",
+    "é",
+    "de",
+    "号",
+    "號",
+    "番号",
+}
 _WORD = re.compile(r"[^\W\d_]+")
 _NO_DIGIT_RUN = re.compile(r"[^\d\n]*")
 
@@ -124,12 +151,83 @@ def _is_thing_label(words: list[str]) -> bool:
 
 
 _IBAN_LENGTHS = dict(
-    AD=24, AE=23, AL=28, AT=20, AZ=28, BA=20, BE=16, BG=22, BH=22, BR=29, BY=28, CH=21, CR=22, CY=28,
-    CZ=24, DE=22, DK=18, DO=28, EE=20, EG=29, ES=24, FI=18, FO=18, FR=27, GB=22, GE=22, GI=23, GL=18,
-    GR=27, GT=28, HR=21, HU=28, IE=22, IL=23, IQ=23, IS=26, IT=27, JO=30, KW=30, KZ=20, LB=28, LC=32,
-    LI=21, LT=20, LU=20, LV=21, MC=27, MD=24, ME=22, MK=19, MR=27, MT=31, MU=30, NL=18, NO=15, PK=24,
-    PL=28, PS=29, PT=25, QA=29, RO=24, RS=22, SA=24, SC=31, SE=24, SI=19, SK=24, SM=27, ST=25, SV=28,
-    TL=23, TN=24, TR=26, UA=29, VA=22, VG=24, XK=20,
+    AD=24,
+    AE=23,
+    AL=28,
+    AT=20,
+    AZ=28,
+    BA=20,
+    BE=16,
+    BG=22,
+    BH=22,
+    BR=29,
+    BY=28,
+    CH=21,
+    CR=22,
+    CY=28,
+    CZ=24,
+    DE=22,
+    DK=18,
+    DO=28,
+    EE=20,
+    EG=29,
+    ES=24,
+    FI=18,
+    FO=18,
+    FR=27,
+    GB=22,
+    GE=22,
+    GI=23,
+    GL=18,
+    GR=27,
+    GT=28,
+    HR=21,
+    HU=28,
+    IE=22,
+    IL=23,
+    IQ=23,
+    IS=26,
+    IT=27,
+    JO=30,
+    KW=30,
+    KZ=20,
+    LB=28,
+    LC=32,
+    LI=21,
+    LT=20,
+    LU=20,
+    LV=21,
+    MC=27,
+    MD=24,
+    ME=22,
+    MK=19,
+    MR=27,
+    MT=31,
+    MU=30,
+    NL=18,
+    NO=15,
+    PK=24,
+    PL=28,
+    PS=29,
+    PT=25,
+    QA=29,
+    RO=24,
+    RS=22,
+    SA=24,
+    SC=31,
+    SE=24,
+    SI=19,
+    SK=24,
+    SM=27,
+    ST=25,
+    SV=28,
+    TL=23,
+    TN=24,
+    TR=26,
+    UA=29,
+    VA=22,
+    VG=24,
+    XK=20,
 )
 _CN_REGIONS = {11, 12, 13, 14, 15, 21, 22, 23, 31, 32, 33, 34, 35, 36, 37, 41, 42, 43, 44, 45, 46, 50,
                51, 52, 53, 54, 61, 62, 63, 64, 65, 71, 81, 82, 83, 91}  # fmt: skip
@@ -252,7 +350,11 @@ def _numeric_spans(text: str, pos: int, endpos: int, types, digits: int, dots: i
         for m in _SSN.finditer(text, pos, endpos):
             words = _words_before(text, m.start())
             formatted = m.group(2) == "-" or "ssn" in words[-3:] or "security" in words[-3:]
-            if formatted and _ssn_ok(m.group(1), m.group(3), m.group(4)) and not _labelled_not_pii(text, m.start(), m.end()):
+            if (
+                formatted
+                and _ssn_ok(m.group(1), m.group(3), m.group(4))
+                and not _labelled_not_pii(text, m.start(), m.end())
+            ):
                 spans.append(Span(m.start(), m.end(), "ssn"))
     if "ip" in types and dots >= 3:
         for m in _IPV4.finditer(text, pos, endpos):

@@ -24,10 +24,10 @@ from typing import Literal
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from dataprep.core.storage import resolve_asset
-from dataprep.safety.word_lists import ASSETS, WordList, lang_key, load_lists, word_list
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
+from dataprep.core.storage import resolve_asset
+from dataprep.safety.word_lists import ASSETS, WordList, lang_key, load_lists, word_list
 
 DEFAULT_LISTS = ASSETS / "toxic_words"
 _SENTENCE = re.compile(r"[^\n.!?。！？]*(?:[.!?]+(?=\s|$)|[。！？]+|\n|$)[^\S\n]*\n?")
@@ -63,13 +63,21 @@ class ToxicityFilter(DocumentStage):
 
     action: Literal["drop", "remove_lines", "annotate"] = "drop"
     unit: Literal["line", "sentence"] = "line"  # what remove_lines removes and the model scores
-    words_threshold: float | None = Field(0.02, ge=0, le=1, description="flagged-token fraction above which to act; null: never")
-    words_thresholds: dict[str, float] = Field(default_factory=dict, description="per-language overrides of words_threshold")
+    words_threshold: float | None = Field(
+        0.02, ge=0, le=1, description="flagged-token fraction above which to act; null: never"
+    )
+    words_thresholds: dict[str, float] = Field(
+        default_factory=dict, description="per-language overrides of words_threshold"
+    )
     model: Literal["profanity_check", "fasttext", "none"] = "profanity_check"
     model_path: str | None = None  # fastText model from `dataprep train-classifier`
     model_label: str = "toxic"  # the fastText label whose probability is the score
-    model_languages: list[str] | None = Field(None, description="languages the model scores; default: en for profanity_check, all for fasttext")
-    model_threshold: float | None = Field(0.8, ge=0, le=1, description="model probability above which to act; null: never")
+    model_languages: list[str] | None = Field(
+        None, description="languages the model scores; default: en for profanity_check, all for fasttext"
+    )
+    model_threshold: float | None = Field(
+        0.8, ge=0, le=1, description="model probability above which to act; null: never"
+    )
     use_default_lists: bool = True
     word_lists: dict[str, list[str]] = Field(default_factory=dict, description="extra list files per language code")
     lang_column: str = "lang"
@@ -109,7 +117,9 @@ class ToxicityFilter(DocumentStage):
         return _fasttext(resolve_asset(self.model_path)).score(units, self.model_label)
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        lists = load_word_lists(self.use_default_lists, tuple((k, tuple(v)) for k, v in sorted(self.word_lists.items())))
+        lists = load_word_lists(
+            self.use_default_lists, tuple((k, tuple(v)) for k, v in sorted(self.word_lists.items()))
+        )
         texts = [t or "" for t in batch.column("text").to_pylist()]
         if self.lang_column in batch.column_names:
             langs = [lang_key(x) if x else ALL for x in batch.column(self.lang_column).to_pylist()]
@@ -118,7 +128,9 @@ class ToxicityFilter(DocumentStage):
         model_langs = self._model_languages()
         units = [split_units(t, self.unit) for t in texts]
         # one model call for every unit of the batch that needs a score
-        applies = [self.model != "none" and (model_langs is None or lang in model_langs or lang == ALL) for lang in langs]
+        applies = [
+            self.model != "none" and (model_langs is None or lang in model_langs or lang == ALL) for lang in langs
+        ]
         to_score, owners = [], []
         for i, doc_units in enumerate(units):
             if applies[i]:

@@ -29,10 +29,10 @@ import xxhash
 from pydantic import Field, field_validator
 
 from dataprep.core.errors import MissingPath
-from dataprep.core.storage import resolve_asset
-from dataprep.safety.word_lists import ASSETS, literal_union
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage
+from dataprep.core.storage import resolve_asset
+from dataprep.safety.word_lists import ASSETS, literal_union
 
 DEFAULT_BLOCKLISTS = ASSETS / "blocklists"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -120,7 +120,9 @@ def _category_dirs(root: str) -> dict[str, str]:
         raise MissingPath(f"blocklist folder {root!r} does not exist")
     if any(os.path.isfile(os.path.join(root, name)) for name in ("domains", "domains.gz")):
         return {os.path.basename(os.path.normpath(root)): root}
-    return {name: os.path.join(root, name) for name in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, name))}
+    return {
+        name: os.path.join(root, name) for name in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, name))
+    }
 
 
 def _sources(root: str) -> Iterator[tuple[str, str, Iterator[str]]]:
@@ -185,8 +187,12 @@ def _suffixes(host: str) -> list[str]:
 class UrlFilter(DocumentStage):
     """Drop documents from blocklisted domains or with banned words in the URL."""
 
-    blocklists: list[str] = Field(default_factory=list, description="UT1-layout folders (root or one category) or UT1 tarballs")
-    categories: list[str] | None = Field(["adult", "gambling", "ut1"], description="categories to apply; null = all found")
+    blocklists: list[str] = Field(
+        default_factory=list, description="UT1-layout folders (root or one category) or UT1 tarballs"
+    )
+    categories: list[str] | None = Field(
+        ["adult", "gambling", "ut1"], description="categories to apply; null = all found"
+    )
     use_default_lists: bool = True  # include the small lists shipped with the package
     soft_word_threshold: int = Field(2, ge=1, description="distinct soft words in a URL needed to drop it")
     allow_domains: list[str] = Field(default_factory=list, description="never drop these domains or their subdomains")
@@ -204,7 +210,9 @@ class UrlFilter(DocumentStage):
         return paths
 
     def _lists(self) -> dict[str, Category]:
-        roots = ([str(DEFAULT_BLOCKLISTS)] if self.use_default_lists else []) + [os.path.abspath(resolve_asset(p)) for p in self.blocklists]
+        roots = ([str(DEFAULT_BLOCKLISTS)] if self.use_default_lists else []) + [
+            os.path.abspath(resolve_asset(p)) for p in self.blocklists
+        ]
         return load_categories(tuple(roots), tuple(self.categories) if self.categories is not None else None)
 
     def asset_paths(self) -> list[str]:

@@ -167,7 +167,9 @@ def lang_key(lang: str | None) -> str:
     return (lang or "").replace("_", "-").split("-")[0].lower()
 
 
-def load_lists(folder: Path, extra: dict[str, list[str]] | None = None, use_default: bool = True) -> dict[str, list[str]]:
+def load_lists(
+    folder: Path, extra: dict[str, list[str]] | None = None, use_default: bool = True
+) -> dict[str, list[str]]:
     """Language -> entries from ``folder/<lang>.txt`` (when ``use_default``) plus extra list files."""
     entries: dict[str, list[str]] = {}
     if use_default:

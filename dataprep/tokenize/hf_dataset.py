@@ -19,9 +19,13 @@ def iterable_dataset(directory: str):
     try:
         import datasets
     except ModuleNotFoundError:
-        raise ModuleNotFoundError("token shards as a Hugging Face dataset need `pip install 'ccpretrain[hf]'`", name="datasets") from None
+        raise ModuleNotFoundError(
+            "token shards as a Hugging Face dataset need `pip install 'ccpretrain[hf]'`", name="datasets"
+        ) from None
     shards = open_dataset(directory)  # validates every shard against the manifest up front
-    features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value(str(shards[0].dtype) if shards else "int32"))})
+    features = datasets.Features(
+        {"input_ids": datasets.Sequence(datasets.Value(str(shards[0].dtype) if shards else "int32"))}
+    )
     prefixes = [os.path.abspath(s.prefix) for s in shards]
     return datasets.IterableDataset.from_generator(_documents, features=features, gen_kwargs={"prefixes": prefixes})
 

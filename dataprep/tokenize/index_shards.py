@@ -19,7 +19,9 @@ from dataprep.tokenize.shards import IndexedShard
 from dataprep.tokenize.verify import file_sha256, scan_bin
 
 
-def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = None, tokenizer: str | None = None) -> dict:
+def index_shards(
+    directory: str, vocab_size: int, eos: int, bos: int | None = None, tokenizer: str | None = None
+) -> dict:
     """Validate every shard pair in ``directory`` and write its manifest; returns the manifest."""
     if not os.path.isdir(directory):
         raise MissingPath(f"{directory}: not a folder (give the folder of .idx/.bin shard pairs)")
@@ -32,21 +34,35 @@ def index_shards(directory: str, vocab_size: int, eos: int, bos: int | None = No
         prefix = os.path.join(directory, name)
         bin_sha256, found = scan_bin(prefix + ".bin", shard.dtype, vocab_size)
         if found:
-            raise UsageError(f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
-                             f"--vocab-size {vocab_size}: give the vocabulary size of the tokenizer the shards were made with")
+            raise UsageError(
+                f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
+                f"--vocab-size {vocab_size}: give the vocabulary size of the tokenizer the shards were made with"
+            )
         dtypes.add(str(shard.dtype))
-        shards.append({"name": name, "documents": shard.num_docs, "tokens": shard.num_tokens,
-                       "bin_bytes": os.path.getsize(prefix + ".bin"), "idx_bytes": os.path.getsize(prefix + ".idx"),
-                       "bin_sha256": bin_sha256, "idx_sha256": file_sha256(prefix + ".idx")})
+        shards.append(
+            {
+                "name": name,
+                "documents": shard.num_docs,
+                "tokens": shard.num_tokens,
+                "bin_bytes": os.path.getsize(prefix + ".bin"),
+                "idx_bytes": os.path.getsize(prefix + ".idx"),
+                "bin_sha256": bin_sha256,
+                "idx_sha256": file_sha256(prefix + ".idx"),
+            }
+        )
     if len(dtypes) > 1:
         raise UsageError(f"{directory}: shards use different token dtypes ({', '.join(sorted(dtypes))})")
     special = {"eos": eos, **({"bos": bos} if bos is not None else {})}
     for key, value in special.items():
         if not 0 <= value < vocab_size:
             raise UsageError(f"--{key} {value} is not a token id below --vocab-size {vocab_size}")
-    described = {"type": "external", "vocab_size": vocab_size, "special_ids": special,
-                 "model_sha256": file_sha256(tokenizer) if tokenizer else None,
-                 "source": os.path.basename(tokenizer) if tokenizer else None}
+    described = {
+        "type": "external",
+        "vocab_size": vocab_size,
+        "special_ids": special,
+        "model_sha256": file_sha256(tokenizer) if tokenizer else None,
+        "source": os.path.basename(tokenizer) if tokenizer else None,
+    }
     (dtype,) = dtypes
     if np.dtype(dtype).itemsize < dtype_for_vocab(vocab_size).itemsize:
         raise UsageError(f"{directory}: {dtype} tokens cannot hold a vocabulary of {vocab_size}")

@@ -65,7 +65,10 @@ def _unique_counts(shards: list[dict]) -> dict:
     shard says; shards indexed from elsewhere do not)."""
     if not shards or not all("unique_tokens" in s for s in shards):
         return {}
-    return {"unique_documents": sum(s["unique_documents"] for s in shards), "unique_tokens": sum(s["unique_tokens"] for s in shards)}
+    return {
+        "unique_documents": sum(s["unique_documents"] for s in shards),
+        "unique_tokens": sum(s["unique_tokens"] for s in shards),
+    }
 
 
 def write_manifest(directory: str, manifest: dict) -> str:
@@ -93,7 +96,12 @@ def finish_dataset(directory: str, shards: list[dict], tokenizer, prefix: str, e
     fs, _, (root,) = fsspec.get_fs_token_paths(directory)
     for path in fs.ls(root, detail=False):
         name = os.path.basename(path.rstrip("/"))
-        if name.startswith(prefix) and name.endswith((".bin", ".idx")) and name not in keep or name.startswith(f".tmp-{prefix}"):
+        if (
+            name.startswith(prefix)
+            and name.endswith((".bin", ".idx"))
+            and name not in keep
+            or name.startswith(f".tmp-{prefix}")
+        ):
             fs.rm(path)
     write_manifest(directory, manifest)
     return manifest

@@ -31,7 +31,10 @@ def export_nanogpt(directory: str, out_dir: str, val_fraction: float = 0.0005) -
     n_val = min(total - 1, math.ceil(total * val_fraction)) if total > 1 else 0
     n_train = total - n_val
     counts = {"train": 0, "val": 0}
-    with atomic_output(os.path.join(out_dir, "train.bin")) as train_tmp, atomic_output(os.path.join(out_dir, "val.bin")) as val_tmp:
+    with (
+        atomic_output(os.path.join(out_dir, "train.bin")) as train_tmp,
+        atomic_output(os.path.join(out_dir, "val.bin")) as val_tmp,
+    ):
         with open(train_tmp, "wb") as train, open(val_tmp, "wb") as val:
             seen = 0
             for shard in shards:

@@ -237,7 +237,9 @@ def parse_index(name: str, index) -> tuple[np.dtype, np.ndarray, np.ndarray, np.
         raise ShardError(f"shard {name}: .idx is {idx_size} bytes, shorter than the {HEADER.size}-byte header")
     magic, version, code, n_seq, n_doc = HEADER.unpack(bytes(index[: HEADER.size]))
     if magic != MAGIC:
-        raise ShardError(f"shard {name}: bad magic {magic!r} in .idx (expected {MAGIC!r}): not a Megatron indexed dataset")
+        raise ShardError(
+            f"shard {name}: bad magic {magic!r} in .idx (expected {MAGIC!r}): not a Megatron indexed dataset"
+        )
     if version != VERSION:
         raise ShardError(f"shard {name}: .idx version {version}, only version {VERSION} is supported")
     if code not in CODE_DTYPES:
@@ -289,11 +291,14 @@ class IndexedShard(ShardIndex):
             if not os.path.exists(path):
                 raise ShardError(f"shard {self.name}: .{path.rsplit('.', 1)[1]} is missing ({path})")
         self.dtype, self.doc_lengths, self.doc_offsets, self.document_indices = parse_index(
-            self.name, np.memmap(idx_path, dtype=np.uint8, mode="r") if os.path.getsize(idx_path) else b"")
+            self.name, np.memmap(idx_path, dtype=np.uint8, mode="r") if os.path.getsize(idx_path) else b""
+        )
         bin_size = os.path.getsize(bin_path)
         want = int(self.doc_offsets[-1]) * self.dtype.itemsize
         if bin_size != want:
-            raise ShardError(f"shard {self.name}: .bin is {bin_size} bytes but .idx describes {want}: truncated or mismatched")
+            raise ShardError(
+                f"shard {self.name}: .bin is {bin_size} bytes but .idx describes {want}: truncated or mismatched"
+            )
         little = self.dtype.newbyteorder("<")
         self.tokens = np.memmap(bin_path, dtype=little, mode="r") if bin_size else np.zeros(0, dtype=little)
 

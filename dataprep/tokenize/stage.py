@@ -29,12 +29,12 @@ import pyarrow as pa
 import xxhash
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.applier import Applier
-from dataprep.core.storage import exists, join_path, read_text
+from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.registry import register
 from dataprep.core.sampling import sample_texts
 from dataprep.core.stage import GlobalStage, with_column
+from dataprep.core.storage import exists, join_path, read_text
 from dataprep.tokenize.manifest import MANIFEST_NAME, TOKENIZER_DIR, begin_dataset, finish_dataset
 from dataprep.tokenize.shards import ShardWriter, dtype_for_vocab
 from dataprep.tokenize.tokenizer import META_NAME, MODEL_NAME, Tokenizer, tokenizer_exists, train_tokenizer
@@ -49,11 +49,17 @@ class TokenizerTraining(BaseModel):
     """How to train the tokenizer when the stage's ``tokenizer`` folder does not exist yet."""
 
     model_config = ConfigDict(extra="forbid")
-    vocab_size: int = Field(32_000, gt=260, description="at most this many pieces: a sample too small for it gives the largest "
-                            "vocabulary it supports, with a warning")
+    vocab_size: int = Field(
+        32_000,
+        gt=260,
+        description="at most this many pieces: a sample too small for it gives the largest "
+        "vocabulary it supports, with a warning",
+    )
     exact_vocab_size: bool = Field(False, description="a sample too small for vocab_size is an error instead")
     model_type: Literal["bpe", "unigram"] = "bpe"
-    sample_documents: int = Field(100_000, gt=0, description="uniform sample of the corpus, drawn by text hash (the same in memory and on Spark)")
+    sample_documents: int = Field(
+        100_000, gt=0, description="uniform sample of the corpus, drawn by text hash (the same in memory and on Spark)"
+    )
     input_sentence_size: int = Field(0, ge=0, description="SentencePiece's own sentence cap; 0 = all")
     character_coverage: float = Field(0.9995, gt=0, le=1)
     seed: int = 0
@@ -76,15 +82,20 @@ class TokenizerTraining(BaseModel):
 class Tokenize(GlobalStage):
     """Encode documents and write Megatron ``.bin``/``.idx`` shards and ``manifest.json``."""
 
-    tokenizer: str | None = Field(None, description="tokenizer folder (tokenizer.model + tokenizer_meta.json, or a Hugging Face "
-                                  "tokenizer.json); default: <output>/tokenizer, where `train:` trains one")
+    tokenizer: str | None = Field(
+        None,
+        description="tokenizer folder (tokenizer.model + tokenizer_meta.json, or a Hugging Face "
+        "tokenizer.json); default: <output>/tokenizer, where `train:` trains one",
+    )
     train: TokenizerTraining | None = Field(None, description="train the tokenizer first when its folder is empty")
     output_dir: str | None = Field(None, description="where shards go; default: <output>/shards")
     tokens_per_shard: int = Field(100_000_000, gt=0)
     add_bos: bool = False
     add_eos: bool = True
     num_threads: int = Field(1, gt=0, description="encoder threads per task (Spark already runs one task per core)")
-    repeat_by: str | None = Field(None, description="numeric column (e.g. sample_weight): write each document that many times")
+    repeat_by: str | None = Field(
+        None, description="numeric column (e.g. sample_weight): write each document that many times"
+    )
     _default_tokenizer: str | None = PrivateAttr(None)
     _default_shards: str | None = PrivateAttr(None)
     _run: dict | None = PrivateAttr(None)  # the pipeline run's identity, for the manifest (lineage)
@@ -106,21 +117,27 @@ class Tokenize(GlobalStage):
 
     def check_assets(self) -> None:
         if self.tokenizer is None and self.train is None:
-            raise UsageError("tokenize: set `tokenizer:` to a tokenizer folder, or `train:` to train one into <output>/tokenizer")
+            raise UsageError(
+                "tokenize: set `tokenizer:` to a tokenizer folder, or `train:` to train one into <output>/tokenizer"
+            )
         if self.tokenizer is None:
             return  # trained into the run's folder, or already there from an earlier try of the same run
         if tokenizer_exists(self.tokenizer):
             Tokenizer.load(self.tokenizer)
         elif self.train is None:
-            raise MissingPath(f"no tokenizer in {self.tokenizer!r}; train one with `dataprep train-tokenizer` or set `train:`")
+            raise MissingPath(
+                f"no tokenizer in {self.tokenizer!r}; train one with `dataprep train-tokenizer` or set `train:`"
+            )
 
     def load_tokenizer(self, sample: Iterable[str] | None = None) -> Tokenizer:
         """The configured tokenizer, trained on ``sample`` first if its folder is empty and ``train`` is set."""
         if tokenizer_exists(self.tokenizer_dir):
             return Tokenizer.load(self.tokenizer_dir)
         if self.train is None:
-            raise MissingPath(f"tokenize: no tokenizer in {self.tokenizer_dir!r}; train one with `dataprep "
-                                    "train-tokenizer` or set `train:`")
+            raise MissingPath(
+                f"tokenize: no tokenizer in {self.tokenizer_dir!r}; train one with `dataprep "
+                "train-tokenizer` or set `train:`"
+            )
         if sample is None:
             raise UsageError("tokenize: tokenizer must be trained but no sample was given")
         return self.train.train(sample, self.tokenizer_dir)
@@ -157,8 +174,10 @@ class Tokenize(GlobalStage):
         if self.repeat_by is None:
             return [1] * len(kept)
         if self.repeat_by not in table.column_names:
-            raise UsageError(f"tokenize: repeat_by column {self.repeat_by!r} is missing (minhash_dedup writes "
-                             "sample_weight when sample_weights is set)")
+            raise UsageError(
+                f"tokenize: repeat_by column {self.repeat_by!r} is missing (minhash_dedup writes "
+                "sample_weight when sample_weights is set)"
+            )
         weights = table.column(self.repeat_by).to_pylist()
         ids = table.column("id").to_pylist()
         return [copies(weights[i], ids[i]) for i in kept]
@@ -174,7 +193,9 @@ class Tokenize(GlobalStage):
         (``dataprep.core.sampling``, the one Spark draws) when asked and missing. Shards start over."""
         shards_dir = self.shards_folder()
         if self.train and not tokenizer_exists(self.tokenizer_dir):
-            texts, info = sample_texts(documents.column("text").to_pylist(), self.train.sample_documents, self.train.seed)
+            texts, info = sample_texts(
+                documents.column("text").to_pylist(), self.train.sample_documents, self.train.seed
+            )
             self.train.train(texts, self.tokenizer_dir, extra_meta=info)
         return None, self.begin_shards(shards_dir)
 
@@ -203,7 +224,9 @@ class Tokenize(GlobalStage):
         """The tokenizer it trained (in the run's folder) and the shards, their manifest and tokenizer copy."""
         folders = [self.tokenizer_dir] if self.tokenizer is None else []
         shards = self.shards_folder()
-        written = [join_path(folder, name) for folder in folders for name in TOKENIZER_FILES if exists(join_path(folder, name))]
+        written = [
+            join_path(folder, name) for folder in folders for name in TOKENIZER_FILES if exists(join_path(folder, name))
+        ]
         if exists(join_path(shards, MANIFEST_NAME)):
             manifest = json.loads(read_text(join_path(shards, MANIFEST_NAME)))
             written += [join_path(shards, MANIFEST_NAME)]
@@ -213,8 +236,13 @@ class Tokenize(GlobalStage):
         return written
 
     def manifest_extra(self) -> dict:
-        return {"add_bos": self.add_bos, "add_eos": self.add_eos, "tokens_per_shard": self.tokens_per_shard, "repeat_by": self.repeat_by,
-                **({"pipeline_run": self._run} if self._run else {})}
+        return {
+            "add_bos": self.add_bos,
+            "add_eos": self.add_eos,
+            "tokens_per_shard": self.tokens_per_shard,
+            "repeat_by": self.repeat_by,
+            **({"pipeline_run": self._run} if self._run else {}),
+        }
 
 
 class WriteShards(Applier):

@@ -44,7 +44,12 @@ class Tokenizer:
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
         self.meta = meta or {}
         self.vocab_size = self.sp.get_piece_size()
-        self.unk_id, self.bos_id, self.eos_id, self.pad_id = (self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id(), self.sp.pad_id())
+        self.unk_id, self.bos_id, self.eos_id, self.pad_id = (
+            self.sp.unk_id(),
+            self.sp.bos_id(),
+            self.sp.eos_id(),
+            self.sp.pad_id(),
+        )
 
     def __reduce__(self):
         return (Tokenizer, (self.model_proto, self.meta))
@@ -59,7 +64,9 @@ class Tokenizer:
 
             return HFTokenizer.load(directory)
         if not exists(meta_path):
-            raise MissingPath(f"no tokenizer in {directory}: {META_NAME} missing (train one with `dataprep train-tokenizer`)")
+            raise MissingPath(
+                f"no tokenizer in {directory}: {META_NAME} missing (train one with `dataprep train-tokenizer`)"
+            )
         meta = json.loads(read_text(meta_path))
         with open_stream(model_path, decompress=False) as fh:
             proto = fh.read()
@@ -88,7 +95,9 @@ class Tokenizer:
             "sample_sha256": self.meta.get("training", {}).get("sample_sha256"),
         }
 
-    def encode_batch(self, texts: list[str], add_bos: bool = False, add_eos: bool = True, num_threads: int = 1) -> list[np.ndarray]:
+    def encode_batch(
+        self, texts: list[str], add_bos: bool = False, add_eos: bool = True, num_threads: int = 1
+    ) -> list[np.ndarray]:
         """Token ids per text as int32 arrays (SentencePiece's C++ batch encoder, no Python loop)."""
         kwargs = dict(add_bos=add_bos, add_eos=add_eos, num_threads=num_threads)
         try:
@@ -180,8 +189,10 @@ def train_tokenizer(
         if sample.documents == 0:
             raise UsageError("no non-empty documents to train the tokenizer on") from None
         message = str(exc).split("] ", 1)[-1]  # SentencePiece's text without its source location
-        raise UsageError(f"tokenizer training failed on a sample of {sample.documents} documents: {message} "
-                         "(the vocab_size setting of the tokenizer training)") from None
+        raise UsageError(
+            f"tokenizer training failed on a sample of {sample.documents} documents: {message} "
+            "(the vocab_size setting of the tokenizer training)"
+        ) from None
     meta = {
         "model_type": model_type,
         "special_ids": dict(SPECIAL_IDS),
@@ -203,9 +214,14 @@ def train_tokenizer(
     tokenizer = Tokenizer(model.getvalue(), meta)
     if tokenizer.vocab_size < vocab_size:
         meta["training"]["vocab_size_requested"] = vocab_size
-        log.warning("tokenizer: the sample of %d documents supports %d pieces, fewer than vocab_size %d: trained %d. "
-                    "For the vocabulary asked, train on more text (or set exact_vocab_size to make this an error)",
-                    sample.documents, tokenizer.vocab_size, vocab_size, tokenizer.vocab_size)
+        log.warning(
+            "tokenizer: the sample of %d documents supports %d pieces, fewer than vocab_size %d: trained %d. "
+            "For the vocabulary asked, train on more text (or set exact_vocab_size to make this an error)",
+            sample.documents,
+            tokenizer.vocab_size,
+            vocab_size,
+            tokenizer.vocab_size,
+        )
     tokenizer.save(output_dir)
     return tokenizer
 

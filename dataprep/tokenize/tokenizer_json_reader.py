@@ -19,9 +19,12 @@ from dataprep.core.storage import atomic_write_bytes, exists, join_path, open_st
 
 JSON_NAME = "tokenizer.json"
 CONFIG_NAME = "tokenizer_config.json"
-USUAL_NAMES = {"bos": ("<|begin_of_text|>", "<s>", "<bos>", "[CLS]"),
-               "eos": ("<|end_of_text|>", "</s>", "<|endoftext|>", "<eos>", "[SEP]"),
-               "pad": ("<pad>", "<|pad|>", "[PAD]"), "unk": ("<unk>", "[UNK]")}
+USUAL_NAMES = {
+    "bos": ("<|begin_of_text|>", "<s>", "<bos>", "[CLS]"),
+    "eos": ("<|end_of_text|>", "</s>", "<|endoftext|>", "<eos>", "[SEP]"),
+    "pad": ("<pad>", "<|pad|>", "[PAD]"),
+    "unk": ("<unk>", "[UNK]"),
+}
 
 
 class HFTokenizer:
@@ -43,7 +46,7 @@ class HFTokenizer:
     def _special(self, kind: str) -> int | None:
         named = self.config.get(f"{kind}_token")
         named = named.get("content") if isinstance(named, dict) else named
-        for name in ([named] if named else USUAL_NAMES[kind]):
+        for name in [named] if named else USUAL_NAMES[kind]:
             token_id = self.tk.token_to_id(name)
             if token_id is not None:
                 return token_id
@@ -66,20 +69,32 @@ class HFTokenizer:
 
     @property
     def special_ids(self) -> dict:
-        return {k: v for k, v in {"unk": self.unk_id, "bos": self.bos_id, "eos": self.eos_id, "pad": self.pad_id}.items()
-                if v is not None}
+        return {
+            k: v
+            for k, v in {"unk": self.unk_id, "bos": self.bos_id, "eos": self.eos_id, "pad": self.pad_id}.items()
+            if v is not None
+        }
 
     def describe(self) -> dict:
-        return {"model_sha256": self.sha256, "model_type": self.meta["model_type"], "vocab_size": self.vocab_size,
-                "special_ids": self.special_ids, "sample_sha256": None}
+        return {
+            "model_sha256": self.sha256,
+            "model_type": self.meta["model_type"],
+            "vocab_size": self.vocab_size,
+            "special_ids": self.special_ids,
+            "sample_sha256": None,
+        }
 
-    def encode_batch(self, texts: list[str], add_bos: bool = False, add_eos: bool = True, num_threads: int = 1) -> list[np.ndarray]:
+    def encode_batch(
+        self, texts: list[str], add_bos: bool = False, add_eos: bool = True, num_threads: int = 1
+    ) -> list[np.ndarray]:
         """Token ids per text (the Rust batch encoder), with our own bos/eos around each document."""
         if add_bos and self.bos_id is None:
             raise UsageError("add_bos is set but this tokenizer has no beginning-of-text token")
         head, tail = [self.bos_id] if add_bos else [], [self.eos_id] if add_eos else []
-        return [np.asarray(head + enc.ids + tail, dtype=np.int32)
-                for enc in self.tk.encode_batch(texts, add_special_tokens=False)]
+        return [
+            np.asarray(head + enc.ids + tail, dtype=np.int32)
+            for enc in self.tk.encode_batch(texts, add_special_tokens=False)
+        ]
 
     def encode(self, text: str) -> list[int]:
         return self.tk.encode(text, add_special_tokens=False).ids

@@ -15,12 +15,13 @@ import os
 
 from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text
-from dataprep.tokenize.tokenizer_json_reader import HFTokenizer
 from dataprep.tokenize.tokenizer import Tokenizer
+from dataprep.tokenize.tokenizer_json_reader import HFTokenizer
 
 
-def write_hf_tokenizer(tokenizer: Tokenizer | HFTokenizer, directory: str, add_bos: bool = False,
-                       model_max_length: int | None = None) -> None:
+def write_hf_tokenizer(
+    tokenizer: Tokenizer | HFTokenizer, directory: str, add_bos: bool = False, model_max_length: int | None = None
+) -> None:
     """``tokenizer.json`` + ``tokenizer_config.json`` in ``directory`` encoding exactly like ``tokenizer``
     (plus BOS when the training data had one). Only BPE models trained by ``dataprep train-tokenizer``
     convert exactly; others are refused."""
@@ -33,8 +34,10 @@ def write_hf_tokenizer(tokenizer: Tokenizer | HFTokenizer, directory: str, add_b
     proto = sentencepiece_model_pb2.ModelProto.FromString(tokenizer.model_proto)
     norm, spec = proto.normalizer_spec, proto.trainer_spec
     if norm.name != "identity" or norm.add_dummy_prefix or norm.remove_extra_whitespaces or not spec.byte_fallback:
-        raise UsageError("only SentencePiece models trained by `dataprep train-tokenizer` (identity normalization, "
-                         "no dummy prefix, whitespace kept, byte fallback) can be converted")
+        raise UsageError(
+            "only SentencePiece models trained by `dataprep train-tokenizer` (identity normalization, "
+            "no dummy prefix, whitespace kept, byte fallback) can be converted"
+        )
     if spec.model_type != spec.BPE:
         # a Unigram model's Viterbi ties break differently in `tokenizers`, so ids could differ
         raise UsageError("only BPE SentencePiece models can be exported exactly (this one is not BPE)")
@@ -43,10 +46,17 @@ def write_hf_tokenizer(tokenizer: Tokenizer | HFTokenizer, directory: str, add_b
     rank = {p.piece: (-p.score, i) for i, p in enumerate(proto.pieces) if p.type == normal}
     merges = sorted(  # every split of a piece into two pieces, in the order of the piece's score
         (rank[piece], rank[piece[:k]], rank[piece[k:]], piece[:k], piece[k:])
-        for piece in rank for k in range(1, len(piece)) if piece[:k] in rank and piece[k:] in rank
+        for piece in rank
+        for k in range(1, len(piece))
+        if piece[:k] in rank and piece[k:] in rank
     )
-    model = models.BPE({piece: i for i, piece in enumerate(pieces)}, [(a, b) for *_, a, b in merges],
-                       unk_token=pieces[tokenizer.unk_id], byte_fallback=True, fuse_unk=True)
+    model = models.BPE(
+        {piece: i for i, piece in enumerate(pieces)},
+        [(a, b) for *_, a, b in merges],
+        unk_token=pieces[tokenizer.unk_id],
+        byte_fallback=True,
+        fuse_unk=True,
+    )
     hf = RustTokenizer(model)
     hf.normalizer = normalizers.Replace(" ", "\u2581")
     hf.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])

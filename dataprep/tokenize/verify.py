@@ -46,11 +46,15 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
             shard, broken = None, str(exc)
         found = None
         if checksums:  # a changed file is still opened: its structure and ids say where the damage is
-            bin_sha256, found = scan_bin(join_path(directory, f"{name}.bin"), shard.dtype if shard else manifest["dtype"],
-                                         manifest["vocab_size"])
+            bin_sha256, found = scan_bin(
+                join_path(directory, f"{name}.bin"), shard.dtype if shard else manifest["dtype"], manifest["vocab_size"]
+            )
             digests = {"bin": bin_sha256, "idx": file_sha256(join_path(directory, f"{name}.idx"))}
-            problems += [f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)"
-                         for ext, digest in digests.items() if digest != entry[f"{ext}_sha256"]]
+            problems += [
+                f"shard {name}: .{ext} SHA-256 does not match the manifest (file changed or corrupt)"
+                for ext, digest in digests.items()
+                if digest != entry[f"{ext}_sha256"]
+            ]
         if shard is None:
             problems.append(broken)
             continue
@@ -62,13 +66,17 @@ def verify_dataset(directory: str, checksums: bool = True) -> list[str]:
                 f"{entry['documents']} / {entry['tokens']}"
             )
         if found:
-            problems.append(f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
-                            f"the manifest's vocab_size {manifest['vocab_size']} (corrupt, or made with another tokenizer)")
+            problems.append(
+                f"shard {name}: token id {found[1]} at token offset {found[0]} of {name}.bin is not below "
+                f"the manifest's vocab_size {manifest['vocab_size']} (corrupt, or made with another tokenizer)"
+            )
         documents += shard.num_docs
         tokens += shard.num_tokens
     if not problems and (documents, tokens) != (manifest.get("documents", documents), manifest.get("tokens", tokens)):
-        problems.append(f"{MANIFEST_NAME}: totals {manifest['documents']} documents / {manifest['tokens']} tokens "
-                        "disagree with its shards")
+        problems.append(
+            f"{MANIFEST_NAME}: totals {manifest['documents']} documents / {manifest['tokens']} tokens "
+            "disagree with its shards"
+        )
     model = join_path(directory, TOKENIZER_DIR, MODEL_NAME)
     if _exists(fs, model) and file_sha256(model) != manifest["tokenizer"].get("model_sha256"):
         problems.append(f"{TOKENIZER_DIR}/{MODEL_NAME}: SHA-256 differs from the manifest's tokenizer")
@@ -112,7 +120,10 @@ def _open_shard(fs, directory: str, name: str):
         return IndexedShard(os.path.join(directory, name))
     index = fs.cat_file(fsspec.core.url_to_fs(join_path(directory, f"{name}.idx"))[1])
     dtype, lengths, offsets, _ = parse_index(name, index)
-    bin_size, want = fs.size(fsspec.core.url_to_fs(join_path(directory, f"{name}.bin"))[1]), int(offsets[-1]) * dtype.itemsize
+    bin_size, want = (
+        fs.size(fsspec.core.url_to_fs(join_path(directory, f"{name}.bin"))[1]),
+        int(offsets[-1]) * dtype.itemsize,
+    )
     if bin_size != want:
         raise ShardError(f"shard {name}: .bin is {bin_size} bytes but .idx describes {want}: truncated or mismatched")
     return SimpleNamespace(dtype=dtype, num_docs=len(lengths), num_tokens=int(offsets[-1]))

@@ -9,9 +9,16 @@ from pyspark.sql.window import Window
 
 from dataprep.dedup import exact
 from dataprep.dedup.exact import ExactDedup
-from pipelines.decisions.shared import (earlier_entries, materialize, prepared_rows, resolve_earlier, save_index,
-                                        write_clusters)
+from pipelines.decisions.shared import (
+    earlier_entries,
+    materialize,
+    prepared_rows,
+    resolve_earlier,
+    save_index,
+    write_clusters,
+)
 from pipelines.decisions.source_priority import prioritized
+
 
 def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
     """The Spark form of ``ExactDedup.decide`` (the same rule, as a window over the hash): the cluster
@@ -37,7 +44,6 @@ def exact_clusters(df: DataFrame, stage: ExactDedup, ctx=None) -> DataFrame:
     if stage.write_clusters:
         write_clusters(clusters, ctx, exact.CLUSTER, exact.CLUSTER_SIZE)
     return clusters
-
 
 
 def decide(df: DataFrame, stage: ExactDedup, ctx=None) -> tuple[DataFrame, dict]:

@@ -22,8 +22,15 @@ from dataprep.dedup import minhash
 from dataprep.dedup.index import EARLIER
 from dataprep.dedup.marks import DUPLICATE
 from dataprep.dedup.minhash import MinHashDedup, component_roots
-from pipelines.decisions.shared import (BROADCAST_ROWS, earlier_entries, materialize, prepared_rows, resolve_earlier, save_index,
-                                        write_clusters)
+from pipelines.decisions.shared import (
+    BROADCAST_ROWS,
+    earlier_entries,
+    materialize,
+    prepared_rows,
+    resolve_earlier,
+    save_index,
+    write_clusters,
+)
 from pipelines.decisions.source_priority import prioritized
 from pipelines.progress import timed
 
@@ -61,7 +68,11 @@ def candidate_edges(sigs: DataFrame, documents: int, bands: int) -> DataFrame:
             present = np.flatnonzero(np.diff(offsets))
             ends = pa.array(np.append(offsets[present], offsets[-1]))
             yield pa.RecordBatch.from_arrays(
-                [pa.array(present, pa.int32()), pa.ListArray.from_arrays(ends, flat[order]), pa.ListArray.from_arrays(ends, rb.column("id").take(owners))],
+                [
+                    pa.array(present, pa.int32()),
+                    pa.ListArray.from_arrays(ends, flat[order]),
+                    pa.ListArray.from_arrays(ends, rb.column("id").take(owners)),
+                ],
                 names=["part", "keys", "ids"],
             )
 
@@ -101,7 +112,9 @@ def verified_edges(edges: DataFrame, sigs: DataFrame, docs: DataFrame, stage: Mi
     low, high = stage.signature_bounds()
     scored = materialize(scored)
     earlier = F.col("src").startswith(EARLIER) | F.col("dst").startswith(EARLIER)  # no text: signatures decide
-    sure = scored.where((F.col("matches") >= high) | (earlier & (F.col("matches") >= stage.min_matches))).select("src", "dst")
+    sure = scored.where((F.col("matches") >= high) | (earlier & (F.col("matches") >= stage.min_matches))).select(
+        "src", "dst"
+    )
     doubt = scored.where((F.col("matches") >= low) & (F.col("matches") < high) & ~earlier).select("src", "dst")
     return sure.union(exactly_verified_edges(doubt, docs, stage))
 
@@ -170,7 +183,9 @@ def connected_components(edges: DataFrame, single_task_max_edges: int = SINGLE_T
     return edges.select(F.col("src").alias("id"), F.col("dst").alias("root")).union(roots)
 
 
-def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES) -> DataFrame:
+def minhash_clusters(
+    df: DataFrame, stage: MinHashDedup, ctx=None, single_task_max_edges: int = SINGLE_TASK_MAX_EDGES
+) -> DataFrame:
     """The cluster rows of the documents with near-duplicates (connected components of verified edges);
     the signatures are those the pipeline's tasks saved (``ctx.prepared``) when there are."""
     prepared = getattr(ctx, "prepared", None)
@@ -195,7 +210,6 @@ def minhash_clusters(df: DataFrame, stage: MinHashDedup, ctx=None, single_task_m
     if stage.write_clusters:
         write_clusters(clusters, ctx, minhash.CLUSTER, minhash.CLUSTER_SIZE)
     return clusters
-
 
 
 def decide(df: DataFrame, stage: MinHashDedup, ctx=None) -> tuple[DataFrame, dict]:

@@ -64,7 +64,9 @@ def resolve_earlier(clusters: DataFrame, cluster: str) -> DataFrame:
     prefix, and the indexed documents themselves leave (they are not this run's to mark)."""
     earlier = F.col(cluster).startswith(EARLIER)
     clusters = clusters.where(~F.col("id").startswith(EARLIER)).withColumn(DUPLICATE, F.col(cluster) != F.col("id"))
-    return clusters.withColumn(cluster, F.when(earlier, F.col(cluster).substr(F.lit(2), F.length(cluster))).otherwise(F.col(cluster)))
+    return clusters.withColumn(
+        cluster, F.when(earlier, F.col(cluster).substr(F.lit(2), F.length(cluster))).otherwise(F.col(cluster))
+    )
 
 
 def save_index(entries: DataFrame, stage: IndexedStage) -> None:

@@ -25,12 +25,17 @@ def prioritized(clusters: DataFrame, df: DataFrame, stage: IndexedStage, cluster
     if not stage.priority:
         return clusters
     position = F.array_position(F.array(*[F.lit(k) for k in stage.priority]), F.coalesce(F.col("_kind"), F.lit(WEB)))
-    rank = (F.when(F.col("id").startswith(EARLIER), F.lit(-1))
-            .when(position == 0, F.lit(len(stage.priority))).otherwise(position - 1))
+    rank = (
+        F.when(F.col("id").startswith(EARLIER), F.lit(-1))
+        .when(position == 0, F.lit(len(stage.priority)))
+        .otherwise(position - 1)
+    )
     ranked = clusters.join(_kinds(df), "id", "left").withColumn("_rank", rank)
     best = F.min(F.struct("_rank", "id")).over(Window.partitionBy(cluster))
     chosen = ranked.withColumn(cluster, best["id"]).cache()
-    kept_kind = chosen.where(F.col("id") == F.col(cluster)).select(F.col("id").alias(cluster), F.col("_kind").alias("_kept"))
+    kept_kind = chosen.where(F.col("id") == F.col(cluster)).select(
+        F.col("id").alias(cluster), F.col("_kind").alias("_kept")
+    )
     pairs = chosen.where(F.col("id") != F.col(cluster)).join(kept_kind, cluster, "left")
     for row in pairs.groupBy(F.coalesce("_kind", F.lit(WEB)), F.coalesce("_kept", F.lit(WEB))).count().collect():
         stage.count(f"{PAIR}{row[0]}->{row[1]}", row[2])

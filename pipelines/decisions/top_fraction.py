@@ -38,18 +38,24 @@ def top_fraction_cutoffs(df: DataFrame, stage: TopFraction) -> dict[str, float |
     to name every group that has scores."""
     stage.check_columns(df.columns)
     if not isinstance(df.schema[stage.score].dataType, NumericType):
-        raise UsageError(f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number")
+        raise UsageError(
+            f"top_fraction: {stage.score!r} is {df.schema[stage.score].dataType.simpleString()}, not a number"
+        )
     if stage.by_language and stage.lang_column not in df.columns:
         raise UsageError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
     score = F.col(stage.score).cast("double")
-    scored = df.select(score_group(stage).alias("group"), score.alias("score")).where(F.col("score").isNotNull() & ~F.isnan("score"))
+    scored = df.select(score_group(stage).alias("group"), score.alias("score")).where(
+        F.col("score").isNotNull() & ~F.isnan("score")
+    )
     if stage.cutoffs is not None:
         cutoffs, errors = dict(stage.cutoffs), {}
         # a group the given cut-offs do not name: fail rather than keep it all
         strays = scored.where(~F.col("group").isin(list(cutoffs))).select("group").distinct().limit(5).collect()
         if strays:
-            raise UsageError(f"top_fraction: no cut-off for group(s) {sorted(r.group for r in strays)} (cutoffs name "
-                             f"{sorted(cutoffs)})")
+            raise UsageError(
+                f"top_fraction: no cut-off for group(s) {sorted(r.group for r in strays)} (cutoffs name "
+                f"{sorted(cutoffs)})"
+            )
     else:
         cutoffs, errors = _cutoffs(materialize(scored), stage)
     stage.record(cutoffs, errors)

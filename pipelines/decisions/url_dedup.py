@@ -1,4 +1,5 @@
-"""The Spark decision of ``url_dedup`` (``dataprep.dedup.urls``): a window over the URL keys of the stage's own ``prepare``."""
+"""The Spark decision of ``url_dedup`` (``dataprep.dedup.urls``): a window over the URL keys of the stage's own
+``prepare``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pyspark.sql.window import Window
 from dataprep.dedup import urls
 from dataprep.dedup.urls import UrlDedup
 from pipelines.decisions.shared import materialize, prepared_rows
+
 
 def url_clusters(df: DataFrame, stage: UrlDedup, ctx=None) -> DataFrame:
     """The Spark form of ``UrlDedup.decide`` (the same rule, as a window over the URL key): the cluster

@@ -52,7 +52,9 @@ def resolve_arm(name: str, path: str) -> Arm:
         return Arm(name, path, documents=path)
     if find_mixture(path) is not None and not path.endswith((".jsonl", ".parquet", ".gz")):
         sources = load_mixture(path)
-        return Arm(name, path, shards=[s["path"] for s in sources], weights=[float(s.get("weight", 1.0)) for s in sources])
+        return Arm(
+            name, path, shards=[s["path"] for s in sources], weights=[float(s.get("weight", 1.0)) for s in sources]
+        )
     raise MissingPath(f"--arm {name}={path}: no such file, folder or mixture preset")
 
 
@@ -64,30 +66,43 @@ def shards_tokenizer(arms: list[Arm], given: str | None) -> str | None:
         for path in arm.shards:
             sha = (load_manifest(path).get("tokenizer") or {}).get("model_sha256")
             if not sha:
-                raise UsageError(f"--arm {arm.name}: {path}'s manifest names no tokenizer: give the arm's documents "
-                                 "instead, or shards written by a tokenize stage")
+                raise UsageError(
+                    f"--arm {arm.name}: {path}'s manifest names no tokenizer: give the arm's documents "
+                    "instead, or shards written by a tokenize stage"
+                )
             found.setdefault(sha, path)
     if len(found) > 1:
-        raise UsageError("the token-shard arms use different tokenizers (" + ", ".join(found.values()) + "): an "
-                         "ablation compares data under one tokenizer; tokenize them alike, or give their documents")
+        raise UsageError(
+            "the token-shard arms use different tokenizers (" + ", ".join(found.values()) + "): an "
+            "ablation compares data under one tokenizer; tokenize them alike, or give their documents"
+        )
     if not found:
         return None
-    (sha, path), = found.items()
+    ((sha, path),) = found.items()
     if given is not None and Tokenizer.load(given).sha256 != sha:
         raise UsageError(f"--tokenizer {given} is not the tokenizer of the token-shard arm {path}")
     return os.path.join(path, TOKENIZER_DIR)
 
 
-def prepare_arms(arms: list[Arm], out_dir: str, tokenizer: str | None, vocab_size: int,
-                 sample_documents: int = 20_000, text_field: str = "text") -> Tokenizer:
+def prepare_arms(
+    arms: list[Arm],
+    out_dir: str,
+    tokenizer: str | None,
+    vocab_size: int,
+    sample_documents: int = 20_000,
+    text_field: str = "text",
+) -> Tokenizer:
     """Every arm as token shards under ``out_dir/arms/NAME/shards`` (documents tokenized once; a rerun
     reuses them) with the ablation's tokenizer, which is copied to ``out_dir/tokenizer``."""
     from pretrain.inference.evaluate import read_documents
 
     own = os.path.join(out_dir, "tokenizer")
     source = shards_tokenizer(arms, tokenizer) or tokenizer
-    tables = {arm.name: read_documents(arm.documents, text_field, f"--arm {arm.name}")[0]
-              for arm in arms if arm.documents and not _tokenized(out_dir, arm)}
+    tables = {
+        arm.name: read_documents(arm.documents, text_field, f"--arm {arm.name}")[0]
+        for arm in arms
+        if arm.documents and not _tokenized(out_dir, arm)
+    }
     if not tokenizer_exists(own):
         if source is not None:
             shutil.copytree(source, own + ".tmp", dirs_exist_ok=True)

@@ -79,8 +79,10 @@ def _claim_output(spec: AblationSpec) -> None:
             theirs = json.load(fh)
         changed = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if changed:
-            raise UsageError(f"--output {spec.output} holds an ablation with other settings ({', '.join(changed)}): "
-                             "rerun it as it was to resume, or choose another --output")
+            raise UsageError(
+                f"--output {spec.output} holds an ablation with other settings ({', '.join(changed)}): "
+                "rerun it as it was to resume, or choose another --output"
+            )
         return
     os.makedirs(spec.output, exist_ok=True)
     atomic_write_text(path, json.dumps(mine, indent=1) + "\n")
@@ -94,14 +96,25 @@ def train_config(spec: AblationSpec, arm: Arm, seed: int) -> dict:
 
     model = resolve_model(spec.model)
     steps = max(1, spec.tokens // (spec.batch_size * spec.seq_len))
-    lr = spec.lr or optimal_hyperparameters(deepseek_flops_per_token(model, spec.seq_len) * spec.tokens,
-                                            spec.seq_len).learning_rate
+    lr = (
+        spec.lr
+        or optimal_hyperparameters(
+            deepseek_flops_per_token(model, spec.seq_len) * spec.tokens, spec.seq_len
+        ).learning_rate
+    )
     return {
         "model": model.model_dump(mode="json") | {"vocab_size": "auto"},
-        "data": {"sources": [{"path": os.path.abspath(p), "weight": w} for p, w in zip(arm.shards, arm.weights)],
-                 "val_fraction": 0, "seed": data_seed(seed, arm.name)},
-        "seq_len": spec.seq_len, "micro_batch_size": spec.micro_batch_size, "global_batch_size": spec.batch_size,
-        "max_steps": steps, "seed": seed, "device": spec.device,
+        "data": {
+            "sources": [{"path": os.path.abspath(p), "weight": w} for p, w in zip(arm.shards, arm.weights)],
+            "val_fraction": 0,
+            "seed": data_seed(seed, arm.name),
+        },
+        "seq_len": spec.seq_len,
+        "micro_batch_size": spec.micro_batch_size,
+        "global_batch_size": spec.batch_size,
+        "max_steps": steps,
+        "seed": seed,
+        "device": spec.device,
         "optim": {"lr": lr, "warmup_steps": max(1, steps // 10)},
         "checkpoint": {"every_steps": max(1, steps // 2), "keep_last": 1},
         "log": {"every_steps": steps},
@@ -138,10 +151,16 @@ def run_ablation(spec: AblationSpec) -> dict:
         atomic_write_text(done, json.dumps(scores[arm.name][seed], indent=1) + "\n")
         times.append(time.perf_counter() - began)
         left = sum(1 for a, s in jobs[i:] if not os.path.exists(os.path.join(model_dir(spec, a.name, s), SCORES)))
-        _say(f"model {i}/{len(jobs)} done in {duration(times[-1])}; {left} left, ETA "
-             f"{duration(left * sum(times) / len(times))}")
-    results = {"settings": dataclasses.asdict(spec), "tokens_per_model": train_config(spec, arms[0], 0)["max_steps"]
-               * spec.batch_size * spec.seq_len, **summarise(scores), "seconds_this_run": time.perf_counter() - started}
+        _say(
+            f"model {i}/{len(jobs)} done in {duration(times[-1])}; {left} left, ETA "
+            f"{duration(left * sum(times) / len(times))}"
+        )
+    results = {
+        "settings": dataclasses.asdict(spec),
+        "tokens_per_model": train_config(spec, arms[0], 0)["max_steps"] * spec.batch_size * spec.seq_len,
+        **summarise(scores),
+        "seconds_this_run": time.perf_counter() - started,
+    }
     atomic_write_text(os.path.join(spec.output, "results.json"), json.dumps(results, indent=1) + "\n")
     write_page(spec.output, results)
     return results

@@ -32,8 +32,9 @@ def score_model(run_dir: str, tokenizer, eval_sets: dict[str, list[str]], spec) 
     model = model_for_inference(load_trained(run_dir), device)
     scores = {}
     for name, texts in eval_sets.items():
-        scored = document_bits_per_byte(model, tokenizer, texts, document_prefix(tokenizer, {}), spec.seq_len,
-                                        spec.micro_batch_size, precision)
+        scored = document_bits_per_byte(
+            model, tokenizer, texts, document_prefix(tokenizer, {}), spec.seq_len, spec.micro_batch_size, precision
+        )
         scores[f"{name}/bpb"] = scored["bits_per_byte"]
     if spec.tasks:
         scores.update(_task_scores(model, tokenizer, spec, precision))
@@ -43,8 +44,16 @@ def score_model(run_dir: str, tokenizer, eval_sets: dict[str, list[str]], spec) 
 def _task_scores(model, tokenizer, spec, precision: str) -> dict[str, float]:
     from pretrain.inference.harness import evaluate_tasks
 
-    found = evaluate_tasks(model, tokenizer, spec.tasks, spec.include_path, spec.limit,
-                           batch_size=spec.micro_batch_size, precision=precision, log_samples=True)
+    found = evaluate_tasks(
+        model,
+        tokenizer,
+        spec.tasks,
+        spec.include_path,
+        spec.limit,
+        batch_size=spec.micro_batch_size,
+        precision=precision,
+        log_samples=True,
+    )
     samples = found.pop("_samples", {})
     scores = {}
     for task, metrics in found.items():

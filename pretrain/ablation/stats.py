@@ -46,12 +46,23 @@ def summarise(scores: dict[str, dict[int, dict[str, float]]]) -> dict:
         per_arm[arm] = {}
         for m in measures:
             values = [scores[arm][s][m] for s in seeds]
-            per_arm[arm][m] = {"mean": statistics.fmean(values),
-                               "std": statistics.stdev(values) if len(values) > 1 else 0.0, "values": values}
+            per_arm[arm][m] = {
+                "mean": statistics.fmean(values),
+                "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "values": values,
+            }
     pairs = []
     for a, b in itertools.combinations(arms, 2):
         for m in measures:
             diff, (low, high) = paired_interval(per_arm[a][m]["values"], per_arm[b][m]["values"])
-            pairs.append({"a": a, "b": b, "measure": m, "difference": diff, "ci95": [low, high],
-                          "winner": winner(a, b, m, low, high)})
+            pairs.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "measure": m,
+                    "difference": diff,
+                    "ci95": [low, high],
+                    "winner": winner(a, b, m, low, high),
+                }
+            )
     return {"seeds": seeds, "measures": measures, "arms": per_arm, "pairs": pairs}

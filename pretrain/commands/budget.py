@@ -25,22 +25,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     given.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
     given.add_argument("--params", help="model size N, e.g. 1.3B: gives D")
     given.add_argument("--tokens", help="token count D, e.g. 300B: gives N (with --model: the run's tokens)")
-    given.add_argument("--model", help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs; "
-                       "with --tokens, a fixed run: its C, learning rate and batch")
-    given.add_argument("--seq-len", type=int, help="the run's sequence length: Appendix F and DeepSeek FLOPs, batch "
-                       "in sequences (default: the model's, else 2048)")
-    answer.add_argument("--method", action="append", choices=list(METHODS),
-                        help="method(s) to show (repeatable; default all)")
-    corpus.add_argument("--data", action="append", help="token-shard directory: its manifest's token count is the "
-                        "corpus's unique tokens U (repeatable; with --model, also the vocabulary); or one mixture "
-                        "preset or file (llama1, web_wiki.yaml): also each source's epochs at its share of D")
+    given.add_argument(
+        "--model",
+        help="model config YAML or preset (tiny, 125m, ..., 7b): N from it, plus FLOPs; "
+        "with --tokens, a fixed run: its C, learning rate and batch",
+    )
+    given.add_argument(
+        "--seq-len",
+        type=int,
+        help="the run's sequence length: Appendix F and DeepSeek FLOPs, batch "
+        "in sequences (default: the model's, else 2048)",
+    )
+    answer.add_argument(
+        "--method", action="append", choices=list(METHODS), help="method(s) to show (repeatable; default all)"
+    )
+    corpus.add_argument(
+        "--data",
+        action="append",
+        help="token-shard directory: its manifest's token count is the "
+        "corpus's unique tokens U (repeatable; with --model, also the vocabulary); or one mixture "
+        "preset or file (llama1, web_wiki.yaml): also each source's epochs at its share of D",
+    )
     corpus.add_argument("--unique-tokens", help="unique tokens U of the corpus, e.g. 300B (instead of --data)")
     corpus.add_argument("--epochs", type=float, help="evaluate this many passes over the corpus (D = epochs x U)")
-    answer.add_argument("--fit", choices=FITS + ALLOCATION_FITS, default="approach3",
-                        help="the answer the learning rate and batch are sized for, and the loss fit of the "
-                        "data-constrained and inference-aware answers, which deepseek lacks (default approach3)")
-    answer.add_argument("--inference-tokens", help="tokens the model will serve over its life, e.g. 2T: the N and D "
-                        "of least training + inference FLOPs for the same loss")
+    answer.add_argument(
+        "--fit",
+        choices=FITS + ALLOCATION_FITS,
+        default="approach3",
+        help="the answer the learning rate and batch are sized for, and the loss fit of the "
+        "data-constrained and inference-aware answers, which deepseek lacks (default approach3)",
+    )
+    answer.add_argument(
+        "--inference-tokens",
+        help="tokens the model will serve over its life, e.g. 2T: the N and D "
+        "of least training + inference FLOPs for the same loss",
+    )
     add_cost_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

@@ -12,8 +12,12 @@ from pretrain.inference.plot import diagnostics_png, events, find_metrics, plot,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a training run's out_dir (holding metrics.jsonl)")
     parser.add_argument("--metrics", default="metrics.jsonl", help="metrics file name inside RUN_DIR")
-    parser.add_argument("-o", "--output", help="PNG path (default: RUN_DIR/curves.png); the diagnostics' heat "
-                        "maps, when the run has them, go beside it (curves-diagnostics.png)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="PNG path (default: RUN_DIR/curves.png); the diagnostics' heat "
+        "maps, when the run has them, go beside it (curves-diagnostics.png)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
@@ -29,10 +33,19 @@ def main(args: argparse.Namespace) -> int:
         import json
 
         train, val = train_and_val(path)
-        print(json.dumps({"png": os.path.abspath(png), "metrics": os.path.abspath(path), "last_step": train[-1]["step"],
-                          "diagnostics_png": heat_maps and os.path.abspath(heat_maps),
-                          "loss": train[-1]["loss"], "val_loss": val[-1]["val_loss"] if val else None,
-                          "events": {kind: len(rs) for kind, rs in events(path).items()}}))
+        print(
+            json.dumps(
+                {
+                    "png": os.path.abspath(png),
+                    "metrics": os.path.abspath(path),
+                    "last_step": train[-1]["step"],
+                    "diagnostics_png": heat_maps and os.path.abspath(heat_maps),
+                    "loss": train[-1]["loss"],
+                    "val_loss": val[-1]["val_loss"] if val else None,
+                    "events": {kind: len(rs) for kind, rs in events(path).items()},
+                }
+            )
+        )
     else:
         print("\n".join(p for p in (png, heat_maps) if p))
     return 0

@@ -20,7 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, default=32000, help="tokenizer vocabulary (default 32000)")
     parser.add_argument("--seq-len", type=int, default=2048, help="max_seq_len of the model (default 2048)")
     parser.add_argument("--tie-embeddings", action="store_true", help="share input and output embeddings")
-    add_output_argument(parser, old=("--out",), metavar="FILE", help="write the model config YAML here (for pretrain train / plan)")
+    add_output_argument(
+        parser, old=("--out",), metavar="FILE", help="write the model config YAML here (for pretrain train / plan)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -39,12 +41,19 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
         return 0
     p = info["params"]
-    rows = [("layers", cfg.n_layers), ("d_model", cfg.d_model), ("heads", f"{cfg.n_heads} x {cfg.head_dim}"),
-            ("kv heads", cfg.n_kv_heads), ("ffn (SwiGLU)", cfg.ffn_dim), ("vocab", cfg.vocab_size),
-            ("max seq len", cfg.max_seq_len), ("d_model / layers", f"{info['aspect_ratio']:.0f}"),
-            ("params", f"{p['total']:,} ({human(p['total'])})"),
-            ("params w/o embedding", f"{p['non_embedding']:,} ({human(p['non_embedding'])})"),
-            ("training FLOPs/token", f"{human(info['flops_per_token'])} (6N + attention at seq {cfg.max_seq_len})")]
+    rows = [
+        ("layers", cfg.n_layers),
+        ("d_model", cfg.d_model),
+        ("heads", f"{cfg.n_heads} x {cfg.head_dim}"),
+        ("kv heads", cfg.n_kv_heads),
+        ("ffn (SwiGLU)", cfg.ffn_dim),
+        ("vocab", cfg.vocab_size),
+        ("max seq len", cfg.max_seq_len),
+        ("d_model / layers", f"{info['aspect_ratio']:.0f}"),
+        ("params", f"{p['total']:,} ({human(p['total'])})"),
+        ("params w/o embedding", f"{p['non_embedding']:,} ({human(p['non_embedding'])})"),
+        ("training FLOPs/token", f"{human(info['flops_per_token'])} (6N + attention at seq {cfg.max_seq_len})"),
+    ]
     for key, value in rows:
         print(f"{key:<22} {value}")
     if args.output:

@@ -23,31 +23,54 @@ from pretrain.train import run, total_steps
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="training config YAML (see configs/train/)")
-    parser.add_argument("--resume", default="none", metavar="auto|latest-intact|none|PATH",
-                        help="auto: continue from the latest checkpoint in the run's checkpoint dir, if any (one "
-                             "that does not load is an error); latest-intact: the same, passing over newer "
-                             "checkpoints that do not load, with a warning (for requeued jobs); PATH: from that "
-                             "checkpoint; none (default): start fresh")
-    add_output_argument(parser, old=("--out-dir",), metavar="DIR", help="the run's folder: overrides out_dir of the config")
+    parser.add_argument(
+        "--resume",
+        default="none",
+        metavar="auto|latest-intact|none|PATH",
+        help="auto: continue from the latest checkpoint in the run's checkpoint dir, if any (one "
+        "that does not load is an error); latest-intact: the same, passing over newer "
+        "checkpoints that do not load, with a warning (for requeued jobs); PATH: from that "
+        "checkpoint; none (default): start fresh",
+    )
+    add_output_argument(
+        parser, old=("--out-dir",), metavar="DIR", help="the run's folder: overrides out_dir of the config"
+    )
     parser.add_argument("--max-steps", type=int, help="override max_steps of the config")
-    parser.add_argument("--stop-at-step", type=int, metavar="N",
-                        help="checkpoint and exit at step N without changing the schedule's horizon "
-                             "(for jobs shorter than the run; continue with --resume auto)")
+    parser.add_argument(
+        "--stop-at-step",
+        type=int,
+        metavar="N",
+        help="checkpoint and exit at step N without changing the schedule's horizon "
+        "(for jobs shorter than the run; continue with --resume auto)",
+    )
     add_set_argument(parser)
-    parser.add_argument("--inject", action="append", default=[], metavar="KIND:step=N,rank=R",
-                        help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
-                             "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100), "
-                             "hang (the rank blocks at step N), kill (the rank is killed at step N), "
-                             "slow:rank=R,ms=M (the rank sleeps M ms every step); repeat for several")
-    parser.add_argument("--profile", metavar="START:END", help="record steps START to END (included) with the "
-                        "PyTorch profiler on every rank: traces and a time split in OUT_DIR/profile/ "
-                        "(log.profile_steps)")
+    parser.add_argument(
+        "--inject",
+        action="append",
+        default=[],
+        metavar="KIND:step=N,rank=R",
+        help="inject a fault, once per run, for tests and drills: nan (that rank's loss NaN at "
+        "step N; rank 0 by default), spike (that rank's loss times scale=X, default 100), "
+        "hang (the rank blocks at step N), kill (the rank is killed at step N), "
+        "slow:rank=R,ms=M (the rank sleeps M ms every step); repeat for several",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="START:END",
+        help="record steps START to END (included) with the "
+        "PyTorch profiler on every rank: traces and a time split in OUT_DIR/profile/ "
+        "(log.profile_steps)",
+    )
     parser.add_argument("--json", action="store_true", help="print the run's outcome as JSON on stdout (rank 0)")
 
 
 def main(args: argparse.Namespace) -> int:
     sets = list(getattr(args, "set", None) or [])
-    sets += [f"{key}={value}" for key, value in (("out_dir", args.output), ("max_steps", args.max_steps)) if value is not None]
+    sets += [
+        f"{key}={value}"
+        for key, value in (("out_dir", args.output), ("max_steps", args.max_steps))
+        if value is not None
+    ]
     if getattr(args, "profile", None):
         sets.append(f"log.profile_steps={profile_window(args.profile)}")
     cfg = load_train_config(args.config, sets=sets)  # validated: --max-steps -5 is an error
@@ -68,8 +91,18 @@ def main(args: argparse.Namespace) -> int:
             if getattr(args, "json", False):
                 import json
 
-                print(json.dumps({"ok": False, "exit_status": stop.exit_status, "stopped_by": stop.signal_name,
-                                  "step": stop.step, "checkpoint": stop.checkpoint, "error": str(stop)}))
+                print(
+                    json.dumps(
+                        {
+                            "ok": False,
+                            "exit_status": stop.exit_status,
+                            "stopped_by": stop.signal_name,
+                            "step": stop.step,
+                            "checkpoint": stop.checkpoint,
+                            "error": str(stop),
+                        }
+                    )
+                )
         return stop.exit_status
     finally:
         if dist.is_initialized():
@@ -81,12 +114,19 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "json", False) and int(os.environ.get("RANK", "0")) == 0:
         import json
 
-        print(json.dumps({"out_dir": os.path.abspath(cfg.out_dir), "steps": total_steps(cfg),
-                          "last_step": records[-1]["step"] if records else None,
-                          "loss": records[-1]["loss"] if records else None,
-                          "model": final and os.path.abspath(final),
-                          "early_stop": stopped,
-                          "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None}))
+        print(
+            json.dumps(
+                {
+                    "out_dir": os.path.abspath(cfg.out_dir),
+                    "steps": total_steps(cfg),
+                    "last_step": records[-1]["step"] if records else None,
+                    "loss": records[-1]["loss"] if records else None,
+                    "model": final and os.path.abspath(final),
+                    "early_stop": stopped,
+                    "metrics": os.path.abspath(os.path.join(cfg.out_dir, cfg.log.jsonl)) if cfg.log.jsonl else None,
+                }
+            )
+        )
     return 0
 
 
@@ -102,8 +142,9 @@ def profile_window(text: str) -> list[int]:
 def _check_paths(cfg: TrainConfig, resume: str) -> None:
     """The run's paths, before any set-up: a file where a folder goes (or under one) is a usage error."""
     if resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(resume):
-        raise UsageError(f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a "
-                         "checkpoints/step-* folder")
+        raise UsageError(
+            f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a checkpoints/step-* folder"
+        )
     check_output_path(cfg.out_dir, "out_dir", folder=True)
     check_output_path(os.path.join(cfg.out_dir, cfg.checkpoint.dir), "checkpoint.dir", folder=True)
     if cfg.data.cache.dir:
@@ -133,5 +174,7 @@ def _say_where(cfg: TrainConfig, model: str | None, stopped: dict | None) -> Non
         return
     run = shlex.quote(cfg.out_dir)
     why = f"stopped early at step {stopped['step']}; " if stopped else ""
-    print(f"{why}model: {model}; next: pretrain eval {run} | pretrain generate {run} --prompt 'The' | "
-          f"pretrain export {run} --output {shlex.quote(os.path.join(cfg.out_dir, 'hf'))}")
+    print(
+        f"{why}model: {model}; next: pretrain eval {run} | pretrain generate {run} --prompt 'The' | "
+        f"pretrain export {run} --output {shlex.quote(os.path.join(cfg.out_dir, 'hf'))}"
+    )

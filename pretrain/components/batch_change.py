@@ -42,17 +42,29 @@ def batch_change(cfg: TrainConfig, resumed: dict | None, step: int) -> dict | No
         return None
     rule = cfg.optim.batch_change
     new_lr = lr * math.sqrt(batch / before) if rule == "sqrt" else lr
-    return {"kind": "batch_change", "step": step, "against": source, "global_batch_size": batch,
-            "previous_global_batch_size": before, "previous_lr": lr, "lr": new_lr, "rule": rule}
+    return {
+        "kind": "batch_change",
+        "step": step,
+        "against": source,
+        "global_batch_size": batch,
+        "previous_global_batch_size": before,
+        "previous_lr": lr,
+        "lr": new_lr,
+        "rule": rule,
+    }
 
 
 def describe(record: dict) -> str:
     """One line for the log: what changed and what the rule did."""
-    what = (f"global batch {record['global_batch_size']} differs from the {record['against']}'s "
-            f"{record['previous_global_batch_size']}")
+    what = (
+        f"global batch {record['global_batch_size']} differs from the {record['against']}'s "
+        f"{record['previous_global_batch_size']}"
+    )
     if record["rule"] == "sqrt":
-        return (f"{what}: peak learning rate {record['previous_lr']:.3g} -> {record['lr']:.3g} (x sqrt of the "
-                "batch ratio; optim.batch_change: warn keeps it)")
+        return (
+            f"{what}: peak learning rate {record['previous_lr']:.3g} -> {record['lr']:.3g} (x sqrt of the "
+            "batch ratio; optim.batch_change: warn keeps it)"
+        )
     return f"{what}: peak learning rate kept at {record['lr']:.3g} (optim.batch_change: warn; sqrt would rescale it)"
 
 

@@ -29,8 +29,14 @@ class BestValidation:
 
     def record(self, step: int) -> dict:
         """The ``kind: early_stop`` metrics record."""
-        return {"kind": "early_stop", "step": step, "best_step": self.step, "best_val_loss": self.loss,
-                "patience": self.patience, "min_delta": self.min_delta}
+        return {
+            "kind": "early_stop",
+            "step": step,
+            "best_step": self.step,
+            "best_val_loss": self.loss,
+            "patience": self.patience,
+            "min_delta": self.min_delta,
+        }
 
     def state_dict(self) -> dict:
         return {"loss": None if math.isinf(self.loss) else self.loss, "step": self.step, "stale": self.stale}

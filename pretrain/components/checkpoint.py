@@ -13,7 +13,8 @@ Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``t
 and renamed into place only when every rank has finished, so any ``step-*`` directory is complete (one
 lacking ``.metadata`` or ``train_state.json``, copied in by hand or cut short by a file system, is passed
 over); the oldest are removed beyond ``keep_last``, except those ``pin`` marks (the last checkpoint before
-a loss spike) and the one ``mark_best`` marks (the lowest validation loss, ``checkpoint.keep_best``). ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
+a loss spike) and the one ``mark_best`` marks (the lowest validation loss, ``checkpoint.keep_best``).
+``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
 Nothing is unpickled freely (``pretrain.components.safe_reader``).
 The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
 full model in one process (inference and export use it).
@@ -58,9 +59,12 @@ FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
 
 # DCP's note on every save and load without a process group (one-process training, export, inference):
 # that is what we mean, so it is no news to the user.
-warnings.filterwarnings("ignore", category=UserWarning,
-                        message="torch.distributed is disabled, unavailable or uninitialized, assuming the intent is to "
-                                "(save|load) in a single process")
+warnings.filterwarnings(
+    "ignore",
+    category=UserWarning,
+    message="torch.distributed is disabled, unavailable or uninitialized, assuming the intent is to "
+    "(save|load) in a single process",
+)
 
 
 class CheckpointError(UsageError):
@@ -94,8 +98,13 @@ class ModelOptimizerState:
             set_model_state_dict(self.model, state["model"])
             load_zero1_state_dict(self.model, self.optimizer, state["optim"])
             return
-        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
-                       options=FLAT_OPTIM)
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optim"],
+            options=FLAT_OPTIM,
+        )
 
 
 def _is_zero1(optimizer) -> bool:
@@ -129,8 +138,10 @@ class TrainState:
             if component is not None and state[name] is not None:
                 component.load_state_dict(state[name])
         if state.get("data") != self.data:
-            warnings.warn(f"the training data differ from those of the checkpoint at step {state['step']}: "
-                          "the sample order changes")
+            warnings.warn(
+                f"the training data differ from those of the checkpoint at step {state['step']}: "
+                "the sample order changes"
+            )
         self.step = int(state["step"])
 
 
@@ -168,8 +179,9 @@ def pin(path: str, reason: str) -> None:
 def mark_best(path: str, val_loss: float, keep_last: int) -> None:
     """Make checkpoint ``path`` the run's best (rank 0): it is kept, and the previous best goes back to
     ``keep_last``'s rotation."""
-    atomic_write_text(os.path.join(path, BEST_FILE),
-                      json.dumps({"step": checkpoint_step(path), "val_loss": val_loss}) + "\n")
+    atomic_write_text(
+        os.path.join(path, BEST_FILE), json.dumps({"step": checkpoint_step(path), "val_loss": val_loss}) + "\n"
+    )
     for other in list_checkpoints(os.path.dirname(path)):
         if other != path and os.path.exists(os.path.join(other, BEST_FILE)):
             os.remove(os.path.join(other, BEST_FILE))
@@ -202,8 +214,10 @@ def resolve(resume: str | None, root: str) -> str | None:
         latest = os.path.basename(found[-1]) if found else ""
         newer = sorted(n for n in os.listdir(root) if STEP_DIR.match(n) and n > latest) if os.path.isdir(root) else []
         if newer:  # a save cut short outside our rename: copied by hand, or a file system that lost files
-            warnings.warn(f"passed over incomplete checkpoint(s) {', '.join(newer)} in {root}: they lack .metadata "
-                          f"or {STATE_FILE}")
+            warnings.warn(
+                f"passed over incomplete checkpoint(s) {', '.join(newer)} in {root}: they lack .metadata "
+                f"or {STATE_FILE}"
+            )
         return found[-1] if found else None
     if not os.path.isdir(resume):
         raise CheckpointError(f"checkpoint {resume!r} does not exist")
@@ -378,14 +392,20 @@ def load_newest(root: str, sharded: ModelOptimizerState, train_state: TrainState
             failed.append(exc)
             continue
         if failed and not skip_damaged:
-            raise CheckpointError(f"{failed[0]}\nthe newest checkpoint that loads is {path}: resume from it with "
-                                  "--resume latest-intact (passes over newer ones that do not load) or "
-                                  f"--resume {path}")
+            raise CheckpointError(
+                f"{failed[0]}\nthe newest checkpoint that loads is {path}: resume from it with "
+                "--resume latest-intact (passes over newer ones that do not load) or "
+                f"--resume {path}"
+            )
         if failed:
-            warnings.warn(f"resuming from {path}: passed over newer checkpoint(s) that do not load: "
-                          + "; ".join(map(str, failed)))
+            warnings.warn(
+                f"resuming from {path}: passed over newer checkpoint(s) that do not load: "
+                + "; ".join(map(str, failed))
+            )
         return path
-    raise CheckpointError(str(failed[0]) + (f"\nno older checkpoint under {root} loads either" if len(failed) > 1 else ""))
+    raise CheckpointError(
+        str(failed[0]) + (f"\nno older checkpoint under {root} loads either" if len(failed) > 1 else "")
+    )
 
 
 # --- whole-model weights (inference, export) -------------------------------------------------------

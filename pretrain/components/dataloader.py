@@ -126,9 +126,12 @@ def hold_out(path: str, shards: list, val_fraction: float, seed: int, min_tokens
         return held
     held = [h | (d <= u[order[k]]) for h, d in zip(held, draws)]
     now = sum(int(n[h].sum()) for n, h in zip(lengths, held))
-    print(f"[data] {path}: val_fraction {val_fraction:g} holds out {tokens:,} tokens, fewer than one validation "
-          f"batch ({min_tokens:,}); holding out {sum(int(h.sum()) for h in held)} documents ({now:,} tokens, "
-          f"{now / max(int(cum[-1]), 1):.0%}) instead", file=sys.stderr)
+    print(
+        f"[data] {path}: val_fraction {val_fraction:g} holds out {tokens:,} tokens, fewer than one validation "
+        f"batch ({min_tokens:,}); holding out {sum(int(h.sum()) for h in held)} documents ({now:,} tokens, "
+        f"{now / max(int(cum[-1]), 1):.0%}) instead",
+        file=sys.stderr,
+    )
     return held
 
 
@@ -146,8 +149,17 @@ class Source:
     tokenizer: str = ""  # the manifest's tokenizer identity: sources of one run must share it
 
     @classmethod
-    def open(cls, path: str, seq_len: int, val_fraction: float, seed: int, vocab_size: int | None = None,
-             cache: BlockCache | None = None, val_samples: int = 1, name: str | None = None) -> "Source":
+    def open(
+        cls,
+        path: str,
+        seq_len: int,
+        val_fraction: float,
+        seed: int,
+        vocab_size: int | None = None,
+        cache: BlockCache | None = None,
+        val_samples: int = 1,
+        name: str | None = None,
+    ) -> "Source":
         """A URL is read through ``cache`` (default: a temporary one); a local folder through memory maps.
         With ``val_fraction`` > 0, at least ``val_samples`` validation samples are held out where the
         source allows (``hold_out``)."""
@@ -157,14 +169,26 @@ class Source:
         else:
             cache, (manifest, shards) = None, (load_manifest(path), open_dataset(path))
         if vocab_size is not None and manifest["vocab_size"] > vocab_size:
-            raise UsageError(f"{path}: the tokenizer's vocabulary {manifest['vocab_size']} (manifest vocab_size) exceeds "
-                             f"the model's vocab_size {vocab_size}: set model.vocab_size to {manifest['vocab_size']} "
-                             "or auto, or use shards made with the model's tokenizer")
+            raise UsageError(
+                f"{path}: the tokenizer's vocabulary {manifest['vocab_size']} (manifest vocab_size) exceeds "
+                f"the model's vocab_size {vocab_size}: set model.vocab_size to {manifest['vocab_size']} "
+                "or auto, or use shards made with the model's tokenizer"
+            )
         held_out = hold_out(path, shards, val_fraction, seed, val_samples * seq_len + 1)
-        source = cls(path, TokenStream(shards, [~m for m in held_out]), TokenStream(shards, held_out), seq_len,
-                     manifest["vocab_size"], cache, name or path, _tokenizer_identity(manifest))
+        source = cls(
+            path,
+            TokenStream(shards, [~m for m in held_out]),
+            TokenStream(shards, held_out),
+            seq_len,
+            manifest["vocab_size"],
+            cache,
+            name or path,
+            _tokenizer_identity(manifest),
+        )
         if source.num_samples("train") == 0:
-            raise UsageError(f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}")
+            raise UsageError(
+                f"{path}: {source.train.num_tokens} training tokens, fewer than seq_len + 1 = {seq_len + 1}"
+            )
         return source
 
     def num_samples(self, split: str) -> int:
@@ -199,9 +223,20 @@ class Loader:
     ``state_dict()`` is the number of global samples consumed, the same on every rank. With ``documents``
     each row is (2, seq_len + 1): the token ids and each token's document number."""
 
-    def __init__(self, sources: list[Source], weights: list[float], split: str, global_batch: int,
-                 micro_batch: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0, read_ahead_steps: int = 0,
-                 documents: bool = False, phases: list[tuple[int | None, list[float]]] | None = None):
+    def __init__(
+        self,
+        sources: list[Source],
+        weights: list[float],
+        split: str,
+        global_batch: int,
+        micro_batch: int,
+        dp_rank: int = 0,
+        dp_size: int = 1,
+        seed: int = 0,
+        read_ahead_steps: int = 0,
+        documents: bool = False,
+        phases: list[tuple[int | None, list[float]]] | None = None,
+    ):
         if global_batch % (micro_batch * dp_size):
             raise UsageError(
                 f"global_batch_size {global_batch} is not a multiple of micro_batch_size {micro_batch} x "
@@ -252,10 +287,12 @@ class Loader:
             found = source.find_out_of_vocab(self.split, i)
             if found:
                 path, offset, token = found
-                raise UsageError(f"{path}: token id {token} at token offset {offset} is outside the vocabulary of "
-                                 f"{source.path} (vocab_size {source.vocab_size}): the shard is corrupt or was made "
-                                 f"with another tokenizer; run `dataprep verify-shards {source.path}`, then re-tokenize "
-                                 "or restore that shard")
+                raise UsageError(
+                    f"{path}: token id {token} at token offset {offset} is outside the vocabulary of "
+                    f"{source.path} (vocab_size {source.vocab_size}): the shard is corrupt or was made "
+                    f"with another tokenizer; run `dataprep verify-shards {source.path}`, then re-tokenize "
+                    "or restore that shard"
+                )
 
     def next_step(self) -> list[torch.Tensor]:
         """The micro-batches of the next optimizer step."""
@@ -300,9 +337,14 @@ class Loader:
 
 
 def open_cache(cfg: DataCacheConfig, folder: str | None = None) -> BlockCache:
-    """The block cache for sources given as URLs, in ``folder`` (default: a temporary folder, removed with the """ """cache)."""
+    (
+        """The block cache for sources given as URLs, in ``folder`` (default: a temporary folder, removed with the """
+        """cache)."""
+    )
     temporary = None if folder else tempfile.TemporaryDirectory(prefix="ccpretrain-data-cache-")
-    cache = BlockCache(folder or temporary.name, cfg.max_bytes, cfg.block_bytes, cfg.workers, Retry(cfg.retries, cfg.backoff_s))
+    cache = BlockCache(
+        folder or temporary.name, cfg.max_bytes, cfg.block_bytes, cfg.workers, Retry(cfg.retries, cfg.backoff_s)
+    )
     cache.temporary = temporary  # lives as long as the cache
     return cache
 
@@ -312,24 +354,29 @@ def _tokenizer_identity(manifest: dict) -> str:
     return str(described.get("model_sha256") or json.dumps(described, sort_keys=True))
 
 
-def open_sources(cfg: DataConfig, seq_len: int, vocab_size: int | None = None, cache_dir: str | None = None,
-                 val_samples: int = 1) -> list[Source]:
+def open_sources(
+    cfg: DataConfig, seq_len: int, vocab_size: int | None = None, cache_dir: str | None = None, val_samples: int = 1
+) -> list[Source]:
     """Every source; those given as URLs share one cache in ``cache_dir`` (one folder per process).
     Sources tokenized with different tokenizers are refused: one id would stand for different text."""
     missing = [s.path for s in cfg.sources if not is_remote(s.path) and not os.path.exists(s.path)]
     if missing:
         raise MissingPath(f"data source(s) not found: {', '.join(missing)}")
     cache = open_cache(cfg.cache, cache_dir) if any(is_remote(s.path) for s in cfg.sources) else None
-    sources = [Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples, s.name)
-               for s in cfg.sources]
+    sources = [
+        Source.open(s.path, seq_len, cfg.val_fraction, cfg.seed, vocab_size, cache, val_samples, s.name)
+        for s in cfg.sources
+    ]
     groups: dict[str, list[str]] = {}
     for source in sources:
         groups.setdefault(source.tokenizer, []).append(source.name)
     if len(groups) > 1:
         listed = "; ".join(", ".join(names) for names in groups.values())
-        raise UsageError(f"data sources were tokenized with {len(groups)} different tokenizers ({listed}): the same id "
-                         "would mean different text in each. Tokenize every source with one tokenizer, e.g. "
-                         "`dataprep run wikipedia ... --set stages.-1.tokenizer=out/web/tokenizer`")
+        raise UsageError(
+            f"data sources were tokenized with {len(groups)} different tokenizers ({listed}): the same id "
+            "would mean different text in each. Tokenize every source with one tokenizer, e.g. "
+            "`dataprep run wikipedia ... --set stages.-1.tokenizer=out/web/tokenizer`"
+        )
     return sources
 
 
@@ -341,9 +388,11 @@ def warn_if_read_ahead_overflows(cfg: DataCacheConfig, remote: list[Source], seq
     # the blocks a sample usually spans, for the step being read and the steps read ahead
     ahead_bytes = (cfg.read_ahead_steps + 1) * rank_batch * (sample_bytes // cfg.block_bytes + 1) * cfg.block_bytes
     if ahead_bytes > cfg.max_bytes:
-        warnings.warn(f"data.cache.max_bytes {cfg.max_bytes} may not hold the {cfg.read_ahead_steps + 1} steps read "
-                      f"ahead (up to {ahead_bytes} bytes): blocks fetched ahead would be evicted before use and "
-                      "fetched again; raise max_bytes or lower read_ahead_steps or block_bytes")
+        warnings.warn(
+            f"data.cache.max_bytes {cfg.max_bytes} may not hold the {cfg.read_ahead_steps + 1} steps read "
+            f"ahead (up to {ahead_bytes} bytes): blocks fetched ahead would be evicted before use and "
+            "fetched again; raise max_bytes or lower read_ahead_steps or block_bytes"
+        )
 
 
 def phase_ends(cfg: DataConfig, steps: int, global_batch: int) -> list[tuple[int | None, list[float]]] | None:
@@ -351,13 +400,23 @@ def phase_ends(cfg: DataConfig, steps: int, global_batch: int) -> list[tuple[int
     if not cfg.phases:
         return None
     weights = cfg.phase_weights()
-    return [(None if i == len(weights) - 1 else round(until * steps) * global_batch, w)
-            for i, (until, w) in enumerate(weights)]
+    return [
+        (None if i == len(weights) - 1 else round(until * steps) * global_batch, w)
+        for i, (until, w) in enumerate(weights)
+    ]
 
 
-def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch: int, dp_rank: int, dp_size: int,
-                  vocab_size: int | None = None, cache_dir: str | None = None,
-                  steps: int | None = None) -> tuple[Loader, Loader | None]:
+def build_loaders(
+    cfg: DataConfig,
+    seq_len: int,
+    global_batch: int,
+    micro_batch: int,
+    dp_rank: int,
+    dp_size: int,
+    vocab_size: int | None = None,
+    cache_dir: str | None = None,
+    steps: int | None = None,
+) -> tuple[Loader, Loader | None]:
     """The training loader and, when any source holds validation samples, the validation loader.
     ``cache_dir`` is this process's folder for blocks of sources given as URLs; ``steps``, the run's, places
     ``data.phases``."""
@@ -365,17 +424,40 @@ def build_loaders(cfg: DataConfig, seq_len: int, global_batch: int, micro_batch:
     weights = [s.weight for s in cfg.sources]
     ahead = cfg.cache.read_ahead_steps
     warn_if_read_ahead_overflows(cfg.cache, [s for s in sources if s.remote], seq_len, global_batch // dp_size)
-    train = Loader(sources, weights, "train", global_batch, micro_batch, dp_rank, dp_size, cfg.seed, ahead,
-                   cfg.document_mask, phase_ends(cfg, steps or 1, global_batch))
+    train = Loader(
+        sources,
+        weights,
+        "train",
+        global_batch,
+        micro_batch,
+        dp_rank,
+        dp_size,
+        cfg.seed,
+        ahead,
+        cfg.document_mask,
+        phase_ends(cfg, steps or 1, global_batch),
+    )
     val_idx = [i for i, s in enumerate(sources) if s.num_samples("val") > 0]
     if not val_idx:
         if cfg.val_fraction > 0:
-            raise UsageError(f"data.val_fraction {cfg.val_fraction:g}: no source is large enough to hold out a "
-                             f"validation sample of seq_len + 1 = {seq_len + 1} tokens beside its training samples; "
-                             "add data, lower seq_len, or set data.val_fraction: 0")
+            raise UsageError(
+                f"data.val_fraction {cfg.val_fraction:g}: no source is large enough to hold out a "
+                f"validation sample of seq_len + 1 = {seq_len + 1} tokens beside its training samples; "
+                "add data, lower seq_len, or set data.val_fraction: 0"
+            )
         return train, None
-    val = Loader([sources[i] for i in val_idx], [weights[i] for i in val_idx], "val", global_batch, micro_batch,
-                 dp_rank, dp_size, cfg.seed + 1, ahead, cfg.document_mask)
+    val = Loader(
+        [sources[i] for i in val_idx],
+        [weights[i] for i in val_idx],
+        "val",
+        global_batch,
+        micro_batch,
+        dp_rank,
+        dp_size,
+        cfg.seed + 1,
+        ahead,
+        cfg.document_mask,
+    )
     return train, val
 
 

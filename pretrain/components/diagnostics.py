@@ -83,8 +83,15 @@ class LayerDiagnostics:
     ``logits``: whether attention sees whole sequences (not under context parallelism, where a rank holds
     chunks of q and k)."""
 
-    def __init__(self, model: nn.Module, stages: list[nn.Module], n_layers: int, device: torch.device,
-                 ranks_per_stage: int, logits: bool = True):
+    def __init__(
+        self,
+        model: nn.Module,
+        stages: list[nn.Module],
+        n_layers: int,
+        device: torch.device,
+        ranks_per_stage: int,
+        logits: bool = True,
+    ):
         self.names = layer_names(n_layers)
         self.row = {name: i for i, name in enumerate(self.names)}
         named = list(model.named_parameters())
@@ -93,9 +100,14 @@ class LayerDiagnostics:
         self.ranks_per_stage = ranks_per_stage
         self.param_copies = [copies(p, ranks_per_stage) for p in self.params]
         self.stages, self.device = stages, device
-        self.attentions = [(self.row[f"block.{name}"], module) for stage in stages if logits
-                           for name, block in stage.layers.items() for module in block.modules()
-                           if isinstance(module, Attention)]
+        self.attentions = [
+            (self.row[f"block.{name}"], module)
+            for stage in stages
+            if logits
+            for name, block in stage.layers.items()
+            for module in block.modules()
+            if isinstance(module, Attention)
+        ]
 
     def begin(self, activations: bool = True) -> None:
         """Arm the probes for the coming step: each block's output and its attention's q and k (unless not
@@ -128,9 +140,11 @@ class LayerDiagnostics:
         layer; each element is counted once over the ranks (``counts``: the ranks holding each, by default
         the parameters'). ``.to``: offloaded shards live in host memory (a copy to the device, not a read)."""
         zero = torch.zeros((), device=self.device)
-        norms = (zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32).to(self.device)
-                 for t in tensors)
-        squares = [norm ** 2 / n for norm, n in zip(norms, counts or self.param_copies)]
+        norms = (
+            zero if t is None else torch.linalg.vector_norm(_local(t), dtype=torch.float32).to(self.device)
+            for t in tensors
+        )
+        squares = [norm**2 / n for norm, n in zip(norms, counts or self.param_copies)]
         return torch.zeros(len(self.names), device=self.device).index_add_(0, self.rows, torch.stack(squares))
 
     @torch.no_grad()
@@ -149,16 +163,24 @@ class LayerDiagnostics:
             attention.probe = None
         after = [_local(p.detach()) for p in self.params]
         delta = (a - b for a, b in zip(after, self.before))  # one parameter's update at a time
-        sums = torch.stack([self.grad_sq, self._per_layer(after), self._per_layer(delta), self._per_layer(self.before),
-                            self.act_sq, torch.tensor(self.counts, dtype=torch.float32, device=self.device)])
+        sums = torch.stack(
+            [
+                self.grad_sq,
+                self._per_layer(after),
+                self._per_layer(delta),
+                self._per_layer(self.before),
+                self.act_sq,
+                torch.tensor(self.counts, dtype=torch.float32, device=self.device),
+            ]
+        )
         maxima = self.maxima
         if dist.is_initialized() and dist.get_world_size() > 1:
             dist.all_reduce(sums)
             dist.all_reduce(maxima, op=dist.ReduceOp.MAX)
         values = torch.cat([sums.flatten(), maxima.flatten()]).tolist()  # the one read back
         n = len(self.names)
-        grad, param, change, before, act_sq, counts = (values[i * n:(i + 1) * n] for i in range(6))
-        act_max, logit = values[6 * n:7 * n], values[7 * n:]
+        grad, param, change, before, act_sq, counts = (values[i * n : (i + 1) * n] for i in range(6))
+        act_max, logit = values[6 * n : 7 * n], values[7 * n :]
         record: dict = {"kind": "diagnostics", "step": step}
         for i, name in enumerate(self.names):
             record[f"grad_norm/{name}"] = math.sqrt(grad[i])

@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text
 
-KINDS = {"nan": {"step", "rank"}, "spike": {"step", "rank", "scale"}, "hang": {"step", "rank"},
-         "kill": {"step", "rank"}, "slow": {"step", "rank", "ms"}}  # each kind -> the keys it takes (all integers)
+KINDS = {
+    "nan": {"step", "rank"},
+    "spike": {"step", "rank", "scale"},
+    "hang": {"step", "rank"},
+    "kill": {"step", "rank"},
+    "slow": {"step", "rank", "ms"},
+}  # each kind -> the keys it takes (all integers)
 REQUIRED = {"nan": {"step"}, "spike": {"step"}, "hang": {"step"}, "kill": {"step"}, "slow": {"ms"}}
 FIRED_DIR = "faults"
 

@@ -7,6 +7,7 @@ the table says which rank saw what. The verdict stays on the device: it reaches 
 AdamW's ``found_inf`` (the kernel leaves weights, moments and step count alone when it is set), and the
 host reads the table only on steps that log, validate or checkpoint (``NonFinite.from_table``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class NonFinite:
 
     @property
     def cause(self) -> str:
-        """"loss", "grad_norm" or "loss+grad_norm"."""
+        """ "loss", "grad_norm" or "loss+grad_norm"."""
         return "+".join(name for name, ranks in zip(CAUSES, (self.loss_ranks, self.grad_norm_ranks)) if ranks)
 
     @property
@@ -49,7 +50,9 @@ class NonFinite:
         bad = table[:, :LOSS] > 0
         if not bad.any():
             return None
-        ranks = [tuple(bad[:, column].nonzero().flatten().tolist()) for column in (LOSS_NOT_FINITE, GRAD_NORM_NOT_FINITE)]
+        ranks = [
+            tuple(bad[:, column].nonzero().flatten().tolist()) for column in (LOSS_NOT_FINITE, GRAD_NORM_NOT_FINITE)
+        ]
         return cls(*ranks)
 
 
@@ -97,12 +100,20 @@ class SkipCounter:
 
     def record(self, step: int, found: NonFinite) -> dict:
         """The metrics record of a skipped step."""
-        return {"kind": "skip", "step": step, "rank": found.rank, "cause": found.cause,
-                "loss_ranks": list(found.loss_ranks), "grad_norm_ranks": list(found.grad_norm_ranks),
-                "consecutive": self.consecutive, "skipped_total": self.total}
+        return {
+            "kind": "skip",
+            "step": step,
+            "rank": found.rank,
+            "cause": found.cause,
+            "loss_ranks": list(found.loss_ranks),
+            "grad_norm_ranks": list(found.grad_norm_ranks),
+            "consecutive": self.consecutive,
+            "skipped_total": self.total,
+        }
 
     def error(self, step: int, found: NonFinite) -> NonFiniteError:
         return NonFiniteError(
             f"step {step}: {found.cause} not finite (rank {found.rank}), {self.consecutive} steps in a row, more "
             f"than max_consecutive_skips {self.max_consecutive}: stopped after a checkpoint at step {step}; look "
-            "at the data and the learning rate, then resume with --resume auto (or raise max_consecutive_skips)")
+            "at the data and the learning rate, then resume with --resume auto (or raise max_consecutive_skips)"
+        )

@@ -52,8 +52,10 @@ class InLoopEval:
         # the data sources' tokenizer (the run folder's copy may not be written yet)
         self.tokenizer, manifest = find_tokenizer(Trained({}, cfg.model, cfg, cfg.out_dir, None))
         self.add_bos, self.prefix = bool(manifest.get("add_bos")), document_prefix(self.tokenizer, manifest)
-        self.documents = {name: read_documents(path, self.section.text_field, f"eval.documents.{name}")[0]
-                          .column("text").to_pylist() for name, path in self.section.documents.items()}
+        self.documents = {
+            name: read_documents(path, self.section.text_field, f"eval.documents.{name}")[0].column("text").to_pylist()
+            for name, path in self.section.documents.items()
+        }
 
     def due(self, step: int, last: int) -> bool:
         """On multiples of ``every_steps`` and at the run's last step (only there when ``every_steps`` is 0)."""
@@ -73,16 +75,27 @@ class InLoopEval:
         record = {"kind": "eval", "step": step}
         section = self.section
         for name, texts in self.documents.items():
-            scored = document_bits_per_byte(plain, self.tokenizer, texts, self.prefix, self.cfg.seq_len,
-                                            section.batch_size, self.precision)
+            scored = document_bits_per_byte(
+                plain, self.tokenizer, texts, self.prefix, self.cfg.seq_len, section.batch_size, self.precision
+            )
             record[f"{name}/bpb"] = scored["bits_per_byte"]
         if section.tasks:
             from pretrain.inference.harness import evaluate_tasks
 
-            scores = evaluate_tasks(plain, self.tokenizer, section.tasks, section.include_path, section.limit,
-                                    section.num_fewshot, self.add_bos, section.batch_size, self.precision)
-            record.update({f"{task}/{metric}": value for task, metrics in scores.items()
-                           for metric, value in metrics.items()})
+            scores = evaluate_tasks(
+                plain,
+                self.tokenizer,
+                section.tasks,
+                section.include_path,
+                section.limit,
+                section.num_fewshot,
+                self.add_bos,
+                section.batch_size,
+                self.precision,
+            )
+            record.update(
+                {f"{task}/{metric}": value for task, metrics in scores.items() for metric, value in metrics.items()}
+            )
         del plain, weights
         record["eval_seconds"] = time.perf_counter() - started
         return record

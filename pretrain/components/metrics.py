@@ -32,8 +32,10 @@ def check_trackers(log) -> None:
 
     for key, module in TRACKER_PACKAGES.items():
         if getattr(log, key, None) and importlib.util.find_spec(module) is None:
-            raise ConfigError(f"log.{key} is set but the {module!r} package is not installed: "
-                              f"pip install 'ccpretrain[{module}]' (or remove log.{key})")
+            raise ConfigError(
+                f"log.{key} is set but the {module!r} package is not installed: "
+                f"pip install 'ccpretrain[{module}]' (or remove log.{key})"
+            )
 
 
 def tracker_scalars(record: dict) -> dict[str, float]:
@@ -41,8 +43,11 @@ def tracker_scalars(record: dict) -> dict[str, float]:
     (per-source tokens) gives one scalar each: "train/source_tokens/web"."""
     kind = record.get("kind", "train")
     flat = {f"{key}/{name}": v for key, value in record.items() if isinstance(value, dict) for name, v in value.items()}
-    return {f"{kind}/{key.removeprefix(kind + '_')}": value for key, value in {**record, **flat}.items()
-            if key not in ("step", "time", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool)}
+    return {
+        f"{kind}/{key.removeprefix(kind + '_')}": value
+        for key, value in {**record, **flat}.items()
+        if key not in ("step", "time", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
 
 
 def bubble_fraction(schedule: str, pp: int, micro_batches: int, stages_per_rank: int = 1) -> float:
@@ -69,8 +74,10 @@ def device_peak_flops(device: torch.device) -> float | None:
 def memory_gib(device: torch.device) -> dict:
     """Peak accelerator memory since the last call (CUDA), else the process's peak resident memory."""
     if device.type == "cuda":
-        out = {"mem_gib": torch.cuda.max_memory_allocated(device) / 2**30,
-               "mem_reserved_gib": torch.cuda.max_memory_reserved(device) / 2**30}
+        out = {
+            "mem_gib": torch.cuda.max_memory_allocated(device) / 2**30,
+            "mem_reserved_gib": torch.cuda.max_memory_reserved(device) / 2**30,
+        }
         torch.cuda.reset_peak_memory_stats(device)
         return out
     return {"rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}  # KiB on Linux
@@ -83,9 +90,20 @@ class MetricsLogger:
     """``horizon``: the run's last step, for the ETA; ``planned_step_s``: the plan's time per step, which the
     measured one is compared with once."""
 
-    def __init__(self, out_dir: str, jsonl: str | None, tensorboard: str | None, flops_per_token: float,
-                 world_size: int, device: torch.device, rank: int = 0, wandb=None, run_config: dict | None = None,
-                 horizon: int | None = None, planned_step_s: float | None = None):
+    def __init__(
+        self,
+        out_dir: str,
+        jsonl: str | None,
+        tensorboard: str | None,
+        flops_per_token: float,
+        world_size: int,
+        device: torch.device,
+        rank: int = 0,
+        wandb=None,
+        run_config: dict | None = None,
+        horizon: int | None = None,
+        planned_step_s: float | None = None,
+    ):
         self.enabled = rank == 0
         self.horizon, self.planned_step_s, self._records = horizon, planned_step_s, 0
         self.flops_per_token, self.world_size, self.device = flops_per_token, world_size, device
@@ -102,9 +120,16 @@ class MetricsLogger:
             if wandb is not None:
                 import wandb as wandb_lib
 
-                self._wandb = wandb_lib.init(project=wandb.project, name=wandb.name or os.path.basename(os.path.abspath(out_dir)),
-                                             entity=wandb.entity, mode=wandb.mode, tags=wandb.tags, config=run_config,
-                                             dir=out_dir, resume="allow")
+                self._wandb = wandb_lib.init(
+                    project=wandb.project,
+                    name=wandb.name or os.path.basename(os.path.abspath(out_dir)),
+                    entity=wandb.entity,
+                    mode=wandb.mode,
+                    tags=wandb.tags,
+                    config=run_config,
+                    dir=out_dir,
+                    resume="allow",
+                )
         self.start(0)
 
     def count_tokens(self, n: int) -> None:
@@ -140,9 +165,13 @@ class MetricsLogger:
         ratio = step_time / self.planned_step_s
         if 1 / PLAN_MISMATCH <= ratio <= PLAN_MISMATCH:
             return
-        print(f"[train] warning: a step takes {step_time:.3g} s, {ratio:.3g}x the plan's {self.planned_step_s:.3g} s "
-              "(pretrain plan's GPU, MFU and layout): another or a busy machine, or slow data; the ETA follows the "
-              "measured time", file=sys.stderr, flush=True)
+        print(
+            f"[train] warning: a step takes {step_time:.3g} s, {ratio:.3g}x the plan's {self.planned_step_s:.3g} s "
+            "(pretrain plan's GPU, MFU and layout): another or a busy machine, or slow data; the ETA follows the "
+            "measured time",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def write(self, record: dict, line: str | None = None) -> None:
         """Write ``record`` to the JSONL file and the trackers, and to the console as ``line`` (default: every

@@ -39,8 +39,13 @@ class MixtureOrder:
     phase's last position + 1 and weights (the last phase's end may be None: it runs on); None: one phase of
     ``weights``."""
 
-    def __init__(self, sizes: list[int], weights: list[float], seed: int,
-                 phases: list[tuple[int | None, list[float]]] | None = None):
+    def __init__(
+        self,
+        sizes: list[int],
+        weights: list[float],
+        seed: int,
+        phases: list[tuple[int | None, list[float]]] | None = None,
+    ):
         self.sizes, self.seed = sizes, seed
         phases = phases or [(None, weights)]
         self.ends = [end if end is not None else np.iinfo(np.int64).max for end, _ in phases]
@@ -81,7 +86,11 @@ class MixtureOrder:
 
     def _make_permutation(self, source: int, epoch: int) -> np.ndarray:
         n = self.sizes[source]
-        return np.random.default_rng([self.seed, 2, source, epoch]).permutation(n).astype(np.int64 if n >= 2**31 else np.int32)
+        return (
+            np.random.default_rng([self.seed, 2, source, epoch])
+            .permutation(n)
+            .astype(np.int64 if n >= 2**31 else np.int32)
+        )
 
     def _drawn_in_phase(self, k: int, start: int, end: int) -> np.ndarray:
         """Samples each source gives at positions ``[start, end)`` of phase ``k`` (counted from its start):

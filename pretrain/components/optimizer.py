@@ -11,8 +11,9 @@ from torch.distributed.tensor import DTensor
 from pretrain.config import OptimConfig
 
 
-def build_optimizer(model: torch.nn.Module, opt: OptimConfig, precision: str = "fp32",
-                    shard_over=None) -> torch.optim.Optimizer:
+def build_optimizer(
+    model: torch.nn.Module, opt: OptimConfig, precision: str = "fp32", shard_over=None
+) -> torch.optim.Optimizer:
     """AdamW; weight decay on matrices (and embeddings), none on 1-D tensors (norm gains). Fused (one
     kernel, and a skipped step decided on the device through its ``found_inf``) wherever the parameters
     live on the GPU, and on the CPU except under fp16 (torch's CPU fused AdamW rejects the loss scaler's
@@ -24,7 +25,8 @@ def build_optimizer(model: torch.nn.Module, opt: OptimConfig, precision: str = "
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
     fused = all(p.device.type == "cuda" for p in params) or (
-        precision != "fp16" and all(p.device.type in ("cuda", "cpu") for p in params))
+        precision != "fp16" and all(p.device.type in ("cuda", "cpu") for p in params)
+    )
     if shard_over is not None:
         from pretrain.distributed.zero1 import build_zero1
 
@@ -50,8 +52,9 @@ def lr_factor(step: int, total: int, opt: OptimConfig) -> float:
     return 1.0 - (1.0 - floor) * min(1.0, (step - start + 1) / decay_steps)
 
 
-def build_lr_scheduler(optimizer: torch.optim.Optimizer, total: int,
-                       opt: OptimConfig) -> torch.optim.lr_scheduler.LambdaLR:
+def build_lr_scheduler(
+    optimizer: torch.optim.Optimizer, total: int, opt: OptimConfig
+) -> torch.optim.lr_scheduler.LambdaLR:
     """The schedule of ``lr_factor`` over ``total`` steps, stepped once per optimizer step."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total, opt))
 

@@ -31,16 +31,21 @@ class Stopped(Exception):
         self.signal_name, self.step, self.checkpoint = signal_name, step, checkpoint
         self.exit_status = 128 + signal.Signals[signal_name].value
         if step is None:
-            message = f"stopped by {signal_name} during set-up, before any step: nothing to save; run the same command again"
+            message = (
+                f"stopped by {signal_name} during set-up, before any step: nothing to save; run the same command again"
+            )
         else:
             saved = f"saved {checkpoint}" if checkpoint else "no step trained, nothing to save"
-            message = f"stopped by {signal_name} at step {step}: {saved}; continue with the same command and --resume auto"
+            message = (
+                f"stopped by {signal_name} at step {step}: {saved}; continue with the same command and --resume auto"
+            )
         super().__init__(message)
 
 
 @contextlib.contextmanager
 def stop_at_once():
     """While the block runs (set-up: there is nothing to save yet), SIGINT or SIGTERM raises ``Stopped``."""
+
     def stop(signum: int, frame):
         raise Stopped(signal.Signals(signum).name, None, None)
 

@@ -30,10 +30,20 @@ PARTS = ("data_wait_s", "optimizer_s", "compute_s", "communication_s")  # the ti
 STEP_PREFIX = "train_step#"
 DATA_WAIT = "data_wait"
 TOP_OPS = 15
-_KINDS = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
-          ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("sendrecv", "send_recv"), ("send", "send_recv"),
-          ("recv", "send_recv"), ("barrier", "barrier"), ("reduce", "reduce"), ("gather", "gather"),
-          ("scatter", "scatter"))
+_KINDS = (
+    ("allreduce", "all_reduce"),
+    ("allgather", "all_gather"),
+    ("reducescatter", "reduce_scatter"),
+    ("alltoall", "all_to_all"),
+    ("broadcast", "broadcast"),
+    ("sendrecv", "send_recv"),
+    ("send", "send_recv"),
+    ("recv", "send_recv"),
+    ("barrier", "barrier"),
+    ("reduce", "reduce"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+)
 
 
 def collective_kind(name: str) -> str | None:
@@ -78,15 +88,20 @@ class StepProfiler:
         if self._prof is not None:
             self._close()
         elif not self.measured and self.rank == 0:
-            print(f"[profile] warning: no step of log.profile_steps [{self.start}, {self.end}] ran in this job "
-                  "(the run ended, stopped or resumed outside it): nothing was recorded", file=sys.stderr, flush=True)
+            print(
+                f"[profile] warning: no step of log.profile_steps [{self.start}, {self.end}] ran in this job "
+                "(the run ended, stopped or resumed outside it): nothing was recorded",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _open(self) -> None:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if self.device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self._prof = torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True,
-                                            with_stack=False)
+        self._prof = torch.profiler.profile(
+            activities=activities, record_shapes=True, profile_memory=True, with_stack=False
+        )
         self._prof.__enter__()
 
     def _close(self) -> None:
@@ -97,8 +112,11 @@ class StepProfiler:
             prof.export_chrome_trace(tmp)
         if not self.measured:
             return
-        summary = {"rank": self.rank, "steps": split_steps(prof.events(), self.measured),
-                   "top_ops": top_ops(prof, self.device.type == "cuda")}
+        summary = {
+            "rank": self.rank,
+            "steps": split_steps(prof.events(), self.measured),
+            "top_ops": top_ops(prof, self.device.type == "cuda"),
+        }
         ranks = [summary]
         if self.world > 1:
             ranks = [None] * self.world
@@ -122,6 +140,7 @@ def _timed(fetch):
     def timed():
         with torch.profiler.record_function(DATA_WAIT):
             return fetch()
+
     return timed
 
 
@@ -146,10 +165,16 @@ def split_steps(events, measured: dict[int, float]) -> list[dict]:
     (seconds), with each kind of collective's busy time and the stopwatch's step time beside it."""
     cuda = any(e.device_type != torch.autograd.DeviceType.CPU for e in events)
     comm_threads = {e.thread for e in events if e.name.startswith("gloo:")}
-    windows = sorted((int(e.name[len(STEP_PREFIX):]), e.time_range.start, e.time_range.end)
-                     for e in events if e.name.startswith(STEP_PREFIX))
-    spans = [(e.time_range.start, e.time_range.end, part, collective_kind(e.name)) for e in events
-             if e.time_range.end > e.time_range.start and (part := _part(e, cuda, comm_threads))]
+    windows = sorted(
+        (int(e.name[len(STEP_PREFIX) :]), e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name.startswith(STEP_PREFIX)
+    )
+    spans = [
+        (e.time_range.start, e.time_range.end, part, collective_kind(e.name))
+        for e in events
+        if e.time_range.end > e.time_range.start and (part := _part(e, cuda, comm_threads))
+    ]
     steps = []
     for step, lo, hi in windows:
         inside = [(max(a, lo), min(b, hi), part, kind) for a, b, part, kind in spans if a < hi and b > lo]
@@ -157,9 +182,16 @@ def split_steps(events, measured: dict[int, float]) -> list[dict]:
         kinds = {}
         for kind in sorted({k for *_, k in inside if k}):
             kinds[kind] = _union([(a, b) for a, b, _, k in inside if k == kind]) / 1e6
-        steps.append({"step": step, "step_s": (hi - lo) / 1e6, "measured_step_s": measured.get(step),
-                      **{part: split[part] / 1e6 for part in PARTS}, "idle_s": split["idle_s"] / 1e6,
-                      "collectives": kinds})
+        steps.append(
+            {
+                "step": step,
+                "step_s": (hi - lo) / 1e6,
+                "measured_step_s": measured.get(step),
+                **{part: split[part] / 1e6 for part in PARTS},
+                "idle_s": split["idle_s"] / 1e6,
+                "collectives": kinds,
+            }
+        )
     return steps
 
 
@@ -193,8 +225,15 @@ def top_ops(prof, cuda: bool) -> list[dict]:
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
     rows = [a for a in prof.key_averages() if not a.key.startswith((STEP_PREFIX, DATA_WAIT, "ProfilerStep"))]
     rows.sort(key=lambda a: getattr(a, key), reverse=True)
-    return [{"name": a.key, "calls": a.count, "self_cpu_s": a.self_cpu_time_total / 1e6,
-             **({"self_device_s": a.self_device_time_total / 1e6} if cuda else {})} for a in rows[:TOP_OPS]]
+    return [
+        {
+            "name": a.key,
+            "calls": a.count,
+            "self_cpu_s": a.self_cpu_time_total / 1e6,
+            **({"self_device_s": a.self_device_time_total / 1e6} if cuda else {}),
+        }
+        for a in rows[:TOP_OPS]
+    ]
 
 
 def _mean(rows: list[dict], key: str) -> float:
@@ -216,32 +255,52 @@ def profile_report(ranks: list[dict], start: int, end: int, device: str) -> dict
     overall = {key: _mean(means, key) for key in means[0] if key != "collectives"}
     kinds = sorted({k for m in means for k in m["collectives"]})
     overall["collectives"] = {k: sum(m["collectives"].get(k, 0.0) for m in means) / len(means) for k in kinds}
-    return {"steps": [start, end], "ranks": len(per_rank), "device": device, "mean": overall,
-            "top_ops": per_rank[0]["top_ops"], "per_rank": per_rank}
+    return {
+        "steps": [start, end],
+        "ranks": len(per_rank),
+        "device": device,
+        "mean": overall,
+        "top_ops": per_rank[0]["top_ops"],
+        "per_rank": per_rank,
+    }
 
 
 def profile_split_line(mean: dict) -> str:
     """'0.412 s = compute 0.301 (73%) + ...': the mean step's split (the report reuses it)."""
     total = mean["step_s"] or 1e-12
-    names = {"compute_s": "compute", "communication_s": "communication", "data_wait_s": "data wait",
-             "optimizer_s": "optimizer", "idle_s": "idle"}
+    names = {
+        "compute_s": "compute",
+        "communication_s": "communication",
+        "data_wait_s": "data wait",
+        "optimizer_s": "optimizer",
+        "idle_s": "idle",
+    }
     return f"{mean['step_s']:.4f} s = " + " + ".join(
-        f"{label} {mean[key]:.4f} ({mean[key] / total:.0%})" for key, label in names.items())
+        f"{label} {mean[key]:.4f} ({mean[key] / total:.0%})" for key, label in names.items()
+    )
 
 
 def format_profile(report: dict, folder: str) -> str:
     mean, (start, end) = report["mean"], report["steps"]
-    lines = [(f"[profile] steps {start}-{end} on {report['ranks']} rank(s), {report['device']}, mean per step over "
-              f"ranks: {profile_split_line(mean)}; stopwatch {mean['measured_step_s']:.4f} s")]
+    lines = [
+        (
+            f"[profile] steps {start}-{end} on {report['ranks']} rank(s), {report['device']}, mean per step over "
+            f"ranks: {profile_split_line(mean)}; stopwatch {mean['measured_step_s']:.4f} s"
+        )
+    ]
     if mean["collectives"]:
-        lines.append("  collectives (busy time per step, hidden or not): " + ", ".join(
-            f"{k} {v:.4f} s" for k, v in mean["collectives"].items()))
+        lines.append(
+            "  collectives (busy time per step, hidden or not): "
+            + ", ".join(f"{k} {v:.4f} s" for k, v in mean["collectives"].items())
+        )
     lines.append(f"  {'top operators by self time (rank 0)':<60}{'calls':>8}{'self s':>10}")
     device = "self_device_s" in (report["top_ops"] or [{}])[0]
     for op in report["top_ops"][:10]:
         self_s = op["self_device_s"] if device else op["self_cpu_s"]
         name = re.sub(r"\s+", " ", op["name"])[:58]
         lines.append(f"  {name:<60}{op['calls']:>8}{self_s:>10.4f}")
-    lines.append(f"  traces: {folder}/rank<R>.trace.json (open in https://ui.perfetto.dev or chrome://tracing); "
-                 f"summary: {folder}/profile.json")
+    lines.append(
+        f"  traces: {folder}/rank<R>.trace.json (open in https://ui.perfetto.dev or chrome://tracing); "
+        f"summary: {folder}/profile.json"
+    )
     return "\n".join(lines)

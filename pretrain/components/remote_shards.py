@@ -51,7 +51,9 @@ def is_transient(exc: BaseException) -> bool:
         status = getattr(exc, "status", None) or getattr(exc, "code", None)
         if isinstance(status, int) and status >= 400:
             return status >= 500 or status == 429
-        if isinstance(exc, (ConnectionError, TimeoutError)) or any(c.__name__ in NETWORK_ERRORS for c in type(exc).__mro__):
+        if isinstance(exc, (ConnectionError, TimeoutError)) or any(
+            c.__name__ in NETWORK_ERRORS for c in type(exc).__mro__
+        ):
             return True
         exc = exc.__cause__
     return False
@@ -195,9 +197,13 @@ class RemoteFile:
         except RemoteReadError:
             raise
         except Exception as exc:  # not transient (e.g. HTTP 416): name the file and the range
-            raise ShardError(f"{self.url}: bytes [{start}, {end}) could not be read ({exc}): changed on the server?") from exc
+            raise ShardError(
+                f"{self.url}: bytes [{start}, {end}) could not be read ({exc}): changed on the server?"
+            ) from exc
         if len(data) != end - start:
-            raise ShardError(f"{self.url}: bytes [{start}, {end}) read as {len(data)} bytes: the file changed on the server")
+            raise ShardError(
+                f"{self.url}: bytes [{start}, {end}) read as {len(data)} bytes: the file changed on the server"
+            )
         return data
 
 
@@ -241,7 +247,9 @@ def _check_size(fs, url: str, want: int | None, retry: Retry) -> None:
     except FileNotFoundError:
         raise ShardError(f"{url} is missing (listed in the {MANIFEST_NAME} beside it)") from None
     if want is not None and size != want:
-        raise ShardError(f"{url} is {size} bytes but {MANIFEST_NAME} says {want}: changed since the manifest was written")
+        raise ShardError(
+            f"{url} is {size} bytes but {MANIFEST_NAME} says {want}: changed since the manifest was written"
+        )
 
 
 def _fetch_checked(fs, url: str, size: int | None, sha256: str | None, retry: Retry) -> bytes:
@@ -252,7 +260,9 @@ def _fetch_checked(fs, url: str, size: int | None, sha256: str | None, retry: Re
     except FileNotFoundError:
         raise ShardError(f"{url} is missing (listed in the {MANIFEST_NAME} beside it)") from None
     if size is not None and len(data) != size:
-        raise ShardError(f"{url} is {len(data)} bytes but {MANIFEST_NAME} says {size}: changed since the manifest was written")
+        raise ShardError(
+            f"{url} is {len(data)} bytes but {MANIFEST_NAME} says {size}: changed since the manifest was written"
+        )
     if sha256 and hashlib.sha256(data).hexdigest() != sha256:
         raise ShardError(f"{url}: SHA-256 does not match {MANIFEST_NAME} (file changed or corrupt)")
     return data
@@ -265,9 +275,13 @@ def load_remote_manifest(url: str, retry: Retry = Retry()) -> dict:
     try:
         text = retry.call(path, lambda: fs.cat_file(fs_path)).decode("utf-8")
     except FileNotFoundError:
-        raise MissingPath(f"{path} not found: not a token-shard directory, or its tokenize step did not finish") from None
+        raise MissingPath(
+            f"{path} not found: not a token-shard directory, or its tokenize step did not finish"
+        ) from None
     except RemoteReadError as exc:
-        raise UnreadableSource(f"{exc}; check the URL (data.sources, --data) and that its server is reachable") from None
+        raise UnreadableSource(
+            f"{exc}; check the URL (data.sources, --data) and that its server is reachable"
+        ) from None
     return parse_manifest(path, text)
 
 

@@ -18,12 +18,20 @@ class _MetadataUnpickler(pickle.Unpickler):
     """Unpickles DCP's ``.metadata`` allowing only the classes DCP writes there."""
 
     _ALLOWED_MODULES = ("torch.distributed.checkpoint.", "torch.distributed.tensor.")
-    _ALLOWED = {("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
-                ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath")}
+    _ALLOWED = {
+        ("torch", "Size"),
+        ("torch.serialization", "_get_layout"),
+        ("collections", "OrderedDict"),
+        ("pathlib", "PosixPath"),
+        ("pathlib", "WindowsPath"),
+        ("pathlib", "PurePosixPath"),
+    }
 
     def find_class(self, module: str, name: str):
-        if module.startswith(self._ALLOWED_MODULES) or (module, name) in self._ALLOWED or (
-            module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
+        if (
+            module.startswith(self._ALLOWED_MODULES)
+            or (module, name) in self._ALLOWED
+            or (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype))
         ):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from checkpoint metadata")

@@ -18,13 +18,28 @@ from dataprep.core.storage import atomic_output
 from pretrain.components.checkpoint import read_model_weights
 from pretrain.distributed.process_group import barrier, global_rank
 
-_SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-                      torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
-                      torch.uint8: "U8", torch.bool: "BOOL"}
+_SAFETENSORS_DTYPES = {
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
+}
 
 
-def write_safetensors(path: str, tensors: Mapping[str, torch.Tensor], metadata: dict | None = None, *,
-                      dtype: torch.dtype | None = None, materialise: Callable | None = None) -> None:
+def write_safetensors(
+    path: str,
+    tensors: Mapping[str, torch.Tensor],
+    metadata: dict | None = None,
+    *,
+    dtype: torch.dtype | None = None,
+    materialise: Callable | None = None,
+) -> None:
     """Write ``tensors`` (converted to ``dtype`` if given) as a safetensors file, atomically and one tensor
     at a time: ``materialise`` (e.g. gathering a DTensor) is called on each just before it is written."""
     header, offset = {}, 0
@@ -33,7 +48,11 @@ def write_safetensors(path: str, tensors: Mapping[str, torch.Tensor], metadata: 
         if kind not in _SAFETENSORS_DTYPES:
             raise ValueError(f"safetensors cannot hold {name} of dtype {kind}")
         size = math.prod(t.shape) * kind.itemsize
-        header[name] = {"dtype": _SAFETENSORS_DTYPES[kind], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        header[name] = {
+            "dtype": _SAFETENSORS_DTYPES[kind],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + size],
+        }
         offset += size
     if metadata:
         header = {"__metadata__": {k: str(v) for k, v in metadata.items()}, **header}

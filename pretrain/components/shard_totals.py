@@ -23,9 +23,12 @@ def shard_totals(directories: list[str], required: bool = True) -> dict | None:
     tokens = sum(m.get("unique_tokens", m.get("tokens", sum(s["tokens"] for s in m["shards"]))) for m in manifests)
     if tokens <= 0:
         raise UsageError(f"{', '.join(directories)}: the manifest counts no tokens")
-    return {"tokens": tokens, "documents": sum(m.get("unique_documents", m.get("documents", 0)) for m in manifests),
-            "vocab_size": vocab.pop(), "directories": list(directories)}
-
+    return {
+        "tokens": tokens,
+        "documents": sum(m.get("unique_documents", m.get("documents", 0)) for m in manifests),
+        "vocab_size": vocab.pop(),
+        "directories": list(directories),
+    }
 
 
 def _manifest(directory: str, required: bool) -> dict | None:
@@ -37,8 +40,9 @@ def _manifest(directory: str, required: bool) -> dict | None:
         if os.path.isfile(directory):
             raise UsageError(f"--data {directory}: is a file; give the token-shard folder (with {MANIFEST_NAME})")
         if not os.path.exists(directory):
-            raise MissingPath(f"--data {directory}: no such folder; give the token-shard folder a pipeline's "
-                                    "tokenize stage writes")
+            raise MissingPath(
+                f"--data {directory}: no such folder; give the token-shard folder a pipeline's tokenize stage writes"
+            )
         return load_manifest(directory) if required or os.path.exists(os.path.join(directory, MANIFEST_NAME)) else None
     try:
         return load_remote_manifest(directory)

@@ -44,8 +44,17 @@ class Spike:
 
     def record(self, policy: str, before: str | None) -> dict:
         """The metrics record: ``checkpoint_before`` is the checkpoint kept for it (None: none yet)."""
-        return {"kind": "spike", "step": self.step, "rank": self.rank, "cause": "loss", "loss": self.loss,
-                "median": self.median, "limit": self.limit, "policy": policy, "checkpoint_before": before}
+        return {
+            "kind": "spike",
+            "step": self.step,
+            "rank": self.rank,
+            "cause": "loss",
+            "loss": self.loss,
+            "median": self.median,
+            "limit": self.limit,
+            "policy": policy,
+            "checkpoint_before": before,
+        }
 
 
 class Verdict(NamedTuple):
@@ -93,17 +102,17 @@ class SpikeDetector:
         """The window's (step, loss) pairs, oldest first (a read back)."""
         n = min(int(self.count), self.window)
         pairs = sorted(zip(self.steps.tolist(), self.losses.tolist()))
-        return pairs[len(pairs) - n:]
+        return pairs[len(pairs) - n :]
 
     def state_dict(self) -> dict:
         return {"losses": [list(item) for item in self.history]}
 
     def load_state_dict(self, state: dict) -> None:
-        pairs = [(int(step), float(loss)) for step, loss in state["losses"]][-self.window:]
+        pairs = [(int(step), float(loss)) for step, loss in state["losses"]][-self.window :]
         device = self.losses.device
         self.losses = torch.zeros(self.window, dtype=torch.float64, device=device)
         self.steps = torch.zeros(self.window, dtype=torch.int64, device=device)
         if pairs:
-            self.steps[:len(pairs)] = torch.tensor([s for s, _ in pairs])
-            self.losses[:len(pairs)] = torch.tensor([v for _, v in pairs], dtype=torch.float64)
+            self.steps[: len(pairs)] = torch.tensor([s for s, _ in pairs])
+            self.losses[: len(pairs)] = torch.tensor([v for _, v in pairs], dtype=torch.float64)
         self.count = torch.tensor(len(pairs), device=device)

@@ -74,8 +74,10 @@ class StragglerMonitor:
         if not self.sampled(step) or not self._steps:
             return None
         table = torch.zeros(self.world, len(COLUMNS), dtype=torch.float64, device=self.device)
-        table[self.rank] = torch.tensor([self._step_s / self._steps, self._data_s / self._steps, self._wait_s,
-                                         peak_memory_gib(self.device)], dtype=torch.float64)
+        table[self.rank] = torch.tensor(
+            [self._step_s / self._steps, self._data_s / self._steps, self._wait_s, peak_memory_gib(self.device)],
+            dtype=torch.float64,
+        )
         if self.world > 1:
             dist.all_reduce(table)
         steps = self._steps
@@ -84,21 +86,34 @@ class StragglerMonitor:
         record = self.record(step, steps, step_s, data_s, wait_s, memory)
         if self.rank == 0:
             for rank in record["slow_ranks"]:
-                print(f"[train] warning: step {step}: rank {rank} is a straggler: it reached the step "
-                      f"{record['lag_s_by_rank'][rank]:.3f} s after the fastest rank, against a median lag of "
-                      f"{record['lag_s']['median']:.3f} s and a median step of {record['step_s']['median']:.3f} s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[train] warning: step {step}: rank {rank} is a straggler: it reached the step "
+                    f"{record['lag_s_by_rank'][rank]:.3f} s after the fastest rank, against a median lag of "
+                    f"{record['lag_s']['median']:.3f} s and a median step of {record['step_s']['median']:.3f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return record
 
-    def record(self, step: int, steps: int, step_s: list[float], data_s: list[float], wait_s: list[float],
-               memory: list[float]) -> dict:
+    def record(
+        self, step: int, steps: int, step_s: list[float], data_s: list[float], wait_s: list[float], memory: list[float]
+    ) -> dict:
         """The ``stragglers`` record from each rank's mean step time, mean data wait, barrier wait and peak
         memory."""
         lag = [max(wait_s) - w for w in wait_s]
         median_lag, median_step = statistics.median(lag), statistics.median(step_s)
         slow = [r for r, value in enumerate(lag) if value - median_lag > self.margin * median_step]
-        return {"kind": "stragglers", "step": step, "steps": steps, "ranks": len(step_s),
-                "step_s": _spread(step_s), "data_wait_s": _spread(data_s), "lag_s": _spread(lag),
-                "slowest_rank": max(range(len(lag)), key=lag.__getitem__), "slow_ranks": slow,
-                "lag_s_by_rank": [round(value, 6) for value in lag],
-                "peak_memory_gib": _spread(memory), "peak_memory_rank": max(range(len(memory)), key=memory.__getitem__)}
+        return {
+            "kind": "stragglers",
+            "step": step,
+            "steps": steps,
+            "ranks": len(step_s),
+            "step_s": _spread(step_s),
+            "data_wait_s": _spread(data_s),
+            "lag_s": _spread(lag),
+            "slowest_rank": max(range(len(lag)), key=lag.__getitem__),
+            "slow_ranks": slow,
+            "lag_s_by_rank": [round(value, 6) for value in lag],
+            "peak_memory_gib": _spread(memory),
+            "peak_memory_rank": max(range(len(memory)), key=memory.__getitem__),
+        }

@@ -27,8 +27,9 @@ class StepVerdicts:
     def enabled(self) -> bool:
         return self.guard or self.policy != "off"
 
-    def judge(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor | None,
-              holds_loss: bool = True) -> torch.Tensor | None:
+    def judge(
+        self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor | None, holds_loss: bool = True
+    ) -> torch.Tensor | None:
         """Judge ``step`` (one all-reduce, the same verdict on every rank) and keep the verdict; returns the
         flag that holds the update back (None: nothing can). ``grad_norm`` None: not checked (fp16)."""
         if not self.enabled:
@@ -56,9 +57,10 @@ class StepVerdicts:
         world = (rows.shape[1] - 4) // 3
         verdicts = []
         for step, row in zip(steps, rows):
-            table = row[:world * 3].view(world, 3)
-            spike, mean, median, limit = row[world * 3:].tolist()
+            table = row[: world * 3].view(world, 3)
+            spike, mean, median, limit = row[world * 3 :].tolist()
             found = NonFinite.from_table(table) if self.guard else None
-            verdicts.append((step, found, Spike(step, mean, median, limit, int(table[:, LOSS].argmax()))
-                             if spike else None))
+            verdicts.append(
+                (step, found, Spike(step, mean, median, limit, int(table[:, LOSS].argmax())) if spike else None)
+            )
         return verdicts

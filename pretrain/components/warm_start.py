@@ -43,8 +43,10 @@ def _plain_name(name: str) -> str:
 def _check_model(path: str, found: ModelConfig, expected: ModelConfig) -> None:
     if found != expected:
         differ = {k: (v, getattr(expected, k)) for k, v in found if v != getattr(expected, k)}
-        raise UsageError(f"init_from {path}: its model differs from this run's model in "
-                         + ", ".join(f"{k} ({a} there, {b} here)" for k, (a, b) in differ.items()))
+        raise UsageError(
+            f"init_from {path}: its model differs from this run's model in "
+            + ", ".join(f"{k} ({a} there, {b} here)" for k, (a, b) in differ.items())
+        )
 
 
 def warm_start(model: torch.nn.Module, path: str, expected: ModelConfig) -> None:

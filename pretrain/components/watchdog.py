@@ -33,8 +33,9 @@ def process_group_timeout(health) -> timedelta:
 class Watchdog:
     """Ends this process, with its stacks on file, when no step finishes in time (``watching``)."""
 
-    def __init__(self, out_dir: str, rank: int, hang_timeout: float, first_step_timeout: float,
-                 metrics_file: str | None = None):
+    def __init__(
+        self, out_dir: str, rank: int, hang_timeout: float, first_step_timeout: float, metrics_file: str | None = None
+    ):
         self.out_dir, self.rank, self.metrics_file = out_dir, rank, metrics_file
         self.hang_timeout, self.first_step_timeout = hang_timeout, first_step_timeout
         self.poll_s = min(5.0, hang_timeout / 4)
@@ -69,16 +70,29 @@ class Watchdog:
         folder = os.path.join(self.out_dir, HANGS_DIR)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"rank-{self.rank}.txt")
-        what = (f"rank {self.rank}: no step finished for {waited:.1f} s after step {self._step} "
-                f"(limit {self._limit:g} s)")
+        what = (
+            f"rank {self.rank}: no step finished for {waited:.1f} s after step {self._step} (limit {self._limit:g} s)"
+        )
         with open(path, "a", encoding="utf-8") as f:  # a restarted process that hangs again adds to it
             f.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {what}\n")
             f.flush()
             faulthandler.dump_traceback(file=f, all_threads=True)
-        print(f"[watchdog] {what}: every thread's stack is in {path}; exiting with status {HANG_EXIT}",
-              file=sys.stderr, flush=True)
-        self._write_record({"kind": "hang", "step": self._step, "rank": self.rank, "cause": "no step finished",
-                            "waited_s": round(waited, 3), "limit_s": self._limit, "stacks": path})
+        print(
+            f"[watchdog] {what}: every thread's stack is in {path}; exiting with status {HANG_EXIT}",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._write_record(
+            {
+                "kind": "hang",
+                "step": self._step,
+                "rank": self.rank,
+                "cause": "no step finished",
+                "waited_s": round(waited, 3),
+                "limit_s": self._limit,
+                "stacks": path,
+            }
+        )
         # The other ranks stopped at the same step reach their limit within about a poll: waiting lets them
         # write their stacks too before the launcher, seeing this one exit, stops them.
         time.sleep(GRACE_POLLS * self.poll_s)

@@ -33,7 +33,7 @@ def _save_matmuls_policy():
 
 
 def apply_activation_checkpointing(model: nn.Module, mode: str) -> None:
-    """"block": recompute each block in the backward pass; "selective": recompute only non-matmul ops."""
+    """ "block": recompute each block in the backward pass; "selective": recompute only non-matmul ops."""
     if mode == "none":
         return
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper

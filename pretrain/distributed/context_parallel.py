@@ -62,8 +62,9 @@ class _SplitPrefixAttention(torch.autograd.Function):
         out_earlier, lse_earlier = _cpu_flash(q, k_earlier, v_earlier, causal=False)
         out_own, lse_own = _cpu_flash(q, k_own, v_own, causal=True)
         lse = torch.logaddexp(lse_earlier, lse_own)
-        out = (out_earlier * (lse_earlier - lse).exp().unsqueeze(-1)
-               + out_own * (lse_own - lse).exp().unsqueeze(-1)).to(q.dtype)
+        out = (
+            out_earlier * (lse_earlier - lse).exp().unsqueeze(-1) + out_own * (lse_own - lse).exp().unsqueeze(-1)
+        ).to(q.dtype)
         ctx.save_for_backward(q, k_earlier, v_earlier, k_own, v_own, out, lse)
         return out
 
@@ -107,8 +108,7 @@ def lower_right_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> 
     gqa = k.size(1) != q.size(1)
     if gqa and not _flash_takes(q, k, v):
         k, v, gqa = _repeat_kv(k, q.size(1)), _repeat_kv(v, q.size(1)), False
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q.size(2), k.size(2)),
-                                          enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q.size(2), k.size(2)), enable_gqa=gqa)
 
 
 def _flash_takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -148,7 +148,7 @@ class ContextParallelAttention:
         outs = []
         for i, c in enumerate(self.chunks):
             end = (c + 1) * self.chunk
-            q_chunk = q[:, :, i * self.chunk:(i + 1) * self.chunk]
+            q_chunk = q[:, :, i * self.chunk : (i + 1) * self.chunk]
             outs.append(prefix_attention(q_chunk, k[:, :, :end], v[:, :, :end]))
         return torch.cat(outs, dim=2)
 

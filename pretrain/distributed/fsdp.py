@@ -7,8 +7,13 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
 
-def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, param_dtype: torch.dtype | None,
-               reshard_after_forward: bool = True, offload: bool = False) -> None:
+def apply_fsdp(
+    model: nn.Module,
+    dp_mesh: DeviceMesh,
+    param_dtype: torch.dtype | None,
+    reshard_after_forward: bool = True,
+    offload: bool = False,
+) -> None:
     """FSDP2: shard each block, then the root (embeddings, final norm, output). With ``param_dtype``
     (bf16) parameters are gathered in that dtype and gradients reduced in fp32. Forward inputs are not
     cast: the rotary tables every block receives stay fp32, as in the fp32 model an export runs. A 2-D
@@ -17,8 +22,11 @@ def apply_fsdp(model: nn.Module, dp_mesh: DeviceMesh, param_dtype: torch.dtype |
     backward (ZeRO-2-like); ``offload`` keeps shards, gradients and optimizer states in host memory."""
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-    mp = (MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32, cast_forward_inputs=False)
-          if param_dtype else None)
+    mp = (
+        MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32, cast_forward_inputs=False)
+        if param_dtype
+        else None
+    )
     kwargs = {"mesh": dp_mesh} | ({"mp_policy": mp} if mp else {})
     if offload:
         kwargs["offload_policy"] = CPUOffloadPolicy()

@@ -47,17 +47,30 @@ class ParallelDims:
         the world size."""
         others = cfg.dp_replicate * cfg.cp * cfg.tp * cfg.pp
         if world_size % others:
-            raise UsageError(f"parallel dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x tp={cfg.tp} x pp={cfg.pp} "
-                             f"does not divide the world size {world_size}")
+            raise UsageError(
+                f"parallel dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x tp={cfg.tp} x pp={cfg.pp} "
+                f"does not divide the world size {world_size}"
+            )
         dp = world_size // others if cfg.dp_shard == -1 else cfg.dp_shard
         if dp < 1 or dp * others != world_size:
-            raise UsageError(f"parallel.dp_shard={cfg.dp_shard} x dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x "
-                             f"tp={cfg.tp} x pp={cfg.pp} must equal the world size {world_size}")
+            raise UsageError(
+                f"parallel.dp_shard={cfg.dp_shard} x dp_replicate={cfg.dp_replicate} x cp={cfg.cp} x "
+                f"tp={cfg.tp} x pp={cfg.pp} must equal the world size {world_size}"
+            )
         if cfg.shard_optimizer and dp != 1:
-            raise UsageError(f"parallel.shard_optimizer (ZeRO-1) replicates the weights: dp_shard resolves to {dp}; set "
-                             f"dp_replicate to the data-parallel degree ({dp * cfg.dp_replicate})")
-        return cls(dp_shard=dp, tp=cfg.tp, world_size=world_size, dp_replicate=cfg.dp_replicate, cp=cfg.cp,
-                   pp=cfg.pp, shard_optimizer=cfg.shard_optimizer and cfg.dp_replicate > 1)
+            raise UsageError(
+                f"parallel.shard_optimizer (ZeRO-1) replicates the weights: dp_shard resolves to {dp}; set "
+                f"dp_replicate to the data-parallel degree ({dp * cfg.dp_replicate})"
+            )
+        return cls(
+            dp_shard=dp,
+            tp=cfg.tp,
+            world_size=world_size,
+            dp_replicate=cfg.dp_replicate,
+            cp=cfg.cp,
+            pp=cfg.pp,
+            shard_optimizer=cfg.shard_optimizer and cfg.dp_replicate > 1,
+        )
 
     def degrees(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in MESH_DIMS}
@@ -96,8 +109,10 @@ class ParallelDims:
         "dp_shard_cp" (FSDP), "dp_cp" (loss average); None for a single process."""
         if self.world_size > 1 or self.single_rank_fsdp:
             mesh = init_device_mesh(device_type, tuple(getattr(self, n) for n in MESH_DIMS), mesh_dim_names=MESH_DIMS)
-            self.flat = {"dp": mesh["dp_replicate", "dp_shard"]._flatten("dp"),
-                         "dp_shard_cp": mesh["dp_shard", "cp"]._flatten("dp_shard_cp")}
+            self.flat = {
+                "dp": mesh["dp_replicate", "dp_shard"]._flatten("dp"),
+                "dp_shard_cp": mesh["dp_shard", "cp"]._flatten("dp_shard_cp"),
+            }
             self.mesh = mesh
         return self.mesh
 

@@ -17,8 +17,13 @@ from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.tensor_parallel import apply_tp
 
 
-def parallelize(model: nn.Module, dims: ParallelDims, cfg: ParallelConfig,
-                param_dtype: torch.dtype | None = None, seq_len: int | None = None) -> nn.Module:
+def parallelize(
+    model: nn.Module,
+    dims: ParallelDims,
+    cfg: ParallelConfig,
+    param_dtype: torch.dtype | None = None,
+    seq_len: int | None = None,
+) -> nn.Module:
     """Apply TP, context parallel attention (for sequences of ``seq_len`` tokens), activation
     checkpointing, compile and FSDP, in that order (torchtitan's), on the mesh ``dims`` built."""
     if dims.tp_enabled:

@@ -21,13 +21,17 @@ from torch import nn
 from dataprep.core.errors import UsageError
 from pretrain.components.loss import cross_entropy
 from pretrain.config import ModelConfig, TrainConfig
-from pretrain.layout_rules import MULTI_STAGE_SCHEDULES
-from pretrain.models.llama import Llama, block_params
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
+from pretrain.layout_rules import MULTI_STAGE_SCHEDULES
+from pretrain.models.llama import Llama, block_params
 
-SCHEDULE_CLASSES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B",
-                    "interleaved_zero_bubble": "InterleavedZeroBubble"}
+SCHEDULE_CLASSES = {
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved_1f1b": "Interleaved1F1B",
+    "interleaved_zero_bubble": "InterleavedZeroBubble",
+}
 
 
 def split_layers(cfg: ModelConfig, n_stages: int) -> list[range]:
@@ -98,22 +102,29 @@ class PipelineParallelModel:
         batch = torch.cat(micro_batches).to(ctx.device, non_blocking=True)
         document_kwargs = {}
         if batch.ndim == 3:  # each token's document (data.document_mask): every stage gets its micro-batch's rows
-            batch, document_kwargs = batch[:, 0], {"documents": batch[:, 1, :-1],
-                                                   "restart_positions": ctx.document_positions}
+            batch, document_kwargs = (
+                batch[:, 0],
+                {"documents": batch[:, 1, :-1], "restart_positions": ctx.document_positions},
+            )
         inputs, targets = batch[:, :-1], batch[:, 1:]
         losses: list[torch.Tensor] = []
         run = self.schedule.eval if forward_only else self.schedule.step
         with ctx.autocast(), ctx.loss_ctx():
-            run(*([inputs] if self.has_first else []), target=targets if self.has_last else None, losses=losses,
-                **document_kwargs)
+            run(
+                *([inputs] if self.has_first else []),
+                target=targets if self.has_last else None,
+                losses=losses,
+                **document_kwargs,
+            )
         self.shapes_known = True
         if not self.has_last:
             return torch.zeros((), device=ctx.device)
         return torch.stack([loss.detach() for loss in losses]).mean()
 
 
-def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, param_dtype: torch.dtype | None,
-                   micro_batches: int) -> PipelineParallelModel:
+def build_pipeline(
+    cfg: TrainConfig, dims: ParallelDims, device: torch.device, param_dtype: torch.dtype | None, micro_batches: int
+) -> PipelineParallelModel:
     """Build, parallelize and initialise this rank's stages on the mesh ``dims`` built, and their schedule
     over ``micro_batches`` per step."""
     from torch.distributed.pipelining import PipelineStage
@@ -121,8 +132,10 @@ def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, p
 
     par = cfg.parallel
     if par.pp_schedule == "interleaved_zero_bubble" and dims.fsdp_enabled:  # dp_shard: -1 resolved
-        raise UsageError(f"parallel.pp_schedule interleaved_zero_bubble does not compose with FSDP (dp_shard "
-                         f"{dims.dp_shard}, dp_replicate {dims.dp_replicate}) in torch 2.13: use interleaved_1f1b")
+        raise UsageError(
+            f"parallel.pp_schedule interleaved_zero_bubble does not compose with FSDP (dp_shard "
+            f"{dims.dp_shard}, dp_replicate {dims.dp_replicate}) in torch 2.13: use interleaved_1f1b"
+        )
     n_stages = par.num_stages
     layers = split_layers(cfg.model, n_stages)
     group = dims.mesh["pp"].get_group()
@@ -144,10 +157,12 @@ def build_pipeline(cfg: TrainConfig, dims: ParallelDims, device: torch.device, p
         stages.append(PipelineStage(model, s, n_stages, device, group=group))
     schedule_class = get_schedule_class(SCHEDULE_CLASSES[par.pp_schedule])
     try:
-        schedule = schedule_class(stages if par.pp_schedule in MULTI_STAGE_SCHEDULES else stages[0], micro_batches,
-                                  loss_fn=cross_entropy)
+        schedule = schedule_class(
+            stages if par.pp_schedule in MULTI_STAGE_SCHEDULES else stages[0], micro_batches, loss_fn=cross_entropy
+        )
     except ValueError as exc:
-        raise UsageError(f"pipeline schedule {par.pp_schedule} with pp={dims.pp} and {micro_batches} "
-                         f"micro-batches per step: {exc}") from None
+        raise UsageError(
+            f"pipeline schedule {par.pp_schedule} with pp={dims.pp} and {micro_batches} micro-batches per step: {exc}"
+        ) from None
     indices = [stage.stage_index for stage in stages]
     return PipelineParallelModel(schedule, modules, RankStages(modules), 0 in indices, n_stages - 1 in indices)

@@ -21,16 +21,22 @@ def init_distributed(device_type: str, timeout: timedelta | None = None) -> tupl
             torch.cuda.set_device(local)
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=timeout)
     if rank == 0 and _restarts_share_the_store():
-        print("[train] warning: torchrun --max-restarts shares its rendezvous store with the workers, and "
-              "restarted workers may then fail to connect (pytorch/pytorch#135712): export "
-              "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 before torchrun", file=sys.stderr, flush=True)
+        print(
+            "[train] warning: torchrun --max-restarts shares its rendezvous store with the workers, and "
+            "restarted workers may then fail to connect (pytorch/pytorch#135712): export "
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 before torchrun",
+            file=sys.stderr,
+            flush=True,
+        )
     return rank, local, world
 
 
 def _restarts_share_the_store() -> bool:
     """Whether torchrun may restart these workers and hands them its own rendezvous store."""
-    return (int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
-            and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True")
+    return (
+        int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
+        and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    )
 
 
 def global_rank() -> int:

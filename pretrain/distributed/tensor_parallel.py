@@ -48,6 +48,8 @@ def apply_tp(model: nn.Module, tp_mesh: DeviceMesh, loss_parallel: bool) -> None
         if block.attention.q_norm is not None:
             # per-head norms see this rank's heads (dim 2 of batch x seq x heads x head_dim); their weight is
             # replicated and its gradient summed over the tensor-parallel ranks
-            block_plan |= {f"attention.{norm}": SequenceParallel(sequence_dim=2, use_local_output=True)
-                           for norm in ("q_norm", "k_norm")}
+            block_plan |= {
+                f"attention.{norm}": SequenceParallel(sequence_dim=2, use_local_output=True)
+                for norm in ("q_norm", "k_norm")
+            }
         parallelize_module(block, tp_mesh, block_plan)

@@ -34,7 +34,7 @@ def reduce_gradients(params: list[torch.Tensor], group) -> None:
     flat /= dist.get_world_size(group)
     offset = 0
     for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
         offset += g.numel()
 
 

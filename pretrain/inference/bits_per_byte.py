@@ -40,8 +40,10 @@ def token_byte_lengths(tokenizer, size: int) -> np.ndarray:
     lengths = np.zeros(size, dtype=np.int64)
     sp = getattr(tokenizer, "sp", None)
     if sp is not None:
-        pieces = ["" if sp.is_control(i) or sp.is_unknown(i) else "<0x00>" if sp.is_byte(i) else sp.id_to_piece(i)
-                  for i in range(tokenizer.vocab_size)]
+        pieces = [
+            "" if sp.is_control(i) or sp.is_unknown(i) else "<0x00>" if sp.is_byte(i) else sp.id_to_piece(i)
+            for i in range(tokenizer.vocab_size)
+        ]
         byte_level = False
     else:
         specials = set(tokenizer.special_ids.values())
@@ -66,14 +68,15 @@ def _score_windows(tokens: list[int], seq_len: int) -> list[tuple[list[int], lis
     windows, start = [], 1
     while start < len(tokens):
         end = min(start + seq_len, len(tokens))
-        windows.append((tokens[max(0, end - 1 - seq_len):end - 1], tokens[start:end]))
+        windows.append((tokens[max(0, end - 1 - seq_len) : end - 1], tokens[start:end]))
         start = end
     return windows
 
 
 @torch.no_grad()
-def document_nats(model, token_lists: list[list[int]], seq_len: int, batch_size: int = 16,
-                  precision: str = "fp32") -> float:
+def document_nats(
+    model, token_lists: list[list[int]], seq_len: int, batch_size: int = 16, precision: str = "fp32"
+) -> float:
     """Total negative log-likelihood in nats of every token after the first of each list (the first is the
     document's opening: EOS or BOS), on this process's model."""
     device = model.output.weight.device
@@ -83,14 +86,14 @@ def document_nats(model, token_lists: list[list[int]], seq_len: int, batch_size:
     windows.sort(key=lambda w: -len(w[0]))  # similar lengths share a batch: little padding
     total = torch.zeros((), dtype=torch.float64, device=device)
     for start in range(0, len(windows), batch_size):
-        chunk = windows[start:start + batch_size]
+        chunk = windows[start : start + batch_size]
         batch = torch.zeros(len(chunk), len(chunk[0][0]), dtype=torch.long)  # right padding: causal, never seen
         targets = torch.zeros_like(batch)
         scored = torch.zeros(batch.shape, dtype=torch.bool)
         for row, (ids, predicted) in enumerate(chunk):
-            batch[row, :len(ids)] = torch.tensor(ids)
-            targets[row, len(ids) - len(predicted):len(ids)] = torch.tensor(predicted)
-            scored[row, len(ids) - len(predicted):len(ids)] = True
+            batch[row, : len(ids)] = torch.tensor(ids)
+            targets[row, len(ids) - len(predicted) : len(ids)] = torch.tensor(predicted)
+            scored[row, len(ids) - len(predicted) : len(ids)] = True
         with autocast():
             logits = model(batch.to(device))
         logprobs = F.log_softmax(logits.float(), dim=-1).gather(2, targets.to(device)[..., None]).squeeze(2)
@@ -98,18 +101,27 @@ def document_nats(model, token_lists: list[list[int]], seq_len: int, batch_size:
     return float(total)
 
 
-def document_bits_per_byte(model, tokenizer, texts: list[str], prefix: list[int], seq_len: int,
-                           batch_size: int = 16, precision: str = "fp32") -> dict:
+def document_bits_per_byte(
+    model, tokenizer, texts: list[str], prefix: list[int], seq_len: int, batch_size: int = 16, precision: str = "fp32"
+) -> dict:
     """Bits per byte of ``texts`` (see the module docstring); under ``torch.distributed`` each rank scores
     a share of the documents with its whole copy of the model and every rank gets the total."""
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     mine = texts[rank::world]
     ids = tokenizer.encode_batch(mine, add_bos=False, add_eos=False) if mine else []
     nats = document_nats(model, [prefix + [int(t) for t in doc] for doc in ids], seq_len, batch_size, precision)
-    sums = torch.tensor([nats, float(sum(len(t.encode("utf-8")) for t in mine)), float(sum(map(len, ids)))],
-                        dtype=torch.float64, device=model.output.weight.device)
+    sums = torch.tensor(
+        [nats, float(sum(len(t.encode("utf-8")) for t in mine)), float(sum(map(len, ids)))],
+        dtype=torch.float64,
+        device=model.output.weight.device,
+    )
     if world > 1:
         dist.all_reduce(sums)
     nats, n_bytes, tokens = sums.tolist()
-    return {"bits_per_byte": bits_per_byte(nats, int(n_bytes)), "nats": nats, "bytes": int(n_bytes),
-            "tokens": int(tokens), "documents": len(texts)}
+    return {
+        "bits_per_byte": bits_per_byte(nats, int(n_bytes)),
+        "nats": nats,
+        "bytes": int(n_bytes),
+        "tokens": int(tokens),
+        "documents": len(texts),
+    }

@@ -40,24 +40,36 @@ def run_validation(trained: Trained, device, max_batches: int | None = None, tok
     run = trained.run
     if run is None:
         raise MissingPath(f"{trained.path}: the run's config.yaml was not found; pass --data")
-    _, val = build_loaders(run.data, run.seq_len, run.global_batch_size, run.micro_batch_size, 0, 1,
-                           run.model.vocab_size)  # sources given as URLs: cached in a temporary folder
+    _, val = build_loaders(
+        run.data, run.seq_len, run.global_batch_size, run.micro_batch_size, 0, 1, run.model.vocab_size
+    )  # sources given as URLs: cached in a temporary folder
     if val is None:
-        raise UsageError("the run has no validation split (data.val_fraction is 0 or the held-out documents "
-                         "are shorter than seq_len + 1 tokens); pass --data")
+        raise UsageError(
+            "the run has no validation split (data.val_fraction is 0 or the held-out documents "
+            "are shorter than seq_len + 1 tokens); pass --data"
+        )
     return _evaluate(trained, val, max_batches or run.log.val_batches, device, _precision(trained, device), tokenizer)
 
 
-def evaluate_shards(trained: Trained, directory: str, device, seq_len: int, batch_size: int,
-                    max_batches: int | None = None, tokenizer=None) -> dict:
+def evaluate_shards(
+    trained: Trained,
+    directory: str,
+    device,
+    seq_len: int,
+    batch_size: int,
+    max_batches: int | None = None,
+    tokenizer=None,
+) -> dict:
     """Every full batch of samples of a token-shard directory."""
     source = Source.open(directory, seq_len, val_fraction=0.0, seed=0, vocab_size=trained.model.vocab_size)
     samples = source.num_samples("train")
     batch_size = min(batch_size, samples)
     loader = Loader([source], [1.0], "train", batch_size, batch_size)
     n_batches = samples // batch_size if max_batches is None else min(max_batches, samples // batch_size)
-    return {**_evaluate(trained, loader, n_batches, device, _precision(trained, device), tokenizer),
-            "samples_available": samples}
+    return {
+        **_evaluate(trained, loader, n_batches, device, _precision(trained, device), tokenizer),
+        "samples_available": samples,
+    }
 
 
 def read_documents(path: str, text_field: str = "text", what: str = "--data") -> tuple[pa.Table, int]:
@@ -79,19 +91,25 @@ def read_documents(path: str, text_field: str = "text", what: str = "--data") ->
     return pa.concat_tables(kept), dropped
 
 
-def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir: str | None,
-                       text_field: str) -> dict:
+def tokenize_documents(path: str, trained: Trained, out_dir: str, tokenizer_dir: str | None, text_field: str) -> dict:
     """JSONL/Parquet documents -> token shards in ``out_dir``, encoded as the run's data were."""
     from dataprep.tokenize.stage import Tokenize
 
     tokenizer, manifest = find_tokenizer(trained, tokenizer_dir)
     documents, dropped = read_documents(path, text_field)
     tokenizer.save(os.path.join(out_dir, "tokenizer-in"))
-    stage = Tokenize(tokenizer=os.path.join(out_dir, "tokenizer-in"), output_dir=os.path.join(out_dir, "shards"),
-                     add_bos=bool(manifest.get("add_bos", False)), add_eos=bool(manifest.get("add_eos", True)))
+    stage = Tokenize(
+        tokenizer=os.path.join(out_dir, "tokenizer-in"),
+        output_dir=os.path.join(out_dir, "shards"),
+        add_bos=bool(manifest.get("add_bos", False)),
+        add_eos=bool(manifest.get("add_eos", True)),
+    )
     result = stage.run_local(documents)
-    return {"documents": result.kept.num_rows, "documents_dropped": dropped + result.dropped.num_rows,
-            "texts": result.kept.column("text").to_pylist()}
+    return {
+        "documents": result.kept.num_rows,
+        "documents_dropped": dropped + result.dropped.num_rows,
+        "texts": result.kept.column("text").to_pylist(),
+    }
 
 
 def _precision(trained: Trained, device) -> str:
@@ -107,8 +125,14 @@ def _evaluate(trained: Trained, loader: Loader, n_batches: int, device, precisio
     loss = validation_loss(model, loader, n_batches, TrainStepContext(device, precision, False, False), None)
     seq_len = loader.sources[0].seq_len
     tokens = n_batches * loader.global_batch * seq_len
-    result = {"loss": loss, "perplexity": math.exp(min(loss, 700.0)), "tokens": tokens, "batches": n_batches,
-              "seq_len": seq_len, "precision": precision}
+    result = {
+        "loss": loss,
+        "perplexity": math.exp(min(loss, 700.0)),
+        "tokens": tokens,
+        "batches": n_batches,
+        "seq_len": seq_len,
+        "precision": precision,
+    }
     if tokenizer is not None:
         lengths = token_byte_lengths(tokenizer, trained.model.vocab_size)
         n_bytes = sum(window_bytes(loader.batch_at(i * loader.global_batch), lengths) for i in range(n_batches))
@@ -124,9 +148,17 @@ def _tokenizer_or_none(trained: Trained, override: str | None):
         return None, {}
 
 
-def evaluate_checkpoint(checkpoint: str, data: str | None = None, device: str = "auto", seq_len: int | None = None,
-                        batch_size: int | None = None, max_batches: int | None = None, tokenizer: str | None = None,
-                        text_field: str = "text", tasks: TaskSpec | None = None) -> dict:
+def evaluate_checkpoint(
+    checkpoint: str,
+    data: str | None = None,
+    device: str = "auto",
+    seq_len: int | None = None,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    tokenizer: str | None = None,
+    text_field: str = "text",
+    tasks: TaskSpec | None = None,
+) -> dict:
     """Loss, perplexity and bits per byte of a checkpoint on ``data`` (a shard folder, local or at a URL,
     or documents tokenized here with the run's tokenizer; None: the run's validation split), at the run's
     sequence length and micro-batch unless given; with ``tasks`` (the run's ``eval:`` tasks when it names
@@ -141,7 +173,7 @@ def evaluate_checkpoint(checkpoint: str, data: str | None = None, device: str = 
     if seq_len > trained.model.max_seq_len or seq_len < 1 or batch_size < 1:
         raise UsageError(f"--seq-len must be in [1, {trained.model.max_seq_len}] and --batch-size positive")
     tasks = _tasks_to_run(trained, tasks)
-    found, manifest = (find_tokenizer(trained, tokenizer) if tasks else _tokenizer_or_none(trained, tokenizer))
+    found, manifest = find_tokenizer(trained, tokenizer) if tasks else _tokenizer_or_none(trained, tokenizer)
     if data is None:
         result = {"data": "validation split of the run", **run_validation(trained, device, max_batches, found)}
     elif exists(join_path(data, MANIFEST_NAME)):  # a shard folder, local or at a URL
@@ -151,18 +183,31 @@ def evaluate_checkpoint(checkpoint: str, data: str | None = None, device: str = 
             docs = tokenize_documents(data, trained, tmp, tokenizer, text_field)
             texts = docs.pop("texts")
             shards = os.path.join(tmp, "shards")
-            result = {"data": data, **docs, **evaluate_shards(trained, shards, device, seq_len, batch_size, max_batches)}
+            result = {
+                "data": data,
+                **docs,
+                **evaluate_shards(trained, shards, device, seq_len, batch_size, max_batches),
+            }
         model = model_for_inference(trained, device)
-        scored = document_bits_per_byte(model, found, texts, document_prefix(found, manifest), seq_len, batch_size,
-                                        result["precision"])
+        scored = document_bits_per_byte(
+            model, found, texts, document_prefix(found, manifest), seq_len, batch_size, result["precision"]
+        )
         result.update(bits_per_byte=scored["bits_per_byte"], bytes=scored["bytes"])
     if tasks:
         from pretrain.inference.harness import evaluate_tasks
 
         model = model_for_inference(trained, device)
-        result["tasks"] = evaluate_tasks(model, found, tasks.names, tasks.include_path, tasks.limit, tasks.num_fewshot,
-                                         add_bos=bool(manifest.get("add_bos")), batch_size=batch_size,
-                                         precision=_precision(trained, device))
+        result["tasks"] = evaluate_tasks(
+            model,
+            found,
+            tasks.names,
+            tasks.include_path,
+            tasks.limit,
+            tasks.num_fewshot,
+            add_bos=bool(manifest.get("add_bos")),
+            batch_size=batch_size,
+            precision=_precision(trained, device),
+        )
     return {"checkpoint": trained.path, "step": trained.step, **result}
 
 
@@ -184,6 +229,9 @@ def _tasks_to_run(trained: Trained, tasks: TaskSpec | None) -> TaskSpec | None:
     section = trained.run.eval if trained.run is not None else None
     if section is None or not section.tasks:
         return None
-    return TaskSpec(section.tasks, tasks.include_path or section.include_path,
-                    tasks.limit if tasks.limit is not None else section.limit,
-                    tasks.num_fewshot if tasks.num_fewshot is not None else section.num_fewshot)
+    return TaskSpec(
+        section.tasks,
+        tasks.include_path or section.include_path,
+        tasks.limit if tasks.limit is not None else section.limit,
+        tasks.num_fewshot if tasks.num_fewshot is not None else section.num_fewshot,
+    )

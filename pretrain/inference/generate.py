@@ -9,13 +9,12 @@ end-of-document token. No KV cache: every step reruns the window, which is fine 
 
 from __future__ import annotations
 
-
 import torch
 
 
-
-def next_token(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool,
-               generator: torch.Generator | None = None) -> int:
+def next_token(
+    logits: torch.Tensor, temperature: float, top_p: float, greedy: bool, generator: torch.Generator | None = None
+) -> int:
     """One token id from the last position's logits (vocab,)."""
     if greedy or temperature <= 0:
         return int(logits.argmax())
@@ -29,16 +28,24 @@ def next_token(logits: torch.Tensor, temperature: float, top_p: float, greedy: b
 
 
 @torch.no_grad()
-def generate(model, ids: list[int], max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
-             greedy: bool = False, stop_id: int | None = None, vocab_limit: int | None = None,
-             generator: torch.Generator | None = None) -> list[int]:
+def generate(
+    model,
+    ids: list[int],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    stop_id: int | None = None,
+    vocab_limit: int | None = None,
+    generator: torch.Generator | None = None,
+) -> list[int]:
     """The new token ids after ``ids`` (at most ``max_new_tokens``, ending at ``stop_id`` if drawn);
     ids at or beyond ``vocab_limit`` (padding of the embedding table) are never drawn."""
     device = model.output.weight.device
     tokens = torch.tensor([ids], dtype=torch.long, device=device)
     new: list[int] = []
     for _ in range(max_new_tokens):
-        logits = model(tokens[:, -model.cfg.max_seq_len:])[0, -1].float()
+        logits = model(tokens[:, -model.cfg.max_seq_len :])[0, -1].float()
         if vocab_limit is not None:
             logits[vocab_limit:] = float("-inf")
         token = next_token(logits.cpu(), temperature, top_p, greedy, generator)

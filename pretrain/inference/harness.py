@@ -28,8 +28,15 @@ from pretrain.inference.generate import generate
 class HarnessModel(TemplateLM):
     """Our ``Llama`` (one device, whole weights) and the run's tokenizer, as an ``lm_eval`` model."""
 
-    def __init__(self, model, tokenizer, add_bos: bool = False, batch_size: int = 16, precision: str = "fp32",
-                 max_gen_toks: int = 256):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        add_bos: bool = False,
+        batch_size: int = 16,
+        precision: str = "fp32",
+        max_gen_toks: int = 256,
+    ):
         super().__init__()
         self.model, self.tokenizer, self.add_bos = model.eval(), tokenizer, add_bos
         self.batch_size, self.max_gen_toks = batch_size, max_gen_toks
@@ -63,7 +70,11 @@ class HarnessModel(TemplateLM):
 
     def _bos_text(self) -> str:
         sp = getattr(self.tokenizer, "sp", None)
-        return sp.id_to_piece(self.tokenizer.bos_id) if sp is not None else self.tokenizer.tk.id_to_token(self.tokenizer.bos_id)
+        return (
+            sp.id_to_piece(self.tokenizer.bos_id)
+            if sp is not None
+            else self.tokenizer.tk.id_to_token(self.tokenizer.bos_id)
+        )
 
     @torch.no_grad()
     def _score(self, inputs: list[list[int]], continuations: list[list[int]]) -> list[tuple[float, bool]]:
@@ -71,14 +82,16 @@ class HarnessModel(TemplateLM):
         padding (causal: never seen by the positions kept), log-softmax in fp32 of the scored positions only."""
         batch = torch.zeros(len(inputs), max(map(len, inputs)), dtype=torch.long)
         for row, ids in zip(batch, inputs):
-            row[:len(ids)] = torch.tensor(ids)
+            row[: len(ids)] = torch.tensor(ids)
         with self.autocast():
             logits = self.model(batch.to(self._device))
         scores = []
         for row, ids, continuation in zip(logits, inputs, continuations):
-            logprobs = F.log_softmax(row[len(ids) - len(continuation):len(ids)].float(), dim=-1)
+            logprobs = F.log_softmax(row[len(ids) - len(continuation) : len(ids)].float(), dim=-1)
             target = torch.tensor(continuation, device=logprobs.device)
-            scores.append((float(logprobs.gather(1, target[:, None]).sum()), bool((logprobs.argmax(-1) == target).all())))
+            scores.append(
+                (float(logprobs.gather(1, target[:, None]).sum()), bool((logprobs.argmax(-1) == target).all()))
+            )
         return scores
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
@@ -87,9 +100,9 @@ class HarnessModel(TemplateLM):
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i][1] + requests[i][2]))
         results: list[tuple[float, bool] | None] = [None] * len(requests)
         for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
+            chunk = order[start : start + self.batch_size]
             # the last max_length + 1 tokens: the input drops the final one (nothing left to predict)
-            inputs = [(requests[i][1] + requests[i][2])[-(self.max_length + 1):][:-1] for i in chunk]
+            inputs = [(requests[i][1] + requests[i][2])[-(self.max_length + 1) :][:-1] for i in chunk]
             for i, score in zip(chunk, self._score(inputs, [requests[i][2] for i in chunk])):
                 results[i] = score
         return results
@@ -100,8 +113,10 @@ class HarnessModel(TemplateLM):
 
         windows, owners = [], []
         for i, (text,) in enumerate(req.args for req in requests):
-            for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
-                    self.tok_encode(text), self.prefix_token_id, self.max_length, context_len=1)):
+            for context, continuation in map(
+                make_disjoint_window,
+                get_rolling_token_windows(self.tok_encode(text), self.prefix_token_id, self.max_length, context_len=1),
+            ):
                 windows.append((None, context, continuation))
                 owners.append(i)
         totals = [0.0] * len(requests)
@@ -117,9 +132,10 @@ class HarnessModel(TemplateLM):
             until = kwargs.get("until") or []
             until = [until] if isinstance(until, str) else list(until)
             max_new = int(kwargs.get("max_gen_toks", self.max_gen_toks))
-            ids = self.tok_encode(context)[-max(1, self.max_length - max_new):]
-            new = generate(self.model, ids, max_new, greedy=True, stop_id=self.eot_token_id,
-                           vocab_limit=self.tokenizer.vocab_size)
+            ids = self.tok_encode(context)[-max(1, self.max_length - max_new) :]
+            new = generate(
+                self.model, ids, max_new, greedy=True, stop_id=self.eot_token_id, vocab_limit=self.tokenizer.vocab_size
+            )
             text = self.tokenizer.decode([t for t in new if t != self.eot_token_id])
             for stop in until:
                 text = text.split(stop)[0] if stop else text
@@ -146,9 +162,18 @@ def metric_name(key: str) -> str | None:
     return None if name in ("alias", "sample_len") or name.endswith("_stderr") else name
 
 
-def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None = None, limit: float | None = None,
-                   num_fewshot: int | None = None, add_bos: bool = False, batch_size: int = 16, precision: str = "fp32",
-                   log_samples: bool = False) -> dict:
+def evaluate_tasks(
+    model,
+    tokenizer,
+    tasks: list[str],
+    include_path: str | None = None,
+    limit: float | None = None,
+    num_fewshot: int | None = None,
+    add_bos: bool = False,
+    batch_size: int = 16,
+    precision: str = "fp32",
+    log_samples: bool = False,
+) -> dict:
     """Scores of ``tasks`` for our model: ``{task: {metric: value}}`` (metric names without the filter
     suffix; non-finite values as None), plus ``"_samples"`` (the harness's per-item records) when
     ``log_samples``. Every rank of a process group takes part and gets the same answer."""
@@ -159,13 +184,25 @@ def evaluate_tasks(model, tokenizer, tasks: list[str], include_path: str | None 
     manager = task_manager(tuple(tasks), include_path)
     lm = HarnessModel(model, tokenizer, add_bos, batch_size, precision)
     with _random_state_kept():  # the harness seeds the global generators; a run in progress keeps its own
-        output = simple_evaluate(lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit, task_manager=manager,
-                                 log_samples=log_samples, bootstrap_iters=0)
+        output = simple_evaluate(
+            lm,
+            tasks=list(tasks),
+            num_fewshot=num_fewshot,
+            limit=limit,
+            task_manager=manager,
+            log_samples=log_samples,
+            bootstrap_iters=0,
+        )
     scores = None
     if output is not None:  # rank 0
-        scores = {task: {name: _finite(value) for key, value in metrics.items()
-                         if (name := metric_name(key)) is not None and isinstance(value, (int, float))}
-                  for task, metrics in output["results"].items()}
+        scores = {
+            task: {
+                name: _finite(value)
+                for key, value in metrics.items()
+                if (name := metric_name(key)) is not None and isinstance(value, (int, float))
+            }
+            for task, metrics in output["results"].items()
+        }
         if log_samples:
             scores["_samples"] = output["samples"]
     if dist.is_initialized() and dist.get_world_size() > 1:
@@ -204,7 +241,9 @@ def task_manager(tasks: tuple[str, ...], include_path: str | None):
     manager = TaskManager(include_path=include_path)
     unknown = [t for t in tasks if t not in manager.all_tasks]
     if unknown:
-        where = f" or under --include-path {include_path}" if include_path else " (a local task YAML: --include-path DIR)"
+        where = (
+            f" or under --include-path {include_path}" if include_path else " (a local task YAML: --include-path DIR)"
+        )
         raise UsageError(f"unknown task {', '.join(unknown)}: not a task of lm-evaluation-harness{where}")
     return manager
 

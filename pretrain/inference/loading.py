@@ -52,12 +52,18 @@ def save_run_dir(cfg: TrainConfig) -> None:
     from dataprep.core.storage import atomic_write_text
     from pretrain.config import save_yaml
 
-    sources = [s if is_remote(s.path) else s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources]
+    sources = [
+        s if is_remote(s.path) else s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources
+    ]
     # the sources a mixture named are written out, so the mixture is not named again (both would not load)
-    portable = cfg.model_copy(update={"data": cfg.data.model_copy(update={"sources": sources, "mixture": None}),
-                                      "out_dir": os.path.abspath(cfg.out_dir),
-                                      "init_from": cfg.init_from and os.path.abspath(cfg.init_from),
-                                      "eval": cfg.eval and _absolute_eval_paths(cfg.eval)})
+    portable = cfg.model_copy(
+        update={
+            "data": cfg.data.model_copy(update={"sources": sources, "mixture": None}),
+            "out_dir": os.path.abspath(cfg.out_dir),
+            "init_from": cfg.init_from and os.path.abspath(cfg.init_from),
+            "eval": cfg.eval and _absolute_eval_paths(cfg.eval),
+        }
+    )
     load_train_config(portable.model_dump(mode="json"))  # what eval, generate and export will read must load
     save_yaml(portable, os.path.join(cfg.out_dir, RUN_CONFIG))
     manifests = [load_remote_manifest(s.path) if is_remote(s.path) else load_manifest(s.path) for s in sources]
@@ -68,9 +74,14 @@ def save_run_dir(cfg: TrainConfig) -> None:
 
 def _absolute_eval_paths(section):
     """The ``eval:`` section with its task folder and document files as absolute paths."""
-    return section.model_copy(update={
-        "include_path": section.include_path and os.path.abspath(section.include_path),
-        "documents": {name: path if is_remote(path) else os.path.abspath(path) for name, path in section.documents.items()}})
+    return section.model_copy(
+        update={
+            "include_path": section.include_path and os.path.abspath(section.include_path),
+            "documents": {
+                name: path if is_remote(path) else os.path.abspath(path) for name, path in section.documents.items()
+            },
+        }
+    )
 
 
 def _copy_tokenizer(source: str, folder: str) -> bool:
@@ -132,8 +143,11 @@ def _locate(path: str) -> str:
     for root in roots:
         best = checkpoint.find_best(root)
         if best is not None:  # checkpoint.keep_best: the lowest validation loss, not the last step
-            print(f"{path}: using its best checkpoint, step {checkpoint.checkpoint_step(best)} (lowest validation "
-                  "loss; give a step-* folder for another)", file=sys.stderr)
+            print(
+                f"{path}: using its best checkpoint, step {checkpoint.checkpoint_step(best)} (lowest validation "
+                "loss; give a step-* folder for another)",
+                file=sys.stderr,
+            )
             return best
         found = checkpoint.list_checkpoints(root)
         if found:
@@ -154,8 +168,10 @@ def load_trained(path: str) -> Trained:
                 meta = fh.metadata() or {}
                 weights = {k: fh.get_tensor(k) for k in fh.keys()}
         except SafetensorError as exc:
-            raise UsageError(f"{resolved}: not a readable safetensors file ({exc}); give a run folder, a step-* "
-                             "checkpoint or a model.safetensors") from None
+            raise UsageError(
+                f"{resolved}: not a readable safetensors file ({exc}); give a run folder, a step-* "
+                "checkpoint or a model.safetensors"
+            ) from None
         if "model_config" not in meta:
             raise UsageError(f"{resolved}: no model_config in its metadata (not written by pretrain train/export)")
         model_cfg, step = json.loads(meta["model_config"]), meta.get("step")
@@ -171,11 +187,19 @@ def load_trained(path: str) -> Trained:
     if cfg.tie_embeddings:
         output = weights.setdefault("output.weight", weights["tok_embeddings.weight"])
         if not torch.equal(output, weights["tok_embeddings.weight"]):  # the weights say what was trained
-            warnings.warn(f"{resolved}: tie_embeddings is set but the output and embedding weights differ; "
-                          "treating the model as untied")
+            warnings.warn(
+                f"{resolved}: tie_embeddings is set but the output and embedding weights differ; "
+                "treating the model as untied"
+            )
             cfg = cfg.model_copy(update={"tie_embeddings": False})
-    return Trained(weights, cfg, run, resolved, int(step) if step is not None else None,
-                   _find_run_dir(resolved) if run is not None else None)
+    return Trained(
+        weights,
+        cfg,
+        run,
+        resolved,
+        int(step) if step is not None else None,
+        _find_run_dir(resolved) if run is not None else None,
+    )
 
 
 def model_for_inference(trained: Trained, device: str | torch.device = "cpu") -> Llama:
@@ -189,7 +213,8 @@ def model_for_inference(trained: Trained, device: str | torch.device = "cpu") ->
     if missing or unexpected:
         raise checkpoint.CheckpointError(
             f"{trained.path}: weights do not match the model config (missing {missing[:3]}, unexpected "
-            f"{unexpected[:3]})")
+            f"{unexpected[:3]})"
+        )
     model.reset_buffers()
     return model.eval()
 
@@ -214,12 +239,14 @@ def find_tokenizer(trained: Trained, override: str | None = None) -> tuple[Token
             manifest = load_manifest(source.path)
         sha = (manifest.get("tokenizer") or {}).get("model_sha256")
         if not sha:
-            raise MissingPath(f"{source.path}: its manifest names no tokenizer model (shards indexed without one); pass "
-                                    "--tokenizer DIR")
+            raise MissingPath(
+                f"{source.path}: its manifest names no tokenizer model (shards indexed without one); pass "
+                "--tokenizer DIR"
+            )
         found.setdefault(sha, (source.path, manifest))
     if len(found) > 1:
         raise UsageError(f"the run's data sources use {len(found)} different tokenizers; pass --tokenizer DIR")
-    (sha, (source_path, manifest)), = found.items()
+    ((sha, (source_path, manifest)),) = found.items()
     tokenizer = Tokenizer.load(join_path(source_path, TOKENIZER_DIR))
     if tokenizer.sha256 != sha:
         raise UsageError(f"{source_path}/{TOKENIZER_DIR} is not the tokenizer its manifest names")

@@ -53,8 +53,11 @@ def eval_curves(metrics_path: str) -> dict[str, tuple[list[int], list[float]]]:
     return curves
 
 
-EVENTS = {"skip": ("skipped step", "tab:orange"), "spike": ("loss spike", "tab:red"),
-          "rollback": ("rollback", "tab:purple")}  # kind -> (label, colour)
+EVENTS = {
+    "skip": ("skipped step", "tab:orange"),
+    "spike": ("loss spike", "tab:red"),
+    "rollback": ("rollback", "tab:purple"),
+}  # kind -> (label, colour)
 
 
 def events(metrics_path: str) -> dict[str, list[dict]]:
@@ -67,10 +70,12 @@ def events(metrics_path: str) -> dict[str, list[dict]]:
 
 
 def describe_events(found: dict[str, list[dict]]) -> str:
-    """"2 skipped steps (steps 3, 4), 1 loss spike (step 5)": a line for the report and the JSON."""
-    return ", ".join(f"{len(rs)} {EVENTS[kind][0]}{'s' if len(rs) > 1 else ''} (step{'s' if len(rs) > 1 else ''} "
-                     f"{', '.join(str(r['step']) for r in rs[:5])}{', ...' if len(rs) > 5 else ''})"
-                     for kind, rs in found.items())
+    """ "2 skipped steps (steps 3, 4), 1 loss spike (step 5)": a line for the report and the JSON."""
+    return ", ".join(
+        f"{len(rs)} {EVENTS[kind][0]}{'s' if len(rs) > 1 else ''} (step{'s' if len(rs) > 1 else ''} "
+        f"{', '.join(str(r['step']) for r in rs[:5])}{', ...' if len(rs) > 5 else ''})"
+        for kind, rs in found.items()
+    )
 
 
 def diagnostics_grid(metrics_path: str) -> dict[str, tuple[list[str], list[int], np.ndarray]]:
@@ -80,11 +85,13 @@ def diagnostics_grid(metrics_path: str) -> dict[str, tuple[list[str], list[int],
     steps = [r["step"] for r in records]
     grids = {}
     for quantity in QUANTITIES:
-        layers = list(dict.fromkeys(key.split("/", 1)[1] for r in records for key in r
-                                    if key.startswith(quantity + "/")))
+        layers = list(
+            dict.fromkeys(key.split("/", 1)[1] for r in records for key in r if key.startswith(quantity + "/"))
+        )
         if layers:
-            values = np.array([[r.get(f"{quantity}/{layer}", np.nan) for r in records] for layer in layers],
-                              dtype=float)
+            values = np.array(
+                [[r.get(f"{quantity}/{layer}", np.nan) for r in records] for layer in layers], dtype=float
+            )
             grids[quantity] = (layers, steps, values)
     return grids
 
@@ -113,14 +120,15 @@ def plot_diagnostics(metrics_path: str, png_path: str) -> str | None:
     for ax, (quantity, (layers, steps, values)) in zip(axes.flat, grids.items()):
         finite = values[np.isfinite(values)]
         norm = LogNorm() if finite.size and (finite > 0).all() else None
-        mesh = ax.pcolormesh(steps, np.arange(len(layers)), np.ma.masked_invalid(values), shading="nearest",
-                             norm=norm, cmap="viridis")
+        mesh = ax.pcolormesh(
+            steps, np.arange(len(layers)), np.ma.masked_invalid(values), shading="nearest", norm=norm, cmap="viridis"
+        )
         ax.set_yticks(np.arange(len(layers)), layers, fontsize=7 if len(layers) < 20 else 5)
         ax.set_title(quantity)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         fig.colorbar(mesh, ax=ax)
-    for ax in list(axes.flat)[len(grids):]:
+    for ax in list(axes.flat)[len(grids) :]:
         ax.axis("off")
     fig.suptitle(os.path.basename(os.path.dirname(os.path.abspath(metrics_path))) + ": per-layer diagnostics")
     fig.tight_layout()
@@ -158,8 +166,14 @@ def plot(metrics_path: str, png_path: str) -> str:
             ax_loss.axvline(record["step"], color=colour, linestyle=":", alpha=0.7, label=label if i == 0 else None)
     for k, (step, shares) in enumerate(phase_shares(train)[1:]):  # where each later mixture phase began
         ax_loss.axvline(step, color="tab:gray", linestyle="--", alpha=0.7, label="mixture phase" if k == 0 else None)
-        ax_loss.annotate(", ".join(f"{n} {v:.0%}" for n, v in shares.items()), (step, 1), xycoords=("data", "axes fraction"),
-                         fontsize=7, va="top", rotation=90)
+        ax_loss.annotate(
+            ", ".join(f"{n} {v:.0%}" for n, v in shares.items()),
+            (step, 1),
+            xycoords=("data", "axes fraction"),
+            fontsize=7,
+            va="top",
+            rotation=90,
+        )
     ax_loss.set_ylabel("loss")
     ax_loss.legend()
     ax_loss.grid(alpha=0.3)
@@ -167,8 +181,12 @@ def plot(metrics_path: str, png_path: str) -> str:
     ax_tps.set_ylabel("tokens / s")
     if any("mfu" in r for r in train):
         ax_mfu = ax_tps.twinx()
-        ax_mfu.plot([r["step"] for r in train if "mfu" in r], [100 * r["mfu"] for r in train if "mfu" in r],
-                    color="tab:red", alpha=0.6)
+        ax_mfu.plot(
+            [r["step"] for r in train if "mfu" in r],
+            [100 * r["mfu"] for r in train if "mfu" in r],
+            color="tab:red",
+            alpha=0.6,
+        )
         ax_mfu.set_ylabel("MFU %")
     ax_tps.grid(alpha=0.3)
     if curves:
@@ -181,7 +199,9 @@ def plot(metrics_path: str, png_path: str) -> str:
 
 def _plot_eval(ax, curves: dict[str, tuple[list[int], list[float]]]) -> None:
     """Bits per byte of the held-out document sets on the left axis, task scores on the right."""
-    scores = ax.twinx() if any(k.endswith("/bpb") for k in curves) and any(not k.endswith("/bpb") for k in curves) else ax
+    scores = (
+        ax.twinx() if any(k.endswith("/bpb") for k in curves) and any(not k.endswith("/bpb") for k in curves) else ax
+    )
     for key, (steps, values) in curves.items():
         target = ax if key.endswith("/bpb") or scores is ax else scores
         target.plot(steps, values, "s-" if key.endswith("/bpb") else "^--", label=key)
@@ -191,6 +211,8 @@ def _plot_eval(ax, curves: dict[str, tuple[list[int], list[float]]]) -> None:
         scores.legend(loc="upper right", fontsize=8)
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
+
+
 def phase_shares(train: list[dict]) -> list[tuple[int, dict[str, float]]]:
     """Per mixture phase (``data.phases``) the first step logged in it and the source shares drawn in it (its
     last record's ``phase_source_share``); empty for a run without phases."""
@@ -210,22 +232,42 @@ def training_section(run: str, folder: str) -> Section:
     image = os.path.basename(plot(path, os.path.join(folder, "training.png")))
     diagnostics = plot_diagnostics(path, os.path.join(folder, "training-diagnostics.png"))
     train, val = train_and_val(path)
-    rows = [["metrics", path], ["steps logged", f"{len(train):,} (last step {int(train[-1]['step']):,})"],
-            ["train loss first → last", f"{train[0]['loss']:.4f} → {train[-1]['loss']:.4f}"]]
+    rows = [
+        ["metrics", path],
+        ["steps logged", f"{len(train):,} (last step {int(train[-1]['step']):,})"],
+        ["train loss first → last", f"{train[0]['loss']:.4f} → {train[-1]['loss']:.4f}"],
+    ]
     if "tokens" in train[-1]:
         rows.append(["tokens trained", f"{int(train[-1]['tokens']):,}"])
     if "source_share" in train[-1]:  # a mixture: the tokens drawn from each source
-        rows.append(["tokens per source", ", ".join(f"{name} {int(train[-1]['source_tokens'][name]):,} ({share:.1%})"
-                                                     for name, share in train[-1]["source_share"].items())])
+        rows.append(
+            [
+                "tokens per source",
+                ", ".join(
+                    f"{name} {int(train[-1]['source_tokens'][name]):,} ({share:.1%})"
+                    for name, share in train[-1]["source_share"].items()
+                ),
+            ]
+        )
     for k, (step, shares) in enumerate(phase_shares(train)):
-        rows.append([f"phase {k + 1} (from step {step:,}) source share",
-                     ", ".join(f"{name} {share:.1%}" for name, share in shares.items())])
+        rows.append(
+            [
+                f"phase {k + 1} (from step {step:,}) source share",
+                ", ".join(f"{name} {share:.1%}" for name, share in shares.items()),
+            ]
+        )
     if val:
         best = min(val, key=lambda r: r["val_loss"])
-        rows.append(["validation loss last / best",
-                     f"{val[-1]['val_loss']:.4f} / {best['val_loss']:.4f} (step {int(best['step']):,})"])
+        rows.append(
+            [
+                "validation loss last / best",
+                f"{val[-1]['val_loss']:.4f} / {best['val_loss']:.4f} (step {int(best['step']):,})",
+            ]
+        )
     for key, (steps, values) in eval_curves(path).items():
-        rows.append([f"eval {key} first → last", f"{values[0]:.4f} → {values[-1]:.4f} (steps {steps[0]:,} → {steps[-1]:,})"])
+        rows.append(
+            [f"eval {key} first → last", f"{values[0]:.4f} → {values[-1]:.4f} (steps {steps[0]:,} → {steps[-1]:,})"]
+        )
     if found := events(path):
         rows.append(["events", describe_events(found)])
     for key, label, scale, unit in (("tokens_per_s", "tokens/s", 1, ""), ("mfu", "MFU", 100, "%")):
@@ -252,6 +294,10 @@ def profile_rows(run: str) -> list[list[str]]:
     (start, end), mean = report["steps"], report["mean"]
     rows = [[f"profiled step (steps {start}-{end}, mean of {report['ranks']} rank(s))", profile_split_line(mean)]]
     if mean["collectives"]:
-        rows.append(["collectives per step (hidden or not)",
-                     ", ".join(f"{kind} {s:.4f} s" for kind, s in mean["collectives"].items())])
+        rows.append(
+            [
+                "collectives per step (hidden or not)",
+                ", ".join(f"{kind} {s:.4f} s" for kind, s in mean["collectives"].items()),
+            ]
+        )
     return rows

@@ -17,9 +17,15 @@ from pretrain.config import ModelConfig
 
 # our parameter name -> Hugging Face Llama name; layers.N.<key>.weight <-> model.layers.N.<value>.weight
 _LAYER_NAMES = {
-    "attention.wq": "self_attn.q_proj", "attention.wk": "self_attn.k_proj", "attention.wv": "self_attn.v_proj",
-    "attention.wo": "self_attn.o_proj", "feed_forward.w1": "mlp.gate_proj", "feed_forward.w3": "mlp.up_proj",
-    "feed_forward.w2": "mlp.down_proj", "attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+    "attention.wq": "self_attn.q_proj",
+    "attention.wk": "self_attn.k_proj",
+    "attention.wv": "self_attn.v_proj",
+    "attention.wo": "self_attn.o_proj",
+    "feed_forward.w1": "mlp.gate_proj",
+    "feed_forward.w3": "mlp.up_proj",
+    "feed_forward.w2": "mlp.down_proj",
+    "attention_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
 }
 _TOP_NAMES = {"tok_embeddings": "model.embed_tokens", "norm": "model.norm", "output": "lm_head"}
 _LAYER = re.compile(r"^layers\.(\d+)\.(.+)\.weight$")
@@ -62,8 +68,10 @@ def from_hf(tensors: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, tor
 def check_hf_exportable(cfg: ModelConfig) -> None:
     """Refuse, before any work, a model that Llama's Hugging Face format cannot carry."""
     if cfg.qk_norm:
-        raise UsageError("model.qk_norm: Llama's Hugging Face format has no q/k norms, so this model cannot be "
-                         "exported with --to hf (its checkpoint and model.safetensors still serve eval and generate)")
+        raise UsageError(
+            "model.qk_norm: Llama's Hugging Face format has no q/k norms, so this model cannot be "
+            "exported with --to hf (its checkpoint and model.safetensors still serve eval and generate)"
+        )
 
 
 def to_hf_config(cfg: ModelConfig, tokenizer, dtype: str) -> dict:
@@ -106,10 +114,16 @@ def from_hf_config(hf: dict, source: str) -> ModelConfig:
         raise UsageError(f"{source}: rope_scaling and biases are not supported by our model")
     n_heads = hf["num_attention_heads"]
     cfg = ModelConfig(
-        vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_layers=hf["num_hidden_layers"], n_heads=n_heads,
-        n_kv_heads=hf.get("num_key_value_heads") or n_heads, ffn_dim=hf["intermediate_size"],
-        max_seq_len=hf.get("max_position_embeddings", 2048), rope_theta=hf.get("rope_theta", 10000.0),
-        norm_eps=hf.get("rms_norm_eps", 1e-5), tie_embeddings=hf.get("tie_word_embeddings", False),
+        vocab_size=hf["vocab_size"],
+        d_model=hf["hidden_size"],
+        n_layers=hf["num_hidden_layers"],
+        n_heads=n_heads,
+        n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+        ffn_dim=hf["intermediate_size"],
+        max_seq_len=hf.get("max_position_embeddings", 2048),
+        rope_theta=hf.get("rope_theta", 10000.0),
+        norm_eps=hf.get("rms_norm_eps", 1e-5),
+        tie_embeddings=hf.get("tie_word_embeddings", False),
         init_std=hf.get("initializer_range", 0.02),
     )
     if hf.get("head_dim") not in (None, cfg.head_dim):
@@ -133,7 +147,9 @@ def read_hf_folder(hf_dir: str) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
         with open(config_path, encoding="utf-8") as fh:
             cfg = from_hf_config(json.load(fh), hf_dir)
     except (json.JSONDecodeError, KeyError, ValidationError) as exc:  # the user's file, damaged or not a Llama's
-        problem = describe(exc) if isinstance(exc, ValidationError) else f"lacks {exc}" if isinstance(exc, KeyError) else exc
+        problem = (
+            describe(exc) if isinstance(exc, ValidationError) else f"lacks {exc}" if isinstance(exc, KeyError) else exc
+        )
         raise UsageError(f"{config_path}: not a usable Llama config ({problem})") from None
     files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))
     if not files:

@@ -80,7 +80,7 @@ def fill_normal(p: torch.Tensor, std: float, key: str) -> None:
         first, last = block * per_block, min(rows, (block + 1) * per_block)
         values = torch.empty(last - first, cols).normal_(0.0, std, generator=gen)
         lo, hi = max(first, row0), min(last, row0 + n_rows)
-        local[lo - row0:hi - row0].copy_(values[lo - first:hi - first, col0:col0 + n_cols])
+        local[lo - row0 : hi - row0].copy_(values[lo - first : hi - first, col0 : col0 + n_cols])
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -96,7 +96,9 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.attend = causal_attention  # context parallelism swaps in its own (pretrain/distributed/context_parallel.py)
+        self.attend = (
+            causal_attention  # context parallelism swaps in its own (pretrain/distributed/context_parallel.py)
+        )
         self.head_dim = cfg.head_dim
         self.wq = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
         self.wk = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
@@ -172,8 +174,9 @@ class Llama(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, tokens: torch.Tensor, documents: torch.Tensor | None = None,
-                restart_positions: bool = True) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, documents: torch.Tensor | None = None, restart_positions: bool = True
+    ) -> torch.Tensor:
         """Logits (batch, seq, vocab) for token ids (batch, seq); a pipeline stage takes or returns the
         hidden states (batch, seq, d_model) where it lacks the embeddings or the head. ``documents``: each
         token's document number in its window (pretrain/models/documents.py): attention stays within

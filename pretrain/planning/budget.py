@@ -147,39 +147,86 @@ class ParametricLoss:
 Method = PowerLaw | ParametricLoss
 
 METHODS: dict[str, Method] = {
-    "approach1": PowerLaw("Approach 1 (training-curve envelope)", k=0.09934852556683499, a=0.4980916391736001,
-                          note="fit to Table 3", source=f"{HOFFMANN}, Table 3 (least-squares fit here)"),
-    "approach2": PowerLaw("Approach 2 (IsoFLOP profiles)", k=0.1455740332274308, a=0.48992737468486774,
-                          note="fit to Table A3", source=f"{HOFFMANN}, Table A3 (least-squares fit here)"),
-    "approach3": ParametricLoss("Approach 3 (parametric loss)", E=1.69337368, A=406.401018, B=410.722827,
-                                alpha=0.33917084, beta=0.2849083, note="paper's unrounded constants",
-                                source=f"{HOFFMANN}, Section 3.3 (unrounded constants of the TeX source)"),
-    "approach3-rounded": ParametricLoss("Approach 3, rounded constants", E=1.69, A=406.4, B=410.7, alpha=0.34,
-                                        beta=0.28, note="as printed in App. D.2; does NOT reproduce the paper",
-                                        source=f"{HOFFMANN}, Appendix D.2"),
-    "approach3-epoch": ParametricLoss("Approach 3, Epoch AI refit", E=1.8172, A=482.01, B=2085.43, alpha=0.3478,
-                                      beta=0.3658, note="Besiroglu et al. 2024",
-                                      source="Besiroglu et al. 2024, arXiv:2404.10102 (refit of Hoffmann's data)"),
+    "approach1": PowerLaw(
+        "Approach 1 (training-curve envelope)",
+        k=0.09934852556683499,
+        a=0.4980916391736001,
+        note="fit to Table 3",
+        source=f"{HOFFMANN}, Table 3 (least-squares fit here)",
+    ),
+    "approach2": PowerLaw(
+        "Approach 2 (IsoFLOP profiles)",
+        k=0.1455740332274308,
+        a=0.48992737468486774,
+        note="fit to Table A3",
+        source=f"{HOFFMANN}, Table A3 (least-squares fit here)",
+    ),
+    "approach3": ParametricLoss(
+        "Approach 3 (parametric loss)",
+        E=1.69337368,
+        A=406.401018,
+        B=410.722827,
+        alpha=0.33917084,
+        beta=0.2849083,
+        note="paper's unrounded constants",
+        source=f"{HOFFMANN}, Section 3.3 (unrounded constants of the TeX source)",
+    ),
+    "approach3-rounded": ParametricLoss(
+        "Approach 3, rounded constants",
+        E=1.69,
+        A=406.4,
+        B=410.7,
+        alpha=0.34,
+        beta=0.28,
+        note="as printed in App. D.2; does NOT reproduce the paper",
+        source=f"{HOFFMANN}, Appendix D.2",
+    ),
+    "approach3-epoch": ParametricLoss(
+        "Approach 3, Epoch AI refit",
+        E=1.8172,
+        A=482.01,
+        B=2085.43,
+        alpha=0.3478,
+        beta=0.3658,
+        note="Besiroglu et al. 2024",
+        source="Besiroglu et al. 2024, arXiv:2404.10102 (refit of Hoffmann's data)",
+    ),
     # Fitted on C4 with GPT-2 tokens together with R_D*, R_N*; published as logs of A, B, E.
-    "approach3-c4": ParametricLoss("Approach 3 form, Muennighoff C4 fit", E=math.exp(0.6254804),
-                                   A=math.exp(6.255414), B=math.exp(7.3049974), alpha=0.3526596, beta=0.3526596,
-                                   note="fitted with the repetition constants R_D*, R_N*",
-                                   source="Muennighoff et al. 2023, arXiv:2305.16264 (constants from "
-                                          "github.com/huggingface/datablations, 'Parametric Fit')",
-                                   vocab_size=50_257),  # GPT-2's tokenizer
+    "approach3-c4": ParametricLoss(
+        "Approach 3 form, Muennighoff C4 fit",
+        E=math.exp(0.6254804),
+        A=math.exp(6.255414),
+        B=math.exp(7.3049974),
+        alpha=0.3526596,
+        beta=0.3526596,
+        note="fitted with the repetition constants R_D*, R_N*",
+        source="Muennighoff et al. 2023, arXiv:2305.16264 (constants from "
+        "github.com/huggingface/datablations, 'Parametric Fit')",
+        vocab_size=50_257,
+    ),  # GPT-2's tokenizer
     # M_opt = 0.1715 C^0.5243 (Eq. 4); its D_opt = 5.8316 C^0.4757 is C / M_opt (0.1715 x 5.8316 = 1.0001)
-    "deepseek": FlopsPerTokenLaw("DeepSeek LLM (N = M/6)", k=0.1715 / 6, a=0.5243,
-                                 note="M: non-embedding FLOPs/token; their final data",
-                                 source=f"{DEEPSEEK}, Section 3.2, Eq. 4 (M_opt = 0.1715 C^0.5243, D_opt = "
-                                        "5.8316 C^0.4757, fitted on their current data: Table 4, a = 0.524)"),
-    "20x": PowerLaw("20 tokens per parameter", k=1 / math.sqrt(120), a=0.5, note="rule of thumb: D = 20 N",
-                    source="rule of thumb from Hoffmann et al. 2022's Table 3 (~20 tokens per parameter)"),
+    "deepseek": FlopsPerTokenLaw(
+        "DeepSeek LLM (N = M/6)",
+        k=0.1715 / 6,
+        a=0.5243,
+        note="M: non-embedding FLOPs/token; their final data",
+        source=f"{DEEPSEEK}, Section 3.2, Eq. 4 (M_opt = 0.1715 C^0.5243, D_opt = "
+        "5.8316 C^0.4757, fitted on their current data: Table 4, a = 0.524)",
+    ),
+    "20x": PowerLaw(
+        "20 tokens per parameter",
+        k=1 / math.sqrt(120),
+        a=0.5,
+        note="rule of thumb: D = 20 N",
+        source="rule of thumb from Hoffmann et al. 2022's Table 3 (~20 tokens per parameter)",
+    ),
 }
 FITS = [name for name, law in METHODS.items() if isinstance(law, ParametricLoss)]  # methods with a loss
 
 
-def estimate(method: str, *, compute: float | None = None, params: float | None = None,
-             tokens: float | None = None) -> Estimate:
+def estimate(
+    method: str, *, compute: float | None = None, params: float | None = None, tokens: float | None = None
+) -> Estimate:
     """Compute-optimal (N, D, C) from exactly one of C, N or D under the named method."""
     given = [x is not None for x in (compute, params, tokens)]
     if sum(given) != 1:
@@ -211,8 +258,7 @@ def minimise_log(f, lo: float, hi: float, points_per_decade: int = 40) -> float:
     values = [f(math.exp(x)) for x in grid]
     i = min(range(len(grid)), key=values.__getitem__)
     lo_i, hi_i = grid[max(i - 1, 0)], grid[min(i + 1, steps)]
-    best = minimize_scalar(lambda x: f(math.exp(x)), bounds=(lo_i, hi_i), method="bounded",
-                           options={"xatol": 1e-10})
+    best = minimize_scalar(lambda x: f(math.exp(x)), bounds=(lo_i, hi_i), method="bounded", options={"xatol": 1e-10})
     return math.exp(best.x) if best.fun <= values[i] else math.exp(grid[i])
 
 
@@ -258,5 +304,3 @@ def parse_number(text: str | float) -> float:
         return float(match.group(1)) * _SUFFIXES[match.group(2).upper()]
     except ValueError:
         raise UsageError(f"cannot read number {text!r} (examples: 7B, 1.4T, 3e23)") from None
-
-

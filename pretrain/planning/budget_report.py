@@ -22,10 +22,27 @@ from dataprep.core.units import human
 from pretrain.components.shard_totals import shard_totals
 from pretrain.config import ModelConfig, check_sources
 from pretrain.planning import data_constrained, hyperparameters, inference_aware
-from pretrain.planning.budget import (FITS, FITTED_MIN_PARAMS, FITTED_MIN_TOKENS, METHODS, compute_from_gpus, estimate,
-                             parametric_fit, params_of_model, parse_number, positive)
-from pretrain.planning.data_constrained import (Allocation, allocation, at_epochs, best_allocation, constrained_loss,
-                                                epochs_text, repetition_warning)
+from pretrain.planning.budget import (
+    FITS,
+    FITTED_MIN_PARAMS,
+    FITTED_MIN_TOKENS,
+    METHODS,
+    compute_from_gpus,
+    estimate,
+    parametric_fit,
+    params_of_model,
+    parse_number,
+    positive,
+)
+from pretrain.planning.data_constrained import (
+    Allocation,
+    allocation,
+    at_epochs,
+    best_allocation,
+    constrained_loss,
+    epochs_text,
+    repetition_warning,
+)
 
 ALLOCATION_FITS = ["deepseek"]  # --fit choices without a loss: they size N, D and the hyperparameters only
 
@@ -70,7 +87,7 @@ def _budget_input(q: BudgetQuestion, unique: float | None) -> tuple[dict, str]:
         return {"tokens": q.epochs * unique}, f"D = {q.epochs:g} epochs x {human(unique)} unique tokens"
     if not given:
         raise UsageError("give one of --compute, --gpus/--hours, --params, --tokens, --model or --epochs with --data")
-    (key, text), = given.items()
+    ((key, text),) = given.items()
     value = parse_number(text)
     return {key: value}, f"given {key} = {value:.4g}"
 
@@ -83,8 +100,11 @@ def _corpus(q: BudgetQuestion) -> tuple[float | None, str, int | None]:
         raise UsageError(f"--data names a folder twice ({', '.join(q.data)}): its tokens would count twice")
     if q.data:
         corpus = shard_totals(q.data)
-        return (float(corpus["tokens"]), f"U = {corpus['tokens']:,} tokens in {corpus['documents']:,} documents "
-                f"(manifest of {', '.join(q.data)})", corpus["vocab_size"])
+        return (
+            float(corpus["tokens"]),
+            f"U = {corpus['tokens']:,} tokens in {corpus['documents']:,} documents (manifest of {', '.join(q.data)})",
+            corpus["vocab_size"],
+        )
     if q.unique_tokens:
         unique = parse_number(q.unique_tokens)
         if not unique > 0:
@@ -142,14 +162,27 @@ def _mixture_section(sources: list[dict], tokens: float, phases: list[dict] | No
         epochs = drawn / unique
         warning = None
         if epochs > data_constrained.R_D_STAR:
-            warning = (f"{epochs_text(epochs)} epochs: little value left (past R_D* = {data_constrained.R_D_STAR:.1f} repeats "
-                       "a token's worth has decayed by 1/e); lower its weight or add data")
+            warning = (
+                f"{epochs_text(epochs)} epochs: little value left (past R_D* = {data_constrained.R_D_STAR:.1f} repeats "
+                "a token's worth has decayed by 1/e); lower its weight or add data"
+            )
         elif epochs > USEFUL_EPOCHS:
-            warning = f"{epochs:.1f} epochs: diminishing returns beyond {USEFUL_EPOCHS} (repeated tokens count for less)"
-        rows.append({"name": s.get("name") or s["path"], "path": s["path"], "weight": share, "unique_tokens": unique,
-                     "tokens": drawn, "epochs": epochs,
-                     "effective_tokens": data_constrained.effective_tokens(drawn, unique), "warning": warning,
-                     **({"phases": [{"tokens": t, "epochs": t / unique} for t in per_phase]} if phases else {})})
+            warning = (
+                f"{epochs:.1f} epochs: diminishing returns beyond {USEFUL_EPOCHS} (repeated tokens count for less)"
+            )
+        rows.append(
+            {
+                "name": s.get("name") or s["path"],
+                "path": s["path"],
+                "weight": share,
+                "unique_tokens": unique,
+                "tokens": drawn,
+                "epochs": epochs,
+                "effective_tokens": data_constrained.effective_tokens(drawn, unique),
+                "warning": warning,
+                **({"phases": [{"tokens": t, "epochs": t / unique} for t in per_phase]} if phases else {}),
+            }
+        )
     return rows
 
 
@@ -159,7 +192,8 @@ def _answer(a: Allocation, fit: str) -> dict:
     answer = a.to_dict() | {"loss_above_fresh_optimum": a.loss - estimate(fit, compute=a.flops).loss}
     if _sensible(a.loss, fit) is None:
         answer |= dict.fromkeys(("loss", "fresh_loss", "repetition_penalty", "loss_above_fresh_optimum")) | {
-            "loss_beyond_fit": True}
+            "loss_beyond_fit": True
+        }
     return answer
 
 
@@ -171,9 +205,14 @@ def _sensible(loss: float | None, method: str) -> float | None:
 
 def _data_section(q: BudgetQuestion, law, ref, unique: float, fixed_params: bool) -> dict:
     chinchilla = allocation(law, ref.params, ref.tokens, unique)
-    section = {"fit": q.fit, "compute": ref.flops, "unique_tokens": unique, "exceeds_unique": ref.tokens > unique,
-               "chinchilla": _answer(chinchilla, q.fit),
-               "best": _answer(best_allocation(law, ref.flops, unique), q.fit)}
+    section = {
+        "fit": q.fit,
+        "compute": ref.flops,
+        "unique_tokens": unique,
+        "exceeds_unique": ref.tokens > unique,
+        "chinchilla": _answer(chinchilla, q.fit),
+        "best": _answer(best_allocation(law, ref.flops, unique), q.fit),
+    }
     if q.epochs is not None:
         fixed = {"params": ref.params} if fixed_params else {"compute": ref.flops}
         section["at_epochs"] = _answer(at_epochs(law, q.epochs, unique, **fixed), q.fit)
@@ -184,12 +223,15 @@ def _inference_section(q: BudgetQuestion, law, reference: Allocation, unique: fl
     served = parse_number(q.inference_tokens)
     if served < 0:
         raise UsageError(f"inference tokens must not be negative, got {served:g}")
-    n, d = inference_aware.inference_optimal(lambda n, d: constrained_loss(law, n, d, unique), reference.loss,
-                                             served, reference.params)
+    n, d = inference_aware.inference_optimal(
+        lambda n, d: constrained_loss(law, n, d, unique), reference.loss, served, reference.params
+    )
     out = {"fit": q.fit, "inference_tokens": served, "target_loss": reference.loss}
     for key, a in (("reference", reference), ("inference_optimal", allocation(law, n, d, unique))):
-        out[key] = a.to_dict() | {"inference_flops": 2 * a.params * served,
-                                  "lifetime_flops": inference_aware.lifetime_flops(a.params, a.tokens, served)}
+        out[key] = a.to_dict() | {
+            "inference_flops": 2 * a.params * served,
+            "lifetime_flops": inference_aware.lifetime_flops(a.params, a.tokens, served),
+        }
     out["saving"] = 1 - out["inference_optimal"]["lifetime_flops"] / out["reference"]["lifetime_flops"]
     return out
 
@@ -201,8 +243,10 @@ def _model(q: BudgetQuestion, vocab: int | None) -> ModelConfig | None:
     from pretrain.planning.sizing import resolve_model
 
     if any(getattr(q, k) is not None for k in ("compute", "params", "gpus", "hours")):
-        raise UsageError("--model fixes N; give it alone or with --tokens (a fixed run), not with --compute, "
-                         "--params or --gpus/--hours")
+        raise UsageError(
+            "--model fixes N; give it alone or with --tokens (a fixed run), not with --compute, "
+            "--params or --gpus/--hours"
+        )
     model = resolve_model(q.model)
     return model if vocab is None else model.model_copy(update={"vocab_size": vocab})
 
@@ -211,7 +255,6 @@ def _model_inputs(q: BudgetQuestion, model: ModelConfig, seq_len: int) -> tuple[
     """estimate() keywords per method: the model's N, or with --tokens the fixed run's compute, each counted
     its law's way; the line saying so; and the run's tokens (None without --tokens)."""
     from pretrain.models.llama import num_params
-
     from pretrain.planning.flops import compare
 
     n = num_params(model)
@@ -222,16 +265,20 @@ def _model_inputs(q: BudgetQuestion, model: ModelConfig, seq_len: int) -> tuple[
     if not tokens > 0:
         raise UsageError(f"token count must be positive, got {tokens:g}")
     flops = compare(model, tokens, seq_len)
-    source += (f", D = {human(tokens)} tokens at seq {seq_len} (a fixed run): C = 6ND = {flops['six_nd']:.3g} FLOPs "
-               f"(Appendix F: {flops['appendix_f']:.3g}); the table splits that compute each method's way")
+    source += (
+        f", D = {human(tokens)} tokens at seq {seq_len} (a fixed run): C = 6ND = {flops['six_nd']:.3g} FLOPs "
+        f"(Appendix F: {flops['appendix_f']:.3g}); the table splits that compute each method's way"
+    )
     return {m: {"compute": 6 * params_of_model(m, model, seq_len) * tokens} for m in METHODS}, source, tokens
 
 
 def _loss_fit(q: BudgetQuestion):
     """The --fit's parametric loss, which the data-constrained and inference-aware answers need."""
     if q.fit in ALLOCATION_FITS:
-        raise UsageError(f"--fit {q.fit} has no loss formula: the data-constrained and inference-aware answers "
-                         f"need one of {', '.join(FITS)}")
+        raise UsageError(
+            f"--fit {q.fit} has no loss formula: the data-constrained and inference-aware answers "
+            f"need one of {', '.join(FITS)}"
+        )
     return parametric_fit(q.fit)
 
 
@@ -254,10 +301,14 @@ def _hyperparameters(q: BudgetQuestion, ref, model: ModelConfig | None, seq_len:
 
 def _row(method: str, inputs: dict, unique: float | None) -> dict:
     est = estimate(method, **inputs)
-    row = est.to_dict() | {"label": METHODS[method].name, "source": METHODS[method].source,
-                           "unique_tokens": unique, "epochs": 1.0 if unique is None else est.tokens / unique,
-                           "effective_tokens": data_constrained.effective_tokens(est.tokens, unique),
-                           "loss": _sensible(est.loss, method)}
+    row = est.to_dict() | {
+        "label": METHODS[method].name,
+        "source": METHODS[method].source,
+        "unique_tokens": unique,
+        "epochs": 1.0 if unique is None else est.tokens / unique,
+        "effective_tokens": data_constrained.effective_tokens(est.tokens, unique),
+        "loss": _sensible(est.loss, method),
+    }
     if est.loss is not None and row["loss"] is None:
         row["loss_beyond_fit"] = True
     if unique is not None and method in FITS:
@@ -297,9 +348,14 @@ def budget_answer(q: BudgetQuestion) -> dict:
         given, source = _budget_input(q, unique)
         inputs = dict.fromkeys(METHODS, given)
     rows = [_row(m, inputs[m], unique) for m in q.method or list(METHODS)]
-    result = {"input": source, "unique_tokens": unique, "unique_tokens_source": unique_source or None,
-              "fit": q.fit, "estimates": rows,
-              "extrapolated": any(r["params"] < FITTED_MIN_PARAMS or r["tokens"] < FITTED_MIN_TOKENS for r in rows)}
+    result = {
+        "input": source,
+        "unique_tokens": unique,
+        "unique_tokens_source": unique_source or None,
+        "fit": q.fit,
+        "estimates": rows,
+        "extrapolated": any(r["params"] < FITTED_MIN_PARAMS or r["tokens"] < FITTED_MIN_TOKENS for r in rows),
+    }
     if model is not None and run_tokens is None:
         from pretrain.planning.flops import compare
 
@@ -321,14 +377,17 @@ def budget_answer(q: BudgetQuestion) -> dict:
             reference = best_allocation(law, ref.flops, unique)
         if q.inference_tokens is not None:
             result["inference_aware"] = _inference_section(q, law, reference, unique)
-    result["sources"] = {r["method"]: r["source"] for r in rows} | {q.fit: METHODS[q.fit].source,
-                                                                     "hyperparameters": hyperparameters.SOURCE}
+    result["sources"] = {r["method"]: r["source"] for r in rows} | {
+        q.fit: METHODS[q.fit].source,
+        "hyperparameters": hyperparameters.SOURCE,
+    }
     if unique is not None:
         result["sources"]["R_D*, R_N*"] = data_constrained.SOURCE
     if mixture is not None:
         result["sources"]["repetition per source"] = (
             f"Muennighoff et al. 2023, arXiv:2305.16264: up to ~{USEFUL_EPOCHS} epochs repeated data is worth almost "
-            "as much as fresh (Section 5, Figure 3); a warning past that and past R_D* repeats")
+            "as much as fresh (Section 5, Figure 3); a warning past that and past R_D* repeats"
+        )
     if q.inference_tokens is not None:
         result["sources"]["inference-aware"] = inference_aware.SOURCE
     return result
@@ -340,15 +399,22 @@ def _corpus_warning(fit: str, tokens: float, unique: float) -> str | None:
     if warning is None:
         return None
     fitting = estimate(fit, tokens=USEFUL_EPOCHS * unique)
-    return (f"{warning}; {USEFUL_EPOCHS} epochs of this corpus call for C = {fitting.flops:.3g} FLOPs "
-            f"(N = {human(fitting.params)}, {fit})")
+    return (
+        f"{warning}; {USEFUL_EPOCHS} epochs of this corpus call for C = {fitting.flops:.3g} FLOPs "
+        f"(N = {human(fitting.params)}, {fit})"
+    )
 
 
 def _line(name: str, a: dict) -> str:
-    loss = ("loss beyond the fit's range" if a["loss"] is None else
-            f"loss {a['loss']:.3f} (fresh-data optimum +{a['loss_above_fresh_optimum']:.3f})")
-    return (f"  {name:<22} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {epochs_text(a['epochs']):>7} epochs  "
-            f"D' {human(a['effective_tokens']):>7}  {loss}")
+    loss = (
+        "loss beyond the fit's range"
+        if a["loss"] is None
+        else f"loss {a['loss']:.3f} (fresh-data optimum +{a['loss_above_fresh_optimum']:.3f})"
+    )
+    return (
+        f"  {name:<22} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {epochs_text(a['epochs']):>7} epochs  "
+        f"D' {human(a['effective_tokens']):>7}  {loss}"
+    )
 
 
 def format_report(result: dict) -> str:
@@ -364,8 +430,10 @@ def format_report(result: dict) -> str:
         loss = f"{row['loss']:.3f}" if row["loss"] is not None else "-"
         if row.get("loss_beyond_fit"):
             loss = f">{METHODS[row['method']].uniform_loss:.1f}"
-        line = (f"{row['label']:<38} {human(row['params']):>8} {human(row['tokens']):>8} "
-                f"{row['tokens_per_param']:>6.1f} {row['flops']:>9.3g} {loss:>6}")
+        line = (
+            f"{row['label']:<38} {human(row['params']):>8} {human(row['tokens']):>8} "
+            f"{row['tokens_per_param']:>6.1f} {row['flops']:>9.3g} {loss:>6}"
+        )
         if unique is not None:
             line += f" {epochs_text(row['epochs']):>7} {human(row['effective_tokens']):>8}"
         if "flops_for_model" in row:
@@ -373,49 +441,76 @@ def format_report(result: dict) -> str:
             line += f" {f['appendix_f']:>9.3g} {f['ratio']:>6.3f}"
         lines.append(line)
     h = result["hyperparameters"]
-    lines += ["", f"learning rate and batch (DeepSeek LLM) for {h['basis']}:",
-              f"  peak learning rate {h['learning_rate']:.2e}, global batch {hyperparameters.batch_text(h)}"
-              f"{hyperparameters.fit_note(h)}"]
+    lines += [
+        "",
+        f"learning rate and batch (DeepSeek LLM) for {h['basis']}:",
+        f"  peak learning rate {h['learning_rate']:.2e}, global batch {hyperparameters.batch_text(h)}"
+        f"{hyperparameters.fit_note(h)}",
+    ]
     fit = METHODS[result["fit"]].name
     if "data_constrained" in result:
         dc = result["data_constrained"]
         verdict = "exceeds" if dc["exceeds_unique"] else "fits in"
-        lines += ["", f"data-constrained ({fit}), C = {dc['compute']:.3g} FLOPs: the fresh-data D {verdict} "
-                      f"U = {human(dc['unique_tokens'])} tokens",
-                  _line("fresh-data answer", dc["chinchilla"]), _line("best under the cap", dc["best"])]
+        lines += [
+            "",
+            f"data-constrained ({fit}), C = {dc['compute']:.3g} FLOPs: the fresh-data D {verdict} "
+            f"U = {human(dc['unique_tokens'])} tokens",
+            _line("fresh-data answer", dc["chinchilla"]),
+            _line("best under the cap", dc["best"]),
+        ]
         if "at_epochs" in dc:
             lines.append(_line(f"at {dc['at_epochs']['epochs']:g} epochs", dc["at_epochs"]))
     if "inference_aware" in result:
         inf = result["inference_aware"]
-        lines += ["", f"inference-aware ({fit}): {human(inf['inference_tokens'])} inference tokens, same loss "
-                      f"{inf['target_loss']:.3f}"]
+        lines += [
+            "",
+            f"inference-aware ({fit}): {human(inf['inference_tokens'])} inference tokens, same loss "
+            f"{inf['target_loss']:.3f}",
+        ]
         for key, name in (("reference", "compute-optimal"), ("inference_optimal", "inference-optimal")):
             a = inf[key]
-            lines.append(f"  {name:<18} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {epochs_text(a['epochs']):>7} "
-                         f"epochs  training {a['flops']:.3g} + inference {a['inference_flops']:.3g} = "
-                         f"{a['lifetime_flops']:.3g} FLOPs")
+            lines.append(
+                f"  {name:<18} N {human(a['params']):>7}  D {human(a['tokens']):>7}  {epochs_text(a['epochs']):>7} "
+                f"epochs  training {a['flops']:.3g} + inference {a['inference_flops']:.3g} = "
+                f"{a['lifetime_flops']:.3g} FLOPs"
+            )
         lines.append(f"  saving {100 * inf['saving']:.1f}% of lifetime FLOPs")
     if "mixture" in result:
         rows = result["mixture"]
-        lines += ["", f"mixture at D = {human(sum(r['tokens'] for r in rows))} tokens (the planned D), repetition "
-                      "per source (Muennighoff et al. 2023):",
-                  f"  {'source':<16} {'weight':>6} {'U':>8} {'w x D':>8} {'epochs':>7} {'D_eff':>8}"]
+        lines += [
+            "",
+            f"mixture at D = {human(sum(r['tokens'] for r in rows))} tokens (the planned D), repetition "
+            "per source (Muennighoff et al. 2023):",
+            f"  {'source':<16} {'weight':>6} {'U':>8} {'w x D':>8} {'epochs':>7} {'D_eff':>8}",
+        ]
         for r in rows:
-            by_phase = ("  (" + ", ".join(f"phase {k + 1}: {p['epochs']:.1f}" for k, p in enumerate(r["phases"]))
-                        + " epochs)") if "phases" in r else ""
-            lines.append(f"  {r['name']:<16} {r['weight']:>6.3f} {human(r['unique_tokens']):>8} {human(r['tokens']):>8} "
-                         f"{epochs_text(r['epochs']):>7} {human(r['effective_tokens']):>8}{by_phase}")
+            by_phase = (
+                ("  (" + ", ".join(f"phase {k + 1}: {p['epochs']:.1f}" for k, p in enumerate(r["phases"])) + " epochs)")
+                if "phases" in r
+                else ""
+            )
+            lines.append(
+                f"  {r['name']:<16} {r['weight']:>6.3f} {human(r['unique_tokens']):>8} {human(r['tokens']):>8} "
+                f"{epochs_text(r['epochs']):>7} {human(r['effective_tokens']):>8}{by_phase}"
+            )
         lines += [f"  warning: {r['name']}: {r['warning']}" for r in rows if r["warning"]]
     if result.get("corpus_warning"):
         lines += ["", f"warning: {result['corpus_warning']}"]
     if any(r.get("loss_beyond_fit") for r in result["estimates"]) or result.get("data_constrained", {}).get(
-            "chinchilla", {}).get("loss_beyond_fit"):
-        lines += ["", "note: >10.4 (>10.8): the fit predicts a loss above ln V, a uniform guess over the vocabulary "
-                      "its losses were measured with (32K tokens; GPT-2's 50K for the C4 fit): no model's loss, the "
-                      "formula says nothing about models or corpora this small"]
+        "chinchilla", {}
+    ).get("loss_beyond_fit"):
+        lines += [
+            "",
+            "note: >10.4 (>10.8): the fit predicts a loss above ln V, a uniform guess over the vocabulary "
+            "its losses were measured with (32K tokens; GPT-2's 50K for the C4 fit): no model's loss, the "
+            "formula says nothing about models or corpora this small",
+        ]
     if result["extrapolated"]:
-        lines += ["", f"note: N below {human(FITTED_MIN_PARAMS)} or D below {human(FITTED_MIN_TOKENS)} tokens lies "
-                      "outside the runs the fits were made on: read the losses as trends, not predictions"]
+        lines += [
+            "",
+            f"note: N below {human(FITTED_MIN_PARAMS)} or D below {human(FITTED_MIN_TOKENS)} tokens lies "
+            "outside the runs the fits were made on: read the losses as trends, not predictions",
+        ]
     lines += ["", "sources:"]
     for key, source in result["sources"].items():
         law = METHODS.get(key)

@@ -24,8 +24,9 @@ WRITE_GBS_PER_NODE = 2.0  # GB/s a node writes to shared storage (a parallel fil
 HOST_COPY_GBS_PER_GPU = 25.0  # GB/s device to host per GPU (PCIe Gen5 x16, about half its peak)
 
 
-def estimated_save_seconds(params: int, gpus: int, gpus_per_node: int, async_save: bool = False,
-                           write_gbs_per_node: float = WRITE_GBS_PER_NODE) -> float:
+def estimated_save_seconds(
+    params: int, gpus: int, gpus_per_node: int, async_save: bool = False, write_gbs_per_node: float = WRITE_GBS_PER_NODE
+) -> float:
     """The blocking part of one save, estimated: the checkpoint over the nodes' write bandwidth, or (async)
     each GPU's shard copied to host memory."""
     size = params * CHECKPOINT_BYTES_PER_PARAM
@@ -58,14 +59,26 @@ def checkpoint_interval(save_seconds: float, mtbf_hours_per_gpu: float, gpus: in
     optimum = math.sqrt(2 * save_seconds * mtbf_job)
     steps = max(1, round(optimum / step_seconds))
     interval = steps * step_seconds
-    return {"every_steps": steps, "interval_s": interval, "optimum_s": optimum, "save_s": save_seconds,
-            "mtbf_job_s": mtbf_job, "mtbf_hours_per_gpu": mtbf_hours_per_gpu,
-            "lost_fraction": save_seconds / interval + interval / (2 * mtbf_job)}
+    return {
+        "every_steps": steps,
+        "interval_s": interval,
+        "optimum_s": optimum,
+        "save_s": save_seconds,
+        "mtbf_job_s": mtbf_job,
+        "mtbf_hours_per_gpu": mtbf_hours_per_gpu,
+        "lost_fraction": save_seconds / interval + interval / (2 * mtbf_job),
+    }
 
 
-def plan_checkpoint_interval(result: dict, mtbf_hours: float, *, save_seconds: float | None = None,
-                             save_from: str | None = None, async_save: bool = False,
-                             write_gbs_per_node: float = WRITE_GBS_PER_NODE) -> dict:
+def plan_checkpoint_interval(
+    result: dict,
+    mtbf_hours: float,
+    *,
+    save_seconds: float | None = None,
+    save_from: str | None = None,
+    async_save: bool = False,
+    write_gbs_per_node: float = WRITE_GBS_PER_NODE,
+) -> dict:
     """Young/Daly's checkpoint interval for a planned job (``pretrain.planning.plan.plan``'s result): the save
     time given, measured by a run, or estimated from the checkpoint size; in the planned step time."""
     if save_seconds is not None and save_from:
@@ -78,9 +91,13 @@ def plan_checkpoint_interval(result: dict, mtbf_hours: float, *, save_seconds: f
     elif save_from:
         save, source = measured_save_seconds(save_from), f"measured in {save_from}"
     else:
-        save = estimated_save_seconds(result["model"]["params"], gpus, result["cluster"]["gpus_per_node"], async_save,
-                                      write_gbs_per_node)
-        source = ("estimated: each GPU's shard copied to host memory (async save)" if async_save else
-                  f"estimated: {result['model']['params'] * 12 / 1e9:.0f} GB at {write_gbs_per_node:g} GB/s per node")
+        save = estimated_save_seconds(
+            result["model"]["params"], gpus, result["cluster"]["gpus_per_node"], async_save, write_gbs_per_node
+        )
+        source = (
+            "estimated: each GPU's shard copied to host memory (async save)"
+            if async_save
+            else f"estimated: {result['model']['params'] * 12 / 1e9:.0f} GB at {write_gbs_per_node:g} GB/s per node"
+        )
     interval = checkpoint_interval(save, mtbf_hours, gpus, result["time"]["step_seconds"])
     return interval | {"save_from": source, "async_save": async_save}

@@ -33,16 +33,31 @@ class CostRates:
 def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
     """The "cost" group of ``pretrain plan`` and ``pretrain budget``."""
     cost = parser.add_argument_group("cost")
-    cost.add_argument("--price-per-gpu-hour", type=positive_float, metavar="PRICE",
-                      help="what one GPU-hour costs (in your currency): prints the run's money")
-    cost.add_argument("--gpu-power-w", type=positive_float, metavar="W",
-                      help="board power per GPU in watts (default: the GPU table's TDP, e.g. H100 SXM 700; none for "
-                           "--gpu cpu or a custom --peak-flops)")
-    cost.add_argument("--pue", type=positive_float, default=DEFAULT_PUE,
-                      help=f"data centre power usage effectiveness: energy drawn per unit the GPUs use (default "
-                           f"{DEFAULT_PUE:g})")
-    cost.add_argument("--grid-gco2-per-kwh", type=positive_float, metavar="G",
-                      help="the grid's carbon intensity in g CO2e per kWh: prints the run's emissions")
+    cost.add_argument(
+        "--price-per-gpu-hour",
+        type=positive_float,
+        metavar="PRICE",
+        help="what one GPU-hour costs (in your currency): prints the run's money",
+    )
+    cost.add_argument(
+        "--gpu-power-w",
+        type=positive_float,
+        metavar="W",
+        help="board power per GPU in watts (default: the GPU table's TDP, e.g. H100 SXM 700; none for "
+        "--gpu cpu or a custom --peak-flops)",
+    )
+    cost.add_argument(
+        "--pue",
+        type=positive_float,
+        default=DEFAULT_PUE,
+        help=f"data centre power usage effectiveness: energy drawn per unit the GPUs use (default {DEFAULT_PUE:g})",
+    )
+    cost.add_argument(
+        "--grid-gco2-per-kwh",
+        type=positive_float,
+        metavar="G",
+        help="the grid's carbon intensity in g CO2e per kWh: prints the run's emissions",
+    )
 
 
 def cost_rates(args: argparse.Namespace, table_power_w: float | None) -> CostRates:
@@ -86,8 +101,10 @@ def format_comparison(rows: list[dict], gpus: int) -> str:
     """``pretrain plan --compare-gpus``: one row per GPU, the same model and tokens on each."""
     width = max([len(r.get("layout", "")) for r in rows] + [6]) + 2
     planned = next((r for r in rows if not r.get("error")), None)
-    lines = [f"{human(planned['tokens'])} tokens on {gpus} GPUs of each kind:" if planned else "",
-             f"{'gpu':<12}{'layout':<{width}}{'s/step':>10}{'days':>10}{'GPU-hours':>14}{'money':>14}{'kWh':>14}"]
+    lines = [
+        f"{human(planned['tokens'])} tokens on {gpus} GPUs of each kind:" if planned else "",
+        f"{'gpu':<12}{'layout':<{width}}{'s/step':>10}{'days':>10}{'GPU-hours':>14}{'money':>14}{'kWh':>14}",
+    ]
     for r in rows:
         if r.get("error"):
             lines.append(f"{r['gpu']:<12}does not fit: {r['error'].splitlines()[0]}")
@@ -95,6 +112,8 @@ def format_comparison(rows: list[dict], gpus: int) -> str:
         c = r["cost"]
         money = _amount(c["money"]) if c["money"] is not None else "-"
         kwh = _amount(c["kwh"]) if c["kwh"] is not None else "-"
-        lines.append(f"{r['gpu']:<12}{r['layout']:<{width}}{r['step_seconds']:>10.2f}{r['days']:>10.1f}"
-                     f"{_amount(c['gpu_hours']):>14}{money:>14}{kwh:>14}")
+        lines.append(
+            f"{r['gpu']:<12}{r['layout']:<{width}}{r['step_seconds']:>10.2f}{r['days']:>10.1f}"
+            f"{_amount(c['gpu_hours']):>14}{money:>14}{kwh:>14}"
+        )
     return "\n".join(line for line in lines if line)

@@ -25,8 +25,10 @@ from pretrain.planning.budget import ParametricLoss, minimise_log
 
 R_D_STAR = 15.387756  # repetitions of the data after which its value has decayed by 1/e
 R_N_STAR = 5.309743  # the same for parameters beyond the compute-optimal size for the data
-SOURCE = ("Muennighoff et al. 2023, arXiv:2305.16264, Section 5: R_D* = 15.387756, R_N* = 5.309743 as published "
-          "in github.com/huggingface/datablations ('Parametric Fit'; the paper prints 15.4 and 5.3)")
+SOURCE = (
+    "Muennighoff et al. 2023, arXiv:2305.16264, Section 5: R_D* = 15.387756, R_N* = 5.309743 as published "
+    "in github.com/huggingface/datablations ('Parametric Fit'; the paper prints 15.4 and 5.3)"
+)
 
 
 def epochs_text(epochs: float) -> str:
@@ -44,10 +46,12 @@ def repetition_warning(tokens: float, unique: float) -> str | None:
     epochs = tokens / unique
     if epochs <= R_D_STAR:
         return None
-    return (f"{human(tokens)} tokens are {epochs_text(epochs)} epochs of a corpus of {human(unique)}: past "
-            f"R_D* = {R_D_STAR:.1f} repeats a token's worth has decayed by 1/e, and D' never exceeds "
-            f"{1 + R_D_STAR:.1f} U = {human((1 + R_D_STAR) * unique)} tokens (Muennighoff et al. 2023): "
-            "add data, or train on fewer tokens")
+    return (
+        f"{human(tokens)} tokens are {epochs_text(epochs)} epochs of a corpus of {human(unique)}: past "
+        f"R_D* = {R_D_STAR:.1f} repeats a token's worth has decayed by 1/e, and D' never exceeds "
+        f"{1 + R_D_STAR:.1f} U = {human((1 + R_D_STAR) * unique)} tokens (Muennighoff et al. 2023): "
+        "add data, or train on fewer tokens"
+    )
 
 
 def _decayed(unique: float, repeats: float, star: float) -> float:
@@ -94,16 +98,31 @@ class Allocation:
         return 1.0 if self.unique_tokens is None else self.tokens / self.unique_tokens
 
     def to_dict(self) -> dict:
-        return {"params": self.params, "tokens": self.tokens, "flops": self.flops, "epochs": self.epochs,
-                "unique_tokens": self.unique_tokens, "effective_tokens": self.effective_tokens,
-                "effective_params": self.effective_params, "tokens_per_param": self.tokens / self.params,
-                "loss": self.loss, "fresh_loss": self.fresh_loss, "repetition_penalty": self.loss - self.fresh_loss}
+        return {
+            "params": self.params,
+            "tokens": self.tokens,
+            "flops": self.flops,
+            "epochs": self.epochs,
+            "unique_tokens": self.unique_tokens,
+            "effective_tokens": self.effective_tokens,
+            "effective_params": self.effective_params,
+            "tokens_per_param": self.tokens / self.params,
+            "loss": self.loss,
+            "fresh_loss": self.fresh_loss,
+            "repetition_penalty": self.loss - self.fresh_loss,
+        }
 
 
 def allocation(law: ParametricLoss, params: float, tokens: float, unique: float | None) -> Allocation:
-    return Allocation(params, tokens, unique, effective_params(law, params, tokens, unique),
-                      effective_tokens(tokens, unique), constrained_loss(law, params, tokens, unique),
-                      law.loss(params, tokens))
+    return Allocation(
+        params,
+        tokens,
+        unique,
+        effective_params(law, params, tokens, unique),
+        effective_tokens(tokens, unique),
+        constrained_loss(law, params, tokens, unique),
+        law.loss(params, tokens),
+    )
 
 
 def best_allocation(law: ParametricLoss, compute: float, unique: float) -> Allocation:
@@ -112,8 +131,9 @@ def best_allocation(law: ParametricLoss, compute: float, unique: float) -> Alloc
     return allocation(law, n, compute / (6 * n), unique)
 
 
-def at_epochs(law: ParametricLoss, epochs: float, unique: float, *, compute: float | None = None,
-              params: float | None = None) -> Allocation:
+def at_epochs(
+    law: ParametricLoss, epochs: float, unique: float, *, compute: float | None = None, params: float | None = None
+) -> Allocation:
     """``epochs`` passes over the corpus (D = epochs x U) at a fixed compute (N = C / 6D) or a fixed N."""
     if not epochs > 0:
         raise UsageError(f"epochs must be positive, got {epochs}")

@@ -45,9 +45,18 @@ def six_nd(n_params: float, tokens: float) -> float:
     return 6.0 * n_params * tokens
 
 
-def appendix_f_forward(seq_len: int, vocab_size: int, d_model: int, n_layers: int, n_heads: int, key_size: int,
-                       ffw_size: int, n_kv_heads: int | None = None, ffw_matrices: int = 2,
-                       count_embeddings: bool = True) -> dict[str, float]:
+def appendix_f_forward(
+    seq_len: int,
+    vocab_size: int,
+    d_model: int,
+    n_layers: int,
+    n_heads: int,
+    key_size: int,
+    ffw_size: int,
+    n_kv_heads: int | None = None,
+    ffw_matrices: int = 2,
+    count_embeddings: bool = True,
+) -> dict[str, float]:
     """Forward-pass FLOPs of one sequence, by component (Appendix F; per layer terms already x n_layers)."""
     kv = n_heads if n_kv_heads is None else n_kv_heads
     attn_width = key_size * n_heads
@@ -64,12 +73,23 @@ def appendix_f_forward(seq_len: int, vocab_size: int, d_model: int, n_layers: in
     return {"embeddings": edge, **out, "final_logits": edge}
 
 
-def appendix_f_training(cfg: ModelConfig, tokens: float, seq_len: int | None = None,
-                        count_embeddings: bool = True) -> float:
+def appendix_f_training(
+    cfg: ModelConfig, tokens: float, seq_len: int | None = None, count_embeddings: bool = True
+) -> float:
     """Training FLOPs for ``tokens`` tokens of a Llama config: 3 x forward (backward = 2 x forward)."""
     seq = seq_len or cfg.max_seq_len
-    forward = appendix_f_forward(seq, cfg.vocab_size, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.head_dim,
-                                 cfg.ffn_dim, cfg.n_kv_heads, ffw_matrices=3, count_embeddings=count_embeddings)
+    forward = appendix_f_forward(
+        seq,
+        cfg.vocab_size,
+        cfg.d_model,
+        cfg.n_layers,
+        cfg.n_heads,
+        cfg.head_dim,
+        cfg.ffn_dim,
+        cfg.n_kv_heads,
+        ffw_matrices=3,
+        count_embeddings=count_embeddings,
+    )
     return 3.0 * sum(forward.values()) * tokens / seq
 
 
@@ -78,4 +98,3 @@ def compare(cfg: ModelConfig, tokens: float, seq_len: int | None = None) -> dict
     approx = six_nd(num_params(cfg), tokens)
     exact = appendix_f_training(cfg, tokens, seq_len)
     return {"six_nd": approx, "appendix_f": exact, "ratio": exact / approx}
-

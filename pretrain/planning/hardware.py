@@ -70,28 +70,95 @@ class GPUSpec:
 # FLOP/s: bf16, fp16, tf32, fp32 (module doc).
 GPUS: dict[str, GPUSpec] = {
     "h100": GPUSpec("NVIDIA H100 SXM 80GB", 80, 989e12, 989e12, 494.5e12, 67e12, board_power_w=700),
-    "h100-pcie": GPUSpec("NVIDIA H100 PCIe 80GB", 80, 756e12, 756e12, 378e12, 51e12, intra_node_gbs=64,
-                         inter_node_gbs=25, board_power_w=350),
-    "h100-nvl": GPUSpec("NVIDIA H100 NVL 94GB", 94, 835e12, 835e12, 417.5e12, 60e12, intra_node_gbs=64,
-                        inter_node_gbs=25, board_power_w=400),
+    "h100-pcie": GPUSpec(
+        "NVIDIA H100 PCIe 80GB",
+        80,
+        756e12,
+        756e12,
+        378e12,
+        51e12,
+        intra_node_gbs=64,
+        inter_node_gbs=25,
+        board_power_w=350,
+    ),
+    "h100-nvl": GPUSpec(
+        "NVIDIA H100 NVL 94GB",
+        94,
+        835e12,
+        835e12,
+        417.5e12,
+        60e12,
+        intra_node_gbs=64,
+        inter_node_gbs=25,
+        board_power_w=400,
+    ),
     "h200": GPUSpec("NVIDIA H200 SXM 141GB", 141, 989e12, 989e12, 494.5e12, 67e12, board_power_w=700),
     "b200": GPUSpec("NVIDIA B200 180GB", 180, 2250e12, 2250e12, 1100e12, 75e12, intra_node_gbs=900, board_power_w=1000),
-    "a100-80gb": GPUSpec("NVIDIA A100 80GB", 80, 312e12, 312e12, 156e12, 19.5e12, intra_node_gbs=300,
-                         inter_node_gbs=25, board_power_w=400),
-    "a100-40gb": GPUSpec("NVIDIA A100 40GB", 40, 312e12, 312e12, 156e12, 19.5e12, intra_node_gbs=300,
-                         inter_node_gbs=25, board_power_w=400),
-    "l40s": GPUSpec("NVIDIA L40S 48GB", 48, 362e12, 362e12, 183e12, 91.6e12, intra_node_gbs=32,
-                    inter_node_gbs=12.5, board_power_w=350),
-    "a10": GPUSpec("NVIDIA A10 24GB", 24, 125e12, 125e12, 62.5e12, 31.2e12, intra_node_gbs=32,
-                   inter_node_gbs=12.5, gpus_per_node=4, board_power_w=150),
-    "l4": GPUSpec("NVIDIA L4 24GB", 24, 121e12, 121e12, 60e12, 30.3e12, intra_node_gbs=32, inter_node_gbs=12.5,
-                  gpus_per_node=4, board_power_w=72),
-    "mi300x": GPUSpec("AMD Instinct MI300X 192GB", 192, 1307e12, 1307e12, 653.7e12, 163.4e12, intra_node_gbs=448,
-                      board_power_w=750),
+    "a100-80gb": GPUSpec(
+        "NVIDIA A100 80GB",
+        80,
+        312e12,
+        312e12,
+        156e12,
+        19.5e12,
+        intra_node_gbs=300,
+        inter_node_gbs=25,
+        board_power_w=400,
+    ),
+    "a100-40gb": GPUSpec(
+        "NVIDIA A100 40GB",
+        40,
+        312e12,
+        312e12,
+        156e12,
+        19.5e12,
+        intra_node_gbs=300,
+        inter_node_gbs=25,
+        board_power_w=400,
+    ),
+    "l40s": GPUSpec(
+        "NVIDIA L40S 48GB",
+        48,
+        362e12,
+        362e12,
+        183e12,
+        91.6e12,
+        intra_node_gbs=32,
+        inter_node_gbs=12.5,
+        board_power_w=350,
+    ),
+    "a10": GPUSpec(
+        "NVIDIA A10 24GB",
+        24,
+        125e12,
+        125e12,
+        62.5e12,
+        31.2e12,
+        intra_node_gbs=32,
+        inter_node_gbs=12.5,
+        gpus_per_node=4,
+        board_power_w=150,
+    ),
+    "l4": GPUSpec(
+        "NVIDIA L4 24GB",
+        24,
+        121e12,
+        121e12,
+        60e12,
+        30.3e12,
+        intra_node_gbs=32,
+        inter_node_gbs=12.5,
+        gpus_per_node=4,
+        board_power_w=72,
+    ),
+    "mi300x": GPUSpec(
+        "AMD Instinct MI300X 192GB", 192, 1307e12, 1307e12, 653.7e12, 163.4e12, intra_node_gbs=448, board_power_w=750
+    ),
     # Plans for CPU-only runs (tests, the demo): a small node's cores, one figure for every precision;
     # override --peak-flops/--gpu-memory-gb.
-    "cpu": GPUSpec("CPU cores (fp32)", 16, 1e11, intra_node_gbs=10, inter_node_gbs=1.25, gpus_per_node=1,
-                   accelerator=False),
+    "cpu": GPUSpec(
+        "CPU cores (fp32)", 16, 1e11, intra_node_gbs=10, inter_node_gbs=1.25, gpus_per_node=1, accelerator=False
+    ),
 }
 
 ALIASES = {"h100-sxm": "h100", "a100": "a100-80gb", "a100-sxm": "a100-80gb"}
@@ -139,6 +206,8 @@ def get_gpu(name: str) -> GPUSpec:
     if spec is None:
         from dataprep.core.validation import did_you_mean
 
-        raise UsageError(f"unknown GPU {name!r}{did_you_mean(key, [*GPUS, *ALIASES])} (known: {', '.join(GPUS)}; "
-                         "or give memory and peak FLOP/s)")
+        raise UsageError(
+            f"unknown GPU {name!r}{did_you_mean(key, [*GPUS, *ALIASES])} (known: {', '.join(GPUS)}; "
+            "or give memory and peak FLOP/s)"
+        )
     return spec

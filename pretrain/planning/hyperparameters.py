@@ -19,8 +19,10 @@ from pretrain.planning.budget import DEEPSEEK
 
 LR_COEFFICIENT, LR_EXPONENT = 0.3118, -0.1250
 BATCH_COEFFICIENT, BATCH_EXPONENT = 0.2920, 0.3271
-SOURCE = (f"{DEEPSEEK}, Section 3.1: eta_opt = 0.3118 C^-0.1250, B_opt = 0.2920 C^0.3271 tokens, "
-          "C = M D (M = 72 n_layer d_model^2 + 6 n_layer d_model l_seq, Section 3.2)")
+SOURCE = (
+    f"{DEEPSEEK}, Section 3.1: eta_opt = 0.3118 C^-0.1250, B_opt = 0.2920 C^0.3271 tokens, "
+    "C = M D (M = 72 n_layer d_model^2 + 6 n_layer d_model l_seq, Section 3.2)"
+)
 # The smallest budget of DeepSeek's grid searches: below it the law is extrapolated (their 7B and 67B runs
 # extrapolated it upwards, by their choice).
 SMALLEST_FITTED_COMPUTE = 1e17
@@ -47,9 +49,15 @@ class Hyperparameters:
         return self.compute < SMALLEST_FITTED_COMPUTE
 
     def to_dict(self) -> dict:
-        return {"compute": self.compute, "learning_rate": self.learning_rate, "batch_tokens": self.batch_tokens,
-                "batch_sequences": self.batch_sequences, "seq_len": self.seq_len, "source": SOURCE,
-                "below_fit": self.below_fit}
+        return {
+            "compute": self.compute,
+            "learning_rate": self.learning_rate,
+            "batch_tokens": self.batch_tokens,
+            "batch_sequences": self.batch_sequences,
+            "seq_len": self.seq_len,
+            "source": SOURCE,
+            "below_fit": self.below_fit,
+        }
 
 
 def optimal_hyperparameters(compute: float, seq_len: int) -> Hyperparameters:
@@ -58,8 +66,9 @@ def optimal_hyperparameters(compute: float, seq_len: int) -> Hyperparameters:
         raise UsageError(f"compute must be a positive number of FLOPs, got {compute!r}")
     if seq_len < 1:
         raise UsageError(f"sequence length must be at least 1, got {seq_len}")
-    return Hyperparameters(compute, LR_COEFFICIENT * compute**LR_EXPONENT,
-                           BATCH_COEFFICIENT * compute**BATCH_EXPONENT, seq_len)
+    return Hyperparameters(
+        compute, LR_COEFFICIENT * compute**LR_EXPONENT, BATCH_COEFFICIENT * compute**BATCH_EXPONENT, seq_len
+    )
 
 
 def warmup_steps(steps: int) -> int:
@@ -79,5 +88,8 @@ def batch_text(law: dict) -> str:
 
 def fit_note(law: dict) -> str:
     """What a report adds when the budget is below the law's fitted range."""
-    return (f" (extrapolated: below the smallest budget it was fitted on, {SMALLEST_FITTED_COMPUTE:.0e} FLOPs)"
-            if law["below_fit"] else "")
+    return (
+        f" (extrapolated: below the smallest budget it was fitted on, {SMALLEST_FITTED_COMPUTE:.0e} FLOPs)"
+        if law["below_fit"]
+        else ""
+    )

@@ -16,8 +16,10 @@ from typing import Callable
 from dataprep.core.errors import UsageError
 from pretrain.planning.budget import minimise_log
 
-SOURCE = ("Sardana et al. 2023, arXiv:2401.00448, Section 2: minimise 6 N D_train + 2 N D_inference "
-          "subject to L(N, D_train) = the target loss")
+SOURCE = (
+    "Sardana et al. 2023, arXiv:2401.00448, Section 2: minimise 6 N D_train + 2 N D_inference "
+    "subject to L(N, D_train) = the target loss"
+)
 Loss = Callable[[float, float], float]  # (N, D) -> predicted loss
 _MAX_TOKENS = 1e40  # beyond any corpus: a loss not reached by then is not reachable at this N
 
@@ -30,8 +32,9 @@ def tokens_for_loss(loss: Loss, params: float, target: float) -> float:
         return math.inf
     if loss(params, 1.0) <= target:
         return 1.0
-    return math.exp(brentq(lambda x: loss(params, math.exp(x)) - target, 0.0, math.log(_MAX_TOKENS),
-                           xtol=1e-13, rtol=1e-15))
+    return math.exp(
+        brentq(lambda x: loss(params, math.exp(x)) - target, 0.0, math.log(_MAX_TOKENS), xtol=1e-13, rtol=1e-15)
+    )
 
 
 def lifetime_flops(params: float, tokens: float, inference_tokens: float) -> float:

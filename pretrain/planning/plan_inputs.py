@@ -23,14 +23,22 @@ def plan_model(spec: str, seq_len: int | None = None) -> ModelConfig:
         try:
             params = parse_number(spec)
         except ValueError:
-            raise UsageError(f"model {spec!r} is not a model config YAML, a preset (tiny, "
-                             f"{', '.join(PRESET_SIZES)}) or a parameter count such as 1.3B") from None
+            raise UsageError(
+                f"model {spec!r} is not a model config YAML, a preset (tiny, "
+                f"{', '.join(PRESET_SIZES)}) or a parameter count such as 1.3B"
+            ) from None
     cfg = size_model(params)
     return cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, seq_len)}) if seq_len else cfg
 
 
-def plan_gpu(name: str, precision: str, memory_gb: float | None = None, peak_flops: str | None = None,
-             intra_node_gbs: float | None = None, inter_node_gbs: float | None = None) -> GPUSpec:
+def plan_gpu(
+    name: str,
+    precision: str,
+    memory_gb: float | None = None,
+    peak_flops: str | None = None,
+    intra_node_gbs: float | None = None,
+    inter_node_gbs: float | None = None,
+) -> GPUSpec:
     """The named GPU's specs with the given figures in place of its own."""
     gpu = get_gpu(name)
     if memory_gb is not None:
@@ -64,8 +72,10 @@ def plan_document_tokens(spec: str | None, data: list[str] | None) -> float | No
         value = parse_number(spec)
         return positive(value, "--document-mask")
     if not data:
-        raise UsageError("--document-mask without a length reads the documents of the --data shards: give --data, "
-                         "or the mean document length (--document-mask 900)")
+        raise UsageError(
+            "--document-mask without a length reads the documents of the --data shards: give --data, "
+            "or the mean document length (--document-mask 900)"
+        )
     from dataprep.tokenize.shards import open_dataset
     from pretrain.components.document_bounds import mean_document_tokens
 

@@ -56,8 +56,12 @@ from pretrain.planning.hardware import GPUSpec
 
 # bytes per parameter (weights, gradients, optimizer) for each precision the planner times (module doc)
 PRECISIONS = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "tf32": (4, 4, 8), "fp32": (4, 4, 8)}
-SHARDED = {"ddp": (False, False, False), "zero1": (False, False, True), "zero2": (False, True, True),
-           "zero3": (True, True, True)}  # (weights, gradients, optimizer) sharded over data parallel
+SHARDED = {
+    "ddp": (False, False, False),
+    "zero1": (False, False, True),
+    "zero2": (False, True, True),
+    "zero3": (True, True, True),
+}  # (weights, gradients, optimizer) sharded over data parallel
 ELEM = {"bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4}  # bytes per activation element
 LOSS_BYTES = 12  # per vocabulary entry per token at the loss: fp32 log-probabilities, their and the logits' gradients
 Z_LOSS_BYTES = 4  # the z-loss's logsumexp keeps its own fp32 copy of the logits for the backward pass
@@ -70,8 +74,15 @@ HOST_GBS = 50  # GB/s per GPU to host memory (PCIe Gen5 x16, ~64 nominal)
 HOST_ADAM_GBS = 37.5  # host memory bandwidth per GPU for the CPU AdamW step (~300 GB/s per 8-GPU node)
 
 
-def model_states(cfg: ModelConfig, zero_level: str, dp: int, tp: int, precision: str = "bf16",
-                 n_params: int | None = None, unsharded_grads: bool = False) -> dict[str, float]:
+def model_states(
+    cfg: ModelConfig,
+    zero_level: str,
+    dp: int,
+    tp: int,
+    precision: str = "bf16",
+    n_params: int | None = None,
+    unsharded_grads: bool = False,
+) -> dict[str, float]:
     """Bytes per GPU of weights, gradients and optimizer states (``n_params`` overrides the count);
     ``unsharded_grads``: gradients held whole in fp32 (no-sync accumulation under ZeRO-2/3)."""
     total = num_params(cfg) if n_params is None else n_params
@@ -85,9 +96,17 @@ def model_states(cfg: ModelConfig, zero_level: str, dp: int, tp: int, precision:
     return out
 
 
-def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing: str, tp: int = 1,
-                precision: str = "bf16", loss_parallel: bool = False, bf16_stream: bool = False,
-                compiled: bool = False) -> dict[str, float]:
+def activations(
+    cfg: ModelConfig,
+    seq_len: int,
+    micro_batch: int,
+    checkpointing: str,
+    tp: int = 1,
+    precision: str = "bf16",
+    loss_parallel: bool = False,
+    bf16_stream: bool = False,
+    compiled: bool = False,
+) -> dict[str, float]:
     """Bytes per GPU of activations of one micro-batch (see module doc): ``total`` is what the loss
     holds (saved activations and the loss's buffers), ``in_flight`` what the backward pass adds at its end.
     ``bf16_stream``: FSDP's bf16 weights make the residual stream bf16 (autocast keeps it fp32)."""
@@ -107,8 +126,13 @@ def activations(cfg: ModelConfig, seq_len: int, micro_batch: int, checkpointing:
     layers = tokens * (cfg.n_layers * per_layer + norm) / tp  # + the final norm
     loss_bytes = LOSS_BYTES + (Z_LOSS_BYTES if cfg.z_loss else 0)
     logits = tokens * cfg.vocab_size * loss_bytes / (tp if loss_parallel else 1)
-    return {"per_token_layer": per_layer, "layers": layers, "logits": logits, "total": layers + logits,
-            "in_flight": tokens * in_flight / tp}
+    return {
+        "per_token_layer": per_layer,
+        "layers": layers,
+        "logits": logits,
+        "total": layers + logits,
+        "in_flight": tokens * in_flight / tp,
+    }
 
 
 def gathered_bytes(precision: str) -> int:
@@ -123,8 +147,9 @@ def fsdp_buffers(cfg: ModelConfig, tp: int, precision: str = "bf16") -> float:
     return 3 * max(block_params(cfg), root) / tp * gathered_bytes(precision)
 
 
-def context_parallel_extra(cfg: ModelConfig, seq_len: int, micro_batch: int, cp: int, checkpointing: str,
-                           tp: int = 1, precision: str = "bf16") -> float:
+def context_parallel_extra(
+    cfg: ModelConfig, seq_len: int, micro_batch: int, cp: int, checkpointing: str, tp: int = 1, precision: str = "bf16"
+) -> float:
     """Bytes per GPU context parallelism holds beyond the activations of its seq_len/cp tokens. No mask
     (each chunk attends to its prefix with a lower-right causal kernel: pretrain/distributed/context_parallel.py).
     Without recomputation each layer saves for its backward the keys and values of the whole sequence (the
@@ -138,10 +163,24 @@ def context_parallel_extra(cfg: ModelConfig, seq_len: int, micro_batch: int, cp:
     return saved + 2 * whole_kv
 
 
-def layout_memory(cfg: ModelConfig, zero_level: str, tp: int, checkpointing: str, *, gpus: int, seq_len: int,
-                  micro_batch: int, precision: str = "bf16", grad_accum: int = 1, no_sync: bool = False,
-                  pp: int = 1, cp: int = 1, offload: bool = False, compiled: bool = False,
-                  fsdp: bool | None = None) -> dict[str, float]:
+def layout_memory(
+    cfg: ModelConfig,
+    zero_level: str,
+    tp: int,
+    checkpointing: str,
+    *,
+    gpus: int,
+    seq_len: int,
+    micro_batch: int,
+    precision: str = "bf16",
+    grad_accum: int = 1,
+    no_sync: bool = False,
+    pp: int = 1,
+    cp: int = 1,
+    offload: bool = False,
+    compiled: bool = False,
+    fsdp: bool | None = None,
+) -> dict[str, float]:
     """Per-GPU memory breakdown (bytes) of one layout at the step's peak; ``activations`` is what the peak
     holds beyond the model states (see module doc: at the loss, less the gradients not yet allocated).
     ``no_sync`` accumulation over ``grad_accum`` > 1 micro-batches keeps the gradients unsharded.
@@ -153,14 +192,24 @@ def layout_memory(cfg: ModelConfig, zero_level: str, tp: int, checkpointing: str
     held = pp > 1 and zero_level in ("zero2", "zero3") and dp * cp > 1  # the schedule defers resharding
     # our ZeRO-1 keeps fp32 weights under autocast: fp32's bytes per parameter (module doc)
     states_precision = "fp32" if zero_level == "zero1" else precision
-    mem = model_states(cfg, zero_level, dp * cp, tp, states_precision,
-                       unsharded_grads=(no_sync and grad_accum > 1) or held)
+    mem = model_states(
+        cfg, zero_level, dp * cp, tp, states_precision, unsharded_grads=(no_sync and grad_accum > 1) or held
+    )
     mem = {k: v / pp for k, v in mem.items()}
     if offload:
         mem = {k: 0.0 for k in mem}
     fsdp = dp * cp > 1 and zero_level != "zero1" if fsdp is None else fsdp
-    act = activations(cfg, seq_len // cp, micro_batch, checkpointing, tp, precision, loss_parallel=tp > 1,
-                      bf16_stream=fsdp, compiled=compiled)
+    act = activations(
+        cfg,
+        seq_len // cp,
+        micro_batch,
+        checkpointing,
+        tp,
+        precision,
+        loss_parallel=tp > 1,
+        bf16_stream=fsdp,
+        compiled=compiled,
+    )
     # gradients are fp32 for every precision (FSDP reduces in fp32); none exists at a single micro-batch's loss
     fp32_grads = model_states(cfg, zero_level, dp * cp, tp, "fp32")["grads"] / pp
     absent = 0.0 if grad_accum > 1 or pp > 1 or offload else fp32_grads
@@ -222,9 +271,20 @@ def link_bandwidths(lay, gpu: GPUSpec, gpus: int, gpus_per_node: int) -> dict[st
     return out | {"host": HOST_GBS}
 
 
-def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gpus: int, gpus_per_node: int,
-              seq_len: int, tokens_per_step: int, mfu: float, precision: str = "bf16",
-              attention_span: float | None = None) -> dict[str, float]:
+def step_time(
+    cfg: ModelConfig,
+    lay,
+    comm: dict[str, float],
+    *,
+    gpu: GPUSpec,
+    gpus: int,
+    gpus_per_node: int,
+    seq_len: int,
+    tokens_per_step: int,
+    mfu: float,
+    precision: str = "bf16",
+    attention_span: float | None = None,
+) -> dict[str, float]:
     """Seconds per optimizer step of layout ``lay`` and their parts. Compute is the step's FLOPs (with
     recomputation) at ``mfu`` of ``precision``'s peak (``GPUSpec.peak``: fp32 on an H100 1/15 of bf16);
     the pipeline bubble idles every rank for bubble/(1-bubble) of it.
@@ -234,13 +294,23 @@ def step_time(cfg: ModelConfig, lay, comm: dict[str, float], *, gpu: GPUSpec, gp
     shows; TP's and PP's transfers sit between dependent kernels and all show. Offload adds
     the host's AdamW step (reads and writes weights, gradients and both moments: 32 bytes per parameter).
     ``attention_span``: the keys per query a document mask leaves (None: the window)."""
-    compute = (flops_per_token(cfg, seq_len, attention_span) * tokens_per_step * RECOMPUTE[lay.checkpointing]
-               / (gpus * gpu.peak(precision) * mfu))
+    compute = (
+        flops_per_token(cfg, seq_len, attention_span)
+        * tokens_per_step
+        * RECOMPUTE[lay.checkpointing]
+        / (gpus * gpu.peak(precision) * mfu)
+    )
     bw = link_bandwidths(lay, gpu, gpus, gpus_per_node)
     secs = {dim: comm[dim] / (bw[dim] * GB) for dim in bw}
     hidden = secs["dp"] + secs["host"] + secs["cp"]
     exposed = max(0.0, hidden - OVERLAP * compute) + secs["tp"] + secs["pp"]
     bubble = compute * lay.bubble / (1 - lay.bubble)
     host_adam = num_params(cfg) / gpus * 32 / (HOST_ADAM_GBS * GB) if lay.offload else 0.0
-    return {"compute": compute, "bubble": bubble, "exposed_comm": exposed, "host_optimizer": host_adam,
-            **{f"{dim}_comm": t for dim, t in secs.items()}, "total": compute + bubble + exposed + host_adam}
+    return {
+        "compute": compute,
+        "bubble": bubble,
+        "exposed_comm": exposed,
+        "host_optimizer": host_adam,
+        **{f"{dim}_comm": t for dim, t in secs.items()},
+        "total": compute + bubble + exposed + host_adam,
+    }

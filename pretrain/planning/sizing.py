@@ -31,14 +31,16 @@ from pretrain.planning.flops import flops_per_token
 PRESET_DIR = Path(__file__).resolve().parents[1] / "configs" / "model"  # ships in the package
 PRESET_SIZES = {"125m": 125e6, "350m": 350e6, "1b": 1e9, "3b": 3e9, "7b": 7e9}
 # The CPU test model: two layers, small enough to train a few steps in seconds on a laptop.
-TINY = ModelConfig(vocab_size=32000, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=192,
-                   max_seq_len=256)
+TINY = ModelConfig(vocab_size=32000, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=192, max_seq_len=256)
 
 
 def param_counts(cfg: ModelConfig) -> dict[str, int]:
     """Exact parameter counts: total, without the input embedding table, and the embedding table."""
-    return {"total": num_params(cfg), "non_embedding": num_params(cfg, exclude_embedding=True),
-            "embedding": cfg.vocab_size * cfg.d_model}
+    return {
+        "total": num_params(cfg),
+        "non_embedding": num_params(cfg, exclude_embedding=True),
+        "embedding": cfg.vocab_size * cfg.d_model,
+    }
 
 
 def _target_aspect(n: float) -> float:
@@ -50,12 +52,21 @@ def _shape(d_model: int, n_layers: int, vocab_size: int, max_seq_len: int, tie: 
     n_heads = d_model // head_dim
     n_kv = 8 if n_heads >= 16 else n_heads
     ffn = 256 * math.ceil(8 * d_model / 3 / 256)
-    return ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
-                       ffn_dim=ffn, max_seq_len=max_seq_len, tie_embeddings=tie)
+    return ModelConfig(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        ffn_dim=ffn,
+        max_seq_len=max_seq_len,
+        tie_embeddings=tie,
+    )
 
 
-def size_model(n_params: float, vocab_size: int = 32000, max_seq_len: int = 2048,
-               tie_embeddings: bool = False) -> ModelConfig:
+def size_model(
+    n_params: float, vocab_size: int = 32000, max_seq_len: int = 2048, tie_embeddings: bool = False
+) -> ModelConfig:
     """The Llama-style shape whose exact parameter count is closest to ``n_params`` (rules above)."""
     if not n_params > 0:
         raise UsageError(f"parameter count must be positive, got {n_params}")
@@ -74,9 +85,11 @@ def size_model(n_params: float, vocab_size: int = 32000, max_seq_len: int = 2048
             if n > 2 * n_params:
                 break
     if abs(math.log(num_params(best) / n_params)) > math.log(1.25):
-        raise UsageError(f"no Llama-style shape with a {vocab_size}-token vocabulary comes within 25% of "
-                         f"{human(n_params)} parameters (nearest: {human(num_params(best))}); use the 'tiny' "
-                         "preset or a smaller --vocab-size")
+        raise UsageError(
+            f"no Llama-style shape with a {vocab_size}-token vocabulary comes within 25% of "
+            f"{human(n_params)} parameters (nearest: {human(num_params(best))}); use the 'tiny' "
+            "preset or a smaller --vocab-size"
+        )
     return best
 
 
@@ -99,5 +112,10 @@ def resolve_model(spec: str) -> ModelConfig:
 
 def describe(cfg: ModelConfig) -> dict:
     counts = param_counts(cfg)
-    return {"config": cfg.model_dump(), "params": counts, "head_dim": cfg.head_dim,
-            "aspect_ratio": cfg.d_model / cfg.n_layers, "flops_per_token": flops_per_token(cfg, cfg.max_seq_len)}
+    return {
+        "config": cfg.model_dump(),
+        "params": counts,
+        "head_dim": cfg.head_dim,
+        "aspect_ratio": cfg.d_model / cfg.n_layers,
+        "flops_per_token": flops_per_token(cfg, cfg.max_seq_len),
+    }

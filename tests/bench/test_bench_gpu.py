@@ -11,11 +11,38 @@ from bench.gpu import bench_gpu
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_model_config
 
-CASE_FIELDS = {"model", "precision", "compile", "checkpointing", "adamw", "fsdp", "params", "non_embedding_params",
-               "seq_len", "micro_batch", "grad_accum", "tokens_per_step", "steps", "warmup", "data",
-               "flops_per_token", "tokens_per_s", "mfu", "step_s", "breakdown_s", "peak_memory_gb",
-               "predicted_memory_gb", "predicted_breakdown_gb", "losses", "finite", "status", "attention",
-               "attention_kernel", "grad_norms", "skipped_steps"}
+CASE_FIELDS = {
+    "model",
+    "precision",
+    "compile",
+    "checkpointing",
+    "adamw",
+    "fsdp",
+    "params",
+    "non_embedding_params",
+    "seq_len",
+    "micro_batch",
+    "grad_accum",
+    "tokens_per_step",
+    "steps",
+    "warmup",
+    "data",
+    "flops_per_token",
+    "tokens_per_s",
+    "mfu",
+    "step_s",
+    "breakdown_s",
+    "peak_memory_gb",
+    "predicted_memory_gb",
+    "predicted_breakdown_gb",
+    "losses",
+    "finite",
+    "status",
+    "attention",
+    "attention_kernel",
+    "grad_norms",
+    "skipped_steps",
+}
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +94,28 @@ def test_mfu_is_the_palm_formula_over_the_peak(smoke):
 
 def test_memory_prediction_is_pretrain_plans(smoke, capsys):
     capsys.readouterr()
-    assert pretrain_main(["plan", "tiny", "--gpus", "1", "--gpu", "cpu", "--seq-len", "64", "--micro-batch", "2",
-                          "--global-batch", "2", "--precision", "fp32", "--json"]) == 0
+    assert (
+        pretrain_main(
+            [
+                "plan",
+                "tiny",
+                "--gpus",
+                "1",
+                "--gpu",
+                "cpu",
+                "--seq-len",
+                "64",
+                "--micro-batch",
+                "2",
+                "--global-batch",
+                "2",
+                "--precision",
+                "fp32",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
     assert plan["layout"]["name"] == "single GPU"
     assert smoke["cases"][0]["predicted_memory_gb"] == pytest.approx(plan["layout"]["memory"]["total"] / 1e9)
@@ -77,8 +124,32 @@ def test_memory_prediction_is_pretrain_plans(smoke, capsys):
 @pytest.mark.skipif(not bench_gpu.torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_case_measures_memory_and_times_phases_with_events(tmp_path):
     path = tmp_path / "bench_gpu.json"
-    assert bench_gpu.main(["--models", "tiny", "--seq-len", "64", "--micro-batch", "2", "--steps", "4", "--warmup", "1",
-                           "--precision", "bf16", "--compile", "off", "--fsdp", "off", "on", "--json", str(path)]) == 0
+    assert (
+        bench_gpu.main(
+            [
+                "--models",
+                "tiny",
+                "--seq-len",
+                "64",
+                "--micro-batch",
+                "2",
+                "--steps",
+                "4",
+                "--warmup",
+                "1",
+                "--precision",
+                "bf16",
+                "--compile",
+                "off",
+                "--fsdp",
+                "off",
+                "on",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     report = json.loads(path.read_text())
     assert report["device"]["type"] == "cuda" and report["software"]["cuda"]
     for case in report["cases"]:

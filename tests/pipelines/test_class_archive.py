@@ -23,7 +23,11 @@ def cache(tmp_path, monkeypatch):
 def _write_archive(path: str, class_path: str) -> None:
     """A small real archive: the classes a JVM loads to print its version."""
     java = class_archive._java()
-    subprocess.run([java, f"-XX:ArchiveClassesAtExit={path}", class_archive.QUIET, "-cp", class_path, "-version"], check=True, capture_output=True)
+    subprocess.run(
+        [java, f"-XX:ArchiveClassesAtExit={path}", class_archive.QUIET, "-cp", class_path, "-version"],
+        check=True,
+        capture_output=True,
+    )
 
 
 def test_first_session_writes_the_archive_others_wait_then_use_it(cache, monkeypatch):

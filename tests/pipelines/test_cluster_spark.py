@@ -120,14 +120,32 @@ def cluster(_cluster_starting, local_run) -> StandaloneCluster:
     return _cluster_starting.result()
 
 
-def _submit(cluster: StandaloneCluster, job: dict, tmp_path: Path, cwd: Path | None = None) -> tuple[subprocess.Popen, Path]:
+def _submit(
+    cluster: StandaloneCluster, job: dict, tmp_path: Path, cwd: Path | None = None
+) -> tuple[subprocess.Popen, Path]:
     config = tmp_path / "job.yaml"
     config.write_text(json.dumps(job))  # JSON is YAML
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               CCP_CHECKPOINT_DIR=str(tmp_path / "checkpoints"))
-    cmd = ["bash", str(SUBMIT), "--master", cluster.master_url, "--executor-memory", "1g", "--driver-memory", "1g",
-           "--conf", f"spark.sql.shuffle.partitions={SHUFFLE_PARTITIONS}", "--", str(config)]
+    env.update(
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        CCP_CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
+    )
+    cmd = [
+        "bash",
+        str(SUBMIT),
+        "--master",
+        cluster.master_url,
+        "--executor-memory",
+        "1g",
+        "--driver-memory",
+        "1g",
+        "--conf",
+        f"spark.sql.shuffle.partitions={SHUFFLE_PARTITIONS}",
+        "--",
+        str(config),
+    ]
     log = tmp_path / "driver.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
@@ -149,7 +167,9 @@ def _app(cluster: StandaloneCluster, name: str, state: str = "activeapps") -> di
 
 
 def _executor_logs(cluster: StandaloneCluster, worker: int, app_id: str) -> str:
-    return "".join(p.read_text(errors="replace") for p in Path(cluster.state_dir, f"worker-{worker}", app_id).glob("*/stderr"))
+    return "".join(
+        p.read_text(errors="replace") for p in Path(cluster.state_dir, f"worker-{worker}", app_id).glob("*/stderr")
+    )
 
 
 def test_cluster_output_equals_local_mode(cluster, job_input, local_run, tmp_path):

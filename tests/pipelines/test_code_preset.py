@@ -15,21 +15,51 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from archives import tar_bytes
+from code_tree import TREE, write_tree
 from dataprep.code.licenses import CodeLicense
 from dataprep.core.config import load_config
 from pipelines.pipeline_run import run_pipeline
-from archives import tar_bytes
-from code_tree import TREE, write_tree
 from resume import rerun_after_a_crash
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 SITE = Path(sysconfig.get_paths()["purelib"])
-STDLIB_PACKAGES = ["json", "email", "http", "asyncio", "xml", "importlib", "unittest", "logging", "urllib", "concurrent",
-                   "multiprocessing", "encodings", "collections", "sqlite3", "wsgiref", "html", "dbm", "zoneinfo", "tomllib",
-                   "re", "curses", "venv", "ensurepip", "lib2to3", "idlelib", "ctypes", "distutils", "tkinter", "turtledemo",
-                   "test/test_asyncio", "test/test_email", "test/test_importlib"]
+STDLIB_PACKAGES = [
+    "json",
+    "email",
+    "http",
+    "asyncio",
+    "xml",
+    "importlib",
+    "unittest",
+    "logging",
+    "urllib",
+    "concurrent",
+    "multiprocessing",
+    "encodings",
+    "collections",
+    "sqlite3",
+    "wsgiref",
+    "html",
+    "dbm",
+    "zoneinfo",
+    "tomllib",
+    "re",
+    "curses",
+    "venv",
+    "ensurepip",
+    "lib2to3",
+    "idlelib",
+    "ctypes",
+    "distutils",
+    "tkinter",
+    "turtledemo",
+    "test/test_asyncio",
+    "test/test_email",
+    "test/test_importlib",
+]
 INSTALLED = ["pip", "idna", "pyyaml"]
 SKIPPED = {".git", "__pycache__"}
 
@@ -44,14 +74,21 @@ def files_in(folder: Path) -> int:
 
 def package_files(dist: Path) -> int:
     listed = {line.split(",")[0] for line in (dist / "RECORD").read_text().splitlines() if line}
-    return sum(1 for p in listed if not p.startswith(("../", "/")) and not p.startswith(dist.name + "/") and "__pycache__" not in p)
+    return sum(
+        1
+        for p in listed
+        if not p.startswith(("../", "/")) and not p.startswith(dist.name + "/") and "__pycache__" not in p
+    )
 
 
 def planted(root: Path) -> list[Path]:
     """A repository with binary, undecodable and empty files, a GPL one, a file no repository licenses, and
     an archive cut short after its first file."""
     write_tree(root / "planted", TREE | {"loose/notes.py": b"print('whose?')\n"})
-    whole = tar_bytes({"cut/LICENSE": TREE["tool/LICENSE"], "cut/first.py": b"a = 1\n" * 2000, "cut/second.py": b"b = 2\n" * 2000}, mode="w")
+    whole = tar_bytes(
+        {"cut/LICENSE": TREE["tool/LICENSE"], "cut/first.py": b"a = 1\n" * 2000, "cut/second.py": b"b = 2\n" * 2000},
+        mode="w",
+    )
     (root / "cut.tar").write_bytes(whole[: len(whole) - 7000])
     return [root / "planted", root / "cut.tar"]
 
@@ -63,7 +100,10 @@ def code_config(out: Path, inputs: list[Path]):
 
 
 def corpus(result) -> list[tuple]:
-    return sorted((r["id"], r["repo"], r["path"], r["language"], r["license"], r["text"]) for r in pq.read_table(result.corpus_dir).to_pylist())
+    return sorted(
+        (r["id"], r["repo"], r["path"], r["language"], r["license"], r["text"])
+        for r in pq.read_table(result.corpus_dir).to_pylist()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +123,12 @@ def test_code_preset_keeps_a_thousand_licensed_files_and_counts_every_other(code
     assert all(language and policy.allowed(license) for _, _, _, language, license, _ in rows)
     assert {"PSF-2.0", "MIT", "BSD-3-Clause"} <= {r[4] for r in rows}
     read = stats["read"]
-    files = sum(files_in(p) for p in inputs[:len(STDLIB_PACKAGES)]) + sum(package_files(installed(n)) for n in INSTALLED)
-    files += len(TREE) - 1 + 1 + 3  # planted: all but .git/HEAD, the loose file; the cut archive: its two whole files, the cut
+    files = sum(files_in(p) for p in inputs[: len(STDLIB_PACKAGES)]) + sum(
+        package_files(installed(n)) for n in INSTALLED
+    )
+    files += (
+        len(TREE) - 1 + 1 + 3
+    )  # planted: all but .git/HEAD, the loose file; the cut archive: its two whole files, the cut
     assert read.docs_in == files  # every file a row: kept or dropped with its reason
     assert read.dropped["undecodable"] >= 1 and read.dropped["error:truncated"] == 1 and read.dropped["binary"] >= 2
     assert stats["code_license"].dropped == {"license:GPL-3.0": 2, "license:none": 1}
@@ -101,8 +145,10 @@ def test_the_same_corpus_from_one_archive_of_the_standard_library(spark, code_ru
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(STDLIB / "LICENSE.txt", arcname=f"{STDLIB.name}/LICENSE.txt")
         for name in STDLIB_PACKAGES:
-            tar.add(STDLIB / name, arcname=f"{STDLIB.name}/{name}", filter=lambda m: None if "__pycache__" in m.name else m)
-    one = run_pipeline(code_config(tmp_path / "out", [archive, *inputs[len(STDLIB_PACKAGES):]]), spark=spark)
+            tar.add(
+                STDLIB / name, arcname=f"{STDLIB.name}/{name}", filter=lambda m: None if "__pycache__" in m.name else m
+            )
+    one = run_pipeline(code_config(tmp_path / "out", [archive, *inputs[len(STDLIB_PACKAGES) :]]), spark=spark)
     assert corpus(one) == corpus(result)
 
 

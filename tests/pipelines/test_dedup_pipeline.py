@@ -24,9 +24,23 @@ def test_dedup_stages_in_a_pipeline_match_the_in_memory_run(spark, shared_data, 
         lines = text.split("\n")
         if i % 3 == 0:
             lines.insert(1, boilerplate[i % 2])
-        docs.append({"id": f"d{i:02d}", "url": f"https://site{i % 7}.example/page/{i}", "date": f"2024-03-{10 + i % 9}T00:00:00Z", "text": "\n".join(lines)})
+        docs.append(
+            {
+                "id": f"d{i:02d}",
+                "url": f"https://site{i % 7}.example/page/{i}",
+                "date": f"2024-03-{10 + i % 9}T00:00:00Z",
+                "text": "\n".join(lines),
+            }
+        )
     for k in range(4):  # the same pages fetched again later, under another spelling of the URL
-        docs.append({**docs[k], "id": f"refetch{k}", "url": docs[k]["url"].replace("https://", "http://www.") + "/", "date": "2024-04-01T00:00:00Z"})
+        docs.append(
+            {
+                **docs[k],
+                "id": f"refetch{k}",
+                "url": docs[k]["url"].replace("https://", "http://www.") + "/",
+                "date": "2024-04-01T00:00:00Z",
+            }
+        )
     docs.append({**docs[20], "id": "copy20", "url": "https://elsewhere.example/20"})
     rng.shuffle(docs)
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
@@ -38,19 +52,27 @@ def test_dedup_stages_in_a_pipeline_match_the_in_memory_run(spark, shared_data, 
         {"stage": "paragraph_dedup", "keep": "none", "max_documents": 3, "min_remaining_chars": 50},
         {"stage": "exact_dedup", "save_index": str(tmp_path / "index")},
     ]
-    config = load_config({"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "out")}, "stages": stages})
+    config = load_config(
+        {"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "out")}, "stages": stages}
+    )
     result = run_pipeline(config, spark=spark)
     corpus = {r["id"]: r for r in pq.read_table(result.corpus_dir).to_pylist()}
 
-    table = doc_table({d["id"]: d["text"] for d in docs}, {d["id"]: d["url"] for d in docs}, {d["id"]: d["date"] for d in docs})
+    table = doc_table(
+        {d["id"]: d["text"] for d in docs}, {d["id"]: d["url"] for d in docs}, {d["id"]: d["date"] for d in docs}
+    )
     local_stages = load_config({"stages": stages[:3] + [{"stage": "exact_dedup"}]}).stages
     (local, _) = run_stages(local_stages, table)
-    assert {i: corpus[i]["text"] for i in corpus} == dict(zip(local.kept.column("id").to_pylist(), local.kept.column("text").to_pylist()))
+    assert {i: corpus[i]["text"] for i in corpus} == dict(
+        zip(local.kept.column("id").to_pylist(), local.kept.column("text").to_pylist())
+    )
     assert not any(line in r["text"] for r in corpus.values() for line in boilerplate)
     assert {f"refetch{k}" for k in range(4)} <= set(corpus) and not {f"d{k:02d}" for k in range(4)} & set(corpus)
     assert len({"copy20", "d20"} & set(corpus)) == 1 and corpus["d30"]["contaminated_by"] == "eval:q1"
     stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}
-    assert stats["url_dedup"]["dropped"] == {"url_duplicate": 4} and stats["exact_dedup"]["dropped"] == {"exact_duplicate": 1}
+    assert stats["url_dedup"]["dropped"] == {"url_duplicate": 4} and stats["exact_dedup"]["dropped"] == {
+        "exact_duplicate": 1
+    }
     assert stats["decontaminate"]["counters"] == {"contaminated_documents": 1}
     assert stats["paragraph_dedup"]["counters"]["segments_removed"] >= 2 * len(boilerplate)  # reached stats.json
     assert json.loads((tmp_path / "index" / "index.json").read_text())["rows"] == len(corpus)
@@ -62,7 +84,13 @@ def test_shipped_dedup_preset_cuts_boilerplate_and_repeated_spans(shared_data, t
     document is kept only in the first, and a refetched URL keeps one copy."""
     (tmp_path / "job.yaml").write_text("stages:\n  - include: dedup_all.yaml\n")
     stages = load_config(str(tmp_path / "job.yaml")).stages
-    assert [s.name for s in stages] == ["url_dedup", "paragraph_dedup", "paragraph_dedup", "exact_dedup", "minhash_dedup"]
+    assert [s.name for s in stages] == [
+        "url_dedup",
+        "paragraph_dedup",
+        "paragraph_dedup",
+        "exact_dedup",
+        "minhash_dedup",
+    ]
     assert (stages[1].unit, stages[1].keep, stages[2].unit, stages[2].span) == ("line", "none", "sentence", 3)
     texts = [t for t in real_documents(shared_data) if t.count(". ") >= 10][:24]
     banner = "We use cookies to improve your experience on our site and to show you relevant offers."

@@ -37,16 +37,20 @@ def mixed(tmp_path_factory):
     added; their ids sort before the articles' (the smallest id is what a stage without a priority keeps)."""
     root = tmp_path_factory.mktemp("priority")
     exact, near = _articles()
-    pages = [{"id": "0-web-exact", "url": "https://example.com/a", "text": exact["text"]},
-             {"id": "0-web-near", "url": "https://example.com/b", "text": f"{near['text']}\n{CHROME}"},
-             {"id": "0-web-own", "url": "https://example.com/c", "text": "A page of its own about gardening. " * 30}]
+    pages = [
+        {"id": "0-web-exact", "url": "https://example.com/a", "text": exact["text"]},
+        {"id": "0-web-near", "url": "https://example.com/b", "text": f"{near['text']}\n{CHROME}"},
+        {"id": "0-web-own", "url": "https://example.com/c", "text": "A page of its own about gardening. " * 30},
+    ]
     (root / "web.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pages))
     return root, [str(DUMP), str(root / "web.jsonl")], exact["id"], near["id"]
 
 
 def _config(root: Path, inputs: list[str], name: str, priority: list[str]):
-    stages = [{"stage": "exact_dedup", "priority": priority},
-              {"stage": "minhash_dedup", "priority": priority, "threshold": 0.7}]
+    stages = [
+        {"stage": "exact_dedup", "priority": priority},
+        {"stage": "minhash_dedup", "priority": priority, "threshold": 0.7},
+    ]
     return load_config({"input": {"paths": inputs}, "output": {"dir": str(root / name)}, "stages": stages})
 
 

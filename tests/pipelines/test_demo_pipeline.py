@@ -11,8 +11,8 @@ import pytest
 
 from dataprep.core.config import check_stages, load_config
 from dataprep.demo.corpus import load_pages, planted_pii, write_demo_warc, write_reference
-from pipelines.cli import main as dataprep_cli
 from dataprep.tokenize.manifest import load_manifest
+from pipelines.cli import main as dataprep_cli
 from pipelines.pipeline_run import run_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +24,17 @@ def demo_run(spark, tmp_path_factory):
     warc = tmp / "demo.warc.gz"
     write_demo_warc(str(warc))
     write_reference(str(tmp / "reference.jsonl"))
-    cli = ["train-ppl-model", "--input", str(tmp / "reference.jsonl"), "--lang", "en", "--output", str(tmp / "ppl-en"), "--vocab-size", "500"]
+    cli = [
+        "train-ppl-model",
+        "--input",
+        str(tmp / "reference.jsonl"),
+        "--lang",
+        "en",
+        "--output",
+        str(tmp / "ppl-en"),
+        "--vocab-size",
+        "500",
+    ]
     assert dataprep_cli(cli) == 0
     overrides = {"input": {"paths": [str(warc)]}, "output": {"dir": str(tmp / "out")}}
     config = load_config(str(ROOT / "configs" / "pipeline" / "demo.yaml"), overrides, check_assets=False)
@@ -96,21 +106,36 @@ def test_lineage_from_the_demo_crawl_to_an_exported_model_and_back(demo_run, tmp
     export from the pipeline output; the report of the pipeline shows the chain."""
     pytest.importorskip("torch")
     pytest.importorskip("tokenizers")
-    from train_fixtures import tiny_config
-
     from pretrain.cli import main as pretrain_main
     from pretrain.config import load_train_config
     from pretrain.train import run
+    from train_fixtures import tiny_config
 
     result, _, tmp = demo_run
     manifest = load_manifest(str(tmp / "shards"))
     made = manifest["pipeline_run"]
     warc = str(tmp / "demo.warc.gz")
-    assert made["config"] == str(ROOT / "configs" / "pipeline" / "demo.yaml") and made["input_listing"]["names"] == [warc]
-    assert made["input_listing"]["files"] == 1 and made["output"] == str(tmp / "out") and made["code"]["package"] == "ccpretrain"
-    run(load_train_config(tiny_config(str(tmp / "shards"), tmp_path / "run", model={"vocab_size": "auto"},
-                                      max_steps=2, device="cpu", checkpoint={"every_steps": 2, "keep_last": 1},
-                                      log={"every_steps": 1, "val_every_steps": 2, "val_batches": 1})))
+    assert made["config"] == str(ROOT / "configs" / "pipeline" / "demo.yaml") and made["input_listing"]["names"] == [
+        warc
+    ]
+    assert (
+        made["input_listing"]["files"] == 1
+        and made["output"] == str(tmp / "out")
+        and made["code"]["package"] == "ccpretrain"
+    )
+    run(
+        load_train_config(
+            tiny_config(
+                str(tmp / "shards"),
+                tmp_path / "run",
+                model={"vocab_size": "auto"},
+                max_steps=2,
+                device="cpu",
+                checkpoint={"every_steps": 2, "keep_last": 1},
+                log={"every_steps": 1, "val_every_steps": 2, "val_batches": 1},
+            )
+        )
+    )
     assert pretrain_main(["export", str(tmp_path / "run"), "--output", str(tmp_path / "hf")]) == 0
     card = (tmp_path / "hf" / "README.md").read_text()
     assert warc in card and made["config"] in card and "validation loss at step 2" in card
@@ -124,11 +149,15 @@ def test_lineage_from_the_demo_crawl_to_an_exported_model_and_back(demo_run, tmp
     assert pretrain_main(["lineage", str(tmp_path / "run" / "checkpoints" / "step-00000002"), "--json"]) == 0
     source = json.loads(capsys.readouterr().out)["current"]["sources"][0]
     assert source["pipeline_run"] == made and source["shards"] == [
-        {k: s[k] for k in ("name", "bin_sha256", "idx_sha256")} for s in manifest["shards"]]
+        {k: s[k] for k in ("name", "bin_sha256", "idx_sha256")} for s in manifest["shards"]
+    ]
 
     assert pretrain_main(["lineage", "--uses", str(tmp / "out"), str(tmp_path), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)["runs"]
-    assert sorted((r["path"], r["exported"]) for r in found) == [(str(tmp_path / "hf"), True), (str(tmp_path / "run"), False)]
+    assert sorted((r["path"], r["exported"]) for r in found) == [
+        (str(tmp_path / "hf"), True),
+        (str(tmp_path / "run"), False),
+    ]
     assert dataprep_cli(["report", str(tmp / "out"), "--train-run", str(tmp_path / "run")]) == 0
     report = (tmp / "out" / "report" / "report.md").read_text()
     assert f"trained on {tmp / 'shards'}" in report and made["identity"] in report

@@ -9,19 +9,25 @@ import time
 
 import pytest
 
-from pipelines.cli import main as dataprep_main
 from dataprep.core.config import load_config
+from pipelines.cli import main as dataprep_main
 from pipelines.pipeline_run import NothingKept, run_pipeline
 
 STAGES = [{"stage": "extract"}, {"stage": "langid", "languages": ["en"]}, {"stage": "exact_dedup"}]
 
 
 def _files(shared_data):
-    return [shared_data / "warc" / "wget" / "dolma-sample-0000.warc.gz", shared_data / "warc" / "cc-main-2024-22-whirlwind" / "whirlwind.warc.gz"]
+    return [
+        shared_data / "warc" / "wget" / "dolma-sample-0000.warc.gz",
+        shared_data / "warc" / "cc-main-2024-22-whirlwind" / "whirlwind.warc.gz",
+    ]
 
 
 def _run(spark, files, out):
-    run_pipeline(load_config({"input": {"paths": [str(f) for f in files]}, "output": {"dir": str(out)}, "stages": STAGES}), spark=spark)
+    run_pipeline(
+        load_config({"input": {"paths": [str(f) for f in files]}, "output": {"dir": str(out)}, "stages": STAGES}),
+        spark=spark,
+    )
     return out
 
 
@@ -49,7 +55,9 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert large["sample_cores"] == 2 and large["sample_pages"] == extract["docs_in"] > 0
     # a fixed cost per core plus a cost linear in pages, and the funnel narrows stage by stage
     huge = _estimate(capsys, sample_run, "--pages", 10_000_000, "--cores", 10)
-    assert huge["core_hours"] - large["core_hours"] == pytest.approx(10 * (large["core_hours"] - small["core_hours"]), rel=1e-6)
+    assert huge["core_hours"] - large["core_hours"] == pytest.approx(
+        10 * (large["core_hours"] - small["core_hours"]), rel=1e-6
+    )
     assert large["core_hours"] > small["core_hours"] > 0
     kept = [s["docs_kept"] for s in large["stages"]]
     assert kept == sorted(kept, reverse=True) and all(s["docs_kept"] <= s["docs_in"] for s in large["stages"])
@@ -60,13 +68,18 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert all(s["cpu_seconds"] > 0 for s in saved["stages"] if s["stage"] in ("read", "extract", "langid"))
     # what separates fixed costs: each task's first batch per document stage, and a global step's executor time
     langid = next(s for s in saved["stages"] if s["stage"] == "langid")
-    assert 0 < langid["first_batch_docs"] <= langid["docs_in"] and 0 < langid["first_batch_cpu_seconds"] <= langid["cpu_seconds"]
+    assert (
+        0 < langid["first_batch_docs"] <= langid["docs_in"]
+        and 0 < langid["first_batch_cpu_seconds"] <= langid["cpu_seconds"]
+    )
     dedup = next(s for s in saved["stages"] if s["stage"] == "exact_dedup")
     assert dedup["executor_seconds"] > 0 and dedup["executor_cpu_seconds"] > 0
     # and the part of it that is each Spark task's own cost, which does not grow with documents
     assert 0 < dedup["executor_fixed_cpu_seconds"] < dedup["executor_cpu_seconds"]
     projected = stages["exact_dedup"]["core_hours"] * 3600
-    per_page = (dedup["executor_cpu_seconds"] - dedup["executor_fixed_cpu_seconds"] + dedup["cpu_seconds"]) / large["sample_pages"]
+    per_page = (dedup["executor_cpu_seconds"] - dedup["executor_fixed_cpu_seconds"] + dedup["cpu_seconds"]) / large[
+        "sample_pages"
+    ]
     assert projected == pytest.approx(dedup["executor_fixed_cpu_seconds"] + per_page * 1_000_000, rel=1e-6)
 
     listing = tmp_path / "warc.paths.gz"
@@ -117,18 +130,30 @@ def test_fixed_cost_per_worker_is_paid_once_per_core():
 
     # two tasks of 1,000 pages on 2 cores: 5 s of loading per worker, then 1 ms per page
     read = StageStats("read", docs_in=2000, docs_kept=2000, cpu_seconds=0.2)
-    loads = StageStats("url_filter", docs_in=2000, docs_kept=2000, cpu_seconds=2 * 5 + 2.0,
-                       first_batch_cpu_seconds=2 * 5 + 1.0, first_batch_docs=1000)
-    dedup = StageStats("exact_dedup", docs_in=2000, docs_kept=1900, seconds=50.0, executor_seconds=6.0, executor_cpu_seconds=4.0)
+    loads = StageStats(
+        "url_filter",
+        docs_in=2000,
+        docs_kept=2000,
+        cpu_seconds=2 * 5 + 2.0,
+        first_batch_cpu_seconds=2 * 5 + 1.0,
+        first_batch_docs=1000,
+    )
+    dedup = StageStats(
+        "exact_dedup", docs_in=2000, docs_kept=1900, seconds=50.0, executor_seconds=6.0, executor_cpu_seconds=4.0
+    )
     assert worker_fixed_cost(loads) == pytest.approx((10.0, 0.001))
-    assert worker_fixed_cost(StageStats("x", docs_in=2000, cpu_seconds=2.0, first_batch_cpu_seconds=1.0, first_batch_docs=1000)) == (0.0, 0.001)
+    assert worker_fixed_cost(
+        StageStats("x", docs_in=2000, cpu_seconds=2.0, first_batch_cpu_seconds=1.0, first_batch_docs=1000)
+    ) == (0.0, 0.001)
     assert worker_fixed_cost(read) is None  # no first-batch figures: linear
     est = estimate([Sample([read, loads, dedup], cores=2)], 200_000, 8, {"exact_dedup"})
     hours = {s.stage: s.core_hours for s in est.stages}
     assert hours["url_filter"] * 3600 == pytest.approx(8 * 5 + 200.0)
     assert hours["exact_dedup"] * 3600 == pytest.approx(400.0) and hours["read"] * 3600 == pytest.approx(20.0)
     assert any("once per core" in a for a in est.assumptions)
-    one_task = estimate([Sample([read, loads, dedup], cores=2, tasks=1)], 200_000, 8, {"exact_dedup"})  # one worker loaded it all
+    one_task = estimate(
+        [Sample([read, loads, dedup], cores=2, tasks=1)], 200_000, 8, {"exact_dedup"}
+    )  # one worker loaded it all
     assert one_task.stages[1].core_hours * 3600 == pytest.approx(8 * 10 + 200.0)
 
 
@@ -139,11 +164,19 @@ def test_fixed_cost_per_spark_task_is_paid_once():
     from dataprep.core.stats import StageStats
 
     read = StageStats("read", docs_in=2000, docs_kept=2000, cpu_seconds=0.2)
-    dedup = StageStats("exact_dedup", docs_in=2000, docs_kept=1900, executor_seconds=6.0, executor_cpu_seconds=4.0,
-                       executor_fixed_cpu_seconds=3.0)
+    dedup = StageStats(
+        "exact_dedup",
+        docs_in=2000,
+        docs_kept=1900,
+        executor_seconds=6.0,
+        executor_cpu_seconds=4.0,
+        executor_fixed_cpu_seconds=3.0,
+    )
     assert task_fixed_cost(dedup, 2000) == pytest.approx((3.0, 0.0005))
     est = estimate([Sample([read, dedup], cores=2)], 200_000, 8, {"exact_dedup"})
-    assert est.stages[1].core_hours * 3600 == pytest.approx(3.0 + 100.0) and est.stages[1].core_ms_per_page == pytest.approx(0.5)
+    assert est.stages[1].core_hours * 3600 == pytest.approx(3.0 + 100.0) and est.stages[
+        1
+    ].core_ms_per_page == pytest.approx(0.5)
     assert ONE_SAMPLE not in est.assumptions and any("paid once whatever the size" in a for a in est.assumptions)
 
     # the field survives stats.json and merging (per-task stats files of a step add up)
@@ -159,8 +192,13 @@ def test_fixed_cost_per_spark_task_is_paid_once():
     # two older samples of different sizes: the fit through them, as before
     smaller = StageStats("exact_dedup", docs_in=1000, docs_kept=950, executor_seconds=5.0, executor_cpu_seconds=3.5)
     small_read = StageStats("read", docs_in=1000, docs_kept=1000, cpu_seconds=0.1)
-    fitted = estimate([Sample([small_read, smaller], cores=2), Sample([read, older], cores=2)], 200_000, 8, {"exact_dedup"})
-    assert fitted.stages[1].core_hours * 3600 == pytest.approx(3.0 + 0.0005 * 200_000) and ONE_SAMPLE not in fitted.assumptions
+    fitted = estimate(
+        [Sample([small_read, smaller], cores=2), Sample([read, older], cores=2)], 200_000, 8, {"exact_dedup"}
+    )
+    assert (
+        fitted.stages[1].core_hours * 3600 == pytest.approx(3.0 + 0.0005 * 200_000)
+        and ONE_SAMPLE not in fitted.assumptions
+    )
 
 
 def test_python_workers_fixed_cost_per_call(spark):
@@ -203,7 +241,9 @@ def test_bad_samples_are_named(spark, shared_data, sample_run, capsys, tmp_path)
     assert "pages must be positive" in capsys.readouterr().err
 
     metadata_only = shared_data / "warc/cc-main-2024-22-whirlwind/whirlwind.warc.wat.gz"  # records, no document
-    config = load_config({"input": {"paths": [str(metadata_only)]}, "output": {"dir": str(tmp_path / "out")}, "stages": STAGES[:1]})
+    config = load_config(
+        {"input": {"paths": [str(metadata_only)]}, "output": {"dir": str(tmp_path / "out")}, "stages": STAGES[:1]}
+    )
     with pytest.raises(NothingKept, match="the input holds no documents"):  # its stats are written first
         run_pipeline(config, spark=spark)
     assert dataprep_main(["estimate", str(tmp_path / "out" / "stats.json"), "--pages", "10"]) == 2
@@ -230,8 +270,22 @@ def test_first_step_task_function_does_not_grow_with_the_listing(spark, tmp_path
     step = plan_steps(config.stages)[0]
 
     def pickled(files: int) -> int:
-        groups = spark.sparkContext.broadcast([[f"s3://commoncrawl/crawl-data/CC-MAIN-2024-22/segments/{i}/warc/f.warc.gz"] for i in range(files)])
-        fn = make_partition_fn(step, step.stages, config.input, None, READ_SCHEMA, None, False, str(tmp_path), "fingerprint", groups, "zstd")
+        groups = spark.sparkContext.broadcast(
+            [[f"s3://commoncrawl/crawl-data/CC-MAIN-2024-22/segments/{i}/warc/f.warc.gz"] for i in range(files)]
+        )
+        fn = make_partition_fn(
+            step,
+            step.stages,
+            config.input,
+            None,
+            READ_SCHEMA,
+            None,
+            False,
+            str(tmp_path),
+            "fingerprint",
+            groups,
+            "zstd",
+        )
         return len(cloudpickle.dumps(fn))
 
     assert abs(pickled(90_000) - pickled(10)) < 64

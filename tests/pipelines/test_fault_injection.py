@@ -11,13 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fault_cases as cases
 import pyarrow.parquet as pq
 import pytest
 
+import fault_cases as cases
+from dataprep.classify.langid import default_model_path
 from dataprep.core import storage
 from dataprep.core.config import ConfigError, load_config
-from dataprep.classify.langid import default_model_path
 from dataprep.core.stats import ErrorBudgetExceeded
 from pipelines.commands import run as run_module
 from pipelines.fail_fast import ERRORS_FILE
@@ -31,7 +31,9 @@ ALL = [str(i) for i in range(cases.GOOD_PAGES)]
 
 
 @pytest.mark.parametrize("gzipped", [False, True], ids=["warc", "warc.gz"])
-@pytest.mark.parametrize("length_error", [40, 5, 100_000, -10, -60], ids=["long", "long-by-5", "long-past-eof", "short", "short-by-60"])
+@pytest.mark.parametrize(
+    "length_error", [40, 5, 100_000, -10, -60], ids=["long", "long-by-5", "long-past-eof", "short", "short-by-60"]
+)
 @pytest.mark.parametrize("broken", [0, 2])
 def test_bad_content_length_drops_one_record_and_keeps_the_rest(tmp_path, gzipped, length_error, broken):
     outcome = cases.bad_content_length(tmp_path, length_error, broken, gzipped)
@@ -105,8 +107,15 @@ def test_models_are_loaded_at_config_time(tmp_path):
 
 def test_a_text_stage_before_extract_on_warc_input_is_an_error():
     with pytest.raises(ConfigError, match=r"stages\[1\] \(gopher_quality\) reads the document text.*extract"):
-        load_config({"input": {"paths": ["crawl/*.warc.gz"]}, "stages": [{"stage": "url_filter"}, {"stage": "gopher_quality"}, {"stage": "extract"}]})
-    load_config({"input": {"paths": ["crawl/*.warc.wet.gz"]}, "stages": [{"stage": "gopher_quality"}]})  # WET: text already
+        load_config(
+            {
+                "input": {"paths": ["crawl/*.warc.gz"]},
+                "stages": [{"stage": "url_filter"}, {"stage": "gopher_quality"}, {"stage": "extract"}],
+            }
+        )
+    load_config(
+        {"input": {"paths": ["crawl/*.warc.wet.gz"]}, "stages": [{"stage": "gopher_quality"}]}
+    )  # WET: text already
     load_config({"input": {"paths": ["crawl/*.warc.gz"]}, "stages": [{"stage": "url_filter"}, {"stage": "extract"}]})
 
 
@@ -125,7 +134,9 @@ def test_asset_paths_resolve_to_the_copy_shipped_with_the_job(tmp_path, monkeypa
 
 
 def _warc_input(tmp_path: Path) -> Path:
-    return cases.write_warc(tmp_path / "input.warc.gz", [cases.response_record(i, cases.page(i)) for i in range(30)], True)
+    return cases.write_warc(
+        tmp_path / "input.warc.gz", [cases.response_record(i, cases.page(i)) for i in range(30)], True
+    )
 
 
 def _broken_model_config(tmp_path: Path, **budget) -> tuple[dict, Path]:
@@ -175,7 +186,9 @@ def test_errors_under_the_budget_are_counted_drops(spark, tmp_path):
     config, model = _broken_model_config(tmp_path, max_fraction=1.0)
     checked = load_config(config)
     model.unlink()
-    with pytest.raises(NothingKept, match="stage langid dropped all 30 documents it was given \\(30 error:FileNotFoundError\\)"):
+    with pytest.raises(
+        NothingKept, match="stage langid dropped all 30 documents it was given \\(30 error:FileNotFoundError\\)"
+    ):
         run_pipeline(checked, spark=spark)
     stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}
     assert stats["langid"]["dropped"] == {"error:FileNotFoundError": 30}
@@ -201,11 +214,13 @@ def test_the_command_exits_non_zero_naming_the_cause(spark, tmp_path, monkeypatc
 def test_progress_stats_files_and_bytes(spark, tmp_path, capsys):
     good = _warc_input(tmp_path)
     (tmp_path / "empty.warc.gz").write_bytes(b"")
-    config = load_config({
-        "input": {"paths": [str(good), str(tmp_path / "empty.warc.gz")]},
-        "output": {"dir": str(tmp_path / "out")},
-        "stages": [{"stage": "extract"}, {"stage": "langid"}],
-    })
+    config = load_config(
+        {
+            "input": {"paths": [str(good), str(tmp_path / "empty.warc.gz")]},
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": "extract"}, {"stage": "langid"}],
+        }
+    )
     result = run_pipeline(config, spark=spark)
     printed = capsys.readouterr().out
     assert re.search(r"\[00_read-langid\] 2/2 files, 30 docs, [\d.]+k? docs/s", printed), printed
@@ -224,9 +239,18 @@ def test_a_whole_input_without_documents_fails_after_its_stats(spark, tmp_path, 
     them, after writing stats.json; input with nothing readable fails sooner
     (tests/dataprep/readers/test_readers.py)."""
     (tmp_path / "empty.warc.gz").write_bytes(b"")
-    images = cases.write_warc(tmp_path / "images.warc", [cases.response_record(i, b"\x89PNG", headers="Content-Type: image/png") for i in range(3)], False)
-    config = load_config({"input": {"paths": [str(tmp_path / "empty.warc.gz"), str(images)]}, "output": {"dir": str(tmp_path / "out")},
-                          "stages": [{"stage": "extract"}]})
+    images = cases.write_warc(
+        tmp_path / "images.warc",
+        [cases.response_record(i, b"\x89PNG", headers="Content-Type: image/png") for i in range(3)],
+        False,
+    )
+    config = load_config(
+        {
+            "input": {"paths": [str(tmp_path / "empty.warc.gz"), str(images)]},
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": "extract"}],
+        }
+    )
     with pytest.raises(NothingKept, match="dropped all 3 documents"):
         run_pipeline(config, spark=spark)
     assert "1 input files are empty" in caplog.text and (tmp_path / "out" / "stats.json").exists()

@@ -11,9 +11,6 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dedup_corpus import eval_pages
-
-from near_duplicates import base_documents, mutate
 
 from dataprep.core.applier import Applier
 from dataprep.core.config import load_config
@@ -27,6 +24,8 @@ from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.shards import open_dataset
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer
+from dedup_corpus import eval_pages
+from near_duplicates import base_documents, mutate
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +47,19 @@ def corpus(shared_data) -> pa.Table:
     for i in range(0, 40, 4):
         add(f"exact-{i:03d}", "  " + base[i].upper().replace(" ", "\n "), f"https://mirror.example/{i}")
         add(f"near-{i:03d}", mutate(base[i + 1], 0.02, rng, vocab), f"https://near.example/{i}")
-        add(f"url-{i:03d}", base[i + 2][: len(base[i + 2]) // 2], f"https://www.site{(i + 2) % 40}.example/page/{i + 2}?utm_source=x",
-            "2024-06-01T00:00:00Z")
+        add(
+            f"url-{i:03d}",
+            base[i + 2][: len(base[i + 2]) // 2],
+            f"https://www.site{(i + 2) % 40}.example/page/{i + 2}?utm_source=x",
+            "2024-06-01T00:00:00Z",
+        )
     add("empty-1", "", "https://empty.example/1")
     n = len(ids)
     table = pa.table({"id": ids, "url": urls, "date": dates, "source": ["t"] * n, "text": texts}, schema=DOC_SCHEMA)
     scores = [None if i % 17 == 0 else round(rng.random(), 6) for i in range(n)]
-    return table.append_column("score", pa.array(scores, pa.float64())).append_column("lang", pa.array([["en", "fr", "de"][i % 3] for i in range(n)]))
+    return table.append_column("score", pa.array(scores, pa.float64())).append_column(
+        "lang", pa.array([["en", "fr", "de"][i % 3] for i in range(n)])
+    )
 
 
 STAGES = {
@@ -141,14 +146,21 @@ def test_a_pipeline_run_keeps_the_documents_the_in_memory_run_keeps(spark, corpu
     from pipelines.pipeline_run import run_pipeline
 
     documents = corpus.filter(pa.compute.not_equal(corpus.column("text"), ""))  # the reader drops an empty document
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps(row) + "\n" for row in documents.select(DOC_SCHEMA.names).to_pylist()))
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in documents.select(DOC_SCHEMA.names).to_pylist())
+    )
     local_stage = STAGES[name]()
     local = local_stage.run_local(documents)
     counters = local_stage.take_counters()
     columns = ["text", *[f.name for f in local_stage.applier({"cutoffs": {}}).output_fields(corpus.schema)]]
     stage = STAGES[name]()
-    config = load_config({"input": {"paths": [str(tmp_path / "in.jsonl")], "batch_size": 50}, "output": {"dir": str(tmp_path / "out")},
-                          "stages": [{"stage": stage.name, **stage.model_dump(mode="json", exclude_defaults=True)}]})
+    config = load_config(
+        {
+            "input": {"paths": [str(tmp_path / "in.jsonl")], "batch_size": 50},
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": stage.name, **stage.model_dump(mode="json", exclude_defaults=True)}],
+        }
+    )
     result = run_pipeline(config, spark=spark)
     assert _rows(pq.read_table(result.corpus_dir), columns) == _rows(local.kept, columns)
     stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}[stage.name]
@@ -162,8 +174,12 @@ def test_tokenize_trains_on_the_same_sample_and_writes_the_same_tokens(spark, co
     from pipelines.global_runners import run_global
 
     def stage(folder: str) -> Tokenize:
-        return Tokenize(tokenizer=str(tmp_path / folder / "tok"), output_dir=str(tmp_path / folder / "shards"), tokens_per_shard=50_000,
-                        train={"vocab_size": 800, "sample_documents": 120, "character_coverage": 0.995, "seed": 3})
+        return Tokenize(
+            tokenizer=str(tmp_path / folder / "tok"),
+            output_dir=str(tmp_path / folder / "shards"),
+            tokens_per_shard=50_000,
+            train={"vocab_size": 800, "sample_documents": 120, "character_coverage": 0.995, "seed": 3},
+        )
 
     local = stage("local").run_local(corpus)
     assert local.dropped.column(DROP_REASON).to_pylist() == ["empty"]
@@ -171,11 +187,18 @@ def test_tokenize_trains_on_the_same_sample_and_writes_the_same_tokens(spark, co
     metas = [Tokenizer.load(str(tmp_path / f / "tok")).meta["training"] for f in ("local", "spark")]
     assert metas[0]["sample_documents"] == 120 and metas[0]["corpus_documents"] == corpus.num_rows - 1
     assert metas[0]["sample_sha256"] == metas[1]["sample_sha256"]
-    assert open(tmp_path / "local" / "tok" / "tokenizer.model", "rb").read() == open(tmp_path / "spark" / "tok" / "tokenizer.model", "rb").read()
+    assert (
+        open(tmp_path / "local" / "tok" / "tokenizer.model", "rb").read()
+        == open(tmp_path / "spark" / "tok" / "tokenizer.model", "rb").read()
+    )
     manifests = [load_manifest(str(tmp_path / f / "shards")) for f in ("local", "spark")]
     assert manifests[0]["tokens"] == manifests[1]["tokens"] == int(spark_out["num_tokens"].sum())
     assert len(manifests[1]["shards"]) >= 3  # one shard series per Spark task
-    docs = [sorted(tuple(doc.tolist()) for shard in open_dataset(str(tmp_path / f / "shards")) for doc in shard) for f in ("local", "spark")]
+    docs = [
+        sorted(tuple(doc.tolist()) for shard in open_dataset(str(tmp_path / f / "shards")) for doc in shard)
+        for f in ("local", "spark")
+    ]
     assert docs[0] == docs[1] and len(docs[0]) == corpus.num_rows - 1
-    assert dict(zip(local.kept.column("id").to_pylist(), local.kept.column("num_tokens").to_pylist())) == \
-        {i: n for i, n, r in zip(spark_out["id"], spark_out["num_tokens"], spark_out[DROP_REASON]) if r is None}
+    assert dict(zip(local.kept.column("id").to_pylist(), local.kept.column("num_tokens").to_pylist())) == {
+        i: n for i, n, r in zip(spark_out["id"], spark_out["num_tokens"], spark_out[DROP_REASON]) if r is None
+    }

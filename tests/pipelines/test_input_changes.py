@@ -14,13 +14,14 @@ from pipelines.pipeline_run import run_pipeline
 
 
 def _docs(n: int, start: int = 0) -> str:
-    return "".join(json.dumps({"id": f"d{i}", "text": f"document number {i} says something of its own."}) + "\n"
-                   for i in range(start, start + n))
+    return "".join(
+        json.dumps({"id": f"d{i}", "text": f"document number {i} says something of its own."}) + "\n"
+        for i in range(start, start + n)
+    )
 
 
 def _config(inputs, out):
-    return load_config({"input": {"paths": [str(p) for p in inputs]}, "output": {"dir": str(out)},
-                        "stages": []})
+    return load_config({"input": {"paths": [str(p) for p in inputs]}, "output": {"dir": str(out)}, "stages": []})
 
 
 def test_an_appended_input_is_read_again_on_rerun(spark, tmp_path, capsys):
@@ -39,7 +40,11 @@ def test_an_appended_input_is_read_again_on_rerun(spark, tmp_path, capsys):
     second = run_pipeline(config, spark=spark)
     printed = capsys.readouterr().out
     assert pq.read_table(second.corpus_dir).num_rows == 41 and second.skipped_steps == 0
-    assert "1 input changed since the last run" in printed and "a.jsonl" in printed and "b.jsonl" not in printed.split("changed")[1].split("\n")[0]
+    assert (
+        "1 input changed since the last run" in printed
+        and "a.jsonl" in printed
+        and "b.jsonl" not in printed.split("changed")[1].split("\n")[0]
+    )
     assert "already done" not in printed
     third = run_pipeline(config, spark=spark)  # unchanged since: nothing redone
     assert third.skipped_steps == len(third.steps)

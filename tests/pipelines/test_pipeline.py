@@ -83,8 +83,11 @@ def test_every_config_the_readme_names_exists_and_loads():
     assert "configs/pipeline/fineweb.yaml" in named and len(named) >= 5
     # a training config's `vocab_size: auto` reads its shards, which the demo writes
     # (tests/pretrain/train/test_tiny_cpu_config.py)
-    loaders = {"pipeline": load_config, "model": load_model_config,
-               "train": lambda path: load_train_config(path, sets=["model.vocab_size=32000"])}
+    loaders = {
+        "pipeline": load_config,
+        "model": load_model_config,
+        "train": lambda path: load_train_config(path, sets=["model.vocab_size=32000"]),
+    }
     for path in named:
         assert (ROOT / path).is_file(), f"README names {path}, which does not exist"
         try:
@@ -120,10 +123,9 @@ def test_every_sample_end_to_end_matches_the_no_spark_run(spark, shared_data, tm
     assert len({(d["source"], d["id"]) for d in corpus}) == len(corpus), "ids must be unique within a file"
 
     # Same stages, same files, no Spark.
-    from dataprep.readers import iter_documents
-    from dataprep.readers import READ_SCHEMA
     from dataprep.core.runner import conform
     from dataprep.core.stage import concat
+    from dataprep.readers import READ_SCHEMA, iter_documents
 
     tables = [conform(r.kept, READ_SCHEMA) for p in samples for r in iter_documents(str(p), config.input)]
     local = run_stages(config.stages, concat(tables))[0].kept
@@ -223,8 +225,8 @@ def _counts(stats: dict) -> list[dict]:
 def test_every_stage_loads_and_is_documented(capsys):
     """A stage that fails to load would be unusable from configs; each one is in the config reference
     (``dataprep stages``, with a summary) and in docs/stages.md's table of stages."""
-    from pipelines.cli import main as dataprep_cli
     from dataprep.core.registry import stage_class, stage_names
+    from pipelines.cli import main as dataprep_cli
 
     names = stage_names()
     assert {"extract", "langid", "gopher_quality", "minhash_dedup", "tokenize"} <= set(names)
@@ -247,10 +249,9 @@ def test_workers_fork_from_a_daemon_that_loaded_the_pipeline_once(spark):
 
     def worker_state(_):  # nested: pickled by value, as the test module is not importable by workers
         import os
+        import sys
 
         from dataprep.classify.langid import lingua_detector, load_model
-
-        import sys
 
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
             parent = fh.read().replace(b"\0", b" ").decode()
@@ -259,7 +260,9 @@ def test_workers_fork_from_a_daemon_that_loaded_the_pipeline_once(spark):
 
     states = spark.sparkContext.parallelize(range(16), 16).mapPartitions(worker_state).collect()
     assert all("pipelines.worker_daemon" in parent for _, parent, _, _ in states)
-    assert all(zipped == 0 for *_, zipped in states)  # pyspark from its installed package: compiled once, not per process
+    assert all(
+        zipped == 0 for *_, zipped in states
+    )  # pyspark from its installed package: compiled once, not per process
     loaded = 2 if lingua_installed() else 1
     assert all(models >= loaded for _, _, models, _ in states)  # no task loaded them: the daemon did
     assert len({pid for pid, *_ in states}) < len(states)  # workers are reused across tasks
@@ -274,7 +277,11 @@ def test_only_the_installed_pysparks_own_zips_leave_the_worker_path(tmp_path):
     lib.mkdir(parents=True)
     (site / "py4j-0.10.9.9.dist-info").mkdir()
     own = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
-    others = ["/opt/spark/python/lib/pyspark.zip", "/opt/spark/python/lib/py4j-0.10.9.9-src.zip", str(lib / "py4j-0.10.9.7-src.zip")]
+    others = [
+        "/opt/spark/python/lib/pyspark.zip",
+        "/opt/spark/python/lib/py4j-0.10.9.9-src.zip",
+        str(lib / "py4j-0.10.9.7-src.zip"),
+    ]
     path = [*own, *others, str(site)]
     use_installed_pyspark(path)
     assert path == [*others, str(site)]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.report.build import build_report
 from dataprep.core.config import load_config
+from dataprep.report.build import build_report
 from pipelines.pipeline_run import run_pipeline
 from pipelines.run_folder import RUN_MARKER, OutputInUse
 
@@ -32,13 +32,19 @@ def _config(out: Path, inputs: list[Path], stages=None):
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _dataprep(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     code = "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +69,9 @@ def _copy(first_run, tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("change", ["another input", "another config"])
-def test_another_run_into_a_used_folder_is_refused_and_leaves_it_byte_identical(first_run, shared_data, tmp_path, change):
+def test_another_run_into_a_used_folder_is_refused_and_leaves_it_byte_identical(
+    first_run, shared_data, tmp_path, change
+):
     out = _copy(first_run, tmp_path)
     before = _snapshot(out)
     inputs = [shared_data / (OTHER if change == "another input" else JSONL)]
@@ -87,10 +95,14 @@ def test_the_same_run_resumes_and_overwrite_replaces(spark, first_run, shared_da
     with pytest.raises(OutputInUse):
         run_pipeline(other, spark=spark)
     replaced = run_pipeline(other, spark=spark, overwrite=True)
-    fresh = run_pipeline(_config(tmp_path / "fresh", [shared_data / OTHER], [{"stage": "langid"}, {"stage": "exact_dedup"}]), spark=spark)
+    fresh = run_pipeline(
+        _config(tmp_path / "fresh", [shared_data / OTHER], [{"stage": "langid"}, {"stage": "exact_dedup"}]), spark=spark
+    )
     assert _ids(replaced.corpus_dir) == _ids(fresh.corpus_dir) and not _ids(fresh.corpus_dir) & first_run[1]
     assert not (out / "report").exists()  # the old run's report no longer describes the folder
-    assert sorted(p.name for p in (out / "steps").iterdir()) == sorted(p.name for p in (tmp_path / "fresh" / "steps").iterdir())
+    assert sorted(p.name for p in (out / "steps").iterdir()) == sorted(
+        p.name for p in (tmp_path / "fresh" / "steps").iterdir()
+    )
     assert json.loads((out / "stats.json").read_text())["input_files"] == 1
     # and the replacement is now the folder's run: it resumes
     assert run_pipeline(other, spark=spark).skipped_steps == 2
@@ -106,13 +118,17 @@ def test_folders_a_run_cannot_use(spark, shared_data, tmp_path):
     other_files.mkdir()
     (other_files / "notes.txt").write_text("keep me")
     done = _dataprep("run", "ingest", "--input", str(shared_data / JSONL), "--output", str(other_files), cwd=tmp_path)
-    assert done.returncode == 2 and "not a pipeline output (notes.txt)" in done.stderr and "--overwrite" not in done.stderr
+    assert (
+        done.returncode == 2 and "not a pipeline output (notes.txt)" in done.stderr and "--overwrite" not in done.stderr
+    )
     with pytest.raises(OutputInUse, match=r"\(notes\.txt\)"):  # --overwrite deletes none of them either
         run_pipeline(_config(other_files, [shared_data / JSONL]), spark=spark, overwrite=True)
     assert (other_files / "notes.txt").read_text() == "keep me" and not (other_files / RUN_MARKER).exists()
 
 
-def test_overwrite_removes_only_what_runs_wrote_and_refuses_naming_anything_else(spark, first_run, shared_data, tmp_path):
+def test_overwrite_removes_only_what_runs_wrote_and_refuses_naming_anything_else(
+    spark, first_run, shared_data, tmp_path
+):
     out = _copy(first_run, tmp_path)
     (out / "report" / "q3_findings.md").write_text("my notes")
     (out / "tokenizer").mkdir()
@@ -152,7 +168,9 @@ def test_a_file_put_into_a_folder_spark_rewrites_is_named_not_deleted(spark, fir
     assert (out / "corpus" / "README.txt").read_text() == "my note on this corpus"
 
 
-def test_a_trained_tokenizer_goes_under_the_output_at_the_size_the_sample_supports(spark, shared_data, tmp_path, caplog):
+def test_a_trained_tokenizer_goes_under_the_output_at_the_size_the_sample_supports(
+    spark, shared_data, tmp_path, caplog
+):
     stages = [{"stage": "tokenize", "train": {"vocab_size": 32000, "sample_documents": 1000}}]
     out = tmp_path / "run"
     result = run_pipeline(_config(out, [shared_data / JSONL], stages), spark=spark)
@@ -161,7 +179,11 @@ def test_a_trained_tokenizer_goes_under_the_output_at_the_size_the_sample_suppor
     manifest = json.loads((out / "shards" / "manifest.json").read_text())
     assert 260 < manifest["vocab_size"] < 32000 and manifest["tokens"] > 0
     written = set(json.loads((out / RUN_MARKER).read_text())["written"])  # what --overwrite may remove
-    files = {str(p.relative_to(out)) for p in out.glob("*/**/*") if p.is_file() and p.parts[len(out.parts)] in ("tokenizer", "shards")}
+    files = {
+        str(p.relative_to(out))
+        for p in out.glob("*/**/*")
+        if p.is_file() and p.parts[len(out.parts)] in ("tokenizer", "shards")
+    }
     assert files and files <= written
     assert "supports" in caplog.text and "fewer than vocab_size 32000" in caplog.text
     assert pq.read_table(result.corpus_dir).num_rows > 0
@@ -182,7 +204,9 @@ def test_the_stage_reference_lists_nested_settings():
 
 def test_a_spark_run_prints_no_java_noise(shared_data, tmp_path):
     """Spark's log banner and its warnings that ask nothing of the user stay out of a local run's output."""
-    done = _dataprep("run", "ingest", "--input", str(shared_data / JSONL), "--output", str(tmp_path / "out"), cwd=tmp_path)
+    done = _dataprep(
+        "run", "ingest", "--input", str(shared_data / JSONL), "--output", str(tmp_path / "out"), cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     for noise in ("log4j", "Setting default log level", "NativeCodeLoader", "SparkStringUtils"):
         assert noise not in done.stderr + done.stdout, noise

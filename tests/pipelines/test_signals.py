@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.demo.corpus import write_demo_warc
 from dataprep.core.config import ConfigError, load_config
+from dataprep.demo.corpus import write_demo_warc
 from pipelines.cli import main as dataprep_cli
 from pipelines.filter_run import run_filter
 from pipelines.pipeline_run import run_pipeline
@@ -23,7 +23,11 @@ from pipelines.signals_run import run_signals
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-WARCS = ["warc/cc-main-2024-22-whirlwind/whirlwind.warc.gz", "warc/wget/IAH-urls-wget.warc.gz", "warc/malformed/example-trunc.warc"]
+WARCS = [
+    "warc/cc-main-2024-22-whirlwind/whirlwind.warc.gz",
+    "warc/wget/IAH-urls-wget.warc.gz",
+    "warc/malformed/example-trunc.warc",
+]
 SMALL_TOKENIZER = ["stages.-1.train.vocab_size=500"]
 
 
@@ -37,8 +41,11 @@ def _inputs(preset: str, shared_data: Path, root: Path) -> list[str]:
 
 def _config(preset: str, inputs: list[str], out: Path, sets: list[str] = ()):
     tokenizes = preset != "dclm"
-    return load_config(preset, {"input": {"paths": inputs}, "output": {"dir": str(out)}},
-                       sets=(SMALL_TOKENIZER if tokenizes else []) + list(sets))
+    return load_config(
+        preset,
+        {"input": {"paths": inputs}, "output": {"dir": str(out)}},
+        sets=(SMALL_TOKENIZER if tokenizes else []) + list(sets),
+    )
 
 
 def corpus(folder) -> list[tuple]:
@@ -50,7 +57,11 @@ def drops(result) -> dict:
 
 
 def shards(out: Path) -> dict:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((out / "shards").glob("*")) if p.suffix in (".bin", ".idx")}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((out / "shards").glob("*"))
+        if p.suffix in (".bin", ".idx")
+    }
 
 
 @pytest.fixture(scope="module", params=["fineweb", "dclm", "code"])
@@ -100,17 +111,34 @@ def test_signals_keep_every_document_the_reader_yields_with_each_stages_verdict(
 
 def test_a_second_filter_with_other_thresholds_is_a_full_run_with_them(runs, spark):
     preset, root, inputs, _, _, _ = runs
-    other = {"fineweb": ["stages.1.threshold=0.97", "stages.11.threshold=0.6", "stages.11.sample_weights=fineweb2",
-                         "stages.12.repeat_by=sample_weight"],  # rehydrated by FineWeb-2's table from the stored clusters
-             "dclm": ["stages.9.keep=0.3"],
-             "code": ["stages.5.threshold=0.5"]}[preset]
+    other = {
+        "fineweb": [
+            "stages.1.threshold=0.97",
+            "stages.11.threshold=0.6",
+            "stages.11.sample_weights=fineweb2",
+            "stages.12.repeat_by=sample_weight",
+        ],  # rehydrated by FineWeb-2's table from the stored clusters
+        "dclm": ["stages.9.keep=0.3"],
+        "code": ["stages.5.threshold=0.5"],
+    }[preset]
     full = run_pipeline(_config(preset, inputs, root / "full-other", other), spark=spark)
     sets = [flag for value in (SMALL_TOKENIZER if preset != "dclm" else []) + other for flag in ("--set", value)]
-    args = ["filter", str(root / "signals"), "--config", preset, "--output", str(root / "filtered-other"), "--json", *sets]
+    args = [
+        "filter",
+        str(root / "signals"),
+        "--config",
+        preset,
+        "--output",
+        str(root / "filtered-other"),
+        "--json",
+        *sets,
+    ]
     assert dataprep_cli(args) == 0
     stats = json.loads((root / "filtered-other" / "stats.json").read_text())
     assert corpus(root / "filtered-other" / "corpus") == corpus(full.corpus_dir)
-    if preset != "code":  # the new thresholds change what is kept (code's lower MinHash threshold finds no more pairs here)
+    if (
+        preset != "code"
+    ):  # the new thresholds change what is kept (code's lower MinHash threshold finds no more pairs here)
         assert corpus(full.corpus_dir) != corpus(root / "full" / "corpus")
     assert {s["stage"]: s["dropped"] for s in stats["stages"]} == {s.stage: dict(s.dropped) for s in full.stats}
     if preset != "dclm":
@@ -125,13 +153,17 @@ def test_where_expressions_drop_before_the_first_whole_corpus_stage(runs, spark)
     preset, root, _, _, _, _ = runs
     if preset != "fineweb":
         pytest.skip("one preset is enough")
-    out = run_filter(str(root / "signals"), _config(preset, [], root / "where"), where=["lang_score > 0.95"], spark=spark)
+    out = run_filter(
+        str(root / "signals"), _config(preset, [], root / "where"), where=["lang_score > 0.95"], spark=spark
+    )
     stages = [s.stage for s in out.stats]
     assert stages.index("where") == stages.index("exact_dedup") - 1
     kept = pq.read_table(out.corpus_dir).column("lang_score").to_pylist()
     assert kept and min(kept) > 0.95
     with pytest.raises(ConfigError, match="no_such_column"):
-        run_filter(str(root / "signals"), _config(preset, [], root / "where-bad"), where=["no_such_column > 1"], spark=spark)
+        run_filter(
+            str(root / "signals"), _config(preset, [], root / "where-bad"), where=["no_such_column > 1"], spark=spark
+        )
 
 
 def test_filter_refuses_settings_its_signals_cannot_decide(runs, spark):
@@ -141,11 +173,20 @@ def test_filter_refuses_settings_its_signals_cannot_decide(runs, spark):
     with pytest.raises(ConfigError, match=r"stages.2 \(gopher_repetition\).*cannot be re-decided"):
         run_filter(str(root / "signals"), _config(preset, [], root / "x", ["stages.2.dup_line_frac=0.1"]), spark=spark)
     with pytest.raises(ConfigError, match=r"stages.11 \(minhash_dedup\): num_perm"):
-        run_filter(str(root / "signals"), _config(preset, [], root / "y", ["stages.11.num_perm=64", "stages.11.bands=8"]), spark=spark)
+        run_filter(
+            str(root / "signals"),
+            _config(preset, [], root / "y", ["stages.11.num_perm=64", "stages.11.bands=8"]),
+            spark=spark,
+        )
 
 
 def test_signals_mode_refuses_paragraph_dedup_by_name(tmp_path):
-    config = load_config({"input": {"paths": ["x"]}, "output": {"dir": str(tmp_path)},
-                          "stages": [{"stage": "paragraph_dedup"}, {"stage": "exact_dedup"}]})
+    config = load_config(
+        {
+            "input": {"paths": ["x"]},
+            "output": {"dir": str(tmp_path)},
+            "stages": [{"stage": "paragraph_dedup"}, {"stage": "exact_dedup"}],
+        }
+    )
     with pytest.raises(ConfigError, match=r"stages.0 \(paragraph_dedup\): paragraph_dedup has no signals form"):
         run_signals(config)

@@ -31,18 +31,39 @@ def test_sbatch_script_runs_the_pipeline_on_a_cluster_inside_the_allocation(tmp_
     (shims / "srun").write_text('#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\nexec "$@"\n')
     for shim in shims.iterdir():
         shim.chmod(0o755)
-    subprocess.run([sys.executable, "-m", "pipelines.cli", "demo-data", "--output", str(tmp_path / "input")],
-                   check=True, cwd=ROOT, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "demo-data", "--output", str(tmp_path / "input")],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
     venv = Path(sys.executable).parent.parent
-    env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}", "CCP_VENV": str(venv), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "node001", "SLURM_NNODES": "1", "SLURM_CPUS_PER_TASK": "1",
-           "SLURM_MEM_PER_NODE": "2048", "CCP_CLUSTER_DIR": str(tmp_path / "cluster")}
+    env = {
+        **os.environ,
+        "PATH": f"{shims}:{os.environ['PATH']}",
+        "CCP_VENV": str(venv),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "node001",
+        "SLURM_NNODES": "1",
+        "SLURM_CPUS_PER_TASK": "1",
+        "SLURM_MEM_PER_NODE": "2048",
+        "CCP_CLUSTER_DIR": str(tmp_path / "cluster"),
+    }
     out = tmp_path / "out"
     job = ["bash", str(SBATCH), "ingest", "--input", str(tmp_path / "input" / "demo.warc.gz"), "--output", str(out)]
-    failed = subprocess.run([*job, "--set", "input.batch_sise=50"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    failed = subprocess.run(
+        [*job, "--set", "input.batch_sise=50"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert failed.returncode == 2 and "did you mean 'batch_size'" in failed.stderr  # the job's status is the pipeline's
-    result = subprocess.run([*job, "--set", "input.batch_size=50", "--json"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [*job, "--set", "input.batch_size=50", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     summary = json.loads(result.stdout)
     langid = next(s for s in summary["stages"] if s["stage"] == "langid")

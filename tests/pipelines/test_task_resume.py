@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from resume import crash_in_step, stats_without_timings, step_info
 
 from dataprep.classify.langid import default_model_path
 from dataprep.core.config import load_config
-from dataprep.core.stats import TIMING_FIELDS, ErrorBudgetExceeded
+from dataprep.core.stats import ErrorBudgetExceeded
 from pipelines.pipeline_run import DONE_MARKER, run_pipeline
+from resume import crash_in_step, stats_without_timings, step_info
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
@@ -32,9 +32,12 @@ FIRST, LATER = "00_read-extract", "02_langid"
 
 def _inputs(shared_data: Path) -> list[Path]:
     warc = shared_data / "warc"
-    return [warc / "wget" / "dolma-sample-0000.warc.gz", warc / "wget" / "IAH-urls-wget.warc.gz",
-            warc / "cc-main-2024-22-whirlwind" / "whirlwind.warc.gz",
-            warc / "cc-main-2014-35-head" / "CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc"]
+    return [
+        warc / "wget" / "dolma-sample-0000.warc.gz",
+        warc / "wget" / "IAH-urls-wget.warc.gz",
+        warc / "cc-main-2024-22-whirlwind" / "whirlwind.warc.gz",
+        warc / "cc-main-2014-35-head" / "CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc",
+    ]
 
 
 def _config(out: Path, inputs: list[Path], stages=STAGES):
@@ -72,10 +75,21 @@ def test_ctrl_c_ends_the_run_in_one_line_and_the_same_command_resumes(spark, sha
     """A real SIGINT to the process group (what Ctrl-C sends) while a step runs."""
     out = tmp_path / "out"
     config = tmp_path / "run.yaml"
-    config.write_text(json.dumps({"input": {"paths": [str(p) for p in _inputs(shared_data)]}, "output": {"dir": str(out)}, "stages": STAGES}))
+    config.write_text(
+        json.dumps(
+            {"input": {"paths": [str(p) for p in _inputs(shared_data)]}, "output": {"dir": str(out)}, "stages": STAGES}
+        )
+    )
     code = "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
-    run = subprocess.Popen([sys.executable, "-c", code, "run", str(config)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    run = subprocess.Popen(
+        [sys.executable, "-c", code, "run", str(config)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
     try:
         for line in run.stdout:  # the first step is done, the second one started
             if "step 01_exact_dedup: running" in line:
@@ -85,7 +99,9 @@ def test_ctrl_c_ends_the_run_in_one_line_and_the_same_command_resumes(spark, sha
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
-    said = [line for line in err.splitlines() if line.strip() and "Using incubator modules" not in line]  # the JVM's start-up notice
+    said = [
+        line for line in err.splitlines() if line.strip() and "Using incubator modules" not in line
+    ]  # the JVM's start-up notice
     assert run.returncode == 130, err
     assert len(said) == 1 and "interrupted; to resume, run the same command again" in said[0], err
     assert not (out / "steps" / "02_langid" / DONE_MARKER).exists() and not (out / "corpus").exists()
@@ -117,9 +133,14 @@ def test_a_stage_failing_on_every_document_stops_the_step_early(spark, shared_da
         shutil.copy(sample, inputs / f"{i:02d}-{sample.name}")
     model = tmp_path / "lid.ftz"
     shutil.copy(default_model_path(), model)
-    config = load_config({"input": {"paths": [str(inputs)]}, "output": {"dir": str(tmp_path / "out")},
-                          "error_budget": {"min_errors": 0},
-                          "stages": [{"stage": "extract"}, {"stage": "langid", "model_path": str(model)}]})
+    config = load_config(
+        {
+            "input": {"paths": [str(inputs)]},
+            "output": {"dir": str(tmp_path / "out")},
+            "error_budget": {"min_errors": 0},
+            "stages": [{"stage": "extract"}, {"stage": "langid", "model_path": str(model)}],
+        }
+    )
     model.unlink()  # checked, then lost: every document fails
     with pytest.raises(ErrorBudgetExceeded) as failure:
         run_pipeline(config, spark=spark)
@@ -139,9 +160,17 @@ EXACT, MINHASH, TOKENIZE = "01_exact_dedup", "02_minhash_dedup", "03_tokenize"
 
 
 def _global_config(out: Path, inputs: list[Path], tokenizer: Path):
-    stages = [{"stage": "exact_dedup"}, {"stage": "minhash_dedup", "sample_weights": {"1": 1, "2+": 2}},
-              {"stage": "tokenize", "tokenizer": str(tokenizer), "tokens_per_shard": 20_000, "repeat_by": "sample_weight",
-               "train": {"vocab_size": 800, "sample_documents": 500, "character_coverage": 0.99}}]
+    stages = [
+        {"stage": "exact_dedup"},
+        {"stage": "minhash_dedup", "sample_weights": {"1": 1, "2+": 2}},
+        {
+            "stage": "tokenize",
+            "tokenizer": str(tokenizer),
+            "tokens_per_shard": 20_000,
+            "repeat_by": "sample_weight",
+            "train": {"vocab_size": 800, "sample_documents": 500, "character_coverage": 0.99},
+        },
+    ]
     return _config(out, inputs, stages)
 
 
@@ -152,7 +181,10 @@ def _duplicated_inputs(folder: Path, shared_data: Path) -> list[Path]:
     texts = real_documents(shared_data)
     docs = [{"id": f"doc-{i:03d}", "url": f"https://site/{i}", "text": t} for i, t in enumerate(texts)]
     docs += [{"id": f"exact-{i:03d}", "url": f"https://copy/{i}", "text": texts[i]} for i in range(0, 40, 5)]
-    docs += [{"id": f"near-{i:03d}", "url": f"https://edit/{i}", "text": texts[i].replace(" the ", " a ", 3)} for i in range(2, 40, 7)]
+    docs += [
+        {"id": f"near-{i:03d}", "url": f"https://edit/{i}", "text": texts[i].replace(" the ", " a ", 3)}
+        for i in range(2, 40, 7)
+    ]
     folder.mkdir()
     paths = [folder / f"part-{k}.jsonl" for k in range(4)]
     for k, path in enumerate(paths):
@@ -202,7 +234,9 @@ def test_a_global_step_that_died_deciding_decides_again(spark, tmp_path, uninter
     (out / "steps" / MINHASH / "_DECIDED.json").unlink()  # its finished tasks applied a decision no longer saved
     result = run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
     assert step_info(out, MINHASH)["tasks_reused"] == 0
-    assert _documents(result) == clean_docs and stats_without_timings(out) == clean_stats and _shards(out) == clean_shards
+    assert (
+        _documents(result) == clean_docs and stats_without_timings(out) == clean_stats and _shards(out) == clean_shards
+    )
 
 
 @pytest.mark.parametrize("step", [EXACT, MINHASH])
@@ -226,6 +260,11 @@ def test_a_global_step_that_died_deciding_keeps_its_prepared_tasks(spark, tmp_pa
         marker.unlink()
     capsys.readouterr()
     result = run_pipeline(_global_config(out, inputs, root / "tokenizer"), spark=spark)
-    assert f"step {step}: reusing {len(markers[1::2])} prepared tasks, running {len(markers[::2])}" in capsys.readouterr().out
+    assert (
+        f"step {step}: reusing {len(markers[1::2])} prepared tasks, running {len(markers[::2])}"
+        in capsys.readouterr().out
+    )
     assert not (step_dir / "_prepared").exists()
-    assert _documents(result) == clean_docs and stats_without_timings(out) == clean_stats and _shards(out) == clean_shards
+    assert (
+        _documents(result) == clean_docs and stats_without_timings(out) == clean_stats and _shards(out) == clean_shards
+    )

@@ -11,39 +11,51 @@ import shutil
 
 import pytest
 import yaml
-from tokenizer_texts import load_texts, texts_table
-from train_fixtures import tiny_config
 
-from pipelines.cli import main as dataprep_main
 from dataprep.core.config import ConfigError, load_config
+from dataprep.core.validation import apply_overrides, split_dotted_options
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import train_tokenizer
-from dataprep.core.validation import apply_overrides, split_dotted_options
+from pipelines.cli import main as dataprep_main
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
+from tokenizer_texts import load_texts, texts_table
+from train_fixtures import tiny_config
 
 
 def test_dotted_overrides_reach_nested_keys_and_list_entries():
     data = {"optim": {"lr": 1.0}, "stages": [{"stage": "a"}, {"stage": "b", "x": 1}]}
     out = apply_overrides(data, ["optim.lr=3e-4", "stages.1.x=0.5", "stages.-1.langs=[en, de]", "log.tensorboard=tb"])
-    assert out == {"optim": {"lr": 3e-4}, "log": {"tensorboard": "tb"},
-                   "stages": [{"stage": "a"}, {"stage": "b", "x": 0.5, "langs": ["en", "de"]}]}
+    assert out == {
+        "optim": {"lr": 3e-4},
+        "log": {"tensorboard": "tb"},
+        "stages": [{"stage": "a"}, {"stage": "b", "x": 0.5, "langs": ["en", "de"]}],
+    }
     assert data["optim"]["lr"] == 1.0  # the input is not modified
     conf = {"spark": {"conf": {"spark.executor.memory": "1g"}}}
-    assert apply_overrides(conf, ["spark.conf.spark.executor.memory=4g"]) == {"spark": {"conf": {"spark.executor.memory": "4g"}}}
+    assert apply_overrides(conf, ["spark.conf.spark.executor.memory=4g"]) == {
+        "spark": {"conf": {"spark.executor.memory": "4g"}}
+    }
     with pytest.raises(ConfigError, match="not an index of a list of 2"):
         apply_overrides(data, ["stages.5.x=1"])
     with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
         apply_overrides(data, ["optim.lr"])
     assert split_dotted_options(["cfg.yaml", "--optim.lr", "3e-4", "--log.every_steps=5", "--json"]) == (
-        ["cfg.yaml", "--json"], ["optim.lr=3e-4", "log.every_steps=5"])
+        ["cfg.yaml", "--json"],
+        ["optim.lr=3e-4", "log.every_steps=5"],
+    )
 
 
 def test_pipeline_config_reports_every_problem_at_once_with_suggestions(tmp_path):
-    config = {"input": {"paths": ["x.jsonl"], "batch_sise": 10}, "output": {"compression": "lz4"},
-              "stages": [{"stage": "langid", "languages": ["en"], "treshold": 0.5},
-                         {"stage": "gopher_qualty"},
-                         {"stage": "langid", "threshold": -1}]}
+    config = {
+        "input": {"paths": ["x.jsonl"], "batch_sise": 10},
+        "output": {"compression": "lz4"},
+        "stages": [
+            {"stage": "langid", "languages": ["en"], "treshold": 0.5},
+            {"stage": "gopher_qualty"},
+            {"stage": "langid", "threshold": -1},
+        ],
+    }
     with pytest.raises(ConfigError) as err:
         load_config(config)
     lines = str(err.value).splitlines()
@@ -59,7 +71,9 @@ def test_pipeline_config_reports_every_problem_at_once_with_suggestions(tmp_path
 def test_set_overrides_a_stage_of_an_included_preset_from_another_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no checkout around: the preset comes from the package
     path = tmp_path / "job.yaml"
-    path.write_text("input: {paths: [x.jsonl]}\nstages:\n  - {stage: langid, languages: [en]}\n  - include: fineweb_filters.yaml\n")
+    path.write_text(
+        "input: {paths: [x.jsonl]}\nstages:\n  - {stage: langid, languages: [en]}\n  - include: fineweb_filters.yaml\n"
+    )
     config = load_config(str(path), sets=["stages.0.threshold=0.5", "stages.2.min_doc_words=7", "output.dir=elsewhere"])
     assert config.stages[0].threshold == 0.5 and config.output.dir == "elsewhere"
     assert [s.name for s in config.stages][:2] == ["langid", "gopher_repetition"]
@@ -67,14 +81,16 @@ def test_set_overrides_a_stage_of_an_included_preset_from_another_directory(tmp_
     assert load_config("ingest").stages[0].name == "extract"  # a shipped config by name
     with pytest.raises(ConfigError, match="did you mean 'fineweb'"):
         load_config("finweb")
-    with pytest.raises(ConfigError, match=r"stages\[0\] \(langid\): threshold: Input should be less than or equal to 1"):
+    with pytest.raises(
+        ConfigError, match=r"stages\[0\] \(langid\): threshold: Input should be less than or equal to 1"
+    ):
         load_config(str(path), sets=["stages.0.threshold=5"])
 
 
 def test_stages_reference_shows_choices_bounds_required_and_descriptions(capsys):
     assert dataprep_main(["stages", "extract"]) == 0
     out = capsys.readouterr().out
-    assert "engine: str = \"auto\"  # one of auto, blocks, resiliparse, trafilatura" in out
+    assert 'engine: str = "auto"  # one of auto, blocks, resiliparse, trafilatura' in out
     assert "route_below: float = 0.3  # >= 0.0, <= 1.0" in out
     assert dataprep_main(["stages", "top_fraction", "--json"]) == 0
     (top_fraction,) = json.loads(capsys.readouterr().out)
@@ -101,6 +117,7 @@ def test_config_problems_exit_2_with_one_line_naming_the_cause(tmp_path, capsys)
 
 def test_a_bug_inside_a_command_shows_its_traceback_and_asks_to_be_reported(monkeypatch, capsys):
     """A builtin error a command did not mean to raise is a bug, not the user's mistake: no one-line usage error."""
+
     def lost_key():
         raise KeyError("model_sha256")
 
@@ -126,8 +143,14 @@ def text_data(shared_data, tmp_path_factory):
     tok_dir = str(root / "tokenizer")
     train_tokenizer(texts, tok_dir, vocab_size=500, character_coverage=0.98, seed=1)
     Tokenize(tokenizer=tok_dir, output_dir=str(root / "tokens")).run_local(texts_table(texts))
-    cfg = tiny_config(str(root / "tokens"), root / "run", model={"vocab_size": 512}, max_steps=4,
-                      checkpoint={"every_steps": 4}, log={"val_every_steps": 4, "val_batches": 1})
+    cfg = tiny_config(
+        str(root / "tokens"),
+        root / "run",
+        model={"vocab_size": 512},
+        max_steps=4,
+        checkpoint={"every_steps": 4},
+        log={"val_every_steps": 4, "val_batches": 1},
+    )
     (root / "train.yaml").write_text(yaml.safe_dump(cfg))
     return root
 
@@ -154,7 +177,10 @@ def test_train_validates_overrides_and_every_command_speaks_json(text_data, caps
     monkeypatch.chdir(text_data / "moved")
     assert pretrain_main(["plot", run, "--json"]) == 0
     assert os.path.exists(json.loads(capsys.readouterr().out)["png"])
-    assert pretrain_main(["generate", run, "--prompt", "The", "--max-new-tokens", "3", "--num-samples", "2", "--json"]) == 0
+    assert (
+        pretrain_main(["generate", run, "--prompt", "The", "--max-new-tokens", "3", "--num-samples", "2", "--json"])
+        == 0
+    )
     samples = json.loads(capsys.readouterr().out)["samples"]
     assert len(samples) == 2 and all(s["text"].startswith("The") and 1 <= len(s["tokens"]) <= 3 for s in samples)
     assert pretrain_main(["generate", run, "--max-new-tokens", "-1"]) == 2

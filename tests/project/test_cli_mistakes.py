@@ -24,10 +24,18 @@ CASES = [
     (["run", "ingest", "--input", "FILE", "--output", "OUT", "--set", "input.batch_size=-1"], 2, "input.batch_size"),
     (["run", "ingest", "--input", "FILE", "--output", "OUT", "--set", "stages.9.x=1"], 2, "stages.9"),
     (["demo-data", "--output", "FILE"], 2, "is a file, not a folder"),
-    (["train-ppl-model", "--input", "FILE", "--lang", "en", "--output", "OUT", "--vocab-size", "-5"], 2, "--vocab-size: -5 must be positive"),
+    (
+        ["train-ppl-model", "--input", "FILE", "--lang", "en", "--output", "OUT", "--vocab-size", "-5"],
+        2,
+        "--vocab-size: -5 must be positive",
+    ),
     (["train-ppl-model", "--input", "FILE", "--lang", "en", "--output", "FILE"], 2, "is a file"),
     (["train-tokenizer", "--input", "FILE", "--output", "OUT", "--vocab-size", "5"], 2, "vocab_size"),
-    (["train-tokenizer", "--input", "FILE", "--output", "OUT", "--vocab-size", "600", "--master", "local[x]"], 2, "is not a Spark master"),
+    (
+        ["train-tokenizer", "--input", "FILE", "--output", "OUT", "--vocab-size", "600", "--master", "local[x]"],
+        2,
+        "is not a Spark master",
+    ),
     (["train-classifier", "--input", "FILE", "--output", "OUT/c.bin", "--heldout", "1.5"], 2, "--heldout: 1.5"),
     (["train-classifier", "--input", "FILE", "--output", "OUT/c.bin", "--lr", "nan"], 2, "not a finite number"),
     (["train-classifier", "--input", "MISSING", "--output", "OUT/c.bin"], 2, "matches no file"),
@@ -43,10 +51,14 @@ CASES = [
 
 def _dataprep(args: list[str], cwd) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
-@pytest.mark.parametrize("args, status, expected", CASES, ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "args, status, expected", CASES, ids=[" ".join(c[0][:3]) + f" #{i}" for i, c in enumerate(CASES)]
+)
 def test_a_mistake_is_one_clear_line(args, status, expected, tmp_path):
     (tmp_path / "FILE").write_text('{"text": "a line of text"}\n')
     done = _dataprep(args, tmp_path)
@@ -56,8 +68,14 @@ def test_a_mistake_is_one_clear_line(args, status, expected, tmp_path):
     assert not (tmp_path / "OUT").exists()  # nothing was written
 
 
-@pytest.mark.parametrize("args", [["run", "ingest", "--input", "MISSING", "--json"], ["stages", "langd", "--json"],
-                                  ["run", "ingest", "--master", "x", "--json"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "ingest", "--input", "MISSING", "--json"],
+        ["stages", "langd", "--json"],
+        ["run", "ingest", "--master", "x", "--json"],
+    ],
+)
 def test_json_prints_one_object_on_failure(args, tmp_path):
     done = _dataprep(args, tmp_path)
     assert done.returncode == 2

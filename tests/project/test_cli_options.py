@@ -15,8 +15,24 @@ from pretrain.cli import main as pretrain_main
 
 COMMANDS = [("dataprep", DATAPREP, name) for name in DATAPREP] + [("pretrain", PRETRAIN, name) for name in PRETRAIN]
 # the commands that write files or folders
-WRITERS = {"run", "filter", "demo-data", "train-ppl-model", "arpa export", "arpa import", "train-classifier", "train-tokenizer",
-           "export-nanogpt", "report", "size", "plan", "train", "plot", "export", "ablate"}
+WRITERS = {
+    "run",
+    "filter",
+    "demo-data",
+    "train-ppl-model",
+    "arpa export",
+    "arpa import",
+    "train-classifier",
+    "train-tokenizer",
+    "export-nanogpt",
+    "report",
+    "size",
+    "plan",
+    "train",
+    "plot",
+    "export",
+    "ablate",
+}
 MOST_OPTIONS_PER_SECTION = 12
 
 
@@ -44,7 +60,8 @@ def test_where_to_write_is_spelt_output_and_long_help_has_sections(prog, table, 
         for section in parser._action_groups:
             shown = _visible(section._group_actions)
             assert len(shown) <= MOST_OPTIONS_PER_SECTION, (
-                f"{prog} {line}: {len(shown)} options under {section.title!r}: group them (add_argument_group)")
+                f"{prog} {line}: {len(shown)} options under {section.title!r}: group them (add_argument_group)"
+            )
 
 
 def test_every_writer_is_a_command():
@@ -52,11 +69,14 @@ def test_every_writer_is_a_command():
     assert WRITERS <= lines
 
 
-@pytest.mark.parametrize("command,old,new", [
-    (["train", "cfg.yaml"], "--out-dir", "--output"),
-    (["plan", "1b"], "--out", "--output"),
-    (["size", "1b"], "--out", "--output"),
-])
+@pytest.mark.parametrize(
+    "command,old,new",
+    [
+        (["train", "cfg.yaml"], "--out-dir", "--output"),
+        (["plan", "1b"], "--out", "--output"),
+        (["size", "1b"], "--out", "--output"),
+    ],
+)
 def test_older_spellings_still_parse_to_the_same_option(command, old, new):
     _, parser = command_parser(PRETRAIN, "pretrain", command[0])
     assert parser.parse_args([*command[1:], old, "somewhere"]).output == "somewhere"

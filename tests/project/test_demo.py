@@ -14,8 +14,18 @@ from fastwarc.warc import ArchiveIterator, WarcRecordType
 from dataprep.demo import corpus as demo
 from pipelines.cli import main as dataprep_main
 
-EXPECTED = {"good": 40, "pii": 6, "boilerplate": 8, "spam": 5, "toxic": 3, "blocked_url": 3,
-            "near_duplicate": 6, "exact_duplicate": 2, "non_html": 2, "revisit": 1}
+EXPECTED = {
+    "good": 40,
+    "pii": 6,
+    "boilerplate": 8,
+    "spam": 5,
+    "toxic": 3,
+    "blocked_url": 3,
+    "near_duplicate": 6,
+    "exact_duplicate": 2,
+    "non_html": 2,
+    "revisit": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +123,13 @@ def test_pii_registry_is_complete_and_valid(warc):
     planted = demo.planted_pii()
     kinds = Counter(kind for _, kind, _ in planted)
     assert set(kinds) == {"email", "phone", "ipv4", "ipv6", "credit_card", "iban", "us_ssn", "cn_id"}
-    validators = {"credit_card": _luhn_ok, "iban": _iban_ok, "cn_id": _cn_id_ok,
-                  "ipv4": lambda v: ipaddress.ip_address(v).is_global,
-                  "ipv6": lambda v: ipaddress.ip_address(v).is_global}
+    validators = {
+        "credit_card": _luhn_ok,
+        "iban": _iban_ok,
+        "cn_id": _cn_id_ok,
+        "ipv4": lambda v: ipaddress.ip_address(v).is_global,
+        "ipv6": lambda v: ipaddress.ip_address(v).is_global,
+    }
     responses = _responses(path)
     pages = {p.url: p for p in demo.load_pages()}
     for url, kind, value in planted:
@@ -145,8 +159,15 @@ def test_texts_have_the_promised_shape():
 
 
 def test_bad_asset_is_a_clear_error():
-    page = demo.DemoPage(url="https://x.example/", category="pii", lang="en", site="X", title="T",
-                         text="No data here.", pii=(("email", "a@b.example"),))
+    page = demo.DemoPage(
+        url="https://x.example/",
+        category="pii",
+        lang="en",
+        site="X",
+        title="T",
+        text="No data here.",
+        pii=(("email", "a@b.example"),),
+    )
     with pytest.raises(ValueError, match="planted email"):
         demo._validate([page])
 
@@ -185,16 +206,43 @@ def test_the_demos_model_learns(tmp_path, monkeypatch, capsys):
     root = Path(__file__).resolve().parents[2]
     texts = [p.text for p in demo.load_pages("good")]
     shards = tmp_path / "shards"
-    Tokenize(tokenizer=str(tmp_path / "tokenizer"), output_dir=str(shards), tokens_per_shard=20000,
-             train=TokenizerTraining(vocab_size=2000)).run_local(pa.table({"text": texts}))
+    Tokenize(
+        tokenizer=str(tmp_path / "tokenizer"),
+        output_dir=str(shards),
+        tokens_per_shard=20000,
+        train=TokenizerTraining(vocab_size=2000),
+    ).run_local(pa.table({"text": texts}))
     assert pretrain_main(["budget", "--model", "tiny", "--data", str(shards), "--method", "approach3", "--json"]) == 0
     chinchilla = json.loads(capsys.readouterr().out)["data_constrained"]["chinchilla"]["epochs"]
     epochs = round(min(chinchilla, R_D_STAR))
     assert chinchilla > 50 and epochs == 15  # the corpus, not the compute, limits this model
     run = tmp_path / "train"
-    assert pretrain_main(["plan", "tiny", "--gpus", "1", "--gpu", "cpu", "--peak-flops", "1e11", "--precision", "fp32",
-                          *_demo_array("PLAN_SHAPE"), "--epochs", str(epochs), "--data", str(shards), "--run-dir",
-                          str(run), "--output", str(tmp_path / "train.yaml")]) == 0
+    assert (
+        pretrain_main(
+            [
+                "plan",
+                "tiny",
+                "--gpus",
+                "1",
+                "--gpu",
+                "cpu",
+                "--peak-flops",
+                "1e11",
+                "--precision",
+                "fp32",
+                *_demo_array("PLAN_SHAPE"),
+                "--epochs",
+                str(epochs),
+                "--data",
+                str(shards),
+                "--run-dir",
+                str(run),
+                "--output",
+                str(tmp_path / "train.yaml"),
+            ]
+        )
+        == 0
+    )
     monkeypatch.chdir(root)  # the task file names its items from the checkout's root, as the demo runs
     assert pretrain_main(["train", str(tmp_path / "train.yaml"), *_demo_array("TRAIN_SETTINGS")]) == 0
     records = read_metrics(str(run / "metrics.jsonl"))

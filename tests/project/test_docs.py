@@ -146,18 +146,24 @@ def named_in_docs(text: str, repo_files: set[str]) -> list[str]:
 def test_docs_name_only_files_tests_and_functions_that_exist():
     repo_files = {p.name for folder in TOP_FOLDERS.split("|") for p in (ROOT / folder).rglob("*") if p.is_file()}
     pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "ARCHITECTURE.md"]
-    problems = [f"{page.relative_to(ROOT)}: {problem}" for page in pages
-                for problem in named_in_docs(page.read_text(encoding="utf-8"), repo_files)]
+    problems = [
+        f"{page.relative_to(ROOT)}: {problem}"
+        for page in pages
+        for problem in named_in_docs(page.read_text(encoding="utf-8"), repo_files)
+    ]
     assert problems == [], "docs name what does not exist (fix the name, or NOT_REPO_FILES for a non-file)"
 
 
 def test_the_docs_check_catches_a_function_named_in_a_module_that_only_imports_it():
     """pretrain.planning.plan imports layout_memory from plan_memory, where it is defined."""
-    text = "`pretrain.planning.plan.layout_memory`, `tests/pretrain/planning/test_plan.py::test_nothing_here`, `nope.py`"
+    text = (
+        "`pretrain.planning.plan.layout_memory`, `tests/pretrain/planning/test_plan.py::test_nothing_here`, `nope.py`"
+    )
     assert named_in_docs(text, {"plan.py"}) == [
         "tests/pretrain/planning/test_plan.py::test_nothing_here: no such test",
         "nope.py: no file of that name",
-        "pretrain.planning.plan.layout_memory: pretrain.planning.plan does not define layout_memory"]
+        "pretrain.planning.plan.layout_memory: pretrain.planning.plan does not define layout_memory",
+    ]
     assert named_in_docs("`pretrain.planning.plan_memory.layout_memory` in `pretrain/planning/plan.py`", set()) == []
 
 
@@ -184,8 +190,12 @@ def architecture_map(text: str) -> list[str]:
 
 def package_modules() -> list[str]:
     """Every module of the three packages, folder by folder in the tree's order (``__init__.py`` left out)."""
-    modules = [p.relative_to(ROOT).as_posix() for package in PACKAGES for p in (ROOT / package).rglob("*.py")
-               if p.name != "__init__.py" and "__pycache__" not in p.parts]
+    modules = [
+        p.relative_to(ROOT).as_posix()
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
+    ]
     return sorted(modules, key=lambda path: (path.rsplit("/", 1)[0], path.rsplit("/", 1)[1]))
 
 

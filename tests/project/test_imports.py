@@ -44,7 +44,9 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)
-    return {name: {m for m in _imports(name, path, known) if m in known and m != name} for name, path in modules.items()}
+    return {
+        name: {m for m in _imports(name, path, known) if m in known and m != name} for name, path in modules.items()
+    }
 
 
 def test_the_walk_sees_imports_inside_functions():
@@ -55,8 +57,12 @@ def test_the_walk_sees_imports_inside_functions():
 
 
 def test_imports_go_one_way_between_packages():
-    offending = sorted(f"{module} imports {target}" for module, targets in _graph().items() for target in targets
-                       if target.split(".")[0] in FORBIDDEN[module.split(".")[0]])
+    offending = sorted(
+        f"{module} imports {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if target.split(".")[0] in FORBIDDEN[module.split(".")[0]]
+    )
     assert not offending, "\n".join(offending)
 
 
@@ -117,6 +123,8 @@ def test_tests_share_helpers_through_support_and_leave_bench_to_its_own_tests():
     test_modules = {p.stem for p in tests.rglob("test_*.py")}
     for path in sorted(tests.rglob("*.py")):
         imported = _top_level_imports(path)
-        assert not imported & test_modules, f"{path.relative_to(ROOT)} imports a test module: move the helper to tests/support/"
+        assert not imported & test_modules, (
+            f"{path.relative_to(ROOT)} imports a test module: move the helper to tests/support/"
+        )
         if tests / "bench" not in path.parents:
             assert "bench" not in imported, f"{path.relative_to(ROOT)} imports bench code"

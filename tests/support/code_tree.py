@@ -27,14 +27,17 @@ LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
 OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 SOFTWARE.
 """
-GPL3 = "                    GNU GENERAL PUBLIC LICENSE\n                       Version 3, 29 June 2007\n\n Everyone " "is permitted to copy...\n"
+GPL3 = (
+    "                    GNU GENERAL PUBLIC LICENSE\n                       Version 3, 29 June 2007\n\n Everyone "
+    "is permitted to copy...\n"
+)
 
 # repository/path -> bytes: two repositories (one a git checkout), files of several kinds
 TREE = {
     "tool/LICENSE": MIT.encode(),
     "tool/.git/HEAD": b"ref: refs/heads/main\n",
     "tool/src/app.py": b"def main():\n    return 42\n",
-    "tool/src/lib.rs": b"fn main() { println!(\"hi\"); }\n",
+    "tool/src/lib.rs": b'fn main() { println!("hi"); }\n',
     "tool/bin/run": b"#!/usr/bin/env python3\nprint('run')\n",
     "tool/src/logo.png": b"\x89PNG\r\n\x1a\n\0\0",
     "tool/src/blob.py": b"x = 1\n\0\0\0binary",
@@ -44,9 +47,15 @@ TREE = {
     "gplrepo/COPYING": GPL3.encode(),
     "gplrepo/main.c": b"int main(void) { return 0; }\n",
 }
-EXPECTED_KEPT = {("tool", "src/app.py", "Python", "MIT"), ("tool", "src/lib.rs", "Rust", "MIT"),
-                 ("tool", "bin/run", "Python", "MIT"), ("tool", "LICENSE", None, "MIT"), ("tool", "README", None, "MIT"),
-                 ("gplrepo", "COPYING", None, "GPL-3.0"), ("gplrepo", "main.c", "C", "GPL-3.0")}
+EXPECTED_KEPT = {
+    ("tool", "src/app.py", "Python", "MIT"),
+    ("tool", "src/lib.rs", "Rust", "MIT"),
+    ("tool", "bin/run", "Python", "MIT"),
+    ("tool", "LICENSE", None, "MIT"),
+    ("tool", "README", None, "MIT"),
+    ("gplrepo", "COPYING", None, "GPL-3.0"),
+    ("gplrepo", "main.c", "C", "GPL-3.0"),
+}
 EXPECTED_DROPPED = {"binary": 2, "undecodable": 1, "empty": 1}
 
 

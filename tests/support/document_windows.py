@@ -7,10 +7,10 @@ import os
 
 import numpy as np
 import torch
-from train_fixtures import make_token_dataset
 
 from pretrain.components.dataloader import Loader, Source
 from pretrain.models.llama import Llama
+from train_fixtures import make_token_dataset
 
 
 def packed_window(directory) -> tuple[Source, list[np.ndarray]]:
@@ -47,7 +47,7 @@ def packed_row(source: Source) -> torch.Tensor:
 def within_documents(packed: torch.Tensor, docs: list[np.ndarray]) -> torch.Tensor:
     """The packed window's per-token losses at the predictions ``alone_losses`` makes."""
     starts = np.cumsum([0] + [len(d) for d in docs])
-    return torch.cat([packed[a:b - 1] for a, b in zip(starts[:-1], starts[1:])])
+    return torch.cat([packed[a : b - 1] for a, b in zip(starts[:-1], starts[1:])])
 
 
 def alone_and_packed(model: Llama, source: Source, docs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:

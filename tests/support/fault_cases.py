@@ -15,24 +15,30 @@ from pathlib import Path
 import pyarrow as pa
 
 from dataprep.core.config import InputConfig
-from dataprep.readers import iter_documents
 from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
+from dataprep.readers import iter_documents
 from dataprep.readers.warc_writer import warc_record
 
 GOOD_PAGES = 6
 
 
 def page(i: int) -> bytes:
-    return (f"<html><head><title>Page {i}</title></head><body><article><p>Document number {i} tells a short story "
-            f"about the harbour, the boats and the people who mend their nets every morning.</p></article></body></html>").encode()
+    return (
+        f"<html><head><title>Page {i}</title></head><body><article><p>Document number {i} tells a short story "
+        f"about the harbour, the boats and the people who mend their nets every morning.</p></article></body></html>"
+    ).encode()
 
 
 def response_record(i: int, body: bytes, length_error: int = 0, headers: str = "Content-Type: text/html") -> bytes:
     """One WARC response record; ``length_error`` bytes added to its Content-Length (negative: too short)."""
     http = f"HTTP/1.1 200 OK\r\n{headers}\r\n\r\n".encode() + body
-    fields = {"WARC-Record-ID": f"<urn:uuid:00000000-0000-0000-0000-{i:012d}>", "WARC-Date": "2024-05-18T01:58:10Z",
-              "WARC-Target-URI": f"https://example.org/{i}", "Content-Type": "application/http; msgtype=response"}
+    fields = {
+        "WARC-Record-ID": f"<urn:uuid:00000000-0000-0000-0000-{i:012d}>",
+        "WARC-Date": "2024-05-18T01:58:10Z",
+        "WARC-Target-URI": f"https://example.org/{i}",
+        "Content-Type": "application/http; msgtype=response",
+    }
     return warc_record("response", fields, http, version="1.0", length_error=length_error)
 
 
@@ -52,7 +58,9 @@ def read(path: Path, **cfg) -> dict:
     dropped = concat(r.dropped for r in results) if results else pa.table({})
     payloads = [h or b"" for h in kept.column("html").to_pylist()] if kept.num_rows else []
     return {
-        "kept": [i.rsplit("-", 1)[-1].lstrip("0") or "0" for i in kept.column("id").to_pylist()] if kept.num_rows else [],
+        "kept": [i.rsplit("-", 1)[-1].lstrip("0") or "0" for i in kept.column("id").to_pylist()]
+        if kept.num_rows
+        else [],
         "dropped": dict(Counter(dropped.column(DROP_REASON).to_pylist())) if dropped.num_rows else {},
         "header_text_leaked": any(b"WARC/1.0" in p or b"HTTP/1.1" in p or b"WARC-Type" in p for p in payloads),
         "counters": dict(stats.counters),
@@ -73,7 +81,10 @@ def empty_files(folder: Path) -> dict:
     (folder / "zero.warc").write_bytes(b"")
     (folder / "empty.warc.gz").write_bytes(gzip.compress(b""))
     outcomes = [read(folder / "zero.warc"), read(folder / "empty.warc.gz")]
-    return {"empty_files": sum(o["counters"].get("empty_files", 0) for o in outcomes), "kept": sum(len(o["kept"]) for o in outcomes)}
+    return {
+        "empty_files": sum(o["counters"].get("empty_files", 0) for o in outcomes),
+        "kept": sum(len(o["kept"]) for o in outcomes),
+    }
 
 
 def extract_batch(folder: Path, pages: list[bytes], charset: str | None = None, **params) -> dict:
@@ -81,7 +92,9 @@ def extract_batch(folder: Path, pages: list[bytes], charset: str | None = None, 
     from dataprep.html.extract import Extract
 
     header = "Content-Type: text/html" + (f"; charset={charset}" if charset else "")
-    path = write_warc(folder / "pages.warc.gz", [response_record(i, p, headers=header) for i, p in enumerate(pages)], True)
+    path = write_warc(
+        folder / "pages.warc.gz", [response_record(i, p, headers=header) for i, p in enumerate(pages)], True
+    )
     batch = concat(r.kept for r in iter_documents(str(path), InputConfig()))
     stage = Extract(**params)
     stats = StageStats("extract")
@@ -99,7 +112,9 @@ def extract_batch(folder: Path, pages: list[bytes], charset: str | None = None, 
 def charset_lie(folder: Path) -> dict:
     """Latin-1 bytes that declare UTF-16 (even length, so UTF-16 'decodes' them into CJK garbage)."""
     text = "Café crème brûlée, naïve façade à la carte, déjà vu at the harbour. " * 8
-    body = f"<html><head><meta charset=utf-16></head><body><article><p>{text}</p></article></body></html>".encode("latin-1")
+    body = f"<html><head><meta charset=utf-16></head><body><article><p>{text}</p></article></body></html>".encode(
+        "latin-1"
+    )
     body += b" " * (len(body) % 2)
     return extract_batch(folder, [body], charset="utf-16", engine="resiliparse")
 

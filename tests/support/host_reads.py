@@ -19,6 +19,7 @@ def reads_recorded(where: list):
         def read(self, *args, **kwargs):
             calls.append((where[0], name))
             return method(self, *args, **kwargs)
+
         return read
 
     for name, method in originals.items():

@@ -9,17 +9,31 @@ import subprocess
 import sys
 
 import torch
+
 from train_fixtures import tiny_config
 
 STEPS = 6
-MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 2, "n_heads": 8, "n_kv_heads": 4, "ffn_dim": 64,
-         "max_seq_len": 64}
+MODEL = {
+    "vocab_size": 128,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 8,
+    "n_kv_heads": 4,
+    "ffn_dim": 64,
+    "max_seq_len": 64,
+}
 
 
 def config(data, out, parallel: dict | None = None) -> dict:
-    return tiny_config(data, out, model=MODEL, max_steps=STEPS, parallel=parallel or {},
-                       log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1},
-                       checkpoint={"every_steps": 3, "keep_last": 2})
+    return tiny_config(
+        data,
+        out,
+        model=MODEL,
+        max_steps=STEPS,
+        parallel=parallel or {},
+        log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1},
+        checkpoint={"every_steps": 3, "keep_last": 2},
+    )
 
 
 def run_single_process(cfg: dict) -> None:

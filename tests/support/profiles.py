@@ -6,13 +6,20 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from train_fixtures import tiny_config
 
 
 def profile_config(data, out, **log) -> dict:
-    return tiny_config(data, out, max_steps=4, device="cpu",
-                       log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, **log},
-                       checkpoint={"every_steps": 100, "keep_last": 1}, health={"straggler_every_steps": 0})
+    return tiny_config(
+        data,
+        out,
+        max_steps=4,
+        device="cpu",
+        log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, **log},
+        checkpoint={"every_steps": 100, "keep_last": 1},
+        health={"straggler_every_steps": 0},
+    )
 
 
 def trace_names(path) -> set[str]:

@@ -13,8 +13,15 @@ from pathlib import Path
 
 # Each rule alone: datatrove kwargs that switch every other rule of the filter off.
 GOPHER_Q_OFF = dict(
-    min_doc_words=None, max_doc_words=None, min_avg_word_length=None, max_avg_word_length=None, max_symbol_word_ratio=None,
-    max_bullet_lines_ratio=None, max_ellipsis_lines_ratio=None, max_non_alpha_words_ratio=None, min_stop_words=None,
+    min_doc_words=None,
+    max_doc_words=None,
+    min_avg_word_length=None,
+    max_avg_word_length=None,
+    max_symbol_word_ratio=None,
+    max_bullet_lines_ratio=None,
+    max_ellipsis_lines_ratio=None,
+    max_non_alpha_words_ratio=None,
+    min_stop_words=None,
 )
 GOPHER_Q_RULES = {
     "min_doc_words": {"min_doc_words": 50},
@@ -27,14 +34,24 @@ GOPHER_Q_RULES = {
     "max_non_alpha_words_ratio": {"max_non_alpha_words_ratio": 0.8},
     "min_stop_words": {"min_stop_words": 2},
 }
-GOPHER_R_OFF = dict(dup_line_frac=None, dup_para_frac=None, dup_line_char_frac=None, dup_para_char_frac=None, top_n_grams=(), dup_n_grams=())
+GOPHER_R_OFF = dict(
+    dup_line_frac=None,
+    dup_para_frac=None,
+    dup_line_char_frac=None,
+    dup_para_char_frac=None,
+    top_n_grams=(),
+    dup_n_grams=(),
+)
 GOPHER_R_RULES = {
     "dup_line_frac": {"dup_line_frac": 0.3},
     "dup_para_frac": {"dup_para_frac": 0.3},
     "dup_line_char_frac": {"dup_line_char_frac": 0.2},
     "dup_para_char_frac": {"dup_para_char_frac": 0.2},
     **{f"top_{n}_gram": {"top_n_grams": ((n, f),)} for n, f in ((2, 0.2), (3, 0.18), (4, 0.16))},
-    **{f"dup_{n}_gram": {"dup_n_grams": ((n, f),)} for n, f in ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))},
+    **{
+        f"dup_{n}_gram": {"dup_n_grams": ((n, f),)}
+        for n, f in ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    },
 }
 FINEWEB_OFF = dict(line_punct_thr=0.0, short_line_thr=1.0, char_duplicates_ratio=1.0, new_line_ratio=float("inf"))
 FINEWEB_RULES = {
@@ -68,7 +85,9 @@ def build_texts(shared: Path) -> list[dict]:
         if "malformed" in str(path) or path.name.endswith((".wat", ".wat.gz")):
             continue
         with open(path, "rb") as fh:
-            records = ArchiveIterator(fh, record_types=WarcRecordType.response | WarcRecordType.conversion, parse_http=True)
+            records = ArchiveIterator(
+                fh, record_types=WarcRecordType.response | WarcRecordType.conversion, parse_http=True
+            )
             for record in records:
                 body = record.reader.read()
                 if record.record_type == WarcRecordType.conversion:

@@ -18,8 +18,12 @@ def remote_data_config(path: str, **cache) -> DataConfig:
 
 def rank_loaders(path: str, cache_dir, dp_size: int = 1, **cache):
     """The training loader of every data-parallel rank (and rank 0's validation loader)."""
-    built = [build_loaders(remote_data_config(path, **cache), SEQ, GLOBAL, MICRO, rank, dp_size, cache_dir=str(cache_dir / f"r{rank}"))
-             for rank in range(dp_size)]
+    built = [
+        build_loaders(
+            remote_data_config(path, **cache), SEQ, GLOBAL, MICRO, rank, dp_size, cache_dir=str(cache_dir / f"r{rank}")
+        )
+        for rank in range(dp_size)
+    ]
     return [train for train, _ in built], built[0][1]
 
 

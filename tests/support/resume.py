@@ -12,7 +12,10 @@ from pipelines.pipeline_run import DONE_MARKER, run_pipeline
 
 def stats_without_timings(out: Path) -> list[dict]:
     """stats.json without timings (which differ from run to run)."""
-    return [{k: v for k, v in s.items() if k not in TIMING_FIELDS} for s in json.loads((out / "stats.json").read_text())["stages"]]
+    return [
+        {k: v for k, v in s.items() if k not in TIMING_FIELDS}
+        for s in json.loads((out / "stats.json").read_text())["stages"]
+    ]
 
 
 def step_info(out: Path, step: str) -> dict:
@@ -32,7 +35,7 @@ def crash_in_step(out: Path, step: str, keep_rows_of_one: bool = False) -> int:
     (step_dir / DONE_MARKER).unlink()
     markers = sorted((step_dir / "_stats").glob("part-*.json"))
     assert len(markers) >= 2, "the step needs several tasks for this test"
-    lost = markers[len(markers) // 2:]
+    lost = markers[len(markers) // 2 :]
     for i, marker in enumerate(lost):
         marker.unlink()
         if not (keep_rows_of_one and i == 0):

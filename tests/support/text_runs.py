@@ -7,13 +7,13 @@ import importlib.util
 import os
 
 import pytest
-from tokenizer_texts import load_texts, texts_table
-from train_fixtures import tiny_config
 
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import train_tokenizer
 from pretrain.config import load_train_config
 from pretrain.train import run
+from tokenizer_texts import load_texts, texts_table
+from train_fixtures import tiny_config
 
 
 def require(module: str):
@@ -23,15 +23,20 @@ def require(module: str):
     return pytest.importorskip(module)
 
 
-def make_text_run(shared_data, root, steps: int = 4, add_bos: bool = False, train: dict | None = None,
-                  **model) -> dict:
+def make_text_run(shared_data, root, steps: int = 4, add_bos: bool = False, train: dict | None = None, **model) -> dict:
     """Tokenizer trained on real multilingual text, token shards, and a tiny model trained ``steps`` steps
     (vocab padded beyond the tokenizer's, grouped-query attention); ``train``: more training config keys
     (device, precision)."""
     tokenizer, shards, held_out = make_text_shards(shared_data, root, add_bos)
-    cfg = tiny_config(shards, root / "run", model={"vocab_size": 1024, **model}, max_steps=steps,
-                      checkpoint={"every_steps": steps}, log={"val_every_steps": steps, "val_batches": 2},
-                      **(train or {}))
+    cfg = tiny_config(
+        shards,
+        root / "run",
+        model={"vocab_size": 1024, **model},
+        max_steps=steps,
+        checkpoint={"every_steps": steps},
+        log={"val_every_steps": steps, "val_batches": 2},
+        **(train or {}),
+    )
     run(load_train_config(cfg))
     return {"tokenizer": tokenizer, "shards": shards, "run": str(root / "run"), "held_out": held_out}
 

@@ -21,7 +21,10 @@ EDGE_CASES = [
 
 
 def load_texts(shared_data):
-    lingua = [json.loads(line) for line in open(shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8")]
+    lingua = [
+        json.loads(line)
+        for line in open(shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl", encoding="utf-8")
+    ]
     docs = []
     for name in ("dolma-cc_en_head-0091.jsonl.gz", "dolma-cc-2023-06-documents-000.json.gz"):
         with gzip.open(shared_data / "documents" / name, "rt", encoding="utf-8") as fh:
@@ -34,5 +37,6 @@ def load_texts(shared_data):
 def texts_table(texts):
     n = len(texts)
     return pa.table(
-        {"id": [f"d{i}" for i in range(n)], "url": [""] * n, "date": [""] * n, "source": ["test"] * n, "text": texts}, schema=DOC_SCHEMA
+        {"id": [f"d{i}" for i in range(n)], "url": [""] * n, "date": [""] * n, "source": ["test"] * n, "text": texts},
+        schema=DOC_SCHEMA,
     )

@@ -14,8 +14,15 @@ from dataprep.tokenize.shards import open_dataset, write_shard
 VOCAB = 128
 
 
-def make_token_dataset(directory, n_docs: int = 120, seed: int = 0, n_shards: int = 2, vocab: int = VOCAB,
-                       min_len: int = 3, max_len: int = 120) -> str:
+def make_token_dataset(
+    directory,
+    n_docs: int = 120,
+    seed: int = 0,
+    n_shards: int = 2,
+    vocab: int = VOCAB,
+    min_len: int = 3,
+    max_len: int = 120,
+) -> str:
     """Write ``n_docs`` random documents as shards plus manifest; every document ends with eos (0).
     Tokens follow a fixed random bigram table, so a model can actually learn something."""
     rng = np.random.default_rng(seed)
@@ -31,7 +38,9 @@ def make_token_dataset(directory, n_docs: int = 120, seed: int = 0, n_shards: in
         doc[-1] = 0
         docs.append(doc)
     per = -(-n_docs // n_shards)
-    shards = [write_shard(f"{directory}/part-{i:05d}", docs[i * per:(i + 1) * per], np.uint16) for i in range(n_shards)]
+    shards = [
+        write_shard(f"{directory}/part-{i:05d}", docs[i * per : (i + 1) * per], np.uint16) for i in range(n_shards)
+    ]
     write_manifest(str(directory), build_manifest(shards, {"vocab_size": vocab, "special_ids": {"eos": 0}}, "uint16"))
     return str(directory)
 
@@ -40,8 +49,15 @@ def tiny_config(data_dirs, out_dir, **overrides) -> dict:
     """A training config dict for a model of a few thousand parameters (fast on 2 CPU cores)."""
     data_dirs = data_dirs if isinstance(data_dirs, (list, tuple)) else [data_dirs]
     cfg = {
-        "model": {"vocab_size": VOCAB, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
-                  "ffn_dim": 64, "max_seq_len": 64},
+        "model": {
+            "vocab_size": VOCAB,
+            "d_model": 32,
+            "n_layers": 2,
+            "n_heads": 4,
+            "n_kv_heads": 2,
+            "ffn_dim": 64,
+            "max_seq_len": 64,
+        },
         "data": {"sources": [{"path": str(d)} for d in data_dirs], "val_fraction": 0.1},
         "seq_len": 16,
         "micro_batch_size": 2,

@@ -13,23 +13,39 @@ import pytest
 
 from dataprep.classify.fasttext_classifier import FastTextClassifier
 from dataprep.classify.reference import DCLM_RECIPE, precision_recall_at_shares, read_texts
-from pipelines.cli import main as dataprep_main
 from dataprep.classify.training import split_heldout
 from dataprep.quality.classifier import QualityClassifier
 from dedup_corpus import real_documents
+from pipelines.cli import main as dataprep_main
 from pipelines.sample_texts import read_documents, sample_texts
 
-SMALL = ["--dim", "16", "--bucket", "20000", "--epoch", "30", "--lr", "0.1", "--min-count", "1", "--threads", "1"]  # DCLM's sizes need 100k+ examples
+SMALL = [
+    "--dim",
+    "16",
+    "--bucket",
+    "20000",
+    "--epoch",
+    "30",
+    "--lr",
+    "0.1",
+    "--min-count",
+    "1",
+    "--threads",
+    "1",
+]  # DCLM's sizes need 100k+ examples
 
 
 @pytest.fixture(scope="module")
 def sentences(shared_data):
-    rows = [json.loads(line) for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+    ]
     return {lang: [r["text"] for r in rows if r["lang"] == lang] for lang in ("en", "de")}
 
 
 def _pages(lines: list[str], per_page: int = 5) -> list[str]:
-    return [" ".join(lines[i:i + per_page]) for i in range(0, len(lines) - per_page + 1, per_page)]
+    return [" ".join(lines[i : i + per_page]) for i in range(0, len(lines) - per_page + 1, per_page)]
 
 
 def _write_jsonl(path, texts, field="text"):
@@ -71,12 +87,30 @@ def test_reference_training_prints_heldout_precision_at_kept_shares(spark, share
     assert read_texts([str(reference)])[0] == _pages(sentences["en"])
     crawl = _write_jsonl(tmp_path / "crawl.jsonl", real_documents(shared_data))
     out = tmp_path / "ref.bin"
-    code = dataprep_main(["train-classifier", "--positives", str(reference), "--negatives", crawl, "--negatives-count", "40",
-                          "--heldout", "0.3", "--output", str(out), "--seed", "3", *SMALL])
+    code = dataprep_main(
+        [
+            "train-classifier",
+            "--positives",
+            str(reference),
+            "--negatives",
+            crawl,
+            "--negatives-count",
+            "40",
+            "--heldout",
+            "0.3",
+            "--output",
+            str(out),
+            "--seed",
+            "3",
+            *SMALL,
+        ]
+    )
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert code == 0 and out.exists()
-    assert report["labels"]["cc"] + report["labels"]["hq"] == report["train_examples"] and report["heldout_examples"] == 30
+    assert (
+        report["labels"]["cc"] + report["labels"]["hq"] == report["train_examples"] and report["heldout_examples"] == 30
+    )
     assert {k: report["recipe"][k] for k in ("wordNgrams", "dim")} == {"wordNgrams": 2, "dim": 16}
     assert [row["keep"] for row in report["heldout"]] == [0.1, 0.2, 0.5] and "precision" in captured.err
     # the figures are those of the saved model on the held-out split: the same seeded sample and shuffle,
@@ -89,8 +123,13 @@ def test_reference_training_prints_heldout_precision_at_kept_shares(spark, share
     for row in report["heldout"]:
         kept = [label for score, (_, label) in zip(scores, held) if score > row["threshold"]]
         hits = kept.count("hq")
-        assert (row["kept"], row["precision"], row["recall"]) == (len(kept), round(hits / len(kept), 4), round(hits / reference_total, 4))
+        assert (row["kept"], row["precision"], row["recall"]) == (
+            len(kept),
+            round(hits / len(kept), 4),
+            round(hits / reference_total, 4),
+        )
         assert abs(len(kept) - row["keep"] * len(held)) <= 1  # top_fraction's cut-off: the asked share, up to ties
+
 
 def test_one_model_per_language(spark, sentences, tmp_path, capsys):
     rng = random.Random(0)
@@ -100,11 +139,33 @@ def test_one_model_per_language(spark, sentences, tmp_path, capsys):
         rng.shuffle(words)
         return " ".join(words + ["click", "here", "buy", "now"])
 
-    positives = _write_jsonl(tmp_path / "ref.jsonl", _pages(sentences["en"][:150]) + _pages(sentences["de"][:150]), "body")
-    negatives = _write_jsonl(tmp_path / "neg.jsonl", [salad(p) for p in _pages(sentences["en"][150:]) + _pages(sentences["de"][150:])], "body")
+    positives = _write_jsonl(
+        tmp_path / "ref.jsonl", _pages(sentences["en"][:150]) + _pages(sentences["de"][:150]), "body"
+    )
+    negatives = _write_jsonl(
+        tmp_path / "neg.jsonl",
+        [salad(p) for p in _pages(sentences["en"][150:]) + _pages(sentences["de"][150:])],
+        "body",
+    )
     out = tmp_path / "lang.bin"
-    code = dataprep_main(["train-classifier", "--positives", positives, "--negatives", negatives, "--text-field", "body",
-                          "--languages", "en,de", "--output", str(out), *SMALL, "--lr", "0.05"])
+    code = dataprep_main(
+        [
+            "train-classifier",
+            "--positives",
+            positives,
+            "--negatives",
+            negatives,
+            "--text-field",
+            "body",
+            "--languages",
+            "en,de",
+            "--output",
+            str(out),
+            *SMALL,
+            "--lr",
+            "0.05",
+        ]
+    )
     assert code == 0 and (tmp_path / "lang.en.bin").exists() and (tmp_path / "lang.de.bin").exists()
     assert capsys.readouterr().out.count('"output"') == 2
     # the stage scores each document with its language's model, the others with model_path's
@@ -121,12 +182,24 @@ def test_one_model_per_language(spark, sentences, tmp_path, capsys):
 
 
 def test_the_recipe_is_dclms():
-    assert {k: DCLM_RECIPE[k] for k in ("dim", "lr", "epoch", "wordNgrams", "minCount")} == {"dim": 256, "lr": 0.1, "epoch": 3, "wordNgrams": 2, "minCount": 3}
+    assert {k: DCLM_RECIPE[k] for k in ("dim", "lr", "epoch", "wordNgrams", "minCount")} == {
+        "dim": 256,
+        "lr": 0.1,
+        "epoch": 3,
+        "wordNgrams": 2,
+        "minCount": 3,
+    }
 
 
 def test_precision_and_recall_at_each_kept_share():
-    rows = precision_recall_at_shares([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0], [True, True, False, True] + [False] * 6)
-    assert [(r["kept"], r["precision"], r["recall"]) for r in rows] == [(1, 1.0, 0.3333), (2, 1.0, 0.6667), (5, 0.6, 1.0)]
+    rows = precision_recall_at_shares(
+        [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0], [True, True, False, True] + [False] * 6
+    )
+    assert [(r["kept"], r["precision"], r["recall"]) for r in rows] == [
+        (1, 1.0, 0.3333),
+        (2, 1.0, 0.6667),
+        (5, 0.6, 1.0),
+    ]
 
 
 def test_a_held_out_split_without_positives_reports_null_not_nan():

@@ -13,8 +13,8 @@ import fasttext
 import pyarrow as pa
 import pytest
 
-from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import LanguageID, default_model_path, load_model
+from dataprep.core.config import ConfigError, load_config
 from dataprep.core.stage import DROP_REASON
 
 # lid.176 has no label for these lingua languages (and calls Norwegian Bokmål "no").
@@ -59,10 +59,35 @@ def test_accuracy_on_lingua_sentences(sentences, predictions):
     known = [ok for lang, oks in per_lang.items() if lang not in NOT_IN_LID176 for ok in oks]
     assert sum(known) / len(known) >= 0.88
     accuracy = {lang: sum(oks) / len(oks) for lang, oks in per_lang.items()}
-    for lang in ("en", "de", "fr", "es", "pt", "it", "nl", "ru", "pl", "ja", "ko", "ar", "fa", "hi", "vi", "th", "el", "he", "tr", "uk"):
+    for lang in (
+        "en",
+        "de",
+        "fr",
+        "es",
+        "pt",
+        "it",
+        "nl",
+        "ru",
+        "pl",
+        "ja",
+        "ko",
+        "ar",
+        "fa",
+        "hi",
+        "vi",
+        "th",
+        "el",
+        "he",
+        "tr",
+        "uk",
+    ):
         assert accuracy[lang] >= 0.97, (lang, accuracy[lang])
     assert accuracy["zh"] >= 0.93 and accuracy["cs"] >= 0.9
-    confident = [(s["lang"], lang) for s, lang, score in zip(sentences, langs, scores) if score >= 0.65 and s["lang"] not in NOT_IN_LID176]
+    confident = [
+        (s["lang"], lang)
+        for s, lang, score in zip(sentences, langs, scores)
+        if score >= 0.65 and s["lang"] not in NOT_IN_LID176
+    ]
     assert sum(a == b for a, b in confident) / len(confident) >= 0.96
     assert all(0.0 < score <= 1.0 for score in scores)
 
@@ -72,7 +97,10 @@ def batch(texts: list[str]) -> pa.Table:
 
 
 def test_languages_thresholds_and_columns(sentences):
-    pick = {lang: next(s["text"] for s in sentences if s["lang"] == lang and len(s["text"]) > 80) for lang in ("en", "de", "fr")}
+    pick = {
+        lang: next(s["text"] for s in sentences if s["lang"] == lang and len(s["text"]) > 80)
+        for lang in ("en", "de", "fr")
+    }
     texts = [pick["en"], pick["de"], "Paragraph one.\nAnd a second line\n\nin " + pick["fr"], "", "xq zv 123 ### !!"]
     stage = LanguageID(languages=["en", "fr"], threshold=0.5, second_opinion="none")
     result = stage.apply(batch(texts))
@@ -83,7 +111,9 @@ def test_languages_thresholds_and_columns(sentences):
     assert reasons["1"] == "langid:de" and reasons["3"] == "langid:low_score"
     assert result.kept.column("id").to_pylist() == ["0", "2"]
     # a per-language threshold above any score drops that language only
-    strict_fr = LanguageID(languages=["en", "de", "fr"], threshold=0.5, thresholds={"fr": 1.0}, second_opinion="none").apply(batch(texts[:3]))
+    strict_fr = LanguageID(
+        languages=["en", "de", "fr"], threshold=0.5, thresholds={"fr": 1.0}, second_opinion="none"
+    ).apply(batch(texts[:3]))
     assert strict_fr.kept.column("lang").to_pylist() == ["en", "de"]
     everything = LanguageID(threshold=0.99, second_opinion="none").apply(batch(texts))
     assert everything.kept.num_rows == len(texts)  # empty `languages` keeps every document, whatever its score

@@ -14,13 +14,16 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from dataprep.core.config import ConfigError, load_config
 from dataprep.classify.langid import LanguageID, lingua_installed, uses_lingua
+from dataprep.core.config import ConfigError, load_config
 
 
 @pytest.fixture(scope="module")
 def sentences(shared_data):
-    rows = [json.loads(line) for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+    ]
     return lambda lang, n=30, contains="": [r["text"] for r in rows if r["lang"] == lang and contains in r["text"]][:n]
 
 
@@ -79,7 +82,9 @@ def test_confident_labels_and_long_pages_stay(sentences):
     page = " ".join(sentences("de", 40))
     langs, scores = new.predict([page, ""])
     assert langs == ["de", None] and scores[0] > 0.9 and scores[1] == 0.0
-    out, reasons = LanguageID(second_opinion="lingua", languages=["en"]).process(pa.table({"id": ["0"], "text": [" ".join(sentences("zu", 5))]}))
+    out, reasons = LanguageID(second_opinion="lingua", languages=["en"]).process(
+        pa.table({"id": ["0"], "text": [" ".join(sentences("zu", 5))]})
+    )
     assert reasons == ["langid:zu"]  # not admitted by the English gate
     assert new.take_counters()["lingua_asked"] >= 0
 
@@ -119,8 +124,17 @@ def test_executors_follow_the_choice_made_where_the_stage_was_built(monkeypatch)
 def test_gate_review_names_lingua_sentences_and_only_its_two_verdicts(shared_data):
     """bench/langid/langid_gate_review.yaml (the reviewed view of bench_langid.py) must name sentences the set
     holds under the label it says, or it would quietly review nothing."""
-    review = yaml.safe_load((Path(__file__).resolve().parents[3] / "bench" / "langid" / "langid_gate_review.yaml").read_text(encoding="utf-8"))
-    rows = {(r["lang"], r["text"]) for r in map(json.loads, (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8"))}
+    review = yaml.safe_load(
+        (Path(__file__).resolve().parents[3] / "bench" / "langid" / "langid_gate_review.yaml").read_text(
+            encoding="utf-8"
+        )
+    )
+    rows = {
+        (r["lang"], r["text"])
+        for r in map(
+            json.loads, (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+        )
+    }
     entries = review["changed"] + review["kept"]
     assert [e for e in entries if (e["lang"], e["text"]) not in rows] == []
     assert {e["verdict"] for e in review["changed"]} == {"en", "none"}

@@ -8,13 +8,16 @@ import pyarrow as pa
 import pytest
 
 from dataprep.classify.fasttext_classifier import FastTextClassifier
-from pipelines.cli import main as dataprep_main
 from dataprep.quality.classifier import QualityClassifier
+from pipelines.cli import main as dataprep_main
 
 
 @pytest.fixture(scope="module")
 def sentences(shared_data):
-    rows = [json.loads(line) for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+    ]
     return {lang: [r["text"] for r in rows if r["lang"] == lang] for lang in ("en", "de")}
 
 
@@ -29,7 +32,19 @@ def model_path(sentences, tmp_path_factory):
                 fh.write(json.dumps({"content": text, "quality": label}) + "\n")
         fh.write(json.dumps({"content": "no label"}) + "\n")
     out = tmp / "quality.bin"
-    code = dataprep_main(["train-classifier", "--input", str(data), "--output", str(out), "--text-field", "content", "--label-field", "quality"])
+    code = dataprep_main(
+        [
+            "train-classifier",
+            "--input",
+            str(data),
+            "--output",
+            str(out),
+            "--text-field",
+            "content",
+            "--label-field",
+            "quality",
+        ]
+    )
     assert code == 0 and out.exists()
     return str(out)
 
@@ -80,10 +95,22 @@ def test_bad_model_files_fail_clearly(model_path, tmp_path):
 
 def test_shipped_model_tells_forms_from_prose():
     """The default model (dataprep/assets/quality) scores a newsletter form far below running prose."""
-    form = "\n".join(["Subscribe to our newsletter", "First name", "Last name", "Email address", "Subscribe now",
-                      "You can unsubscribe at any time.", "Privacy policy", "Back to top"])
-    prose = ("The river rises in the hills north of the town and reaches the sea after forty miles. Mills were built "
-             "along its banks in the eighteenth century to grind grain, and by 1850 the town had grown around a bridge.")
+    form = "\n".join(
+        [
+            "Subscribe to our newsletter",
+            "First name",
+            "Last name",
+            "Email address",
+            "Subscribe now",
+            "You can unsubscribe at any time.",
+            "Privacy policy",
+            "Back to top",
+        ]
+    )
+    prose = (
+        "The river rises in the hills north of the town and reaches the sea after forty miles. Mills were built "
+        "along its banks in the eighteenth century to grind grain, and by 1850 the town had grown around a bridge."
+    )
     result = QualityClassifier(threshold=0.5).apply(pa.table({"text": [form, prose]}))
     scores = result.kept.column("quality_score").to_pylist()
     assert result.kept.column("text").to_pylist() == [prose] and scores[0] > 0.5

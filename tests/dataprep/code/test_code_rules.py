@@ -27,7 +27,11 @@ def test_each_rule_drops_with_its_reason_and_plain_code_stays():
         {"text": "var a=1;" * 300, "path": "static/app.js", "language": "JavaScript"},
         {"text": good, "path": "web/node_modules/left-pad/index.py"},
         {"text": "{}", "path": "poetry.lock"},
-        {"text": '{"rows": [' + ", ".join(str(i) for i in range(3000)) + "]}", "path": "data/rows.json", "language": "JSON"},
+        {
+            "text": '{"rows": [' + ", ".join(str(i) for i in range(3000)) + "]}",
+            "path": "data/rows.json",
+            "language": "JSON",
+        },
         {"text": good + "\x00\x01", "path": "pkg/blob.py"},
         {"text": good + "\ufffd" * 5, "path": "pkg/latin.py"},
         {"text": "=" * 50 + "\n" + "-+-" * 20, "path": "pkg/art.py"},

@@ -8,7 +8,7 @@ import pytest
 
 from dataprep.core.config import parse_stages
 
-CONFIG = '''
+CONFIG = """
 aws_access_key_id = "AKIA2E0A8F3B244C9986"
 example_key = "AKIAIOSFODNN7EXAMPLE"
 password = "Tr0ub4dor&3x"
@@ -17,7 +17,7 @@ api_key = "your-api-key-here"
 url = "postgresql://app:q8XnR2vLk4pZ@db.internal/main"
 commit = "9fceb02d0ae598e95dc970b74767f19372d61af8"
 request_id = "3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b"
-'''
+"""
 
 
 def test_secrets_are_replaced_and_counted_and_look_alikes_stay():
@@ -32,7 +32,11 @@ def test_secrets_are_replaced_and_counted_and_look_alikes_stay():
         assert stays in text
     assert out.column("secrets_aws_key")[0].as_py() == 1 and out.column("secrets_password")[0].as_py() == 1
     assert out.column("secrets_count")[0].as_py() == 3
-    assert stage.take_counters() == {"redacted:aws_key": 1, "redacted:password": 1, "redacted:connection_string": 1}  # the stats' counts
+    assert stage.take_counters() == {
+        "redacted:aws_key": 1,
+        "redacted:password": 1,
+        "redacted:connection_string": 1,
+    }  # the stats' counts
 
 
 def test_an_unknown_type_is_a_config_error():

@@ -54,7 +54,11 @@ def test_no_concrete_stage_class_is_left_out():
             yield sub
             yield from subclasses(sub)
 
-    named = {f"{c.__module__}:{c.__qualname__}" for c in subclasses(Stage) if c.__module__.startswith("dataprep.") and isinstance(c.name, str) and c.name}
+    named = {
+        f"{c.__module__}:{c.__qualname__}"
+        for c in subclasses(Stage)
+        if c.__module__.startswith("dataprep.") and isinstance(c.name, str) and c.name
+    }
     assert named and named <= set(registry.STAGE_CLASSES.values())
 
 

@@ -14,8 +14,9 @@ from dataprep.core.stage import DocumentStage, GlobalStage
 
 def _docs(texts: list[str]) -> pa.Table:
     n = len(texts)
-    return pa.table({"id": [str(i) for i in range(n)], "url": [None] * n, "date": [None] * n,
-                     "source": ["t"] * n, "text": texts})
+    return pa.table(
+        {"id": [str(i) for i in range(n)], "url": [None] * n, "date": [None] * n, "source": ["t"] * n, "text": texts}
+    )
 
 
 class _Shouty(DocumentStage):
@@ -73,7 +74,9 @@ def test_a_stage_counts_its_own_events_into_its_stats():
 
 
 def test_extract_reports_pages_routed_to_trafilatura():
-    listing = "<html><body>" + "".join(f'<div><a href="/p{i}">Product {i}</a></div>' for i in range(40)) + "</body></html>"
+    listing = (
+        "<html><body>" + "".join(f'<div><a href="/p{i}">Product {i}</a></div>' for i in range(40)) + "</body></html>"
+    )
     table = _docs([""]).append_column("html", pa.array([listing.encode()], pa.binary()))
     _, (stats,) = run_stages([registry.stage_class("extract")()], table)
     assert stats.counters["routed_to_trafilatura"] == 1
@@ -89,7 +92,9 @@ def test_every_global_stage_is_one_definition_with_a_spark_decision():
         if not issubclass(cls, GlobalStage):
             continue
         found.append(name)
-        assert all("run_local" not in base.__dict__ for base in cls.__mro__ if base is not GlobalStage), f"{name} overrides run_local"
+        assert all("run_local" not in base.__dict__ for base in cls.__mro__ if base is not GlobalStage), (
+            f"{name} overrides run_local"
+        )
         assert cls.decide is not GlobalStage.decide and cls.applier is not GlobalStage.applier, name
         assert cls.prepared_schema is None or cls.prepare is not GlobalStage.prepare, name
         runner = global_runner(cls.model_construct())

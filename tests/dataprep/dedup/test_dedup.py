@@ -51,7 +51,9 @@ def corpus(shared_data) -> dict[str, str | None]:
     docs["zh-a"], docs["zh-b"] = zh, zh[:200] + ("龍" if zh[200] != "龍" else "鳳") + zh[201:]
     ja = _sentences(shared_data, "ja", 12)
     docs["ja-a"], docs["ja-b"] = ja, ja[:-30]  # a copy missing its last sentence or so
-    docs.update({"empty-1": "", "empty-2": "   ", "none-1": None, "word-1": "hello", "word-2": "Hello!", "word-3": "goodbye"})
+    docs.update(
+        {"empty-1": "", "empty-2": "   ", "none-1": None, "word-1": "hello", "word-2": "Hello!", "word-3": "goodbye"}
+    )
     return docs
 
 
@@ -101,8 +103,20 @@ def test_band_optimizer_beats_the_default_layout():
 
 def test_shingle_hashes_are_the_reference_shingles(shared_data):
     """The vectorised hashes hash exactly the shingles that ``shingles`` spells out, in every script."""
-    texts = real_documents(shared_data)[:40] + [_sentences(shared_data, lang, 8) for lang in ("zh", "ja", "th", "ko", "ru", "ar", "hi", "vi")]
-    texts += ["", None, "!!", "one", "a b c d", "a b c d e", "İSTANBUL ΟΔΟΣ", "x\u00ady z\u200bw", "a" * (GROUP_CHARS + 7) + " b c d e f"]
+    texts = real_documents(shared_data)[:40] + [
+        _sentences(shared_data, lang, 8) for lang in ("zh", "ja", "th", "ko", "ru", "ar", "hi", "vi")
+    ]
+    texts += [
+        "",
+        None,
+        "!!",
+        "one",
+        "a b c d",
+        "a b c d e",
+        "İSTANBUL ΟΔΟΣ",
+        "x\u00ady z\u200bw",
+        "a" * (GROUP_CHARS + 7) + " b c d e f",
+    ]
     hashes, offsets = shingle_hashes(texts)
     sets = [set(hashes[a:b].tolist()) for a, b in zip(offsets[:-1], offsets[1:])]
     reference = [set(shingles(normalize(t))) for t in texts]
@@ -110,7 +124,10 @@ def test_shingle_hashes_are_the_reference_shingles(shared_data):
     for i in range(0, len(texts) - 1):  # same overlaps: a shingle hashes alike wherever it occurs
         assert len(sets[i] & sets[i + 1]) == len(reference[i] & reference[i + 1])
     alone = [shingle_hashes([t])[0] for t in texts[-12:]]  # the batch around a text changes nothing
-    assert all(np.array_equal(a, hashes[offsets[i] : offsets[i + 1]]) for i, a in zip(range(len(texts) - 12, len(texts)), alone))
+    assert all(
+        np.array_equal(a, hashes[offsets[i] : offsets[i + 1]])
+        for i, a in zip(range(len(texts) - 12, len(texts)), alone)
+    )
 
 
 def test_signature_agreement_estimates_jaccard(shared_data):
@@ -159,7 +176,9 @@ def test_exact_dedup_keeps_smallest_id(corpus):
 
 
 def _fates(result) -> tuple[set[str], dict[str, str]]:
-    return set(result.kept.column("id").to_pylist()), dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("dup_cluster").to_pylist()))
+    return set(result.kept.column("id").to_pylist()), dict(
+        zip(result.dropped.column("id").to_pylist(), result.dropped.column("dup_cluster").to_pylist())
+    )
 
 
 @pytest.mark.parametrize("verify", ["exact", "signature", "none"])
@@ -253,14 +272,29 @@ def test_spark_verification_modes(spark):
     from pipelines.decisions.minhash_dedup import verified_edges
 
     base = list(range(112))
-    sigs = [("a", base), ("b", base[:100] + [-1] * 12), ("c", base[:100] + [-2] * 12), ("d", base[:110] + [-3] * 2), ("e", base[:60] + [-4] * 52)]
+    sigs = [
+        ("a", base),
+        ("b", base[:100] + [-1] * 12),
+        ("c", base[:100] + [-2] * 12),
+        ("d", base[:110] + [-3] * 2),
+        ("e", base[:60] + [-4] * 52),
+    ]
     sigs = spark.createDataFrame([(i, s, []) for i, s in sigs], "id string, sig array<int>, keys array<bigint>")
     words = [f"w{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(200)]  # digits would all read "0"
     near = words[:100] + ["x"] + words[101:]  # one word in 200 changed: J ~ 0.95
-    texts = {"a": words, "b": near, "c": words[:100] + ["y" + w for w in words[100:]], "d": ["other"] * 9 + words[:50], "e": words}
+    texts = {
+        "a": words,
+        "b": near,
+        "c": words[:100] + ["y" + w for w in words[100:]],
+        "d": ["other"] * 9 + words[:50],
+        "e": words,
+    }
     docs = spark.createDataFrame([(k, " ".join(v)) for k, v in texts.items()], "id string, text string")
     edges = spark.createDataFrame([("a", x) for x in "bcde"], "src string, dst string")
-    found = {mode: sorted(verified_edges(edges, sigs, docs, MinHashDedup(verify=mode)).collect()) for mode in ("signature", "exact")}
+    found = {
+        mode: sorted(verified_edges(edges, sigs, docs, MinHashDedup(verify=mode)).collect())
+        for mode in ("signature", "exact")
+    }
     assert found["signature"] == [("a", "b"), ("a", "c"), ("a", "d")]  # 100 and 110 >= 90 equal
     assert found["exact"] == [("a", "b"), ("a", "d")]  # c: J < 0.8 in the doubtful band; e: rejected outright
 
@@ -275,9 +309,21 @@ def test_spark_exact_matches_local(spark, corpus):
     rows = run_global(spark.createDataFrame(table.to_pandas()).repartition(3), ExactDedup()).collect()
     kept = zip(local.kept.column("id").to_pylist(), local.kept.column("text").to_pylist())
     assert {(r.id, r.text) for r in rows if r.drop_reason is None} == set(kept)
-    assert {r.id: r.exact_cluster_size for r in rows} == dict(zip(*(
-        pa.concat_tables([local.kept.select(["id", "exact_cluster_size"]), local.dropped.select(["id", "exact_cluster_size"])]).column(c).to_pylist()
-        for c in ("id", "exact_cluster_size"))))
+    assert {r.id: r.exact_cluster_size for r in rows} == dict(
+        zip(
+            *(
+                pa.concat_tables(
+                    [
+                        local.kept.select(["id", "exact_cluster_size"]),
+                        local.dropped.select(["id", "exact_cluster_size"]),
+                    ]
+                )
+                .column(c)
+                .to_pylist()
+                for c in ("id", "exact_cluster_size")
+            )
+        )
+    )
     assert {r.id: r.exact_cluster for r in rows if r.drop_reason} == dict(
         zip(local.dropped.column("id").to_pylist(), local.dropped.column("exact_cluster").to_pylist())
     )
@@ -306,7 +352,9 @@ def test_duplicate_aware_sample_weights(spark, corpus):
     local = stage.run_local(doc_table(corpus))
     weights = dict(zip(local.kept.column("id").to_pylist(), local.kept.column("sample_weight").to_pylist()))
     assert weights["nd-a"] == 2.0 and weights["word-3"] == 1.0
-    rows = run_global(spark.createDataFrame(doc_table(corpus).to_pandas()), stage).where("drop_reason is null").collect()
+    rows = (
+        run_global(spark.createDataFrame(doc_table(corpus).to_pandas()), stage).where("drop_reason is null").collect()
+    )
     assert {r.id: r.sample_weight for r in rows} == weights
     with pytest.raises(ValueError, match="overlap"):
         MinHashDedup(sample_weights={"2-5": 2.0, "4+": 1.0})

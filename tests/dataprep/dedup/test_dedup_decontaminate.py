@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.dedup.decontaminate import MATCHED_BY, MATCHES, REASON, Decontaminate, eval_items
 from dataprep.core.runner import run_stages
+from dataprep.dedup.decontaminate import MATCHED_BY, MATCHES, REASON, Decontaminate, eval_items
 from dedup_corpus import doc_table, real_documents
 
 
@@ -38,7 +38,13 @@ def setup(shared_data, tmp_path_factory):
         words = text.split()
         for j in range(2):
             question = " ".join(words[80 * j : 80 * j + 40])
-            items.append({"id": f"q{2 * k + j}", "question": question, "choices": [" ".join(words[80 * j + 40 : 80 * j + 55]), "None of the above"]})
+            items.append(
+                {
+                    "id": f"q{2 * k + j}",
+                    "question": question,
+                    "choices": [" ".join(words[80 * j + 40 : 80 * j + 55]), "None of the above"],
+                }
+            )
     (folder / "mmlu_like.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items), encoding="utf-8")
     zh = _zh_sentences(shared_data, 12)
     pq.write_table(pa.table({"text": zh[:10]}), folder / "cloze_zh.parquet")  # no id column: row numbers
@@ -57,7 +63,10 @@ def test_eval_items_read_every_text_field(setup):
     evals, _ = setup
     items = eval_items(evals, ["question", "choices", "text"], "id")
     assert ("mmlu_like:q3", "None of the above") in items
-    assert sum(1 for i, _ in items if i.startswith("mmlu_like:")) == 60 and sum(1 for i, _ in items if i.startswith("cloze_zh:")) == 10
+    assert (
+        sum(1 for i, _ in items if i.startswith("mmlu_like:")) == 60
+        and sum(1 for i, _ in items if i.startswith("cloze_zh:")) == 10
+    )
 
 
 def test_planted_passage_caught_paraphrase_and_real_text_not(setup):

@@ -50,18 +50,27 @@ def test_run_two_removes_only_its_copies_of_run_one(spark, runs, tmp_path):
 
     run1, run2, run3, planted = runs
     first, second = str(tmp_path / "index-1"), str(tmp_path / "index-2")
-    assert _removed(run_global(spark.createDataFrame(doc_table(run1).to_pandas()), MinHashDedup(save_index=first))) == {}
+    assert (
+        _removed(run_global(spark.createDataFrame(doc_table(run1).to_pandas()), MinHashDedup(save_index=first))) == {}
+    )
     manifest = json.loads((tmp_path / "index-1" / "index.json").read_text())
     assert manifest["rows"] == len(run1) and manifest["config"]["bands"] == 14 and manifest["files"]
     df2 = spark.createDataFrame(doc_table(run2).to_pandas())
     alone = _removed(run_global(df2, MinHashDedup()))
     assert alone == {"b-own-copy": "b-04"}  # per-snapshot dedup, the default: run 1 is not consulted
-    found = [_removed(run_global(df2.repartition(n), MinHashDedup(load_indexes=[first], save_index=second if n == 4 else None))) for n in (1, 4)]
+    found = [
+        _removed(
+            run_global(df2.repartition(n), MinHashDedup(load_indexes=[first], save_index=second if n == 4 else None))
+        )
+        for n in (1, 4)
+    ]
     assert found[0] == found[1] == planted
     json_before = (tmp_path / "index-1" / "index.json").read_text()
     df3 = spark.createDataFrame(doc_table(run3).to_pandas())
     assert _removed(run_global(df3, MinHashDedup(load_indexes=[first, second]))) == {"c-1": "a-07", "c-2": "b-06"}
-    assert (tmp_path / "index-1" / "index.json").read_text() == json_before and open_index(first, MinHashDedup().index_config())
+    assert (tmp_path / "index-1" / "index.json").read_text() == json_before and open_index(
+        first, MinHashDedup().index_config()
+    )
 
 
 def test_exact_index(spark, runs, tmp_path):
@@ -70,8 +79,13 @@ def test_exact_index(spark, runs, tmp_path):
     run1, run2, _, _ = runs
     index = str(tmp_path / "exact")
     run_global(spark.createDataFrame(doc_table(run1).to_pandas()), ExactDedup(save_index=index)).collect()
-    rows = run_global(spark.createDataFrame(doc_table(run2).to_pandas()).repartition(3), ExactDedup(load_indexes=[index])).collect()
-    assert {r.id: r.exact_cluster for r in rows if r.drop_reason} == {"b-exact": "a-12", "a-03": "a-03"}  # near copies stay
+    rows = run_global(
+        spark.createDataFrame(doc_table(run2).to_pandas()).repartition(3), ExactDedup(load_indexes=[index])
+    ).collect()
+    assert {r.id: r.exact_cluster for r in rows if r.drop_reason} == {
+        "b-exact": "a-12",
+        "a-03": "a-03",
+    }  # near copies stay
 
 
 def test_saving_an_index_where_a_persons_files_are_refuses_and_keeps_them(spark, runs, tmp_path):
@@ -83,7 +97,9 @@ def test_saving_an_index_where_a_persons_files_are_refuses_and_keeps_them(spark,
     notes.parent.mkdir(parents=True)
     notes.write_text("my notes")
     with pytest.raises(OutputInUse, match="README.txt"):  # Spark would replace data/ whole
-        run_global(spark.createDataFrame(doc_table(run1).to_pandas()), ExactDedup(save_index=str(tmp_path / "index"))).collect()
+        run_global(
+            spark.createDataFrame(doc_table(run1).to_pandas()), ExactDedup(save_index=str(tmp_path / "index"))
+        ).collect()
     assert notes.read_text() == "my notes"
 
 
@@ -95,7 +111,9 @@ def test_an_index_from_another_configuration_or_damaged_is_refused(spark, runs, 
     run_global(spark.createDataFrame(doc_table(run1).to_pandas()), MinHashDedup(save_index=index)).collect()
     with pytest.raises(DedupIndexError, match="bands: index 14, stage 20.*rows: index 8, stage 5"):
         open_index(index, MinHashDedup(bands=20, rows=5).index_config())
-    with pytest.raises(DedupIndexError, match="another configuration.*stage: index 'minhash_dedup', stage 'exact_dedup'"):
+    with pytest.raises(
+        DedupIndexError, match="another configuration.*stage: index 'minhash_dedup', stage 'exact_dedup'"
+    ):
         open_index(index, ExactDedup().index_config())
     damaged = tmp_path / "damaged"
     shutil.copytree(index, damaged)

@@ -54,12 +54,16 @@ def test_boilerplate_lines_are_cut_and_rare_lines_kept(planted):
     stage = ParagraphDedup(keep="none", max_documents=5, min_remaining_chars=20)
     result = stage.run_local(doc_table(docs))
     kept = _texts(result)
-    assert dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist())) == {"only-boilerplate": REASON}
+    assert dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist())) == {
+        "only-boilerplate": REASON
+    }
     assert not any(line in text for text in kept.values() for line in boilerplate)
     held = _holders(docs)
     for doc, text in kept.items():  # exactly the lines held by at most 5 documents remain, in order
         expected = [line for line in docs[doc].split("\n") if len(held.get(normalize(line), ())) <= 5]
-        assert [line for line in text.split("\n") if normalize(line)] == [line for line in expected if normalize(line)], doc
+        assert [line for line in text.split("\n") if normalize(line)] == [
+            line for line in expected if normalize(line)
+        ], doc
     untouched = [d for d in kept if all(len(held.get(normalize(line), ())) <= 5 for line in docs[d].split("\n"))]
     assert len(untouched) > 100 and all(kept[d] == docs[d] for d in untouched)  # byte for byte
     counters = stage.take_counters()
@@ -96,7 +100,11 @@ def test_segments_rebuild_the_text():
     for unit in ("line", "paragraph", "sentence"):
         segments, separators = split_segments(text, unit)
         assert "".join(s + sep for s, sep in zip(segments, separators + [""])) == text
-    assert split_segments(text, "paragraph")[0] == ["Title", "First paragraph.\nStill first.", "Second. 第二段。结束！\n"]
+    assert split_segments(text, "paragraph")[0] == [
+        "Title",
+        "First paragraph.\nStill first.",
+        "Second. 第二段。结束！\n",
+    ]
 
 
 @pytest.mark.parametrize("broadcast", [True, False], ids=["broadcast", "shuffle-join"])
@@ -111,12 +119,20 @@ def test_spark_matches_local_for_any_partitioning(spark, planted, monkeypatch, b
     local_stage = ParagraphDedup(keep="none", max_documents=5)
     local = local_stage.run_local(table)
     local_counters = local_stage.take_counters()
-    expected = {**{i: (t, None) for i, t in _texts(local).items()}, **{i: (None, r) for i, r in zip(local.dropped.column("id").to_pylist(), local.dropped.column("drop_reason").to_pylist())}}
+    expected = {
+        **{i: (t, None) for i, t in _texts(local).items()},
+        **{
+            i: (None, r)
+            for i, r in zip(local.dropped.column("id").to_pylist(), local.dropped.column("drop_reason").to_pylist())
+        },
+    }
     df = spark.createDataFrame(table.to_pandas())
     for partitions in (1, 4):
         stage = ParagraphDedup(keep="none", max_documents=5)
         out = run_global(df.repartition(partitions), stage)
-        assert ("BroadcastHashJoin" if broadcast else "SortMergeJoin") in out._jdf.queryExecution().executedPlan().toString()
+        assert (
+            "BroadcastHashJoin" if broadcast else "SortMergeJoin"
+        ) in out._jdf.queryExecution().executedPlan().toString()
         rows = out.collect()
         assert {r.id: (None if r.drop_reason else r.text, r.drop_reason) for r in rows} == expected
         assert all(r.drop_stage == "paragraph_dedup" for r in rows if r.drop_reason)

@@ -32,7 +32,11 @@ def _variants(url: str) -> list[str]:
     other = "http" if scheme == "https" else "https"
     host, _, path = rest.partition("/")
     www = host[4:] if host.startswith("www.") else "www." + host
-    return [f"{other}://{host}/{path}", f"{scheme}://{www.upper()}/{path}#comments", f"{scheme}://{host}/{path}" + ("&" if "?" in path else "?") + "utm_source=feed"]
+    return [
+        f"{other}://{host}/{path}",
+        f"{scheme}://{www.upper()}/{path}#comments",
+        f"{scheme}://{host}/{path}" + ("&" if "?" in path else "?") + "utm_source=feed",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -90,5 +94,7 @@ def test_spark_matches_local_for_any_partitioning(spark, crawl):
     for partitions in (1, 4):
         rows = run_global(df.repartition(partitions), UrlDedup()).collect()
         assert {r.id for r in rows if r.drop_reason is None} == _kept(local)
-        assert {(r.id, r.text) for r in rows if r.drop_reason is None} == set(zip(*(local.kept.column(c).to_pylist() for c in ("id", "text"))))
+        assert {(r.id, r.text) for r in rows if r.drop_reason is None} == set(
+            zip(*(local.kept.column(c).to_pylist() for c in ("id", "text")))
+        )
         assert {r.id: r.url_cluster for r in rows if r.drop_reason} == expected

@@ -7,11 +7,11 @@ import random
 
 import numpy as np
 import pytest
-from dedup_corpus import real_documents
 
-from near_duplicates import mutate
 from dataprep.dedup.minhash import MinHashDedup, collision_probability
 from dataprep.dedup.normalize import normalize, shingles
+from dedup_corpus import real_documents
+from near_duplicates import mutate
 
 datasketch = pytest.importorskip("datasketch")
 

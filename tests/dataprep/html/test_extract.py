@@ -7,14 +7,21 @@ import json
 
 import pyarrow as pa
 import pytest
-from snippets import snippet_scores
 
-from dataprep.html.boilerplate import BOILERPLATE_NAMES, drop_marked_elements, main_blocks, marked_names, parse_blocks, render
 from dataprep.core.config import InputConfig
+from dataprep.core.stage import DROP_REASON, concat
+from dataprep.html.boilerplate import (
+    BOILERPLATE_NAMES,
+    drop_marked_elements,
+    main_blocks,
+    marked_names,
+    parse_blocks,
+    render,
+)
 from dataprep.html.charset import decode_html
 from dataprep.html.extract import Extract
 from dataprep.readers import iter_documents
-from dataprep.core.stage import DROP_REASON, concat
+from snippets import snippet_scores
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +60,12 @@ def extract_texts(engine: str, gold: list[dict], html: list[bytes]) -> tuple[lis
 #   trafilatura           0.900 / 0.925  (0.912 / 0.939 on the every-4th-page sample tested here: ~5x slower than auto)
 @pytest.mark.parametrize(
     "engine,min_found,min_absent,max_empty",
-    [("auto", 0.90, 0.925, 0.0), ("blocks", 0.87, 0.92, 0.03), ("resiliparse", 0.93, 0.73, 0.03), ("trafilatura", 0.88, 0.90, 0.03)],
+    [
+        ("auto", 0.90, 0.925, 0.0),
+        ("blocks", 0.87, 0.92, 0.03),
+        ("resiliparse", 0.93, 0.73, 0.03),
+        ("trafilatura", 0.88, 0.90, 0.03),
+    ],
 )
 def test_extraction_quality_on_annotated_pages(eval_pages, engine, min_found, min_absent, max_empty):
     gold, html = eval_pages
@@ -76,10 +88,10 @@ def test_block_rules_drop_link_lists_bylines_and_the_tail():
             "<h1>Title of the story</h1>",
             "By Jane Doe, 3 May 2024",  # loose text on a page written in <p>: byline
             "<p>" + "The first paragraph of the article says something long enough to count. " * 3 + "</p>",
-            '<p>Short one<br>\nover two lines &amp; an entity.</p>',
+            "<p>Short one<br>\nover two lines &amp; an entity.</p>",
             "<h2>Related</h2>",
             '<ul>\n  <li><a href="/a">Another story with a long title</a></li>\n  <li><a href="/b">And one '
-            'more</a></li>\n</ul>',
+            "more</a></li>\n</ul>",
             "<p>" + "The last paragraph of the article is long as well, and it ends here. " * 2 + "</p>",
             "<p>Share this.</p>",
             "<p>Sign up for our newsletter</p>",
@@ -90,7 +102,11 @@ def test_block_rules_drop_link_lists_bylines_and_the_tail():
     assert [b.tag for b in blocks] == ["h", "text", "p", "p", "h", "li", "li", "p", "p", "p", "h"]
     assert blocks[3].text == "Short one\nover two lines & an entity." and blocks[5].link_density == 1.0
     text = render(blocks, main_blocks(blocks))
-    assert text.startswith("Title of the story\n\nThe first paragraph") and "Short one" in text and "The last paragraph" in text
+    assert (
+        text.startswith("Title of the story\n\nThe first paragraph")
+        and "Short one" in text
+        and "The last paragraph" in text
+    )
     for boilerplate in ("Jane Doe", "Related", "Another story", "newsletter", "Comments"):
         assert boilerplate not in text
     assert "Share this." in text  # one block after the last paragraph stays (a closing line is often text)
@@ -99,7 +115,9 @@ def test_block_rules_drop_link_lists_bylines_and_the_tail():
 def test_marked_boilerplate_elements_go_but_marked_wrappers_of_the_article_stay():
     from resiliparse.parse.html import HTMLTree
 
-    article = "".join(f"<p>Paragraph {i} of the article, long enough to be the main text of this page.</p>" for i in range(6))
+    article = "".join(
+        f"<p>Paragraph {i} of the article, long enough to be the main text of this page.</p>" for i in range(6)
+    )
     page = (
         '<html><body><div class="elementor-widget-wrap">'  # a template wrapper named "widget" holding the article
         f'<article><h1>Title</h1><div class="byline">By Jane Doe</div>{article}'
@@ -121,7 +139,10 @@ def test_marked_boilerplate_elements_go_but_marked_wrappers_of_the_article_stay(
 
 def test_marked_names_are_read_from_class_and_id_values_as_the_parser_reads_them():
     assert marked_names('<div CLASS="Site-SIDEBAR"><p id=newsletterBox>x</p></div>') == ("newsletter", "sidebar")
-    assert marked_names("<div class = 'wp-caption'  >x</div><div data-x=1 id\n=\nfooter>y</div>") == ("caption", "footer")
+    assert marked_names("<div class = 'wp-caption'  >x</div><div data-x=1 id\n=\nfooter>y</div>") == (
+        "caption",
+        "footer",
+    )
     assert marked_names('<div title="a"class="share-bar">x</div>') == ("share",)  # no space before the name
     assert marked_names('<div class="side&#98;ar promo&#x2D;box">x</div>') == ("promo", "sidebar")  # references
     # a quote inside a script opens a false "value" that runs over the real markup: the attributes inside still count
@@ -143,7 +164,9 @@ def test_marked_elements_found_over_the_page_names_are_those_found_over_every_na
         skipped += len(BOILERPLATE_NAMES) - len(names)
         every, own = HTMLTree.parse(page), HTMLTree.parse(page)
         assert drop_marked_elements(every, BOILERPLATE_NAMES) == drop_marked_elements(own, names)
-        assert stage._resiliparse(every, False, "minimal_html", True) == stage._resiliparse(own, False, "minimal_html", True)
+        assert stage._resiliparse(every, False, "minimal_html", True) == stage._resiliparse(
+            own, False, "minimal_html", True
+        )
     assert skipped > 10 * len(eval_pages[1])  # most names are absent from most pages
 
 
@@ -153,8 +176,10 @@ def test_article_pages_keep_main_text_in_any_script(sentences_by_lang, lang):
     sents = [s.strip() for s in sentences_by_lang[lang][:20]]
     links = "".join(f'<li><a href="/{i}">{s[:50]}</a></li>' for i, s in enumerate(sents[12:18]))
     paragraphs = "".join(f"<p>{' '.join(sents[i : i + 3])}</p>" for i in range(0, 12, 3))
-    page = (f"<html><body><nav><ul>{links}</ul></nav><article>{paragraphs}</article>"
-            f"<aside><ul>{links}</ul></aside></body></html>")
+    page = (
+        f"<html><body><nav><ul>{links}</ul></nav><article>{paragraphs}</article>"
+        f"<aside><ul>{links}</ul></aside></body></html>"
+    )
     text = " ".join(Extract().apply(html_batch([page.encode()])).kept.column("text")[0].as_py().split())
     assert all(" ".join(s.split()) in text for s in sents[:12])
     assert sents[12][:50] not in text
@@ -221,11 +246,20 @@ def sentences(sentences_by_lang):
 
 @pytest.mark.parametrize(
     "lang,encoding,python_codec",
-    [("zh", "gbk", "gbk"), ("zh", "gb2312", "gbk"), ("ru", "windows-1251", "cp1251"), ("ru", "koi8-r", "koi8-r"), ("ja", "shift_jis", "shift_jis"), ("de", "iso-8859-1", "cp1252")],
+    [
+        ("zh", "gbk", "gbk"),
+        ("zh", "gb2312", "gbk"),
+        ("ru", "windows-1251", "cp1251"),
+        ("ru", "koi8-r", "koi8-r"),
+        ("ja", "shift_jis", "shift_jis"),
+        ("de", "iso-8859-1", "cp1252"),
+    ],
 )
 @pytest.mark.parametrize("declared", ["right", "missing", "wrong"])
 def test_charsets_declared_missing_or_wrong(sentences, lang, encoding, python_codec, declared):
-    raw = f"<html><head><title>t</title></head><body><p>{sentences[lang]}</p></body></html>".encode(encoding, errors="ignore")
+    raw = f"<html><head><title>t</title></head><body><p>{sentences[lang]}</p></body></html>".encode(
+        encoding, errors="ignore"
+    )
     expected = " ".join(raw.decode(python_codec).split("<p>")[1].split("</p>")[0].split())
     charset = {"right": encoding, "missing": None, "wrong": "utf-8"}[declared]
     assert " ".join(decode_html(raw, charset).split()).count(expected) == 1
@@ -243,7 +277,9 @@ def test_mostly_utf8_page_with_stray_latin1_bytes_stays_utf8(eval_pages):
 
 
 def test_meta_charset_without_http_header(sentences):
-    raw = f'<html><head><meta charset="windows-1251"></head><body><p>{sentences["ru"]}</p></body></html>'.encode("cp1251", errors="ignore")
+    raw = f'<html><head><meta charset="windows-1251"></head><body><p>{sentences["ru"]}</p></body></html>'.encode(
+        "cp1251", errors="ignore"
+    )
     assert sentences["ru"][:40] in decode_html(raw, None)
 
 
@@ -252,14 +288,25 @@ def test_text_documents_pass_through_and_payload_columns_go():
         {
             "id": ["wet", "html", "empty-html", "nothing"],
             "text": ["Already extracted text.", None, None, None],
-            "html": pa.array([None, b"<html><body><p>Hello from the page body, a real paragraph.</p></body></html>", b"<html></html>", None], pa.binary()),
+            "html": pa.array(
+                [
+                    None,
+                    b"<html><body><p>Hello from the page body, a real paragraph.</p></body></html>",
+                    b"<html></html>",
+                    None,
+                ],
+                pa.binary(),
+            ),
             "charset": [None, "utf-8", None, None],
             "cc_lang": ["eng", None, None, None],
         }
     )
     stage = Extract(main_content=False)
     result = stage.apply(batch)
-    assert result.kept.column("text").to_pylist() == ["Already extracted text.", "Hello from the page body, a real paragraph."]
+    assert result.kept.column("text").to_pylist() == [
+        "Already extracted text.",
+        "Hello from the page body, a real paragraph.",
+    ]
     assert result.kept.schema == stage.output_schema(batch.schema)
     assert "html" not in result.kept.column_names and "cc_lang" in result.kept.column_names
     assert result.dropped.column(DROP_REASON).to_pylist() == ["extract:empty", "extract:empty"]

@@ -12,12 +12,12 @@ import json
 
 import numpy as np
 import pytest
-from tokenizer_texts import load_texts
 
-from pipelines.cli import main as dataprep_main
 from dataprep.quality.arpa import kenlm_token_logprobs, load_kenlm, read_arpa, write_arpa
 from dataprep.quality.ngram_lm import pack, unpack
 from dataprep.quality.perplexity import PerplexityModel, train_model
+from pipelines.cli import main as dataprep_main
+from tokenizer_texts import load_texts
 
 
 def _train(shared_data, folder, order: int):
@@ -96,7 +96,9 @@ def test_hand_written_arpa_follows_back_off_semantics(model, tmp_path):
     (tmp_path / "tiny.arpa").write_text(
         "\\data\\\nngram 1=5\nngram 2=2\n\n\\1-grams:\n"
         f"-99\t<s>\t-0.5\n-1.0\t</s>\n-0.7\t{a}\t-0.3\n-0.9\t{b}\n-2.0\t<unk>\n\n"
-        f"\\2-grams:\n-0.2\t<s> {a}\n-0.1\t{a} {b}\n\n\\end\\\n", encoding="utf-8")
+        f"\\2-grams:\n-0.2\t<s> {a}\n-0.1\t{a} {b}\n\n\\end\\\n",
+        encoding="utf-8",
+    )
     lm = read_arpa(str(tmp_path / "tiny.arpa"), sp)
     assert lm.order == 2 and x not in (a, b)
     logp, _ = lm.token_logprobs([[10, 11, 12], [11, 10]])
@@ -116,8 +118,24 @@ def test_cli_round_trip_gives_a_model_directory_with_the_same_perplexities(model
     reference = tmp_path / "ref.jsonl"
     reference.write_text("".join(json.dumps({"text": t}) + "\n" for t in held))
     out = str(tmp_path / "imported")
-    assert dataprep_main(["arpa", "import", arpa, "--sp-model", f"{ppl.directory}/sp.model", "--lang", "en",
-                          "--reference", str(reference), "--output", out]) == 0
+    assert (
+        dataprep_main(
+            [
+                "arpa",
+                "import",
+                arpa,
+                "--sp-model",
+                f"{ppl.directory}/sp.model",
+                "--lang",
+                "en",
+                "--reference",
+                str(reference),
+                "--output",
+                out,
+            ]
+        )
+        == 0
+    )
     imported = PerplexityModel.load(out)
     assert np.allclose(imported.perplexities(held), ppl.perplexities(held), rtol=1e-4)
 
@@ -129,8 +147,25 @@ def test_import_with_kenlm_scores_through_the_package_or_the_same_numbers_withou
     reference = tmp_path / "ref.jsonl"
     reference.write_text("".join(json.dumps({"text": t}) + "\n" for t in held))
     out = str(tmp_path / "imported")
-    assert dataprep_main(["arpa", "import", arpa, "--sp-model", f"{ppl.directory}/sp.model", "--lang", "en",
-                          "--reference", str(reference), "--output", out, "--kenlm"]) == 0
+    assert (
+        dataprep_main(
+            [
+                "arpa",
+                "import",
+                arpa,
+                "--sp-model",
+                f"{ppl.directory}/sp.model",
+                "--lang",
+                "en",
+                "--reference",
+                str(reference),
+                "--output",
+                out,
+                "--kenlm",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["kenlm"] == "lm.arpa"
     loaded = PerplexityModel.load(out)
     without = PerplexityModel(out, loaded.meta, loaded.sp, loaded.lm, use_kenlm=False)

@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines.cli import main as dataprep_main
 from dataprep.quality.ngram_lm import NGramLM
 from dataprep.quality.perplexity import Perplexity, PerplexityModel, load_model
+from pipelines.cli import main as dataprep_main
 
 BOILERPLATE = [
     "302 Found\n\nnginx/1.1.19",
@@ -31,7 +31,10 @@ def _reference(shared_data) -> list[str]:
             docs += [json.loads(line)["text"] for line in fh]
     for name in ("redpajama-cc-2023-06-refined.jsonl", "redpajama-c4-refined.jsonl"):
         docs += [json.loads(line)["text"] for line in (shared_data / "documents" / name).open(encoding="utf-8")]
-    rows = [json.loads(line) for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+    ]
     english = [r["text"] for r in rows if r["lang"] == "en"]
     return docs + [" ".join(english[i : i + 5]) for i in range(0, len(english), 5)]
 
@@ -49,7 +52,22 @@ def model_dir(shared_data, tmp_path_factory):
             fh.write(json.dumps({"text": docs[i]}) + "\n")
         fh.write("not json\n")  # a bad line is counted and skipped
     out = tmp / "model_en"
-    assert dataprep_main(["train-ppl-model", "--input", str(train_path), "--lang", "en", "--output", str(out), "--vocab-size", "2000"]) == 0
+    assert (
+        dataprep_main(
+            [
+                "train-ppl-model",
+                "--input",
+                str(train_path),
+                "--lang",
+                "en",
+                "--output",
+                str(out),
+                "--vocab-size",
+                "2000",
+            ]
+        )
+        == 0
+    )
     return str(out), [docs[i] for i in order[:12]]
 
 
@@ -115,7 +133,20 @@ def test_bad_model_files_fail_clearly(model_dir, tmp_path):
         PerplexityModel.load(str(broken))
     with pytest.raises(ValueError, match="model_dir"):
         Perplexity()
-    assert dataprep_main(["train-ppl-model", "--input", str(tmp_path / "missing.jsonl"), "--lang", "en", "--output", str(tmp_path / "m")]) == 2
+    assert (
+        dataprep_main(
+            [
+                "train-ppl-model",
+                "--input",
+                str(tmp_path / "missing.jsonl"),
+                "--lang",
+                "en",
+                "--output",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 2
+    )
 
 
 def test_retraining_into_a_folder_replaces_only_the_models_own_files(shared_data, tmp_path, capsys):

@@ -4,23 +4,31 @@ and Japanese ruby readings kept out of the text."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
 import logging
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
 from dataprep.html.extract import Extract
-from dataprep.quality.gopher import GopherQuality, GopherRepetition
 from dataprep.quality import languages
-from dataprep.quality.languages import LANGUAGES, LanguageSettings, add_language, count_sentences, language_settings, split_words
+from dataprep.quality.gopher import GopherQuality, GopherRepetition
+from dataprep.quality.languages import (
+    LANGUAGES,
+    LanguageSettings,
+    add_language,
+    count_sentences,
+    language_settings,
+    split_words,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
-PAGES = {p["id"]: p for p in yaml.safe_load((ROOT / "tests" / "data" / "safety_pages.yaml").read_text(encoding="utf-8"))}
+PAGES = {
+    p["id"]: p for p in yaml.safe_load((ROOT / "tests" / "data" / "safety_pages.yaml").read_text(encoding="utf-8"))
+}
 
 
 def test_shipped_languages_have_settings():
@@ -50,7 +58,9 @@ def test_japanese_is_counted_in_sudachi_words(shared_data):
     sentences = _japanese_sentences(shared_data)
     text = "".join(sentences[:40])  # a paragraph of real web prose, ~1,800 characters
     n_words, n_chars = len(split_words(text, "ja")), len(languages.split_words_cjk(text))
-    assert count_sentences(text, "ja") * 10 < n_words < 0.7 * n_chars  # about 24 words a sentence, 1.7 characters a word
+    assert (
+        count_sentences(text, "ja") * 10 < n_words < 0.7 * n_chars
+    )  # about 24 words a sentence, 1.7 characters a word
     assert GopherQuality(language="ja").decide(text, "ja")[0] is None
     assert GopherRepetition(language="ja").decide(text, "ja")[0] is None
     # the stop-word rule (2 of の に は を た が ...) holds in nearly every sentence, and every paragraph passes
@@ -60,7 +70,10 @@ def test_japanese_is_counted_in_sudachi_words(shared_data):
     assert all(GopherQuality(language="ja").decide(p, "ja")[0] is None for p in paragraphs)
     # 50 words is now a real minimum: the first two sentences (88 characters, 47 words) are too few
     two = "".join(sentences[:2])
-    assert len(languages.split_words_cjk(two)) >= 50 and GopherQuality(language="ja").decide(two, "ja")[0] == "gopher_short_doc"
+    assert (
+        len(languages.split_words_cjk(two)) >= 50
+        and GopherQuality(language="ja").decide(two, "ja")[0] == "gopher_short_doc"
+    )
     # SudachiPy refuses inputs over 49,149 bytes; a long page is cut into pieces first
     assert len(split_words("\n".join([text] * 20), "ja")) == 20 * n_words
 
@@ -110,14 +123,22 @@ def stop_words_of(code: str) -> set[str]:
 
 
 def test_japanese_ruby_readings_are_not_inlined():
-    sentence = ("<ruby>漢字<rp>(</rp><rt>かんじ</rt><rp>)</rp></ruby>は中国から伝わった文字です。"
-                "<ruby>東京<rt>とうきょう</ruby>は首都です。")
+    sentence = (
+        "<ruby>漢字<rp>(</rp><rt>かんじ</rt><rp>)</rp></ruby>は中国から伝わった文字です。"
+        "<ruby>東京<rt>とうきょう</ruby>は首都です。"
+    )
     html = f"<html><body><article><h1>漢字</h1><p>{sentence * 5}</p></article></body></html>"
     for engine in ("blocks", "resiliparse", "trafilatura"):
         text = Extract(engine=engine).extract(html)
         assert "漢字は中国" in text and "かんじ" not in text and "とうきょう" not in text, engine
     assert "かんじ" in Extract(ruby_readings=True).extract(html)
-    upper = html.replace("<rt>", "<RT>").replace("</rt>", "</RT>").replace("<rp>", "<RP>").replace("</rp>", "</RP>").replace("ruby>", "RUBY>")
+    upper = (
+        html.replace("<rt>", "<RT>")
+        .replace("</rt>", "</RT>")
+        .replace("<rp>", "<RP>")
+        .replace("</rp>", "</RP>")
+        .replace("ruby>", "RUBY>")
+    )
     text = Extract().extract(upper)
     assert "かんじ" not in text and "漢字は中国" in text
 

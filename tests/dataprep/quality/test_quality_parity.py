@@ -1,7 +1,8 @@
 """Parity with datatrove 0.10.1: every rule's keep/drop decision (and reason) on real pages.
 
 The expected decisions were produced by bench/quality/quality_golden.py running datatrove's own filters; the
-texts are rebuilt here from ../shared/data (tests/support/quality_parity.py) (their sha1 is in the golden file), so datatrove is not
+texts are rebuilt here from ../shared/data (tests/support/quality_parity.py) (their sha1 is in the golden file),
+so datatrove is not
 needed to run this test.
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
 import quality_parity as golden_mod
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
@@ -69,7 +71,9 @@ def test_gopher_repetition_parity(corpus, rule):
     texts, golden = corpus
     params = {} if rule == "all" else {**golden_mod.GOPHER_R_OFF, **golden_mod.GOPHER_R_RULES[rule]}
     stage = GopherRepetition(**_ours(params))
-    _compare(f"gopher_repetition/{rule}", stage, [t["text"] for t in texts], [g["gopher_repetition"][rule] for g in golden])
+    _compare(
+        f"gopher_repetition/{rule}", stage, [t["text"] for t in texts], [g["gopher_repetition"][rule] for g in golden]
+    )
 
 
 @pytest.mark.parametrize("rule", ["all", *golden_mod.FINEWEB_RULES])

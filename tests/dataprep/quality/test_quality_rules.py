@@ -69,7 +69,11 @@ def test_prose_passes_every_stage():
         ({}, ("incomprehensibilities " * 60), "gopher_above_avg_threshold"),
         ({}, PROSE + " #tag" * 30, "gopher_too_many_hashes"),
         ({}, PROSE + " wait..." * 30, "gopher_too_many_ellipsis"),
-        ({}, "\n".join(f"- item {i} of the list with the words and that" for i in range(40)), "gopher_too_many_bullets"),
+        (
+            {},
+            "\n".join(f"- item {i} of the list with the words and that" for i in range(40)),
+            "gopher_too_many_bullets",
+        ),
         ({}, PROSE + "\n" + "\n".join(["and so it goes…"] * 10), "gopher_too_many_end_ellipsis"),
         ({}, PROSE + " 123 456 789 = 42 %" * 40, "gopher_below_alpha_threshold"),
         ({}, "lorem ipsum dolor sit amet consectetur adipiscing elit sed do " * 10, "gopher_enough_stop_words"),
@@ -93,7 +97,15 @@ def test_gopher_repetition_rules(text, reason):
     assert GopherRepetition().decide(text, "en")[0] == reason
 
 
-@pytest.mark.parametrize("text", [PROSE, PROSE + " " + PROSE[: len(PROSE) // 3], " ".join(f"w{i % 7} v{i}" for i in range(200)), "a b c d e a b c d f a b c d e"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        PROSE,
+        PROSE + " " + PROSE[: len(PROSE) // 3],
+        " ".join(f"w{i % 7} v{i}" for i in range(200)),
+        "a b c d e a b c d f a b c d e",
+    ],
+)
 def test_repeated_n_gram_counts_do_not_depend_on_what_was_asked_before(text):
     """duplicate_chars stops looking beyond the first n with no repeated n-gram: every count is still
     the one a fresh instance gives, asked in any order."""
@@ -153,18 +165,32 @@ def test_word_split_matches_spacy_behaviour():
 
 @pytest.fixture(scope="module")
 def lingua(shared_data):
-    rows = [json.loads(line) for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")]
+    rows = [
+        json.loads(line)
+        for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
+    ]
     return lambda lang, n=40: "\n".join([r["text"] for r in rows if r["lang"] == lang][:n])
 
 
 def test_chinese_pages_are_not_dropped_for_too_few_words(lingua, shared_data):
     from resiliparse.extract.html2text import extract_plain_text
 
-    page = shared_data / "html" / "trafilatura-eval" / "pages" / "banyuetan.org.1000200033136171577956287380194268_1.html.gz"
+    page = (
+        shared_data
+        / "html"
+        / "trafilatura-eval"
+        / "pages"
+        / "banyuetan.org.1000200033136171577956287380194268_1.html.gz"
+    )
     article = extract_plain_text(gzip.decompress(page.read_bytes()).decode("utf-8", "replace"), main_content=True)
     for text in (lingua("zh"), article):
         assert len(split_words(text, "zh")) > 300
-        for stage in (GopherQuality(language="zh"), GopherRepetition(language="zh"), FineWebQuality(language="zh"), C4Quality(language="zh")):
+        for stage in (
+            GopherQuality(language="zh"),
+            GopherRepetition(language="zh"),
+            FineWebQuality(language="zh"),
+            C4Quality(language="zh"),
+        ):
             assert stage.apply(_batch([text])).kept.num_rows == 1, stage.name
         # whitespace word splitting would have dropped it
         assert GopherQuality().decide(text, "en")[0] == "gopher_short_doc"
@@ -183,7 +209,9 @@ def test_quality_presets_load():
         stages = yaml.safe_load((ROOT / "configs" / "pipeline" / name).read_text())["stages"]
         config = load_config({"stages": stages})
         assert [s.name for s in config.stages][:2] == ["gopher_repetition", "gopher_quality"]
-    fineweb = load_config({"stages": yaml.safe_load((ROOT / "configs/pipeline/fineweb_filters.yaml").read_text())["stages"]})
+    fineweb = load_config(
+        {"stages": yaml.safe_load((ROOT / "configs/pipeline/fineweb_filters.yaml").read_text())["stages"]}
+    )
     assert fineweb.stages[2].filter_no_terminal_punct is False
 
 
@@ -207,14 +235,16 @@ def test_numbers_count_as_words_only_when_asked():
 def test_keyword_stuffing_and_navigation_residue():
     stuffed = " ".join(["Cheap plumber in Springfield, the best Springfield plumber for Springfield homes."] * 8)
     assert GopherRepetition(max_top_word_frac=0.08).decide(stuffed, "en")[0] == "top_word"
-    prose = "\n".join([
-        "The river rises in the hills north of the town and reaches the sea after forty miles.",
-        "Mills were built along its banks in the eighteenth century to grind grain and full cloth.",
-        "By 1850 the town had grown around a bridge that carried the main road across the water.",
-        "Floods in the winter of 1894 destroyed that bridge and several houses near the quay.",
-        "A stone bridge replaced it three years later, paid for by a subscription among merchants.",
-        "Today walkers follow a path beside the river from the old mill to the estuary marshes.",
-    ])
+    prose = "\n".join(
+        [
+            "The river rises in the hills north of the town and reaches the sea after forty miles.",
+            "Mills were built along its banks in the eighteenth century to grind grain and full cloth.",
+            "By 1850 the town had grown around a bridge that carried the main road across the water.",
+            "Floods in the winter of 1894 destroyed that bridge and several houses near the quay.",
+            "A stone bridge replaced it three years later, paid for by a subscription among merchants.",
+            "Today walkers follow a path beside the river from the old mill to the estuary marshes.",
+        ]
+    )
     with_menus = prose.replace("\n", "\nShare\nReply\n")
     assert GopherRepetition().decide(with_menus, "en")[0] is not None  # FineWeb's rule counts the menus
     assert GopherRepetition(min_line_words=4).decide(with_menus, "en")[0] is None
@@ -222,7 +252,10 @@ def test_keyword_stuffing_and_navigation_residue():
 
 def test_doubled_lead_is_collapsed_but_spam_repeats_are_not():
     lead = "Seit 2019 waschen wir Lastwagen an der A31 in Rhede, auf vier Waschstraßen, an sieben Tagen der Woche."
-    body = "Für Spezialfahrzeuge steht rund um die Uhr eine Waschstraße zur Selbstbedienung bereit, auch für Viehtransporter."
+    body = (
+        "Für Spezialfahrzeuge steht rund um die Uhr eine Waschstraße zur Selbstbedienung bereit, "
+        "auch für Viehtransporter."
+    )
     page = "\n\n".join([lead, lead, body, "Anfahrt über die Ausfahrt Rhede, dann zwei Kilometer Richtung Norden."])
     assert collapse_doubled_lines(page).count(lead) == 1
     spam = "\n".join([lead] * 3 + [body])
@@ -234,48 +267,88 @@ def test_doubled_lead_is_collapsed_but_spam_repeats_are_not():
 
 def test_ngram_repetition_waits_for_enough_words():
     title = "La perte des terres fertiles et les éléphants en Guinée-Conakry"
-    short = f"{title} | Environnement\n\n{title}\n\nUne étude de l'Institut de recherche pour le développement à Dakar le montre."
+    short = (
+        f"{title} | Environnement\n\n{title}\n\n"
+        "Une étude de l'Institut de recherche pour le développement à Dakar le montre."
+    )
     assert GopherRepetition().decide(short, "fr")[0].endswith(("_gram", "_n_grams"))
     assert GopherRepetition(min_ngram_words=100).decide(short, "fr")[0] is None
 
 
 def test_short_lines_judged_by_characters():
-    method = ("Haferdrink mit Haferflocken, Vanille und Zimt in einem Topf aufkochen und zehn Minuten quellen lassen. "
-              "Nüsse trocken in einer Pfanne anrösten. Äpfel waschen, halbieren, entkernen und in kleine Würfel schneiden.")
-    serve = "Den Brei mit den Äpfeln und den Nüssen in zwei Schalen anrichten, nach Belieben mit Zimt bestreuen und warm servieren."
+    method = (
+        "Haferdrink mit Haferflocken, Vanille und Zimt in einem Topf aufkochen und zehn Minuten quellen lassen. "
+        "Nüsse trocken in einer Pfanne anrösten. Äpfel waschen, halbieren, entkernen und in kleine Würfel schneiden."
+    )
+    serve = (
+        "Den Brei mit den Äpfeln und den Nüssen in zwei Schalen anrichten, "
+        "nach Belieben mit Zimt bestreuen und warm servieren."
+    )
     recipe = "\n".join(["300 ml", "80 g", "1 Prise", "3 EL", "2 EL", "Zutaten", method, serve])
     assert FineWebQuality().decide(recipe, "de")[0] == "short_line_ratio"
     assert FineWebQuality(short_line_share="chars", short_line_thr=0.5).decide(recipe, "de")[0] is None
-    menu = "\n".join(["Startseite", "Impressum", "Datenschutz", "Kontakt", "Suche", "Zurück", "Wir verwenden Cookies auf dieser Website."])
+    menu = "\n".join(
+        [
+            "Startseite",
+            "Impressum",
+            "Datenschutz",
+            "Kontakt",
+            "Suche",
+            "Zurück",
+            "Wir verwenden Cookies auf dieser Website.",
+        ]
+    )
     assert FineWebQuality(short_line_share="chars", short_line_thr=0.5).decide(menu, "de")[0] == "short_line_ratio"
 
 
 def test_line_punctuation_judged_by_characters_and_sentences_held():
-    article = "\n".join([
-        "Sport", "Vereinsnachrichten", "12. März 2023", "Von Jana Petersen", "Lesezeit: 3 Minuten", "Teilen", "Drucken",
-        "Die Jahreshauptversammlung des Turnvereins fand am Freitag im Gemeindehaus statt, rund sechzig Mitglieder kamen. "
-        "Der Vorstand berichtete von einem Jahr mit mehr Kursen, einer neuen Halle und deutlich höheren Energiekosten. "
-        "Die Kasse ist trotzdem ausgeglichen, der Beitrag bleibt gleich (Foto: Verein)",
-        "Im Herbst beginnt ein Kurs für Kinder ab vier Jahren, Anmeldungen nimmt die Geschäftsstelle entgegen.",
-    ])
+    article = "\n".join(
+        [
+            "Sport",
+            "Vereinsnachrichten",
+            "12. März 2023",
+            "Von Jana Petersen",
+            "Lesezeit: 3 Minuten",
+            "Teilen",
+            "Drucken",
+            "Die Jahreshauptversammlung des Turnvereins fand am Freitag im Gemeindehaus statt, "
+            "rund sechzig Mitglieder kamen. "
+            "Der Vorstand berichtete von einem Jahr mit mehr Kursen, einer neuen Halle "
+            "und deutlich höheren Energiekosten. "
+            "Die Kasse ist trotzdem ausgeglichen, der Beitrag bleibt gleich (Foto: Verein)",
+            "Im Herbst beginnt ein Kurs für Kinder ab vier Jahren, Anmeldungen nimmt die Geschäftsstelle entgegen.",
+        ]
+    )
 
     def few_stops(stage, text):
         return stage.decide(text, "de")[0] == "line_punct_ratio"
 
     assert few_stops(FineWebQuality(), article)  # 1 of 9 lines ends with a stop
-    by_chars, holds = FineWebQuality(line_punct_share="chars"), FineWebQuality(line_punct_share="chars", line_punct_test="holds")
+    by_chars, holds = (
+        FineWebQuality(line_punct_share="chars"),
+        FineWebQuality(line_punct_share="chars", line_punct_test="holds"),
+    )
     assert not few_stops(by_chars, article)
     trailing = article.replace("entgegen.", "entgegen (Stand: März)")  # no line ends with a stop now
     assert few_stops(by_chars, trailing) and not few_stops(holds, trailing)
-    listing = "\n".join(f"Wohnung mit {i} Zimmern, 3.5 km zum Zentrum, www.example.com/{i}, Preis {i * 100} EUR" for i in range(20))
+    listing = "\n".join(
+        f"Wohnung mit {i} Zimmern, 3.5 km zum Zentrum, www.example.com/{i}, Preis {i * 100} EUR" for i in range(20)
+    )
     assert few_stops(holds, listing)
-    assert [holds._ends_sentence(line) for line in ["Er sagte: „Ja.“", "(see above.)", "Done! 🎉", "version 3.5", "example.com"]] == [True, True, True, False, False]
+    assert [
+        holds._ends_sentence(line)
+        for line in ["Er sagte: „Ja.“", "(see above.)", "Done! 🎉", "version 3.5", "example.com"]
+    ] == [True, True, True, False, False]
 
 
 def test_stop_words_of_an_unlisted_language():
-    swedish = ("Kommunen bygger en ny skola i centrum som ska stå klar nästa höst. Arbetet börjar i maj, "
-               "och under tiden flyttar eleverna till tillfälliga lokaler vid idrottsplatsen. ") * 4
+    swedish = (
+        "Kommunen bygger en ny skola i centrum som ska stå klar nästa höst. Arbetet börjar i maj, "
+        "och under tiden flyttar eleverna till tillfälliga lokaler vid idrottsplatsen. "
+    ) * 4
     assert GopherQuality().decide(swedish, "sv")[0] == "gopher_enough_stop_words"  # judged by English's list
     assert GopherQuality(stop_words_unlisted="skip").decide(swedish, "sv")[0] is None
     english_words_missing = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. " * 8
-    assert GopherQuality(stop_words_unlisted="skip").decide(english_words_missing, "en")[0] == "gopher_enough_stop_words"
+    assert (
+        GopherQuality(stop_words_unlisted="skip").decide(english_words_missing, "en")[0] == "gopher_enough_stop_words"
+    )

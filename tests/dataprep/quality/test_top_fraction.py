@@ -15,8 +15,8 @@ from dataprep.core.config import load_config
 from dataprep.core.runner import run_stages
 from dataprep.quality.top_fraction import ALL, NO_SCORE, REASON, TopFraction
 from dedup_corpus import real_documents
-from pipelines.pipeline_run import run_pipeline
 from pipelines.global_runners import run_global
+from pipelines.pipeline_run import run_pipeline
 
 
 def _scored(n: int, seed: int = 0) -> pa.Table:
@@ -70,22 +70,42 @@ def test_large_groups_stay_within_the_stated_relative_error(spark):
 
 def test_cutoffs_reach_stats_and_a_rerun_with_them_keeps_the_same_documents(spark, shared_data, tmp_path):
     texts = real_documents(shared_data)[:40]
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"id": f"p{i:03d}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    stages = [{"stage": "langid"}, {"stage": "quality_classifier"}, {"stage": "top_fraction", "score": "quality_score", "keep": 0.5}]
-    config = load_config({"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "a")}, "stages": stages})
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"id": f"p{i:03d}", "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    stages = [
+        {"stage": "langid"},
+        {"stage": "quality_classifier"},
+        {"stage": "top_fraction", "score": "quality_score", "keep": 0.5},
+    ]
+    config = load_config(
+        {"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "a")}, "stages": stages}
+    )
     corpus = set(pq.read_table(run_pipeline(config, spark=spark).corpus_dir).column("id").to_pylist())
     stats = {s["stage"]: s for s in json.loads((tmp_path / "a" / "stats.json").read_text())["stages"]}["top_fraction"]
     assert stats["notes"]["relative_error"] == {ALL: 0.0} and stats["docs_kept"] == len(corpus) == 20
     assert stats["dropped"] == {REASON: 20}
     cutoff = stats["notes"]["cutoffs"][ALL]
 
-    local, _ = run_stages(load_config({"stages": stages}).stages, pa.table({"id": [f"p{i:03d}" for i in range(40)], "url": [None] * 40,
-                                                                              "date": [None] * 40, "source": ["t"] * 40, "text": texts}))
+    local, _ = run_stages(
+        load_config({"stages": stages}).stages,
+        pa.table(
+            {
+                "id": [f"p{i:03d}" for i in range(40)],
+                "url": [None] * 40,
+                "date": [None] * 40,
+                "source": ["t"] * 40,
+                "text": texts,
+            }
+        ),
+    )
     assert set(local.kept.column("id").to_pylist()) == corpus
     assert min(local.kept.column("quality_score").to_pylist()) > cutoff
 
     pinned = stages[:2] + [{**stages[2], "cutoffs": {ALL: cutoff}}]
-    config = load_config({"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "b")}, "stages": pinned})
+    config = load_config(
+        {"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "b")}, "stages": pinned}
+    )
     assert set(pq.read_table(run_pipeline(config, spark=spark).corpus_dir).column("id").to_pylist()) == corpus
     with pytest.raises(ValueError, match="cutoffs must be"):
         TopFraction(score="s", keep=0.1, cutoffs={"en": 0.5})
@@ -105,7 +125,17 @@ def test_dclm_preset_runs_rules_then_the_classifier_top_tenth(shared_data):
     select = config.stages[-2:]
     assert select[1].keep == 0.1 and not select[1].by_language
     texts = real_documents(shared_data)[:30]
-    table = pa.table({"id": [f"p{i:02d}" for i in range(30)], "url": [None] * 30, "date": [None] * 30, "source": ["t"] * 30, "text": texts})
+    table = pa.table(
+        {
+            "id": [f"p{i:02d}" for i in range(30)],
+            "url": [None] * 30,
+            "date": [None] * 30,
+            "source": ["t"] * 30,
+            "text": texts,
+        }
+    )
     result, stats = run_stages(select, table)
     assert result.kept.num_rows == 3
-    assert {s.stage: s for s in stats}["top_fraction"].notes["cutoffs"][ALL] < min(result.kept.column("dclm_score").to_pylist())
+    assert {s.stage: s for s in stats}["top_fraction"].notes["cutoffs"][ALL] < min(
+        result.kept.column("dclm_score").to_pylist()
+    )

@@ -11,24 +11,46 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from archives import tar_bytes
 from dataprep.core.config import InputConfig, load_config
 from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
 from dataprep.readers import detect_format, iter_documents
 from dataprep.readers.arxiv import clean_tex
 from pipelines.pipeline_run import run_pipeline
-from archives import tar_bytes
 from resume import rerun_after_a_crash
 
 PAPER = Path(__file__).resolve().parents[2] / "data/arxiv/2401.00001"
-KEPT = ["\\section{Introduction}", "Tide tables are old, but TideNet{} learns them from data.",
-        "We train TideNet{} on \\textsc{HarbourSet}{} and report the error $\\epsilon_{\\mathrm{tide}}$ in "
-        "percent, where 5\\% is good.",
-        "\\section{Method}", "The model minimises $\\norm{x - y}$ over the \\textsc{HarbourSet}{} harbours.",
-        "\\subsection{Training}", "Each harbour gives one series; the error $\\epsilon_{\\mathrm{tide}}$ is measured hourly."]
-GONE = ["\\documentclass", "\\usepackage", "\\newcommand", "\\def", "\\maketitle", "abstract", "We predict tides",
-        "TODO", "trailing comment", "unused draft", "thebibliography", "bibitem", "Admiralty", "\\end{document}",
-        "\\model", "\\data", "\\err", "\\full"]
+KEPT = [
+    "\\section{Introduction}",
+    "Tide tables are old, but TideNet{} learns them from data.",
+    "We train TideNet{} on \\textsc{HarbourSet}{} and report the error $\\epsilon_{\\mathrm{tide}}$ in "
+    "percent, where 5\\% is good.",
+    "\\section{Method}",
+    "The model minimises $\\norm{x - y}$ over the \\textsc{HarbourSet}{} harbours.",
+    "\\subsection{Training}",
+    "Each harbour gives one series; the error $\\epsilon_{\\mathrm{tide}}$ is measured hourly.",
+]
+GONE = [
+    "\\documentclass",
+    "\\usepackage",
+    "\\newcommand",
+    "\\def",
+    "\\maketitle",
+    "abstract",
+    "We predict tides",
+    "TODO",
+    "trailing comment",
+    "unused draft",
+    "thebibliography",
+    "bibitem",
+    "Admiralty",
+    "\\end{document}",
+    "\\model",
+    "\\data",
+    "\\err",
+    "\\full",
+]
 
 
 def paper_files() -> dict[str, bytes]:
@@ -50,7 +72,11 @@ def test_paper_keeps_its_sections_with_macros_expanded(tmp_path):
     assert detect_format(str(path)) == "arxiv"
     kept, dropped = read_all(path)
     row = kept.to_pylist()[0]
-    assert (row["id"], row["url"], row["source_kind"]) == ("arxiv-2401.00001", "https://arxiv.org/abs/2401.00001", "arxiv")
+    assert (row["id"], row["url"], row["source_kind"]) == (
+        "arxiv-2401.00001",
+        "https://arxiv.org/abs/2401.00001",
+        "arxiv",
+    )
     text = row["text"]
     assert [k for k in KEPT if k not in text] == [] and [g for g in GONE if g in text] == []
     assert text.index("\\section{Introduction}") < text.index("\\section{Method}")
@@ -58,8 +84,12 @@ def test_paper_keeps_its_sections_with_macros_expanded(tmp_path):
 
 
 def test_binary_files_and_figures_are_counted_and_the_paper_kept(tmp_path):
-    files = {**paper_files(), "figure.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "plot.eps.gz": gzip.compress(b"%!PS"),
-             "notes.tex": b"\0\x01\x02binary"}
+    files = {
+        **paper_files(),
+        "figure.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+        "plot.eps.gz": gzip.compress(b"%!PS"),
+        "notes.tex": b"\0\x01\x02binary",
+    }
     path = tmp_path / "2401.00001.tar.gz"
     path.write_bytes(tar_bytes(files))
     stats = StageStats("read")
@@ -73,9 +103,11 @@ def test_binary_files_and_figures_are_counted_and_the_paper_kept(tmp_path):
 
 def test_bulk_archive_of_papers_and_a_cut_one(tmp_path):
     single = b"\\documentclass{article}\\begin{document}\\section{Only}One file, \\x.\\end{document}\n"
-    papers = {"2401/2401.00001.gz": gzip.compress(tar_bytes(paper_files(), "w")),
-              "2401/2401.00002.gz": gzip.compress(b"\\def\\x{expanded}\n" + single),
-              "2401/2401.00003.gz": gzip.compress(b"\\documentclass{article} No sections at all.")}
+    papers = {
+        "2401/2401.00001.gz": gzip.compress(tar_bytes(paper_files(), "w")),
+        "2401/2401.00002.gz": gzip.compress(b"\\def\\x{expanded}\n" + single),
+        "2401/2401.00003.gz": gzip.compress(b"\\documentclass{article} No sections at all."),
+    }
     bulk = tmp_path / "arXiv_src_2401_001.tar"
     bulk.write_bytes(tar_bytes(papers, "w"))
     kept, dropped = read_all(bulk)
@@ -91,8 +123,10 @@ def test_bulk_archive_of_papers_and_a_cut_one(tmp_path):
 
 
 def test_macro_and_comment_edge_cases():
-    tex = ("\\newcommand*{\\a}{A}\\renewcommand{\\b}{\\a{}B}\\newcommand{\\f}[1]{#1}\n"
-           "\\section{S} \\b, \\ab, \\f{x}. 50\\% off % gone\n% gone too\nkept\n\\appendix\n\\section{Proofs}")
+    tex = (
+        "\\newcommand*{\\a}{A}\\renewcommand{\\b}{\\a{}B}\\newcommand{\\f}[1]{#1}\n"
+        "\\section{S} \\b, \\ab, \\f{x}. 50\\% off % gone\n% gone too\nkept\n\\appendix\n\\section{Proofs}"
+    )
     assert clean_tex([tex]) == "\\section{S} A{}B, \\ab, \\f{x}. 50\\% off \nkept\n"
 
 
@@ -104,15 +138,18 @@ def test_arxiv_preset_on_spark_same_corpus_from_one_or_four_files(spark, tmp_pat
         papers[f"2401.0000{i}"] = tar_bytes(files, "w")
     one, four = tmp_path / "one", tmp_path / "four"
     one.mkdir(), four.mkdir()
-    (one / "arXiv_src_2401_001.tar").write_bytes(tar_bytes({f"{k}.gz": gzip.compress(v) for k, v in papers.items()}
-                                                    | {"2401.00009.gz": b"not gzip"}, "w"))
+    (one / "arXiv_src_2401_001.tar").write_bytes(
+        tar_bytes({f"{k}.gz": gzip.compress(v) for k, v in papers.items()} | {"2401.00009.gz": b"not gzip"}, "w")
+    )
     for k, v in papers.items():
         (four / f"{k}.tar.gz").write_bytes(gzip.compress(v))
     (four / "2401.00009.tar.gz").write_bytes(b"not gzip")
     corpora = []
     for folder in (one, four):
-        config = load_config("arxiv", overrides={"input": {"paths": [str(folder)]},
-                                                 "output": {"dir": str(tmp_path / f"out-{folder.name}")}})
+        config = load_config(
+            "arxiv",
+            overrides={"input": {"paths": [str(folder)]}, "output": {"dir": str(tmp_path / f"out-{folder.name}")}},
+        )
         result = run_pipeline(config, spark=spark)
         stats = {s.stage: s for s in result.stats}
         assert stats["read"].dropped == {"error:malformed_record": 1}  # the file that is no archive

@@ -38,17 +38,23 @@ def test_the_book_is_kept_whole_without_gutenberg_text():
     assert detect_format(str(SAMPLE)) == "books"
     kept, dropped = read_all(SAMPLE)
     row = kept.to_pylist()[0]
-    assert (row["id"], row["url"], row["source_kind"]) == ("gutenberg-99999", "https://www.gutenberg.org/ebooks/99999", "books")
+    assert (row["id"], row["url"], row["source_kind"]) == (
+        "gutenberg-99999",
+        "https://www.gutenberg.org/ebooks/99999",
+        "books",
+    )
     assert row["text"] == the_book()
     assert [b for b in BOILERPLATE if b in row["text"]] == []
     assert "CHAPTER III" in row["text"] and "  Before the dark comes over the wall" in row["text"]
 
 
 def test_older_gutenberg_markers_and_credits():
-    old = ("The Project Gutenberg Etext of Old Tales\n\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN "
-           "ETEXTS*Ver.04.29.93*END*\n\n"
-           "Produced by A. Volunteer\n\nOLD TALES\n\nOnce there was a mill.\n\nEnd of Project Gutenberg's Old "
-           "Tales\n\nMore licence.\n")
+    old = (
+        "The Project Gutenberg Etext of Old Tales\n\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN "
+        "ETEXTS*Ver.04.29.93*END*\n\n"
+        "Produced by A. Volunteer\n\nOLD TALES\n\nOnce there was a mill.\n\nEnd of Project Gutenberg's Old "
+        "Tales\n\nMore licence.\n"
+    )
     assert strip_gutenberg(old) == "OLD TALES\n\nOnce there was a mill.\n"
     assert strip_gutenberg("A book from elsewhere.\n") == "A book from elsewhere.\n"
 
@@ -68,8 +74,10 @@ def test_books_preset_keeps_the_book_the_web_rules_cut():
 def test_books_quality_rules():
     rules = BooksQuality(min_words=20)
     prose = "The lamplighter walked along the quay and lit every lamp before the dark came down. " * 3
-    assert [rules.decide(t) for t in (prose, "Too short a text.", "12 34 56 78 90 " * 10 + prose[:60],
-                                      "A running head line\n" * 40 + prose)] == [None, "too_short", "not_prose", "repeated_lines"]
+    assert [
+        rules.decide(t)
+        for t in (prose, "Too short a text.", "12 34 56 78 90 " * 10 + prose[:60], "A running head line\n" * 40 + prose)
+    ] == [None, "too_short", "not_prose", "repeated_lines"]
 
 
 def test_books_preset_on_spark_counts_a_damaged_file(spark, tmp_path):
@@ -80,7 +88,9 @@ def test_books_preset_on_spark_counts_a_damaged_file(spark, tmp_path):
     (books / "note.txt").write_text("A note, not a book.\n")
     damaged = gzip.compress(SAMPLE.read_bytes())
     (books / "pg99997.txt.gz").write_bytes(damaged[: len(damaged) // 2])
-    config = load_config("books", overrides={"input": {"paths": [str(books)]}, "output": {"dir": str(tmp_path / "out")}})
+    config = load_config(
+        "books", overrides={"input": {"paths": [str(books)]}, "output": {"dir": str(tmp_path / "out")}}
+    )
     result = run_pipeline(config, spark=spark)
     stats = {s.stage: s for s in result.stats}
     assert stats["read"].dropped == {"error:truncated": 1}
@@ -90,4 +100,6 @@ def test_books_preset_on_spark_counts_a_damaged_file(spark, tmp_path):
     assert [r["source_kind"] for r in rows] == ["books"] and rows[0]["id"] in ("gutenberg-99998", "gutenberg-99999")
     assert rows[0]["text"] == the_book() and rows[0]["num_tokens"] > 0
     assert (tmp_path / "out" / "shards" / "manifest.json").is_file()
-    assert pq.read_table(rerun_after_a_crash(config, spark).corpus_dir).to_pylist() == rows  # killed with two of four files read
+    assert (
+        pq.read_table(rerun_after_a_crash(config, spark).corpus_dir).to_pylist() == rows
+    )  # killed with two of four files read

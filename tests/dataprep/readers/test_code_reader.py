@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from archives import tar_bytes
+from code_tree import EXPECTED_DROPPED, EXPECTED_KEPT, GPL3, MIT, TREE, write_tree
 from dataprep.code.languages import LANGUAGES, language
 from dataprep.code.licenses import CodeLicense, license_of_metadata, license_of_text
 from dataprep.core.config import ConfigError, InputConfig, load_config
@@ -22,8 +24,6 @@ from dataprep.core.stats import StageStats
 from dataprep.dedup.minhash import MinHashDedup, jaccard
 from dataprep.readers import expand_code_inputs, iter_documents
 
-from archives import tar_bytes
-from code_tree import EXPECTED_DROPPED, EXPECTED_KEPT, GPL3, MIT, TREE, write_tree
 
 def read(path, **cfg) -> tuple[pa.Table, pa.Table, StageStats]:
     stats = StageStats("read")
@@ -41,8 +41,15 @@ def reasons(dropped: pa.Table) -> Counter:
 
 def test_language_table_covers_the_common_languages_and_shebangs():
     assert len(set(LANGUAGES.values())) >= 30
-    assert [language(p) for p in ("a.py", "a.h", "a.hpp", "a.tsx", "Makefile", "a.ipynb", "a.go")] == \
-        ["Python", "C", "C++", "TypeScript", "Makefile", "Jupyter Notebook", "Go"]
+    assert [language(p) for p in ("a.py", "a.h", "a.hpp", "a.tsx", "Makefile", "a.ipynb", "a.go")] == [
+        "Python",
+        "C",
+        "C++",
+        "TypeScript",
+        "Makefile",
+        "Jupyter Notebook",
+        "Go",
+    ]
     assert language("tool", b"#!/usr/bin/env bash\n") == "Shell"
     assert language("README") is None and language("notes.txt") is None
 
@@ -79,17 +86,31 @@ def test_vendored_copies_stay_in_their_repository_where_the_vendored_rule_sees_t
     """pip's ``_vendor/requests`` carries its own licence, but it is pip's copy, not a repository of its own."""
     from dataprep.code.rules import path_reason
 
-    root = write_tree(tmp_path / "tool", {"LICENSE": MIT.encode(), "tool/main.py": b"print(1)\n", "tool/_vendor/lib/LICENSE": GPL3.encode(),
-                                        "tool/_vendor/lib/core.py": b"x = 1\n", "plugins/extra/LICENSE": GPL3.encode(),
-                                        "plugins/extra/plugin.py": b"y = 2\n"})
+    root = write_tree(
+        tmp_path / "tool",
+        {
+            "LICENSE": MIT.encode(),
+            "tool/main.py": b"print(1)\n",
+            "tool/_vendor/lib/LICENSE": GPL3.encode(),
+            "tool/_vendor/lib/core.py": b"x = 1\n",
+            "plugins/extra/LICENSE": GPL3.encode(),
+            "plugins/extra/plugin.py": b"y = 2\n",
+        },
+    )
     rows = {(r["repo"], r["path"], r["license"]) for r in read(root)[0].to_pylist() if r["path"].endswith(".py")}
-    assert rows == {("tool", "tool/main.py", "MIT"), ("tool", "tool/_vendor/lib/core.py", "MIT"), ("extra", "plugin.py", "GPL-3.0")}
+    assert rows == {
+        ("tool", "tool/main.py", "MIT"),
+        ("tool", "tool/_vendor/lib/core.py", "MIT"),
+        ("extra", "plugin.py", "GPL-3.0"),
+    }
     assert path_reason("tool/_vendor/lib/core.py") == "vendored"
     archive = tmp_path / "tool.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         for file in sorted(p for p in root.rglob("*") if p.is_file()):
             zf.write(file, "tool/" + file.relative_to(root).as_posix())
-    assert {(r["repo"], r["path"], r["license"]) for r in read(archive)[0].to_pylist() if r["path"].endswith(".py")} == rows
+    assert {
+        (r["repo"], r["path"], r["license"]) for r in read(archive)[0].to_pylist() if r["path"].endswith(".py")
+    } == rows
 
 
 @pytest.mark.parametrize("kind", ["tar.gz", "zip"])
@@ -135,16 +156,27 @@ def test_an_installed_package_is_its_record_with_its_licence():
 def test_stack_style_records(tmp_path):
     records = [
         {"content": "print('a')\n", "path": "a.py", "repo": "o/r", "license": "MIT"},
-        {"content": "fn x() {}\n", "max_stars_repo_path": "src/x.rs", "max_stars_repo_name": "o/s",
-         "max_stars_repo_licenses": ["Apache-2.0", "MIT"], "lang": "Rust", "hexsha": "abc"},
+        {
+            "content": "fn x() {}\n",
+            "max_stars_repo_path": "src/x.rs",
+            "max_stars_repo_name": "o/s",
+            "max_stars_repo_licenses": ["Apache-2.0", "MIT"],
+            "lang": "Rust",
+            "hexsha": "abc",
+        },
         {"path": "no_content.py", "repo": "o/r"},
     ]
     jsonl = tmp_path / "stack.jsonl"
-    huge = {"content": "x = 1\n" * 40_000, "path": "huge.py", "repo": "o/r"}  # a line no document may be: never held whole
+    huge = {
+        "content": "x = 1\n" * 40_000,
+        "path": "huge.py",
+        "repo": "o/r",
+    }  # a line no document may be: never held whole
     jsonl.write_text("\n".join(json.dumps(r) for r in records + [huge]) + "\n{broken\n")
     kept, dropped, _ = read(jsonl, max_document_bytes=50_000)
-    assert [(r["id"].startswith("code-"), r["repo"], r["path"], r["language"], r["license"]) for r in kept.to_pylist()] == [
-        (True, "o/r", "a.py", "Python", "MIT"), (False, "o/s", "src/x.rs", "Rust", "Apache-2.0 AND MIT")]
+    assert [
+        (r["id"].startswith("code-"), r["repo"], r["path"], r["language"], r["license"]) for r in kept.to_pylist()
+    ] == [(True, "o/r", "a.py", "Python", "MIT"), (False, "o/s", "src/x.rs", "Rust", "Apache-2.0 AND MIT")]
     assert reasons(dropped) == {"missing_field:content": 1, "error:malformed_record": 1, "too_large": 1}
     parquet = tmp_path / "stack.parquet"
     columns = sorted({k for r in records[:2] for k in r})
@@ -153,9 +185,18 @@ def test_stack_style_records(tmp_path):
 
 
 def test_licence_policy_stage():
-    table = pa.table({"id": list("abcdef"), "text": ["x"] * 6,
-                      "license": ["MIT", "GPL-3.0", "MIT OR GPL-3.0", "MIT AND GPL-3.0", "none", "CC-BY-4.0"]})
-    assert CodeLicense().apply(table).dropped.column(DROP_REASON).to_pylist() == ["license:GPL-3.0", "license:MIT AND GPL-3.0", "license:none"]
+    table = pa.table(
+        {
+            "id": list("abcdef"),
+            "text": ["x"] * 6,
+            "license": ["MIT", "GPL-3.0", "MIT OR GPL-3.0", "MIT AND GPL-3.0", "none", "CC-BY-4.0"],
+        }
+    )
+    assert CodeLicense().apply(table).dropped.column(DROP_REASON).to_pylist() == [
+        "license:GPL-3.0",
+        "license:MIT AND GPL-3.0",
+        "license:none",
+    ]
     strict = CodeLicense(deny=["CC-BY-4.0"], keep_unlicensed=True).apply(table)
     assert strict.kept.column("id").to_pylist() == ["a", "c", "e"]
     web = pa.table({"id": ["w"], "text": ["a web page"]})
@@ -164,16 +205,28 @@ def test_licence_policy_stage():
 
 def test_language_stage_names_are_checked(tmp_path):
     with pytest.raises(ConfigError, match="did you mean 'Python'"):
-        load_config({"input": {"format": "code", "paths": ["x"]}, "stages": [{"stage": "code_language", "languages": ["Pyhton"]}]})
+        load_config(
+            {
+                "input": {"format": "code", "paths": ["x"]},
+                "stages": [{"stage": "code_language", "languages": ["Pyhton"]}],
+            }
+        )
     config = load_config({"input": {"format": "code"}, "stages": [{"stage": "code_language", "languages": ["Rust"]}]})
     kept, _, _ = read(write_tree(tmp_path / "repos"))
     result = config.stages[0].apply(kept)
     assert set(result.kept.column("language").to_pylist()) == {"Rust"}
-    assert Counter(result.dropped.column(DROP_REASON).to_pylist()) == {"no_language": 3, "language:Python": 2, "language:C": 1}
+    assert Counter(result.dropped.column(DROP_REASON).to_pylist()) == {
+        "no_language": 3,
+        "language:Python": 2,
+        "language:C": 1,
+    }
 
 
 def test_code_shingles_see_through_layout_not_through_renames():
-    code = "def total(items):\n    result = 0\n    for item in items:\n        result += item.price * " "item.count\n    return result\n"
+    code = (
+        "def total(items):\n    result = 0\n    for item in items:\n        result += item.price * "
+        "item.count\n    return result\n"
+    )
     relaid = code.replace("    ", "\t").replace(" * ", "*").replace(" += ", "+=")
     renamed = code.replace("result", "acc").replace("item", "row")
     stage = MinHashDedup(shingle="code")

@@ -30,7 +30,11 @@ def _saved(documents, folder, **splits) -> str:
     ``folder``; with ``splits``, a DatasetDict of those index ranges."""
     rows = {"doc_id": [d["id"] for d in documents], "content": [d["text"] for d in documents]}
     whole = datasets.Dataset.from_dict(rows)
-    saved = datasets.DatasetDict({name: whole.select(range(*bounds)) for name, bounds in splits.items()}) if splits else whole
+    saved = (
+        datasets.DatasetDict({name: whole.select(range(*bounds)) for name, bounds in splits.items()})
+        if splits
+        else whole
+    )
     saved.save_to_disk(str(folder))
     return str(folder)
 
@@ -40,7 +44,9 @@ def test_a_saved_dataset_reads_as_its_arrow_files_and_nothing_else(documents, tm
     files = expand_inputs([folder])
     assert files and all(f.endswith(".arrow") for f in files)  # state.json and dataset_info.json are bookkeeping
     assert {detect_format(f) for f in files} == {"arrow"}
-    results = [r for f in files for r in iter_documents(f, InputConfig(text_field="content", id_field="doc_id", batch_size=3))]
+    results = [
+        r for f in files for r in iter_documents(f, InputConfig(text_field="content", id_field="doc_id", batch_size=3))
+    ]
     kept = concat(r.kept for r in results)
     assert kept.column("id").to_pylist() == [d["id"] for d in documents]
     assert kept.column("text").to_pylist() == [d["text"] for d in documents]
@@ -61,10 +67,14 @@ def test_a_damaged_arrow_file_is_a_counted_drop(documents, tmp_path):
 def test_dataprep_run_cleans_a_dataset_dict_on_spark(documents, spark, tmp_path):
     half = len(documents) // 2
     folder = _saved(documents, tmp_path / "dsdict", train=(0, half), test=(half, len(documents)))
-    config = load_config({"input": {"paths": [folder], "text_field": "content", "id_field": "doc_id"},
-                          "output": {"dir": str(tmp_path / "out")}, "stages": [{"stage": "exact_dedup"}]})
+    config = load_config(
+        {
+            "input": {"paths": [folder], "text_field": "content", "id_field": "doc_id"},
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": "exact_dedup"}],
+        }
+    )
     result = run_pipeline(config, spark=spark)
     corpus = pq.read_table(result.corpus_dir)
     assert sorted(corpus.column("id").to_pylist()) == sorted({d["id"] for d in documents})
     assert set(corpus.column("source_kind").to_pylist()) == {"web"}
-

@@ -12,8 +12,8 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from archives import tar_bytes
 
+from archives import tar_bytes
 from dataprep.core.config import InputConfig
 from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
@@ -196,7 +196,7 @@ def test_stackexchange_numbers_past_sqlite_integers(tmp_path):
         '<row Id="4" PostTypeId="2" ParentId="1" Score="many" Body="&lt;p&gt;Some.&lt;/p&gt;" />',
         '<row Id="99999999999999999999999" PostTypeId="1" Title="Big" Body="&lt;p&gt;id&lt;/p&gt;" />',
     ]
-    (site / "Posts.xml").write_text("<?xml version=\"1.0\"?>\n<posts>\n" + "\n".join(rows) + "\n</posts>\n")
+    (site / "Posts.xml").write_text('<?xml version="1.0"?>\n<posts>\n' + "\n".join(rows) + "\n</posts>\n")
     kept, dropped, _ = read(site / "Posts.xml", format="stackexchange")
     (text,) = kept.column("text").to_pylist()
     assert text.index("A pinch.") < text.index("Some.") < text.index("A bucket.")  # by score, clamped
@@ -212,13 +212,19 @@ def test_a_dump_line_that_never_ends_is_not_held(tmp_path, fmt):
 
     endless = b"a" * (32 << 20)
     if fmt == "stackexchange":
-        body = b'<posts>\n<row Id="1" PostTypeId="1" Title="Big" Body="' + endless + b'" />\n' \
-               b'<row Id="2" PostTypeId="1" Title="Salt?" Body="How much salt?" />\n</posts>\n'
+        body = (
+            b'<posts>\n<row Id="1" PostTypeId="1" Title="Big" Body="' + endless + b'" />\n'
+            b'<row Id="2" PostTypeId="1" Title="Salt?" Body="How much salt?" />\n</posts>\n'
+        )
         path = tmp_path / "cooking.stackexchange.com" / "Posts.xml.bz2"
     else:
         page = "<page>\n<title>{0}</title>\n<ns>0</ns>\n<id>{1}</id>\n<revision><text>{2}</text></revision>\n</page>\n"
-        body = b"<mediawiki>\n" + page.format("Big", 1, "x").encode().replace(b">x<", b">" + endless + b"<") \
-            + page.format("Salt", 2, "Salt is a mineral. " * 20).encode() + b"</mediawiki>\n"
+        body = (
+            b"<mediawiki>\n"
+            + page.format("Big", 1, "x").encode().replace(b">x<", b">" + endless + b"<")
+            + page.format("Salt", 2, "Salt is a mineral. " * 20).encode()
+            + b"</mediawiki>\n"
+        )
         path = tmp_path / "enwiki-pages-articles.xml.bz2"
     path.parent.mkdir(exist_ok=True)
     path.write_bytes(bz2.compress(body))

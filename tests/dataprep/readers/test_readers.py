@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.core.config import InputConfig, load_config
-from dataprep.readers import READ_STAGE, dechunk, decode_payload, detect_format, iter_documents
-from dataprep.readers.warc_writer import record_id, warc_record
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, concat
 from dataprep.core.stats import StageStats
+from dataprep.readers import READ_STAGE, dechunk, decode_payload, detect_format, iter_documents
+from dataprep.readers.warc_writer import record_id, warc_record
 from pipelines.pipeline_run import run_pipeline
 
 CC14 = "warc/cc-main-2014-35-head/CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc"
@@ -30,13 +30,19 @@ CC14 = "warc/cc-main-2014-35-head/CC-MAIN-20140820021334-00006-ip-10-180-136-8.e
 # warcinfo + 16 request + 3 resource skipped, and its 16 responses = 2 kept + 9 redirects + 5
 # non-HTML: robots.txt, jpeg, gif, png, rss).
 EXPECTED = {
-    CC14: ({"kept": 3, "empty": 1}, {"metadata": 4, "request": 4, "warcinfo": 1}),  # the 4th response: an empty redirect, no type
+    CC14: (
+        {"kept": 3, "empty": 1},
+        {"metadata": 4, "request": 4, "warcinfo": 1},
+    ),  # the 4th response: an empty redirect, no type
     CC14 + ".wet": ({"kept": 3}, {"warcinfo": 1}),
     CC14 + ".wat": ({}, {"metadata": 8, "warcinfo": 1}),
     "warc/cc-main-2024-22-whirlwind/whirlwind.warc.gz": ({"kept": 1}, {"metadata": 1, "request": 1, "warcinfo": 1}),
     "warc/cc-main-2024-22-whirlwind/whirlwind.warc.wet.gz": ({"kept": 1}, {"warcinfo": 1}),
     "warc/cc-main-2024-22-whirlwind/whirlwind.warc.wat.gz": ({}, {"metadata": 1, "warcinfo": 1}),
-    "warc/wget/IAH-urls-wget.warc.gz": ({"kept": 2, "http_status:3xx": 9, "non_html": 5}, {"request": 16, "resource": 3, "warcinfo": 1}),
+    "warc/wget/IAH-urls-wget.warc.gz": (
+        {"kept": 2, "http_status:3xx": 9, "non_html": 5},
+        {"request": 16, "resource": 3, "warcinfo": 1},
+    ),
     "warc/wget/dolma-sample-0000.warc.gz": ({"kept": 22}, {"metadata": 1, "request": 22, "resource": 2, "warcinfo": 1}),
     "warc/malformed/example.warc.gz": ({"kept": 1, "revisit": 1}, {"request": 2, "warcinfo": 2}),
     # the cut-short response's Content-Length runs into the request record after it: the response is a
@@ -62,8 +68,12 @@ def outcome(kept: pa.Table, dropped: pa.Table) -> dict:
 
 def gzipped_record(url: str, block: bytes, rtype: str = "response") -> bytes:
     """One gzip member holding a WARC/1.0 record (test input built from real pages)."""
-    fields = {"WARC-Record-ID": record_id(url), "WARC-Date": "2024-05-18T01:58:10Z", "WARC-Target-URI": url,
-              "Content-Type": f"application/http; msgtype={rtype}"}
+    fields = {
+        "WARC-Record-ID": record_id(url),
+        "WARC-Date": "2024-05-18T01:58:10Z",
+        "WARC-Target-URI": url,
+        "Content-Type": f"application/http; msgtype={rtype}",
+    }
     return gzip.compress(warc_record(rtype, fields, block, version="1.0"))
 
 
@@ -153,7 +163,14 @@ def test_compressed_cc_payload_with_stale_header_is_kept(shared_data):
     assert html.column("html")[0].as_py().startswith(b"<!DOCTYPE html>")
 
 
-@pytest.mark.parametrize("name,cut,kept_before", [(CC14, 100_000, 1), ("warc/wget/dolma-sample-0000.warc.gz", 100_000, 13), ("warc/wget/IAH-urls-wget.warc.gz", 23_500, 2)])
+@pytest.mark.parametrize(
+    "name,cut,kept_before",
+    [
+        (CC14, 100_000, 1),
+        ("warc/wget/dolma-sample-0000.warc.gz", 100_000, 13),
+        ("warc/wget/IAH-urls-wget.warc.gz", 23_500, 2),
+    ],
+)
 def test_file_cut_midway_keeps_records_before_and_counts_one_error(shared_data, tmp_path, name, cut, kept_before):
     path = tmp_path / Path(name).name
     path.write_bytes((shared_data / name).read_bytes()[:cut])
@@ -265,15 +282,31 @@ def test_random_bytes_are_not_a_warc(tmp_path):
 
 
 def test_chunked_and_gzip_payloads_are_decoded(tmp_path, page):
-    chunked = b"".join(b"%x\r\n%s\r\n" % (len(page[i : i + 4000]), page[i : i + 4000]) for i in range(0, len(page), 4000)) + b"0\r\n\r\n"
+    chunked = (
+        b"".join(b"%x\r\n%s\r\n" % (len(page[i : i + 4000]), page[i : i + 4000]) for i in range(0, len(page), 4000))
+        + b"0\r\n\r\n"
+    )
     records = [
-        gzipped_record("http://a/chunked", http_response(chunked, "Content-Type: text/html", "Transfer-Encoding: chunked")),
-        gzipped_record("http://a/gzip", http_response(gzip.compress(page), "Content-Type: text/html; charset=UTF-8", "Content-Encoding: gzip")),
+        gzipped_record(
+            "http://a/chunked", http_response(chunked, "Content-Type: text/html", "Transfer-Encoding: chunked")
+        ),
+        gzipped_record(
+            "http://a/gzip",
+            http_response(gzip.compress(page), "Content-Type: text/html; charset=UTF-8", "Content-Encoding: gzip"),
+        ),
         gzipped_record(
             "http://a/both",
-            http_response(b"%x\r\n%s\r\n0\r\n\r\n" % (len(gzip.compress(page)), gzip.compress(page)), "Content-Type: text/html", "Transfer-Encoding: chunked", "Content-Encoding: gzip"),
+            http_response(
+                b"%x\r\n%s\r\n0\r\n\r\n" % (len(gzip.compress(page)), gzip.compress(page)),
+                "Content-Type: text/html",
+                "Transfer-Encoding: chunked",
+                "Content-Encoding: gzip",
+            ),
         ),
-        gzipped_record("http://a/badgzip", http_response(b"\x1f\x8b\x08\x00garbage" * 10, "Content-Type: text/html", "Content-Encoding: gzip")),
+        gzipped_record(
+            "http://a/badgzip",
+            http_response(b"\x1f\x8b\x08\x00garbage" * 10, "Content-Type: text/html", "Content-Encoding: gzip"),
+        ),
         gzipped_record("http://a/notype", http_response(page)),  # sniffed as HTML
         gzipped_record("http://a/json", http_response(b'{"a": 1}', "Content-Type: application/json")),
         gzipped_record("http://a/big", http_response(page, "Content-Type: text/html")),
@@ -282,13 +315,19 @@ def test_chunked_and_gzip_payloads_are_decoded(tmp_path, page):
     path.write_bytes(b"".join(records))
     kept, dropped = read_all(path, max_document_bytes=len(page) + 1000)
     by_url = dict(zip(kept.column("url").to_pylist(), kept.column("html").to_pylist()))
-    assert by_url == {u: page for u in ("http://a/chunked", "http://a/gzip", "http://a/both", "http://a/notype", "http://a/big")}
+    assert by_url == {
+        u: page for u in ("http://a/chunked", "http://a/gzip", "http://a/both", "http://a/notype", "http://a/big")
+    }
     assert dict(zip(dropped.column("url").to_pylist(), dropped.column(DROP_REASON).to_pylist())) == {
         "http://a/badgzip": "error:content_encoding",
         "http://a/json": "non_html",
     }
     kept, dropped = read_all(path, max_document_bytes=len(page) // 2)
-    assert kept.num_rows == 0 and set(dropped.column(DROP_REASON).to_pylist()) == {"too_large", "non_html", "error:content_encoding"}
+    assert kept.num_rows == 0 and set(dropped.column(DROP_REASON).to_pylist()) == {
+        "too_large",
+        "non_html",
+        "error:content_encoding",
+    }
 
 
 def test_payload_decoding_edge_cases():
@@ -298,13 +337,18 @@ def test_payload_decoding_edge_cases():
     bomb = gzip.compress(b"<p>" + b"a" * 10_000_000)
     assert decode_payload(bomb, None, "gzip", 1_000_000) == (b"", "too_large")
 
+
 def test_crawler_truncated_gzip_payload_keeps_its_start(page):
     partial, reason = decode_payload(gzip.compress(page)[:2000], None, "gzip", 10**6)
     assert reason is None and 1000 < len(partial) < len(page) and page.startswith(partial)
 
 
 def test_jsonl_documents(shared_data):
-    for name in ("dolma-cc_en_head-0091.jsonl.gz", "dolma-cc-2023-06-documents-000.json.gz", "redpajama-c4-refined.jsonl"):
+    for name in (
+        "dolma-cc_en_head-0091.jsonl.gz",
+        "dolma-cc-2023-06-documents-000.json.gz",
+        "redpajama-c4-refined.jsonl",
+    ):
         kept, dropped = read_all(shared_data / "documents" / name, batch_size=3)
         assert kept.num_rows == 10 and dropped.num_rows == 0
         assert len(set(kept.column("id").to_pylist())) == 10
@@ -333,7 +377,12 @@ def test_jsonl_bad_lines_are_counted(tmp_path):
     kept, dropped = read_all(path, max_document_bytes=1000)
     assert kept.column("id").to_pylist() == ["a", "d", "e"]
     assert "\ufffd" in kept.column("text")[1].as_py() and "\ufffd" in kept.column("text")[2].as_py()
-    assert Counter(dropped.column(DROP_REASON).to_pylist()) == {"error:malformed_record": 2, "missing_field:text": 1, "empty": 1, "too_large": 1}
+    assert Counter(dropped.column(DROP_REASON).to_pylist()) == {
+        "error:malformed_record": 2,
+        "missing_field:text": 1,
+        "empty": 1,
+        "too_large": 1,
+    }
     kept, _ = read_all(path, text_field="body", max_document_bytes=1000)
     assert kept.column("text").to_pylist() == ["wrong field"]
 
@@ -350,7 +399,9 @@ def test_truncated_jsonl_gz_keeps_lines_before(shared_data, tmp_path):
 def test_parquet_documents(shared_data, tmp_path):
     docs = [json.loads(line) for line in gzip.open(shared_data / "documents/dolma-cc_en_head-0174.jsonl.gz")]
     path = tmp_path / "docs.parquet"
-    pq.write_table(pa.table({"doc_id": [d["id"] for d in docs], "content": [d["text"] for d in docs]}), path, row_group_size=4)
+    pq.write_table(
+        pa.table({"doc_id": [d["id"] for d in docs], "content": [d["text"] for d in docs]}), path, row_group_size=4
+    )
     kept, dropped = read_all(path, text_field="content", id_field="doc_id", batch_size=3)
     assert kept.column("id").to_pylist() == [d["id"] for d in docs] and dropped.num_rows == 0
     assert kept.column("text").to_pylist() == [d["text"] for d in docs]
@@ -375,7 +426,13 @@ def test_fsspec_urls_are_read_and_named_as_the_source(shared_data):
 
 # -- bad input files in a run ----------------------------------------------------------------------
 
-BAD_AMONG_GOOD = ["first_member_corrupt.warc.gz", "not_a_warc.warc", "empty.warc.gz", "dangling_link.warc.gz", "unknown_format.bin"]
+BAD_AMONG_GOOD = [
+    "first_member_corrupt.warc.gz",
+    "not_a_warc.warc",
+    "empty.warc.gz",
+    "dangling_link.warc.gz",
+    "unknown_format.bin",
+]
 
 
 def test_bad_files_among_good_are_counted_and_the_run_goes_on(spark, shared_data, tmp_path, capfd):
@@ -383,13 +440,25 @@ def test_bad_files_among_good_are_counted_and_the_run_goes_on(spark, shared_data
     file is read, each bad file is one counted drop by reason, and no traceback is printed."""
     (tmp_path / "bad").mkdir()
     bad = [damaged(shared_data, tmp_path / "bad", case) for case in BAD_AMONG_GOOD]
-    config = load_config({"input": {"paths": [str(shared_data / DOLMA), str(tmp_path / "bad")]},  # a folder lists the dangling link
-                          "output": {"dir": str(tmp_path / "out")}, "stages": [{"stage": "extract"}]})
+    config = load_config(
+        {
+            "input": {"paths": [str(shared_data / DOLMA), str(tmp_path / "bad")]},  # a folder lists the dangling link
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": "extract"}],
+        }
+    )
     result = run_pipeline(config, spark=spark)
     read = next(s for s in result.stats if s.stage == READ_STAGE)
     assert read.docs_kept == 22 and read.counters["empty_files"] == 1
-    assert dict(read.dropped) == {"error:corrupt_gzip": 1, "error:not_warc": 1, "error:unreadable": 1, "error:unknown_format": 1}
-    assert sorted(m.split(": ")[1] for m in read.errors_seen.messages) == sorted(str(p) for p in bad if "empty" not in p.name)
+    assert dict(read.dropped) == {
+        "error:corrupt_gzip": 1,
+        "error:not_warc": 1,
+        "error:unreadable": 1,
+        "error:unknown_format": 1,
+    }
+    assert sorted(m.split(": ")[1] for m in read.errors_seen.messages) == sorted(
+        str(p) for p in bad if "empty" not in p.name
+    )
     good_ids = set(read_all(shared_data / DOLMA)[0].column("id").to_pylist())
     corpus = pq.read_table(result.corpus_dir)
     assert set(corpus.column("id").to_pylist()) <= good_ids and corpus.num_rows >= 20
@@ -403,7 +472,17 @@ def test_only_bad_files_exit_1_with_one_line(shared_data, tmp_path):
     for case in ("first_member_corrupt.warc.gz", "empty.warc.gz", "dangling_link.warc.gz"):
         damaged(shared_data, tmp_path / "bad", case)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "pipelines.cli", "run", "ingest", "--input", str(tmp_path / "bad"), "--output", str(tmp_path / "out")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.cli",
+        "run",
+        "ingest",
+        "--input",
+        str(tmp_path / "bad"),
+        "--output",
+        str(tmp_path / "out"),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr

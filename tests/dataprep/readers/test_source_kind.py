@@ -32,7 +32,9 @@ def test_jsonl_and_parquet_keep_a_records_own_source_kind(tmp_path):
     kept, _ = read_all(jsonl)
     assert kept.column("source_kind").to_pylist() == ["web", "wikipedia"]
     parquet = tmp_path / "docs.parquet"
-    pq.write_table(pa.table({"id": ["a", "b"], "text": ["from the web", "an article"], "source_kind": [None, "books"]}), parquet)
+    pq.write_table(
+        pa.table({"id": ["a", "b"], "text": ["from the web", "an article"], "source_kind": [None, "books"]}), parquet
+    )
     kept, _ = read_all(parquet)
     assert kept.column("source_kind").to_pylist() == ["web", "books"]
 
@@ -46,7 +48,9 @@ def test_each_sources_rules_judge_only_their_source_kind():
     from dataprep.core.runner import run_stages
 
     book, _ = read_all(Path(__file__).resolve().parents[2] / "data/books/pg99999-lamplighter.txt")
-    web = pa.table({"id": ["w"], "url": [None], "date": [None], "source": ["x"], "text": ["Buy now"], "source_kind": [None]})
+    web = pa.table(
+        {"id": ["w"], "url": [None], "date": [None], "source": ["x"], "text": ["Buy now"], "source_kind": [None]}
+    )
     mixed = concat([book.select(web.column_names), web.cast(book.select(web.column_names).schema)])
     web_rules = load_config("gopher_c4").stages
     kept = run_stages(web_rules, mixed)[0].kept

@@ -45,9 +45,16 @@ def test_each_question_with_its_answers_best_first():
     assert set(kept.column("source_kind").to_pylist()) == {"stackexchange"}
     pasta = kept.column("text")[0].as_py()
     # Title, question, then answers by score (9, 5 accepted, 2), though two of them precede the question.
-    order = ["How much salt goes in pasta water?", "How much salt should I put in the water when I boil pasta?",
-             "My pasta always tastes bland.", "Answer:\nTaste the water", "Add the salt before the pasta.",
-             "Accepted answer:\nUse about ten grams", "10 g salt\n1 l water", "Answer:\nSalt the water only"]
+    order = [
+        "How much salt goes in pasta water?",
+        "How much salt should I put in the water when I boil pasta?",
+        "My pasta always tastes bland.",
+        "Answer:\nTaste the water",
+        "Add the salt before the pasta.",
+        "Accepted answer:\nUse about ten grams",
+        "10 g salt\n1 l water",
+        "Answer:\nSalt the water only",
+    ]
     positions = [pasta.find(part) for part in order]
     assert -1 not in positions and positions == sorted(positions)
     assert "<p>" not in pasta and "&lt;" not in pasta and "<em>" not in pasta
@@ -90,8 +97,9 @@ def test_stackexchange_preset_on_spark_same_corpus_from_one_or_four_files(spark,
             path.parent.mkdir(parents=True)
             path.write_text(head + "".join(part) + tail)
             paths.append(str(path))
-        config = load_config("stackexchange", overrides={"input": {"paths": paths},
-                                                         "output": {"dir": str(tmp_path / f"out-{name}")}})
+        config = load_config(
+            "stackexchange", overrides={"input": {"paths": paths}, "output": {"dir": str(tmp_path / f"out-{name}")}}
+        )
         result = run_pipeline(config, spark=spark)
         stats = {s.stage: s for s in result.stats}
         assert stats["read"].dropped == {"error:malformed_record": 1}

@@ -26,21 +26,42 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data/wikipedia/enwiki-sample-pag
 PROSE = [
     "A lighthouse is a tower that shines a light to guide ships at sea.",
     "Lighthouses mark dangerous coastlines, hazardous shoals and safe entries to harbours.",
-    "History", "The oldest known lighthouse stood at Alexandria in ancient Egypt.",
+    "History",
+    "The oldest known lighthouse stood at Alexandria in ancient Egypt.",
     "Early lights were open fires burning on hilltops.",
     "Later towers used oil lamps behind glass, and keepers trimmed the wicks through the night.",
-    "Lenses", "The Fresnel lens made the beam visible for many miles & changed coastal navigation.",
-    "- Fixed lights shine steadily.", "- Flashing lights turn on and off in a pattern.",
-    "- Each pattern identifies one station.", "See also", "- Lightvessel",
+    "Lenses",
+    "The Fresnel lens made the beam visible for many miles & changed coastal navigation.",
+    "- Fixed lights shine steadily.",
+    "- Flashing lights turn on and off in a pattern.",
+    "- Each pattern identifies one station.",
+    "See also",
+    "- Lightvessel",
     "Pebble Point is a small headland in Cornwall.",
     "Tides are the rise and fall of sea levels caused by the gravity of the Moon and the Sun.",
-    "Most coasts see two high tides and two low tides each day.", "Prediction",
+    "Most coasts see two high tides and two low tides each day.",
+    "Prediction",
     "Tide tables give the times and heights of high and low water for a port.",
     "Sailors read them before entering shallow harbours, and fishermen plan their work around them.",
     "Spring tides come near the new and full moon, when the Sun and Moon pull in line.",
     "Neap tides come at the quarter moons, when the pulls partly cancel.",
 ]
-MARKUP = ("{{", "}}", "[[", "]]", "<ref", "{|", "|}", "'''", "==", "Category", "thumb", "Phare", "Cape Light", "check the date")
+MARKUP = (
+    "{{",
+    "}}",
+    "[[",
+    "]]",
+    "<ref",
+    "{|",
+    "|}",
+    "'''",
+    "==",
+    "Category",
+    "thumb",
+    "Phare",
+    "Cape Light",
+    "check the date",
+)
 
 
 def read_all(path, stats=None, **cfg) -> tuple[pa.Table, pa.Table]:
@@ -77,7 +98,9 @@ def test_articles_become_plain_text_with_every_sentence_and_no_markup():
 def test_wikitext_edge_cases():
     text, disambiguation = wikitext_to_text("'''X''' may be:\n* [[X (band)]]\n{{Begriffsklärung}}")
     assert disambiguation
-    text, _ = wikitext_to_text("See [[:Category:Birds|birds]], [[Datei:a.png|mini|Bild]] and [https://e.org the site].\n__NOTOC__")
+    text, _ = wikitext_to_text(
+        "See [[:Category:Birds|birds]], [[Datei:a.png|mini|Bild]] and [https://e.org the site].\n__NOTOC__"
+    )
     assert text == "See birds, and the site."
 
 
@@ -109,7 +132,9 @@ def test_bz2_multistream_and_damaged_dumps(tmp_path):
 
 
 def test_wikipedia_quality_drops_stubs_and_list_pages():
-    lists = "List of lighthouses\n\n" + "\n".join(f"- Lighthouse number {i} on the northern coast of the island" for i in range(20))
+    lists = "List of lighthouses\n\n" + "\n".join(
+        f"- Lighthouse number {i} on the northern coast of the island" for i in range(20)
+    )
     kept, _ = read_all(SAMPLE)
     texts = kept.column("text").to_pylist() + [lists]
     verdicts = [WikipediaQuality().decide(t) for t in texts]
@@ -128,8 +153,13 @@ def test_wikipedia_preset_on_spark_same_corpus_from_one_or_four_files(spark, tmp
         (four / f"enwiki-pages-articles{i}.xml").write_text(head + "".join(pages[i::4]) + tail)
     corpora = []
     for folder in (one, four):
-        config = load_config("wikipedia", overrides={"input": {"paths": [str(folder)], "format": "auto"},
-                                                     "output": {"dir": str(tmp_path / f"out-{folder.name}")}})
+        config = load_config(
+            "wikipedia",
+            overrides={
+                "input": {"paths": [str(folder)], "format": "auto"},
+                "output": {"dir": str(tmp_path / f"out-{folder.name}")},
+            },
+        )
         result = run_pipeline(config, spark=spark)
         stats = {s.stage: s for s in result.stats}
         assert stats["read"].dropped == {"redirect": 1, "disambiguation": 1, "error:malformed_record": 1}
@@ -143,4 +173,6 @@ def test_wikipedia_preset_on_spark_same_corpus_from_one_or_four_files(spark, tmp
 
 
 def corpus(result) -> list[tuple]:
-    return sorted((r["id"], r["text"], r["source_kind"], r["url"]) for r in pq.read_table(result.corpus_dir).to_pylist())
+    return sorted(
+        (r["id"], r["text"], r["source_kind"], r["url"]) for r in pq.read_table(result.corpus_dir).to_pylist()
+    )

@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.cli import main as dataprep
 from dataprep.core.config import load_config, parse_stages
-from dataprep.report.build import build_report
 from dataprep.core.runner import run_stages
 from dataprep.core.stage import DOC_SCHEMA, DROP_REASON, DROP_STAGE
 from dataprep.core.stats import StageStats, save_json
+from dataprep.report.build import build_report
+from pipelines.cli import main as dataprep
 from pipelines.pipeline_run import run_pipeline
 
 CORE_SECTIONS = ["Summary", "Removal funnel per stage", "Removal per rule", "Languages", "Document length"]
@@ -42,11 +42,25 @@ def _chromium() -> str:
 
 
 def _headless(chromium: str, page: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+    ]
     with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([chromium, *flags, f"--user-data-dir={profile}", *args, page.as_uri()],
-                              capture_output=True, text=True, timeout=120, check=True)
+        return subprocess.run(
+            [chromium, *flags, f"--user-data-dir={profile}", *args, page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
 
 
 def _sections(md: str) -> list[str]:
@@ -59,7 +73,9 @@ def _train_run(run_dir: Path) -> None:
 
     from pretrain.components.metrics import MetricsLogger
 
-    log = MetricsLogger(str(run_dir), "metrics.jsonl", None, flops_per_token=6e6, world_size=1, device=torch.device("cpu"))
+    log = MetricsLogger(
+        str(run_dir), "metrics.jsonl", None, flops_per_token=6e6, world_size=1, device=torch.device("cpu")
+    )
     for step in range(1, 13):
         log.count_tokens(4096)
         log.log_train(step, loss=7.0 - 0.3 * step, lr=1e-3, grad_norm=1.0, tokens=4096 * step)
@@ -70,11 +86,18 @@ def _train_run(run_dir: Path) -> None:
 
 def test_report_of_a_spark_run_renders_in_chromium(spark, shared_data, tmp_path, capsys):
     chromium = _chromium()
-    config = load_config({
-        "input": {"paths": [str(shared_data / "warc" / "wget" / name) for name in ("dolma-sample-0000.warc.gz", "IAH-urls-wget.warc.gz")]},
-        "output": {"dir": str(tmp_path / "out")},
-        "stages": [{"stage": "extract"}, {"stage": "langid", "threshold": 0.3}],
-    })
+    config = load_config(
+        {
+            "input": {
+                "paths": [
+                    str(shared_data / "warc" / "wget" / name)
+                    for name in ("dolma-sample-0000.warc.gz", "IAH-urls-wget.warc.gz")
+                ]
+            },
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": "extract"}, {"stage": "langid", "threshold": 0.3}],
+        }
+    )
     result = run_pipeline(config, spark=spark)
     _train_run(tmp_path / "run")
     assert dataprep(["report", str(tmp_path / "out"), "--train-run", str(tmp_path / "run")]) == 0
@@ -123,12 +146,22 @@ def _documents(shared_data: Path) -> pa.Table:
         with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as fh:
             texts += [json.loads(line)["text"] for line in fh if line.strip()]
     texts += [texts[0], texts[0], texts[1].replace(" the ", " a ", 1)]
-    sentences = [json.loads(line) for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open()]
+    sentences = [
+        json.loads(line) for line in (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open()
+    ]
     texts += [" ".join(s["text"] for s in sentences if s["lang"] == lang)[:5000] for lang in ("de", "fr")]
     urls = [f"https://example.org/{i}" for i in range(len(texts))]
     urls[-5] = "https://example.org/<script>alert(1)</script>"  # an exact copy: dropped, shown as an example
-    return pa.table([[f"doc-{i:03d}" for i in range(len(texts))], urls, [None] * len(texts),
-                     ["shared-documents"] * len(texts), texts], schema=DOC_SCHEMA)
+    return pa.table(
+        [
+            [f"doc-{i:03d}" for i in range(len(texts))],
+            urls,
+            [None] * len(texts),
+            ["shared-documents"] * len(texts),
+            texts,
+        ],
+        schema=DOC_SCHEMA,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -143,16 +176,22 @@ def local_output(shared_data, tmp_path_factory) -> Path:
     train_model(english, "en", str(root / "ppl-en"), vocab_size=400)
     train_tokenizer(english, str(root / "tok"), vocab_size=600)
     out = root / "out"
-    stages = parse_stages([
-        {"stage": "langid", "threshold": 0.3},
-        {"stage": "perplexity", "models": {"en": str(root / "ppl-en")}},
-        {"stage": "pii"},
-        {"stage": "toxicity", "action": "annotate"},
-        {"stage": "exact_dedup"},
-        {"stage": "minhash_dedup", "threshold": 0.7},
-        {"stage": "tokenize", "tokenizer": str(root / "tok"), "output_dir": str(out / "steps" / "01_tokenize" / "shards"),
-         "tokens_per_shard": 20_000},
-    ])
+    stages = parse_stages(
+        [
+            {"stage": "langid", "threshold": 0.3},
+            {"stage": "perplexity", "models": {"en": str(root / "ppl-en")}},
+            {"stage": "pii"},
+            {"stage": "toxicity", "action": "annotate"},
+            {"stage": "exact_dedup"},
+            {"stage": "minhash_dedup", "threshold": 0.7},
+            {
+                "stage": "tokenize",
+                "tokenizer": str(root / "tok"),
+                "output_dir": str(out / "steps" / "01_tokenize" / "shards"),
+                "tokens_per_shard": 20_000,
+            },
+        ]
+    )
     result, stats = run_stages(stages, docs)
     save_json(stats, str(out / "stats.json"), {"input_files": 6, "corpus": str(out / "corpus")})
     (out / "corpus").mkdir()
@@ -161,16 +200,30 @@ def local_output(shared_data, tmp_path_factory) -> Path:
     pq.write_table(result.kept.slice(half), out / "corpus" / "part-1.parquet")
     (out / "steps" / "00_read-toxicity" / "data").mkdir(parents=True)
     dropped = result.dropped.select(["id", "url", DROP_STAGE, DROP_REASON])
-    stats_row = pa.table({"id": [None], "url": ["https://must-not-appear.example/"], DROP_STAGE: ["__stats__"],
-                          DROP_REASON: ["__stats__"]}, schema=dropped.schema)
-    pq.write_table(pa.concat_tables([dropped, stats_row]), out / "steps" / "00_read-toxicity" / "data" / "part-0.parquet")
+    stats_row = pa.table(
+        {
+            "id": [None],
+            "url": ["https://must-not-appear.example/"],
+            DROP_STAGE: ["__stats__"],
+            DROP_REASON: ["__stats__"],
+        },
+        schema=dropped.schema,
+    )
+    pq.write_table(
+        pa.concat_tables([dropped, stats_row]), out / "steps" / "00_read-toxicity" / "data" / "part-0.parquet"
+    )
     return out
 
 
 def test_every_attribute_section_appears_with_the_corpus_numbers(local_output, tmp_path):
     html_path, md_path = build_report(str(local_output), str(tmp_path / "report"))
     md = Path(md_path).read_text()
-    assert _sections(md) == [*CORE_SECTIONS[:2], "Redactions", *CORE_SECTIONS[2:], *ATTRIBUTE_SECTIONS]  # the run has pii
+    assert _sections(md) == [
+        *CORE_SECTIONS[:2],
+        "Redactions",
+        *CORE_SECTIONS[2:],
+        *ATTRIBUTE_SECTIONS,
+    ]  # the run has pii
     corpus = pq.read_table(local_output / "corpus")
     stats = {d["stage"]: d for d in json.loads((local_output / "stats.json").read_text())["stages"]}
     assert stats["exact_dedup"]["docs_dropped"] == 2 and stats["minhash_dedup"]["docs_dropped"] >= 1
@@ -179,10 +232,14 @@ def test_every_attribute_section_appears_with_the_corpus_numbers(local_output, t
     assert "https://example.org/" in md  # example URLs of the dropped documents
     emails = sum(n or 0 for n in corpus.column("pii_email").to_pylist())
     assert re.search(rf"^\| email \| {emails:,} \|", md, flags=re.M)
-    assert re.search(rf"^\| pii \| email \| redacted \| {emails:,} \|", md, flags=re.M)  # the stage's own count, the same
+    assert re.search(
+        rf"^\| pii \| email \| redacted \| {emails:,} \|", md, flags=re.M
+    )  # the stage's own count, the same
     assert "| exact duplicate cluster size | clusters |" in md and re.search(r"^\| 3 \| 1 \| 2 \|", md, flags=re.M)
     manifest = json.loads(next(local_output.glob("steps/*/shards/manifest.json")).read_text())
-    assert f"{manifest['tokens']:,} tokens, {manifest['documents']:,} documents in {manifest['num_shards']} shards" in md
+    assert (
+        f"{manifest['tokens']:,} tokens, {manifest['documents']:,} documents in {manifest['num_shards']} shards" in md
+    )
     assert f"| all | {manifest['documents']:,} | {manifest['tokens']:,} |" in md
     unscored = sum(1 for lang in corpus.column("lang").to_pylist() if lang != "en")
     assert unscored >= 2 and f"{unscored} of {corpus.num_rows} documents are not scored" in md
@@ -232,13 +289,35 @@ def test_rule_examples_show_what_was_removed(local_output, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(local_output, out)
     stats = json.loads((out / "stats.json").read_text())
-    stats["stages"].append({**stats["stages"][-1], "stage": "gopher_quality", "docs_in": 2, "docs_dropped": 1, "docs_kept": 1,
-                            "dropped": {"gopher_below_alpha_threshold": 1}, "dropped_bytes": {"gopher_below_alpha_threshold": 80}})
+    stats["stages"].append(
+        {
+            **stats["stages"][-1],
+            "stage": "gopher_quality",
+            "docs_in": 2,
+            "docs_dropped": 1,
+            "docs_kept": 1,
+            "dropped": {"gopher_below_alpha_threshold": 1},
+            "dropped_bytes": {"gopher_below_alpha_threshold": 80},
+        }
+    )
     (out / "stats.json").write_text(json.dumps(stats))
     (out / "steps" / "03_quality" / "data").mkdir(parents=True)
     text = "Prices | 1.99 | 2.49 | 3.99 |\n" * 10
-    pq.write_table(pa.table({"url": ["https://shop.example/prices"], "text": [text], DROP_STAGE: ["gopher_quality"],
-                             DROP_REASON: ["gopher_below_alpha_threshold"]}), out / "steps" / "03_quality" / "data" / "part-0.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "url": ["https://shop.example/prices"],
+                "text": [text],
+                DROP_STAGE: ["gopher_quality"],
+                DROP_REASON: ["gopher_below_alpha_threshold"],
+            }
+        ),
+        out / "steps" / "03_quality" / "data" / "part-0.parquet",
+    )
     md = Path(build_report(str(out), str(tmp_path / "r"))[1]).read_text()
-    row = next(line for line in md.splitlines() if "gopher_below_alpha_threshold" in line and line.startswith("| gopher_quality"))
+    row = next(
+        line
+        for line in md.splitlines()
+        if "gopher_below_alpha_threshold" in line and line.startswith("| gopher_quality")
+    )
     assert "https://shop.example/prices: Prices \\| 1.99 \\| 2.49" in row and "…" in row

@@ -7,8 +7,8 @@ import json
 
 import pyarrow.parquet as pq
 
-from pipelines.cli import main as dataprep
 from dataprep.core.config import load_config
+from pipelines.cli import main as dataprep
 from pipelines.pipeline_run import run_pipeline
 
 ARTICLE = " ".join(["The river flows through the old town and past the cathedral, built in the twelfth century."] * 8)
@@ -19,8 +19,10 @@ def _inputs(shared_data, folder) -> list[str]:
     web = [json.loads(line)["text"] for line in (shared_data / "documents/redpajama-c4-refined.jsonl").open()]
     web_docs = [{"id": f"web-{i}", "text": t} for i, t in enumerate(web)] + [{"id": "web-short", "text": "Buy now."}]
     wiki_docs = [{"id": f"wiki-{i}", "text": f"Article {i}\n\n{ARTICLE}", "source_kind": "wikipedia"} for i in range(5)]
-    wiki_docs += [{"id": "wiki-stub", "text": "Stubville is a village.", "source_kind": "wikipedia"},
-                  {"id": "wiki-copy", "text": f"Article 0\n\n{ARTICLE}", "source_kind": "wikipedia"}]
+    wiki_docs += [
+        {"id": "wiki-stub", "text": "Stubville is a village.", "source_kind": "wikipedia"},
+        {"id": "wiki-copy", "text": f"Article 0\n\n{ARTICLE}", "source_kind": "wikipedia"},
+    ]
     paths = []
     for name, docs in (("web", web_docs), ("wiki", wiki_docs)):
         path = folder / f"{name}.jsonl"
@@ -30,10 +32,13 @@ def _inputs(shared_data, folder) -> list[str]:
 
 
 def test_sources_section_counts_each_source_kind_and_its_funnel(spark, shared_data, tmp_path, capsys):
-    config = load_config({"input": {"paths": _inputs(shared_data, tmp_path), "format": "jsonl"},
-                          "output": {"dir": str(tmp_path / "out")},
-                          "stages": [{"stage": "gopher_quality"}, {"stage": "wikipedia_quality"},
-                                     {"stage": "exact_dedup"}]})
+    config = load_config(
+        {
+            "input": {"paths": _inputs(shared_data, tmp_path), "format": "jsonl"},
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": "gopher_quality"}, {"stage": "wikipedia_quality"}, {"stage": "exact_dedup"}],
+        }
+    )
     result = run_pipeline(config, spark=spark)
     assert dataprep(["report", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out/report/report.md").read_text()

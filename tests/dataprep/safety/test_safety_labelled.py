@@ -18,7 +18,11 @@ from dataprep.safety.harmful import HarmfulContent, densest_window, load_categor
 from dataprep.safety.word_lists import prepare, tokens_of
 
 ROOT = Path(__file__).resolve().parents[3]
-PAGES = [json.loads(line) for line in (ROOT / "tests" / "data" / "safety_labelled.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+PAGES = [
+    json.loads(line)
+    for line in (ROOT / "tests" / "data" / "safety_labelled.jsonl").read_text(encoding="utf-8").splitlines()
+    if line.strip()
+]
 LANGS = ["zh", "ja", "ko", "ru", "de", "fr", "es", "en"]
 
 
@@ -72,7 +76,9 @@ def test_long_fiction_is_caught_by_the_densest_window_not_the_page_share():
 
 
 def test_medical_and_educational_pages_score_zero():
-    out, _ = HarmfulContent(action="annotate").process(_table([p for p in PAGES if p["kind"] in ("medical", "sex-education")]))
+    out, _ = HarmfulContent(action="annotate").process(
+        _table([p for p in PAGES if p["kind"] in ("medical", "sex-education")])
+    )
     assert set(out.column("harm_adult").to_pylist()) == {0.0}
     assert set(out.column("harm_adult_terms").to_pylist()) == {0}
 
@@ -96,7 +102,14 @@ def test_densest_window_counts_the_cluster():
 def test_lexicons_have_real_coverage_in_tiers():
     lists = load_category_lists(True, ())["adult"]
     folder = ROOT / "dataprep" / "assets" / "safety" / "harmful" / "adult"
-    sizes = {lang: sum(1 for line in (folder / f"{lang}.txt").read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")) for lang in LANGS}
+    sizes = {
+        lang: sum(
+            1
+            for line in (folder / f"{lang}.txt").read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")
+        )
+        for lang in LANGS
+    }
     assert sizes["zh"] >= 250 and sizes["en"] >= 200 and min(sizes.values()) >= 30, sizes
     for lang in LANGS:
         assert lists[lang].ambiguous is not None and (folder / "ambiguous" / f"{lang}.txt").is_file()
@@ -112,9 +125,15 @@ def test_real_text_from_shared_data_is_not_flagged(shared_data):
     for line in (data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8"):
         row = json.loads(line)
         by_lang.setdefault(row["lang"], []).append(row["text"])
-    pages = [{"id": f"{lang}-{i}", "text": "\n".join(t[i : i + 20]), "lang": lang} for lang, t in by_lang.items() for i in range(0, len(t), 20)]
+    pages = [
+        {"id": f"{lang}-{i}", "text": "\n".join(t[i : i + 20]), "lang": lang}
+        for lang, t in by_lang.items()
+        for i in range(0, len(t), 20)
+    ]
     for path in sorted((data / "documents").glob("*")):
         with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as fh:
-            pages += [{"id": f"{path.name}-{i}", "text": json.loads(line)["text"], "lang": "en"} for i, line in enumerate(fh)]
+            pages += [
+                {"id": f"{path.name}-{i}", "text": json.loads(line)["text"], "lang": "en"} for i, line in enumerate(fh)
+            ]
     assert len(pages) > 1000
     assert _safety_reasons(pages) == {}

@@ -12,10 +12,10 @@ import yaml
 
 from dataprep.core.config import parse_stages
 from dataprep.core.runner import run_stages
-from dataprep.safety.word_lists import fold, unhide
 from dataprep.safety.harmful import HarmfulContent, contact_count, load_category_lists, title_stuffing
 from dataprep.safety.toxicity import load_word_lists
 from dataprep.safety.url_filter import DomainSet, UrlFilter, load_categories
+from dataprep.safety.word_lists import fold, unhide
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGES = yaml.safe_load((ROOT / "tests" / "data" / "safety_pages.yaml").read_text(encoding="utf-8"))
@@ -99,7 +99,9 @@ def test_contact_spam_and_stuffed_titles():
 
 
 def test_languages_without_lists_are_not_scored():
-    out, reasons = HarmfulContent().process(pa.table({"id": ["0"], "text": ["Sex anni, anal nude est."], "lang": ["la"]}))
+    out, reasons = HarmfulContent().process(
+        pa.table({"id": ["0"], "text": ["Sex anni, anal nude est."], "lang": ["la"]})
+    )
     assert reasons == [None] and out.column("harm_adult").to_pylist() == [None]
 
 
@@ -139,7 +141,9 @@ def test_url_lists_hashed_tarballs_and_gzip(tmp_path):
 def _first_shipped_domain():
     import gzip
 
-    with gzip.open(ROOT / "dataprep" / "assets" / "safety" / "blocklists" / "ut1" / "domains.gz", "rt", encoding="utf-8") as fh:
+    with gzip.open(
+        ROOT / "dataprep" / "assets" / "safety" / "blocklists" / "ut1" / "domains.gz", "rt", encoding="utf-8"
+    ) as fh:
         for line in fh:
             if not line.startswith("#"):
                 yield line.strip()

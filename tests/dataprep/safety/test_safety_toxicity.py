@@ -103,8 +103,18 @@ def test_config_errors():
 def test_user_trained_fasttext_model_scores_any_language(tmp_path):
     from dataprep.classify.fasttext_classifier import FastTextClassifier
 
-    toxic = ["du bist ein dummer idiot", "halt die klappe du idiot", "du dummer trottel verschwinde", "idiot trottel dumm"]
-    clean = ["das wetter ist heute schön", "wir gehen in den park", "die bibliothek ist geöffnet", "ein schöner tag im garten"]
+    toxic = [
+        "du bist ein dummer idiot",
+        "halt die klappe du idiot",
+        "du dummer trottel verschwinde",
+        "idiot trottel dumm",
+    ]
+    clean = [
+        "das wetter ist heute schön",
+        "wir gehen in den park",
+        "die bibliothek ist geöffnet",
+        "ein schöner tag im garten",
+    ]
     path = tmp_path / "tox.bin"
     FastTextClassifier.train(toxic * 25 + clean * 25, ["toxic"] * 100 + ["clean"] * 100, str(path), epoch=25)
     stage = ToxicityFilter(model="fasttext", model_path=str(path), words_threshold=None, model_threshold=0.5)

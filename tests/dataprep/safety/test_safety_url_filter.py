@@ -14,7 +14,9 @@ from dataprep.safety.url_filter import UrlFilter
 
 
 def _reasons(stage: UrlFilter, urls: list[str | None]) -> list[str | None]:
-    batch = pa.table({"id": [str(i) for i in range(len(urls))], "url": pa.array(urls, pa.string()), "text": ["x"] * len(urls)})
+    batch = pa.table(
+        {"id": [str(i) for i in range(len(urls))], "url": pa.array(urls, pa.string()), "text": ["x"] * len(urls)}
+    )
     out, reasons = stage.process(batch)
     assert out.num_rows == len(urls)
     return reasons
@@ -69,7 +71,15 @@ def test_ut1_folders_from_config_with_urls_and_threshold(tmp_path):
     _ut1(root, "phishing", domains="evil-bank-login.com\n.www.fake-paypal.net\n", urls="freehost.org/~scam/\n")
     _ut1(root, "jobsearch", domains="jobs.example.com\n")
     (stage,) = parse_stages(
-        [{"stage": "url_filter", "blocklists": [str(root)], "categories": ["phishing"], "use_default_lists": False, "soft_word_threshold": 1}]
+        [
+            {
+                "stage": "url_filter",
+                "blocklists": [str(root)],
+                "categories": ["phishing"],
+                "use_default_lists": False,
+                "soft_word_threshold": 1,
+            }
+        ]
     )
     assert _reasons(stage, [
         "https://secure.evil-bank-login.com/login",
@@ -99,10 +109,26 @@ def test_all_safety_stages_in_one_spark_pipeline(spark, tmp_path):
     from pipelines.pipeline_run import run_pipeline
 
     docs = [
-        {"id": "clean", "url": "https://gazette.example.com/library", "text": "The library reopened on Monday.\nVisitors queued early."},
-        {"id": "pii", "url": "https://club.example.org/contact", "text": "Write to anna.berg@example.se or call +46 8 123 456 78.\nIBAN SE45 5000 0000 0583 9825 7466."},
-        {"id": "toxic", "url": "https://forum.example.net/t/1", "text": "You fucking asshole, shut up.\nFuck you and your shit."},
-        {"id": "mixed", "url": "https://forum.example.net/t/2", "text": "Good question about tomatoes.\nFuck you, idiot.\nWater them daily."},
+        {
+            "id": "clean",
+            "url": "https://gazette.example.com/library",
+            "text": "The library reopened on Monday.\nVisitors queued early.",
+        },
+        {
+            "id": "pii",
+            "url": "https://club.example.org/contact",
+            "text": "Write to anna.berg@example.se or call +46 8 123 456 78.\nIBAN SE45 5000 0000 0583 9825 7466.",
+        },
+        {
+            "id": "toxic",
+            "url": "https://forum.example.net/t/1",
+            "text": "You fucking asshole, shut up.\nFuck you and your shit.",
+        },
+        {
+            "id": "mixed",
+            "url": "https://forum.example.net/t/2",
+            "text": "Good question about tomatoes.\nFuck you, idiot.\nWater them daily.",
+        },
         {"id": "adult", "url": "https://www.xvideos.com/video1", "text": "Some page text."},
     ]
     src = tmp_path / "docs.jsonl"
@@ -118,7 +144,12 @@ def test_all_safety_stages_in_one_spark_pipeline(spark, tmp_path):
     rows = {r["id"]: r for r in pq.read_table(result.corpus_dir).to_pylist()}
     assert set(rows) == {"clean", "pii", "mixed"}
     assert rows["pii"]["text"] == "Write to <EMAIL> or call <PHONE>.\nIBAN <IBAN>."
-    assert (rows["pii"]["pii_email"], rows["pii"]["pii_phone"], rows["pii"]["pii_iban"], rows["pii"]["pii_count"]) == (1, 1, 1, 3)
+    assert (rows["pii"]["pii_email"], rows["pii"]["pii_phone"], rows["pii"]["pii_iban"], rows["pii"]["pii_count"]) == (
+        1,
+        1,
+        1,
+        3,
+    )
     assert rows["mixed"]["text"] == "Good question about tomatoes.\nWater them daily."
     stats = {s.stage: s for s in result.stats}
     assert stats["url_filter"].dropped == {"url_blocklist:adult": 1}

@@ -11,14 +11,14 @@ import pickle
 import pytest
 import torch
 import yaml
-from tokenizer_texts import load_texts, texts_table
-from train_fixtures import tiny_config
 
 from dataprep.tokenize.manifest import load_manifest
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.cli import main as pretrain_main
 from pretrain.inference.loading import load_trained, model_for_inference
+from tokenizer_texts import load_texts, texts_table
+from train_fixtures import tiny_config
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -29,12 +29,18 @@ def _llama3_style(texts, folder):
     tk = tokenizers.Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=450, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=450,
+        special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tk.train_from_iterator(texts, trainer)
     folder.mkdir()
     tk.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"})
+    )
     return str(folder)
 
 
@@ -54,8 +60,14 @@ def test_tokenizer_json_through_tokenize_train_eval_generate(shared_data, tmp_pa
     assert manifest["tokenizer"]["model_sha256"] == tok.sha256 and manifest["special_ids"]["eos"] == 1
     assert Tokenizer.load(str(shards / "tokenizer")).sha256 == tok.sha256  # the copy beside the shards
 
-    cfg = tiny_config(str(shards), tmp_path / "run", model={"vocab_size": 512}, max_steps=3,
-                      checkpoint={"every_steps": 3}, log={"val_every_steps": 3, "val_batches": 1})
+    cfg = tiny_config(
+        str(shards),
+        tmp_path / "run",
+        model={"vocab_size": 512},
+        max_steps=3,
+        checkpoint={"every_steps": 3},
+        log={"val_every_steps": 3, "val_batches": 1},
+    )
     (tmp_path / "train.yaml").write_text(yaml.safe_dump(cfg))
     assert pretrain_main(["train", str(tmp_path / "train.yaml")]) == 0
     capsys.readouterr()
@@ -63,7 +75,10 @@ def test_tokenizer_json_through_tokenize_train_eval_generate(shared_data, tmp_pa
     held_out.write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in lingua[300:340]))
     assert pretrain_main(["eval", str(tmp_path / "run"), "--data", str(held_out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["loss"] > 0
-    assert pretrain_main(["generate", str(tmp_path / "run"), "--prompt", "The city", "--max-new-tokens", "4", "--json"]) == 0
+    assert (
+        pretrain_main(["generate", str(tmp_path / "run"), "--prompt", "The city", "--max-new-tokens", "4", "--json"])
+        == 0
+    )
     sample = json.loads(capsys.readouterr().out)["samples"][0]
     assert sample["text"].startswith("The city") and max(sample["tokens"]) < 450
 

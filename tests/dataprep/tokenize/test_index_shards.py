@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 import yaml
-from megatron_reference import megatron_indexed_dataset
-from train_fixtures import tiny_config
 
+from megatron_reference import megatron_indexed_dataset
 from pipelines.cli import main as dataprep_main
 from pretrain.cli import main as pretrain_main
+from train_fixtures import tiny_config
 
 VOCAB = 128
 

@@ -45,9 +45,23 @@ def _crawl(shared_data) -> list[dict]:
 
 def _run(spark, tmp_path, docs, tokenizer_dir, name: str, repeat: bool):
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    tokenize = {"stage": "tokenize", "tokenizer": tokenizer_dir, "output_dir": str(tmp_path / name), "tokens_per_shard": 2000}
-    stages = [{"stage": "minhash_dedup", "sample_weights": WEIGHTS}, {**tokenize, **({"repeat_by": "sample_weight"} if repeat else {})}]
-    config = load_config({"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / f"out-{name}")}, "stages": stages})
+    tokenize = {
+        "stage": "tokenize",
+        "tokenizer": tokenizer_dir,
+        "output_dir": str(tmp_path / name),
+        "tokens_per_shard": 2000,
+    }
+    stages = [
+        {"stage": "minhash_dedup", "sample_weights": WEIGHTS},
+        {**tokenize, **({"repeat_by": "sample_weight"} if repeat else {})},
+    ]
+    config = load_config(
+        {
+            "input": {"paths": [str(tmp_path / "in.jsonl")]},
+            "output": {"dir": str(tmp_path / f"out-{name}")},
+            "stages": stages,
+        }
+    )
     return pq.read_table(run_pipeline(config, spark=spark).corpus_dir).to_pylist(), str(tmp_path / name)
 
 
@@ -94,7 +108,11 @@ def test_copies_round_fractional_weights_by_id_and_spread_them_apart(tmp_path):
             writer.add(np.array([i, i], np.uint16), n)
         (shard,) = writer.close()
     order = [int(d[0]) for d in open_dataset_files(tmp_path / "s-00000")]
-    assert order == [0, 1, 3, 0, 3, 0] and (shard["documents"], shard["unique_documents"], shard["unique_tokens"]) == (6, 3, 6)
+    assert order == [0, 1, 3, 0, 3, 0] and (shard["documents"], shard["unique_documents"], shard["unique_tokens"]) == (
+        6,
+        3,
+        6,
+    )
 
 
 def open_dataset_files(prefix):

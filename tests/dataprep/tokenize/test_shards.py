@@ -8,7 +8,6 @@ import struct
 
 import numpy as np
 import pytest
-from megatron_reference import megatron_indexed_dataset
 
 from dataprep.tokenize.manifest import build_manifest, load_manifest, write_manifest
 from dataprep.tokenize.shards import (
@@ -20,8 +19,14 @@ from dataprep.tokenize.shards import (
     write_shard,
 )
 from dataprep.tokenize.verify import verify_dataset
+from megatron_reference import megatron_indexed_dataset
 
-DOCS = [np.array([5, 6, 7], np.int32), np.array([], np.int32), np.array([65_535, 0, 2], np.int32), np.arange(100, 140, dtype=np.int32)]
+DOCS = [
+    np.array([5, 6, 7], np.int32),
+    np.array([], np.int32),
+    np.array([65_535, 0, 2], np.int32),
+    np.arange(100, 140, dtype=np.int32),
+]
 
 
 # DOCS with every id inside the vocabulary of make_dataset (65,535 is the largest uint16, not a token of it)
@@ -156,7 +161,9 @@ def test_flipped_byte_in_bin_is_caught_by_checksum(tmp_path):
         fh.seek(7)
         fh.write(bytes([byte[0] ^ 0x10]))
     assert verify_dataset(str(tmp_path), checksums=False) == []  # structure alone cannot see it
-    assert verify_dataset(str(tmp_path)) == ["shard shard-00000-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)"]
+    assert verify_dataset(str(tmp_path)) == [
+        "shard shard-00000-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)"
+    ]
 
 
 def test_flipped_byte_in_idx_is_caught_by_structure(tmp_path):
@@ -178,7 +185,9 @@ def test_manifest_disagreement_and_missing_files(tmp_path):
     assert manifest["shards"][0]["bin_sha256"] and manifest["shards"][0]["name"] == "shard-00000-00000"
     manifest["shards"][0]["tokens"] = 45
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ShardError, match=r"shard shard-00000-00000 disagrees with manifest.json: 46 tokens \(manifest: 45\)"):
+    with pytest.raises(
+        ShardError, match=r"shard shard-00000-00000 disagrees with manifest.json: 46 tokens \(manifest: 45\)"
+    ):
         open_dataset(str(tmp_path))
     os.unlink(f"{prefix}.idx")
     with pytest.raises(ShardError, match="shard shard-00000-00000: .idx is missing"):
@@ -211,8 +220,10 @@ def test_verify_shards_names_ids_beyond_the_manifest_vocabulary(tmp_path, capsys
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     assert main(["verify-shards", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert ("FAIL shard shard-00000-00000: token id 65495 at token offset 3 of shard-00000-00000.bin is not below "
-            "the manifest's vocab_size 120") in out
+    assert (
+        "FAIL shard shard-00000-00000: token id 65495 at token offset 3 of shard-00000-00000.bin is not below "
+        "the manifest's vocab_size 120"
+    ) in out
     assert main(["verify-shards", str(tmp_path), "--quick"]) == 0
     # bytes set to 0xFF in a .bin: besides the checksum, the first id beyond the vocabulary says where
     make_dataset(tmp_path / "ff")
@@ -222,7 +233,8 @@ def test_verify_shards_names_ids_beyond_the_manifest_vocabulary(tmp_path, capsys
     assert verify_dataset(str(tmp_path / "ff")) == [
         "shard shard-00000-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)",
         "shard shard-00000-00000: token id 65535 at token offset 5 of shard-00000-00000.bin is not below the "
-        "manifest's vocab_size 65496 (corrupt, or made with another tokenizer)"]
+        "manifest's vocab_size 65496 (corrupt, or made with another tokenizer)",
+    ]
 
 
 def test_nanogpt_export(tmp_path):

@@ -3,15 +3,12 @@ in memory and on Spark (training from the corpus, reruns without duplicates), an
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import warnings
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tokenizer_texts import EDGE_CASES, load_texts, texts_table
 
 from dataprep.core.config import ConfigError, parse_stages
 from dataprep.tokenize.manifest import load_manifest
@@ -19,11 +16,15 @@ from dataprep.tokenize.shards import open_dataset
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import META_NAME, MODEL_NAME, Tokenizer, train_tokenizer
 from dataprep.tokenize.verify import verify_dataset
+from tokenizer_texts import EDGE_CASES, load_texts, texts_table
+
 
 @pytest.fixture(scope="module")
 def corpus(shared_data):
     lingua, docs = load_texts(shared_data)
-    train = [r["text"] for r in lingua if r["line"] % 4] + docs[::2]  # 3 of 4 sentences per language, half the documents
+    train = [r["text"] for r in lingua if r["line"] % 4] + docs[
+        ::2
+    ]  # 3 of 4 sentences per language, half the documents
     held_out = [r["text"] for r in lingua if r["line"] % 4 == 0] + docs[1::2]
     return {"train": train, "held_out": held_out, "docs": docs}
 
@@ -47,7 +48,11 @@ def test_tokenizer_folder_describes_itself(tokenizer_dir, corpus, tmp_path):
     again = train_tokenizer(corpus["train"][:300], str(tmp_path / "a"), vocab_size=1000)
     same = train_tokenizer(corpus["train"][:300], str(tmp_path / "b"), vocab_size=1000)
     other = train_tokenizer(corpus["train"][1:301], str(tmp_path / "c"), vocab_size=1000)
-    assert again.meta["training"]["sample_sha256"] == same.meta["training"]["sample_sha256"] != other.meta["training"]["sample_sha256"]
+    assert (
+        again.meta["training"]["sample_sha256"]
+        == same.meta["training"]["sample_sha256"]
+        != other.meta["training"]["sample_sha256"]
+    )
     with open(os.path.join(str(tmp_path / "a"), MODEL_NAME), "wb") as fh:
         fh.write(open(os.path.join(tokenizer_dir, MODEL_NAME), "rb").read())
     with pytest.raises(ValueError, match="does not match tokenizer_meta.json"):
@@ -131,7 +136,9 @@ def test_stage_config_is_validated(tmp_path):
         parse_stages([{"stage": "tokenize", "tokenizer": "t", "tokens_per_shrd": 5}])
     with pytest.raises(ConfigError, match=r"train.vocab_size"):
         parse_stages([{"stage": "tokenize", "tokenizer": "t", "train": {"vocab_size": 10}}])
-    (stage,) = parse_stages([{"stage": "tokenize", "tokenizer": str(tmp_path / "none"), "output_dir": str(tmp_path / "o")}])
+    (stage,) = parse_stages(
+        [{"stage": "tokenize", "tokenizer": str(tmp_path / "none"), "output_dir": str(tmp_path / "o")}]
+    )
     with pytest.raises(FileNotFoundError, match="no tokenizer in .*dataprep train-tokenizer"):
         stage.run_local(texts_table(["text"]))
 

@@ -10,8 +10,8 @@ import random
 import shutil
 
 import pytest
-from harness_tasks import write_tasks
 
+from harness_tasks import write_tasks
 from pretrain.cli import main as pretrain_main
 
 pytestmark = pytest.mark.slow  # many trainings: scripts/test.sh --fast leaves it out
@@ -36,8 +36,12 @@ def corpora(shared_data, tmp_path_factory):
         held_out = [json.loads(line)["text"] for line in fh]
     rng = random.Random(0)
     shuffled = [" ".join(rng.sample(t.split(), len(t.split()))) for t in real]
-    return {"real": _write(folder / "real.jsonl", real), "shuffled": _write(folder / "shuffled.jsonl", shuffled),
-            "held_out": _write(folder / "held_out.jsonl", held_out), "folder": folder}
+    return {
+        "real": _write(folder / "real.jsonl", real),
+        "shuffled": _write(folder / "shuffled.jsonl", shuffled),
+        "held_out": _write(folder / "held_out.jsonl", held_out),
+        "folder": folder,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +49,19 @@ def real_vs_shuffled(corpora):
     import torch
 
     out = corpora["folder"] / "real-vs-shuffled"
-    argv = ["ablate", "--arm", f"real={corpora['real']}", "--arm", f"shuffled={corpora['shuffled']}",
-            "--eval", corpora["held_out"], "--seeds", "4", "--output", str(out)]  # the defaults, 4 seeds
+    argv = [
+        "ablate",
+        "--arm",
+        f"real={corpora['real']}",
+        "--arm",
+        f"shuffled={corpora['shuffled']}",
+        "--eval",
+        corpora["held_out"],
+        "--seeds",
+        "4",
+        "--output",
+        str(out),
+    ]  # the defaults, 4 seeds
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices on a busy machine
     try:
@@ -60,7 +75,7 @@ def real_vs_shuffled(corpora):
 def test_real_text_beats_its_shuffled_words(real_vs_shuffled):
     out, _ = real_vs_shuffled
     results = json.loads((out / "results.json").read_text())
-    pair, = results["pairs"]
+    (pair,) = results["pairs"]
     assert (pair["a"], pair["b"], pair["measure"]) == ("real", "shuffled", "held_out/bpb")
     assert pair["ci95"][1] < 0 and pair["winner"] == "real", pair
     assert results["arms"]["real"]["held_out/bpb"]["mean"] < results["arms"]["shuffled"]["held_out/bpb"]["mean"]
@@ -79,7 +94,8 @@ def test_a_rerun_redoes_only_unscored_models(real_vs_shuffled, capsys):
     assert pretrain_main(argv) == 0
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith("[ablate] model ") and "done" not in line] == [
-        "[ablate] model 4/8: arm shuffled, seed 1"]
+        "[ablate] model 4/8: arm shuffled, seed 1"
+    ]
     assert scored.stat().st_mtime_ns == mtime
     after = json.loads((out / "results.json").read_text())
     assert after["pairs"][0]["difference"] == pytest.approx(before["pairs"][0]["difference"], abs=1e-6)
@@ -92,9 +108,32 @@ def test_the_same_corpus_twice_shows_no_difference(real_vs_shuffled, corpora, ca
     shards = real_vs_shuffled[0] / "arms" / "real" / "shards"  # token shards: the tokenizer comes with them
     out = corpora["folder"] / "same"
     tasks = write_tasks(corpora["folder"] / "tasks")
-    assert pretrain_main(["ablate", "--arm", f"a={shards}", "--arm", f"b={shards}", "--eval", corpora["held_out"],
-                          "--seeds", "2", "--tokens", "30000", *SMALL, "--tasks", "tiny_mc", "--include-path", tasks,
-                          "--output", str(out), "--json"]) == 0
+    assert (
+        pretrain_main(
+            [
+                "ablate",
+                "--arm",
+                f"a={shards}",
+                "--arm",
+                f"b={shards}",
+                "--eval",
+                corpora["held_out"],
+                "--seeds",
+                "2",
+                "--tokens",
+                "30000",
+                *SMALL,
+                "--tasks",
+                "tiny_mc",
+                "--include-path",
+                tasks,
+                "--output",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     pairs = {p["measure"]: p for p in json.loads(capsys.readouterr().out)["pairs"]}
     assert set(pairs) == {"held_out/bpb", "tiny_mc/acc", "tiny_mc/correct_prob"}
     pair = pairs["held_out/bpb"]
@@ -111,7 +150,21 @@ def test_shard_arms_under_different_tokenizers_are_refused(real_vs_shuffled, cor
     manifest = json.loads((other / "manifest.json").read_text())
     manifest["tokenizer"]["model_sha256"] = "0" * 64
     (other / "manifest.json").write_text(json.dumps(manifest))
-    assert pretrain_main(["ablate", "--arm", f"a={shards}", "--arm", f"b={other}", "--eval", corpora["held_out"],
-                          "--output", str(corpora["folder"] / "refused")]) != 0
+    assert (
+        pretrain_main(
+            [
+                "ablate",
+                "--arm",
+                f"a={shards}",
+                "--arm",
+                f"b={other}",
+                "--eval",
+                corpora["held_out"],
+                "--output",
+                str(corpora["folder"] / "refused"),
+            ]
+        )
+        != 0
+    )
     err = capsys.readouterr().err
     assert "the token-shard arms use different tokenizers" in err and len(err.strip().splitlines()) == 1

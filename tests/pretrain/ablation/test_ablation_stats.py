@@ -28,14 +28,16 @@ def test_paired_interval_by_hand():
 def test_pairing_is_by_seed_not_by_order_of_values():
     """The same seed's offset in both arms cancels: paired, a small steady gap is significant."""
     scores = {"a": {0: {"x/bpb": 3.0}, 1: {"x/bpb": 4.0}}, "b": {0: {"x/bpb": 3.1}, 1: {"x/bpb": 4.1001}}}
-    pair, = summarise(scores)["pairs"]
+    (pair,) = summarise(scores)["pairs"]
     assert pair["winner"] == "a" and pair["ci95"][1] < 0
 
 
 def test_winner_follows_each_measures_direction():
-    scores = {"a": {s: {"x/bpb": 2.0 + s * 0.01, "t/acc": 0.6 + s * 0.01} for s in range(3)},
-              "b": {s: {"x/bpb": 2.5 + s * 0.012, "t/acc": 0.4 + s * 0.013} for s in range(3)},
-              "c": {s: {"x/bpb": 2.0 + s * 0.011 - 0.001 * (s == 1), "t/acc": 0.6 + s * 0.011} for s in range(3)}}
+    scores = {
+        "a": {s: {"x/bpb": 2.0 + s * 0.01, "t/acc": 0.6 + s * 0.01} for s in range(3)},
+        "b": {s: {"x/bpb": 2.5 + s * 0.012, "t/acc": 0.4 + s * 0.013} for s in range(3)},
+        "c": {s: {"x/bpb": 2.0 + s * 0.011 - 0.001 * (s == 1), "t/acc": 0.6 + s * 0.011} for s in range(3)},
+    }
     result = summarise(scores)
     winners = {(p["a"], p["b"], p["measure"]): p["winner"] for p in result["pairs"]}
     assert winners[("a", "b", "x/bpb")] == "a" and winners[("a", "b", "t/acc")] == "a"  # lower bpb, higher acc

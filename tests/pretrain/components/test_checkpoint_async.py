@@ -13,12 +13,12 @@ import textwrap
 
 import pytest
 import torch
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components import checkpoint
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -49,7 +49,9 @@ def test_async_saves_resume_bit_exactly_as_sync_ones(data, sync_run, tmp_path):
     cfg = load_train_config(_config(data, tmp_path, True))
     run(cfg, stop_at=4)
     assert [os.path.basename(p) for p in checkpoint.list_checkpoints(tmp_path / "checkpoints")] == [
-        "step-00000002", "step-00000004"]
+        "step-00000002",
+        "step-00000004",
+    ]
     got, _ = checkpoint.read_model_weights(str(tmp_path / "checkpoints" / "step-00000004"))
     want, _ = checkpoint.read_model_weights(str(sync_run / "checkpoints" / "step-00000004"))
     assert all(torch.equal(got[k], want[k]) for k in want)  # the weights of step 4, not of a later step
@@ -62,7 +64,9 @@ def test_a_save_left_incomplete_is_passed_over_for_the_previous_one(data, sync_r
     root = tmp_path / "checkpoints"
     shutil.rmtree(root / "step-00000006")
     # a save of step 6 cut short: its temporary folder, and a step folder lacking the train state
-    shutil.copytree(root / "step-00000004", root / ".tmp-step-00000006", ignore=shutil.ignore_patterns("train_state.json"))
+    shutil.copytree(
+        root / "step-00000004", root / ".tmp-step-00000006", ignore=shutil.ignore_patterns("train_state.json")
+    )
     shutil.copytree(root / ".tmp-step-00000006", root / "step-00000006")
     with pytest.warns(UserWarning, match="passed over incomplete checkpoint.s. step-00000006"):
         assert checkpoint.resolve("auto", str(root)).endswith("step-00000004")

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from train_fixtures import make_token_dataset
 
 from dataprep.tokenize.shards import open_dataset
+from pretrain.components.dataloader import (
+    BLOCK,
+    Loader,
+    MixtureOrder,
+    Source,
+    block_counts,
+    build_loaders,
+    split_documents,
+)
 from pretrain.config import DataConfig
-from pretrain.components.dataloader import BLOCK, Loader, MixtureOrder, Source, block_counts, build_loaders, split_documents
+from train_fixtures import make_token_dataset
 
 SEQ = 16
 
@@ -141,7 +149,9 @@ def test_a_small_source_holds_out_one_validation_batch(tmp_path, capsys):
     train, val = build_loaders(cfg, SEQ, 8, 2, 0, 1)
     assert val is not None and val.sources[0].num_samples("val") >= 8  # a global batch, no sample twice
     err = capsys.readouterr().err
-    assert f"{small}: val_fraction 0.01 holds out" in err and "fewer than one validation batch (129); holding out" in err
+    assert (
+        f"{small}: val_fraction 0.01 holds out" in err and "fewer than one validation batch (129); holding out" in err
+    )
     source = val.sources[0]
     assert source.train.num_tokens + source.val.num_tokens == sum(s.num_tokens for s in open_dataset(small))
     _, again = build_loaders(cfg, SEQ, 8, 2, 0, 1)
@@ -150,7 +160,9 @@ def test_a_small_source_holds_out_one_validation_batch(tmp_path, capsys):
 
 def test_a_source_too_small_to_validate_on_is_a_config_error(tmp_path):
     tiny = make_token_dataset(tmp_path, n_docs=3, min_len=12, max_len=13, n_shards=1)  # 36 tokens
-    with pytest.raises(ValueError, match=r"data.val_fraction 0.01: no source is large enough .* set data.val_fraction: 0"):
+    with pytest.raises(
+        ValueError, match=r"data.val_fraction 0.01: no source is large enough .* set data.val_fraction: 0"
+    ):
         build_loaders(DataConfig(sources=[{"path": tiny}], val_fraction=0.01), SEQ, 8, 2, 0, 1)
     train, val = build_loaders(DataConfig(sources=[{"path": tiny}], val_fraction=0), SEQ, 8, 2, 0, 1)
     assert val is None and train.sources[0].num_samples("train") == 2

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.cli import main as pretrain_main
 from pretrain.components.dataloader import BLOCK, MixtureOrder
 from pretrain.components.metrics import read_metrics, tracker_scalars
+from pretrain.components.shard_totals import shard_totals
 from pretrain.config import load_train_config
 from pretrain.inference.plot import training_section
 from pretrain.mixture_presets import presets
-from pretrain.components.shard_totals import shard_totals
 from pretrain.planning.data_constrained import effective_tokens
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,9 @@ def test_mixture_by_name_becomes_the_sources(built, monkeypatch):
     monkeypatch.chdir(built)
     cfg = load_train_config(_mixture_config(built / "run"))
     assert [(s.name, s.path, s.weight) for s in cfg.data.sources] == [
-        ("web", "out/web/shards", 0.7), ("wikipedia", "out/wikipedia/shards", 0.3)]
+        ("web", "out/web/shards", 0.7),
+        ("wikipedia", "out/wikipedia/shards", 0.3),
+    ]
     assert cfg.data.mixture == "web_wiki"
 
 
@@ -85,8 +87,9 @@ def test_drawn_counts_equal_the_order_sample_by_sample(start, end):
 def test_two_source_mixture_draws_tokens_within_2_percent_of_the_weights(built, monkeypatch, one_thread):
     """Web 0.7, Wikipedia 0.3 by tokens, 300 steps of the tiny model on CPU: the metrics say what was drawn."""
     monkeypatch.chdir(built)
-    cfg = _mixture_config(built / "run", max_steps=300, log={"every_steps": 50, "val_every_steps": 1000},
-                          checkpoint={"every_steps": 1000})
+    cfg = _mixture_config(
+        built / "run", max_steps=300, log={"every_steps": 50, "val_every_steps": 1000}, checkpoint={"every_steps": 1000}
+    )
     run(load_train_config(cfg))
     records = [r for r in read_metrics(str(built / "run/metrics.jsonl")) if r["kind"] == "train"]
     last = records[-1]
@@ -98,8 +101,10 @@ def test_two_source_mixture_draws_tokens_within_2_percent_of_the_weights(built, 
     assert tracker_scalars(last)["train/source_share/web"] == last["source_share"]["web"]
     (table,) = training_section(str(built / "run"), str(built)).tables
     row = dict(table[1])["tokens per source"]
-    assert row == (f"web {last['source_tokens']['web']:,} ({last['source_share']['web']:.1%}), "
-                   f"wikipedia {last['source_tokens']['wikipedia']:,} ({last['source_share']['wikipedia']:.1%})")
+    assert row == (
+        f"web {last['source_tokens']['web']:,} ({last['source_share']['web']:.1%}), "
+        f"wikipedia {last['source_tokens']['wikipedia']:,} ({last['source_share']['wikipedia']:.1%})"
+    )
 
 
 def _budget(capsys, *args) -> dict:

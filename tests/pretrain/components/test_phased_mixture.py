@@ -10,13 +10,13 @@ import os
 import numpy as np
 import pytest
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.dataloader import BLOCK, build_loaders
 from pretrain.components.metrics import read_metrics
 from pretrain.components.mixture_order import MixtureOrder
 from pretrain.config import ConfigError, load_train_config
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -32,8 +32,11 @@ def sources(tmp_path_factory):
 def _config(sources, out, **overrides) -> dict:
     web, wiki = sources
     cfg = tiny_config([], out, max_steps=8, checkpoint={"every_steps": 2, "keep_last": 5}, **overrides)
-    cfg["data"] = {"sources": [{"path": web, "name": "web"}, {"path": wiki, "name": "wiki", "weight": 0.5}],
-                   "val_fraction": 0.1, "phases": PHASES}
+    cfg["data"] = {
+        "sources": [{"path": web, "name": "web"}, {"path": wiki, "name": "wiki", "weight": 0.5}],
+        "val_fraction": 0.1,
+        "phases": PHASES,
+    }
     return cfg
 
 
@@ -119,11 +122,12 @@ def test_phased_mixture_file_carries_its_phases(sources, tmp_path, monkeypatch):
     cfg = tiny_config([], tmp_path / "run")
     cfg["data"] = {"mixture": "web_wiki_anneal"}
     data = load_train_config(cfg).data
-    assert [(p.until, p.weights) for p in data.phases] == [(0.8, {"web": 0.8, "wikipedia": 0.2}),
-                                                           (1.0, {"web": 0.3, "wikipedia": 0.7})]
+    assert [(p.until, p.weights) for p in data.phases] == [
+        (0.8, {"web": 0.8, "wikipedia": 0.2}),
+        (1.0, {"web": 0.3, "wikipedia": 0.7}),
+    ]
     mine = tmp_path / "mine.yaml"
-    mine.write_text(yaml.safe_dump({"sources": [{"name": "web", "path": "out/web/shards"}],
-                                    "phases": "anneal"}))
+    mine.write_text(yaml.safe_dump({"sources": [{"name": "web", "path": "out/web/shards"}], "phases": "anneal"}))
     cfg["data"] = {"mixture": str(mine)}
     with pytest.raises(ConfigError, match="expected `phases:`"):
         load_train_config(cfg)
@@ -145,12 +149,15 @@ def test_phased_mixture_budget_gives_each_source_its_epochs_per_phase(sources, t
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["mixture"]}
     wiki = rows["wikipedia"]
     assert [p["epochs"] for p in wiki["phases"]] == pytest.approx(
-        [0.8 * 0.2 * tokens / unique["wikipedia"], 0.2 * 0.7 * tokens / unique["wikipedia"]])
+        [0.8 * 0.2 * tokens / unique["wikipedia"], 0.2 * 0.7 * tokens / unique["wikipedia"]]
+    )
     assert wiki["epochs"] == pytest.approx(sum(p["epochs"] for p in wiki["phases"]))
     assert rows["web"]["weight"] == pytest.approx(0.8 * 0.8 + 0.2 * 0.3)  # its share of the whole run
     assert pretrain_main(["budget", "--data", "web_wiki_anneal", "--tokens", str(tokens)]) == 0
-    assert f"(phase 1: {wiki['phases'][0]['epochs']:.1f}, phase 2: {wiki['phases'][1]['epochs']:.1f} epochs)" in \
-        capsys.readouterr().out
+    assert (
+        f"(phase 1: {wiki['phases'][0]['epochs']:.1f}, phase 2: {wiki['phases'][1]['epochs']:.1f} epochs)"
+        in capsys.readouterr().out
+    )
 
 
 def test_phased_mixture_shares_per_phase_in_the_report_and_the_plot(sources, tmp_path):
@@ -176,7 +183,9 @@ def test_phased_mixture_demo_config_trains_with_the_document_mask(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     make_token_dataset(tmp_path / "out/demo/pipeline/shards", n_docs=200, seed=1, max_len=60)
     make_token_dataset(tmp_path / "out/demo/reference/shards", n_docs=40, seed=2, max_len=60)
-    config = shutil.copy(os.path.join(os.path.dirname(__file__), "../../../configs/train/tiny_cpu_phased.yaml"), tmp_path)
+    config = shutil.copy(
+        os.path.join(os.path.dirname(__file__), "../../../configs/train/tiny_cpu_phased.yaml"), tmp_path
+    )
     assert pretrain_main(["train", config, "--set", "max_steps=10", "--set", "log.every_steps=1"]) == 0
     train = [r for r in read_metrics(str(tmp_path / "runs/tiny_cpu_phased/metrics.jsonl")) if r["kind"] == "train"]
     assert [r["phase"] for r in train] == [1] * 8 + [2] * 2

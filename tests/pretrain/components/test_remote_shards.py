@@ -8,18 +8,19 @@ import os
 
 import numpy as np
 import pytest
-from range_server import serve_folder
-from remote_loaders import GLOBAL, MICRO, SEQ, global_batch, rank_loaders, remote_data_config
-from train_fixtures import make_token_dataset
 
 from dataprep.tokenize.shards import ShardError
 from dataprep.tokenize.verify import verify_dataset
 from pretrain.components.dataloader import build_loaders
 from pretrain.components.remote_shards import RemoteReadError
+from range_server import serve_folder
+from remote_loaders import GLOBAL, MICRO, SEQ, global_batch, rank_loaders, remote_data_config
+from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
+
 
 @pytest.fixture()
 def dataset(tmp_path):
@@ -48,7 +49,9 @@ def test_remote_source_gives_the_local_samples(dataset, tmp_path, dp_size):
                 assert _bytes_in(tmp_path / "cache" / f"r{rank}") <= 8192
         _, local_val = build_loaders(remote_data_config(dataset), SEQ, GLOBAL, MICRO, 0, 1)
         for step in range(3):
-            np.testing.assert_array_equal(remote_val.batch_at(step * GLOBAL)[0].numpy(), local_val.batch_at(step * GLOBAL)[0].numpy())
+            np.testing.assert_array_equal(
+                remote_val.batch_at(step * GLOBAL)[0].numpy(), local_val.batch_at(step * GLOBAL)[0].numpy()
+            )
     assert remote[0].state_dict() == local[0].state_dict()
 
 
@@ -143,17 +146,19 @@ def test_verify_shards_reads_a_url(dataset):
         assert verify_dataset(f"{server.url}/shards") == [
             "shard part-00000: .bin SHA-256 does not match the manifest (file changed or corrupt)",
             "shard part-00000: token id 65535 at token offset 0 of part-00000.bin is not below the manifest's "
-            "vocab_size 128 (corrupt, or made with another tokenizer)"]
+            "vocab_size 128 (corrupt, or made with another tokenizer)",
+        ]
 
 
 def test_training_from_a_url_gives_the_losses_of_local_shards(dataset, tmp_path):
     pytest.importorskip("torch")
-    from train_fixtures import tiny_config
-
     from pretrain.config import load_train_config
     from pretrain.train import run
+    from train_fixtures import tiny_config
 
-    base = dict(max_steps=4, log={"every_steps": 1, "val_every_steps": 2, "val_batches": 1}, checkpoint={"every_steps": 100})
+    base = dict(
+        max_steps=4, log={"every_steps": 1, "val_every_steps": 2, "val_batches": 1}, checkpoint={"every_steps": 100}
+    )
     local = run(load_train_config(tiny_config(dataset, tmp_path / "local", **base)))
     with serve_folder(os.path.dirname(dataset)) as server:
         remote = run(load_train_config(tiny_config(f"{server.url}/shards", tmp_path / "remote", **base)))

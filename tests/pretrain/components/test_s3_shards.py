@@ -9,12 +9,12 @@ import os
 
 import numpy as np
 import pytest
-from remote_loaders import GLOBAL, MICRO, SEQ, global_batch, rank_loaders, remote_data_config
-from train_fixtures import make_token_dataset
 
 from dataprep.tokenize.shards import ShardError
 from dataprep.tokenize.verify import verify_dataset
 from pretrain.components.dataloader import build_loaders
+from remote_loaders import GLOBAL, MICRO, SEQ, global_batch, rank_loaders, remote_data_config
+from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
@@ -30,8 +30,12 @@ def bucket(tmp_path_factory):
     server.start()
     host, port = server.get_host_and_port()
     with pytest.MonkeyPatch.context() as env:
-        for name, value in (("AWS_ENDPOINT_URL", f"http://{host}:{port}"), ("AWS_ACCESS_KEY_ID", "testing"),
-                            ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        for name, value in (
+            ("AWS_ENDPOINT_URL", f"http://{host}:{port}"),
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+        ):
             env.setenv(name, value)
         s3fs.S3FileSystem.clear_instance_cache()  # a file system made before would keep another endpoint
         fs = s3fs.S3FileSystem()
@@ -60,18 +64,21 @@ def test_an_object_changed_in_the_bucket_is_refused_with_its_url(bucket, tmp_pat
     fs.put(local_dir, "shards-bucket/changed", recursive=True)
     with open(os.path.join(local_dir, "part-00001.bin"), "rb") as fh:
         fs.pipe_file("shards-bucket/changed/part-00001.bin", fh.read() + b"\0\0")
-    with pytest.raises(ShardError, match="s3://shards-bucket/changed/part-00001.bin is .* bytes but manifest.json says"):
+    with pytest.raises(
+        ShardError, match="s3://shards-bucket/changed/part-00001.bin is .* bytes but manifest.json says"
+    ):
         rank_loaders("s3://shards-bucket/changed", tmp_path / "cache")
 
 
 def test_training_from_s3_gives_the_losses_of_local_shards(bucket, tmp_path):
-    from train_fixtures import tiny_config
-
     from pretrain.config import load_train_config
     from pretrain.train import run
+    from train_fixtures import tiny_config
 
     local_dir, _ = bucket
-    base = dict(max_steps=3, log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1}, checkpoint={"every_steps": 100})
+    base = dict(
+        max_steps=3, log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1}, checkpoint={"every_steps": 100}
+    )
     local = run(load_train_config(tiny_config(local_dir, tmp_path / "local", **base)))
     remote = run(load_train_config(tiny_config("s3://shards-bucket/shards", tmp_path / "remote", **base)))
     assert [r["loss"] for r in remote] == [r["loss"] for r in local]

@@ -10,11 +10,11 @@ import shutil
 
 import pytest
 import yaml
-from train_fixtures import VOCAB, make_token_dataset, tiny_config
 
 from dataprep.tokenize.shards import open_dataset
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
+from train_fixtures import VOCAB, make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -100,4 +100,6 @@ def test_index_shards_names_an_id_beyond_the_vocabulary(dataset, tmp_path, capsy
     assert dataprep_main(["index-shards", str(tmp_path / "bad"), "--vocab-size", str(VOCAB), "--eos", "0"]) == 2
     err = capsys.readouterr().err
     name = os.path.basename(bin_path)[:-4]
-    assert f"shard {name}: token id 65535 at token offset {offset} of {name}.bin is not below --vocab-size {VOCAB}" in err
+    assert (
+        f"shard {name}: token id 65535 at token offset {offset} of {name}.bin is not below --vocab-size {VOCAB}" in err
+    )

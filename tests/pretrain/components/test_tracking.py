@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
-from pretrain.components import metrics
 from pretrain.cli import main as pretrain_main
+from pretrain.components import metrics
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -22,8 +22,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def _train_tiny(tmp_path, monkeypatch, **trackers) -> None:
     monkeypatch.setenv("WANDB_SILENT", "true")
     data = make_token_dataset(tmp_path / "tokens", n_docs=40)
-    cfg = tiny_config(data, tmp_path / "run", max_steps=4, log={"every_steps": 1, "val_every_steps": 2,
-                                                               "diagnostics_every_steps": 2, **trackers})
+    cfg = tiny_config(
+        data,
+        tmp_path / "run",
+        max_steps=4,
+        log={"every_steps": 1, "val_every_steps": 2, "diagnostics_every_steps": 2, **trackers},
+    )
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(cfg))
     assert pretrain_main(["train", str(path)]) == 0
@@ -54,15 +58,16 @@ def wandb_history(path: str) -> list[dict]:
         if 32768 - pos % 32768 < 7:  # the block's tail is padding
             pos += 32768 - pos % 32768
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        pending += data[pos + 7:pos + 7 + length]
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        pending += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # a whole record, or the last chunk of one
             record = wandb_internal_pb2.Record.FromString(pending)
             pending = b""
             if record.HasField("history"):
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                             for item in record.history.item})
+                rows.append(
+                    {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                )
     return rows
 
 

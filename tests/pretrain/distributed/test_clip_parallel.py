@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import torch
+
 from parallel_runs import MODEL, torchrun
 from train_fixtures import tiny_config
 
@@ -49,7 +50,7 @@ def _layout_gradients(cfg, batch: torch.Tensor) -> tuple[float, dict[str, torch.
     dims.build_mesh("cpu")
     dp = dims.data_parallel()
     per_rank = GLOBAL_BATCH // dp.size
-    micro_batches = list(batch[dp.rank * per_rank:(dp.rank + 1) * per_rank].split(MICRO_BATCH))
+    micro_batches = list(batch[dp.rank * per_rank : (dp.rank + 1) * per_rank].split(MICRO_BATCH))
     if dims.pp_enabled:
         pipe = build_pipeline(cfg, dims, torch.device("cpu"), None, len(micro_batches))
         model, stepper = pipe.module, pipe
@@ -58,8 +59,10 @@ def _layout_gradients(cfg, batch: torch.Tensor) -> tuple[float, dict[str, torch.
     ctx = TrainStepContext(torch.device("cpu"), "fp32", False, fsdp=dims.fsdp_enabled, pp_group=dims.group("pp"))
     accumulate_gradients(stepper, micro_batches, ctx)
     norm = clip_grad_norm(list(model.parameters()), MAX_NORM, ctx.pp_group)
-    grads = {parameter_name(name): p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
-             for name, p in model.named_parameters()}
+    grads = {
+        parameter_name(name): p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
+        for name, p in model.named_parameters()
+    }
     return norm.item(), grads
 
 
@@ -68,15 +71,29 @@ def _worker(out: str, name: str) -> None:
     from pretrain.distributed.process_group import init_distributed
 
     rank, _, _ = init_distributed("cpu")
-    cfg = load_train_config(tiny_config("/unused", out, model=MODEL, parallel=LAYOUTS[name],
-                                        micro_batch_size=MICRO_BATCH, global_batch_size=GLOBAL_BATCH))
-    batch = torch.randint(0, MODEL["vocab_size"], (GLOBAL_BATCH, cfg.seq_len + 1),
-                          generator=torch.Generator().manual_seed(7))
+    cfg = load_train_config(
+        tiny_config(
+            "/unused",
+            out,
+            model=MODEL,
+            parallel=LAYOUTS[name],
+            micro_batch_size=MICRO_BATCH,
+            global_batch_size=GLOBAL_BATCH,
+        )
+    )
+    batch = torch.randint(
+        0, MODEL["vocab_size"], (GLOBAL_BATCH, cfg.seq_len + 1), generator=torch.Generator().manual_seed(7)
+    )
     ref_norm, ref_grads, ref_after = _reference(cfg, batch)
     norm, grads = _layout_gradients(cfg, batch)
     worst = max((grads[k] - ref_grads[k]).abs().max().item() / ref_grads[k].abs().max().item() for k in grads)
-    result = {"norm": norm, "reference_norm": ref_norm, "reference_after": ref_after, "names": sorted(grads),
-              "worst_relative_error": worst}
+    result = {
+        "norm": norm,
+        "reference_norm": ref_norm,
+        "reference_after": ref_after,
+        "names": sorted(grads),
+        "worst_relative_error": worst,
+    }
     with open(os.path.join(out, f"{name}-rank{rank}.json"), "w") as fh:
         json.dump(result, fh)
     torch.distributed.destroy_process_group()

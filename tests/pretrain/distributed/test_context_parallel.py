@@ -19,8 +19,12 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pretrain.distributed.context_parallel import (ContextParallelAttention, cp_positions, lower_right_attention,
-                                                   split_prefix_attention)
+from pretrain.distributed.context_parallel import (
+    ContextParallelAttention,
+    cp_positions,
+    lower_right_attention,
+    split_prefix_attention,
+)
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
@@ -80,7 +84,8 @@ def test_cpu_and_cuda_formulations_agree_on_a_prefix(one_torch_thread, n_kv):
     inputs = [torch.randn(2, h, n, 8, generator=gen).requires_grad_() for h, n in ((4, 8), (n_kv, 24), (n_kv, 24))]
     mask = torch.ones(8, 24, dtype=torch.bool).tril(diagonal=16)
     ref_out, ref_grads = _output_and_grads(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=n_kv != 4), inputs)
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=n_kv != 4), inputs
+    )
     as_such = partial(F.scaled_dot_product_attention, attn_mask=causal_lower_right(8, 24), enable_gqa=n_kv != 4)
     for attend in (split_prefix_attention, lower_right_attention, as_such):
         out, grads = _output_and_grads(attend, inputs)
@@ -102,7 +107,8 @@ def test_selective_checkpointing_recomputes_to_the_same_gradients(one_torch_thre
     _, plain = _output_and_grads(attend, inputs)
     context = partial(create_selective_checkpoint_contexts, _save_matmuls_policy())
     _, checkpointed = _output_and_grads(
-        lambda *t: checkpoint(attend, *t, use_reentrant=False, context_fn=context), inputs)
+        lambda *t: checkpoint(attend, *t, use_reentrant=False, context_fn=context), inputs
+    )
     for got, ref in zip(checkpointed, plain):
         torch.testing.assert_close(got, ref)
 
@@ -152,8 +158,9 @@ def test_resident_size_stays_flat_where_the_mask_grew_with_the_square():
     peak quadruples when the sequence doubles (~170 MB at 8192 tokens), the new attention's stays under a twentieth of
     it (~1.5 MB: the sequence's keys and values, their gradients and copies)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     peaks = json.loads(proc.stdout.splitlines()[-1])
     assert peaks["dense_8192"] > 3.5 * peaks["dense_4096"], peaks
@@ -171,8 +178,7 @@ def _resident_peaks() -> dict[str, int]:
         new = ContextParallelAttention(None, 2, 0, seq_len).attend_gathered
         for name, attend in (("new", new), ("dense", partial(_dense_mask_attention, cp=2, rank=0))):
             attend(*inputs).sum().backward()
-            peaks[f"{name}_{seq_len}"] = min(peak_growth(lambda: attend(*inputs).sum().backward())[1]
-                                             for _ in range(2))
+            peaks[f"{name}_{seq_len}"] = min(peak_growth(lambda: attend(*inputs).sum().backward())[1] for _ in range(2))
     return peaks
 
 

@@ -13,27 +13,35 @@ import sys
 
 import pytest
 import torch
-from parallel_runs import MODEL, run_single_process, torchrun
-from train_fixtures import make_token_dataset, tiny_config
 
+from parallel_runs import MODEL, run_single_process, torchrun
 from pretrain.components.metrics import read_metrics
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 STEPS = 2
-LAYOUTS = {"fsdp2": {"dp_shard": 2}, "hsdp2": {"dp_replicate": 2}, "tp2": {"tp": 2}, "cp2": {"cp": 2},
-           "pp2": {"pp": 2}}
+LAYOUTS = {"fsdp2": {"dp_shard": 2}, "hsdp2": {"dp_replicate": 2}, "tp2": {"tp": 2}, "cp2": {"cp": 2}, "pp2": {"pp": 2}}
 
 
 def config(data, out, parallel: dict | None = None) -> dict:
-    return tiny_config(data, out, model=MODEL, max_steps=STEPS, parallel=parallel or {},
-                       log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, "diagnostics_every_steps": 1},
-                       checkpoint={"every_steps": 100, "keep_last": 1})
+    return tiny_config(
+        data,
+        out,
+        model=MODEL,
+        max_steps=STEPS,
+        parallel=parallel or {},
+        log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, "diagnostics_every_steps": 1},
+        checkpoint={"every_steps": 100, "keep_last": 1},
+    )
 
 
 def _diagnostics(out_dir) -> dict[int, dict]:
-    return {r["step"]: {k: v for k, v in r.items() if k not in ("kind", "step", "time")}
-            for r in read_metrics(os.path.join(out_dir, "metrics.jsonl")) if r["kind"] == "diagnostics"}
+    return {
+        r["step"]: {k: v for k, v in r.items() if k not in ("kind", "step", "time")}
+        for r in read_metrics(os.path.join(out_dir, "metrics.jsonl"))
+        if r["kind"] == "diagnostics"
+    }
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ import sys
 
 import pytest
 import torch
+
 from document_windows import alone_losses, packed_losses, packed_row, packed_window, within_documents
-from parallel_runs import MODEL, STEPS, metric_records, torchrun, run_single_process
+from parallel_runs import MODEL, STEPS, metric_records, run_single_process, torchrun
 from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -23,9 +24,15 @@ PIPELINE = {"pp": 2, "pp_schedule": "1f1b"}
 
 
 def _config(data, out, parallel: dict) -> dict:
-    return tiny_config(data, out, model=MODEL, max_steps=STEPS, parallel=parallel,
-                       data={"sources": [{"path": data}], "val_fraction": 0.1, "document_mask": True},
-                       checkpoint={"every_steps": STEPS})
+    return tiny_config(
+        data,
+        out,
+        model=MODEL,
+        max_steps=STEPS,
+        parallel=parallel,
+        data={"sources": [{"path": data}], "val_fraction": 0.1, "document_mask": True},
+        checkpoint={"every_steps": STEPS},
+    )
 
 
 def _worker(root: str, data: str) -> None:
@@ -73,8 +80,11 @@ def _pipeline_worker(root: str, data: str) -> None:
     tokens, documents = rows[0], rows[1, :, :-1]
     with torch.no_grad():
         alone = alone_losses(whole, docs)
-        logits = pipe.schedule.eval(*([tokens[:, :-1]] if pipe.has_first else []), documents=documents,
-                                    target=tokens[:, 1:] if pipe.has_last else None)
+        logits = pipe.schedule.eval(
+            *([tokens[:, :-1]] if pipe.has_first else []),
+            documents=documents,
+            target=tokens[:, 1:] if pipe.has_last else None,
+        )
     if pipe.has_last:
         packed = within_documents(torch.nn.functional.cross_entropy(logits[0], tokens[0, 1:], reduction="none"), docs)
         with open(os.path.join(root, "pipeline_window.json"), "w") as fh:

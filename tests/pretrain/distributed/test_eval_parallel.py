@@ -10,12 +10,12 @@ import sys
 
 import pytest
 import torch
+
 from harness_tasks import write_tasks
 from parallel_runs import torchrun
+from pretrain.components.metrics import read_metrics
 from text_runs import make_text_shards, require
 from train_fixtures import tiny_config
-
-from pretrain.components.metrics import read_metrics
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 STEPS = 4
@@ -23,11 +23,22 @@ LAYOUTS = {"fsdp2": {"dp_shard": 2}, "tp2": {"tp": 2}, "pp2": {"pp": 2}}
 
 
 def config(data, out, tasks: str, held_out: str, parallel: dict | None = None) -> dict:
-    return tiny_config(data, out, model={"vocab_size": 1024, "n_heads": 4, "n_kv_heads": 2}, max_steps=STEPS,
-                       parallel=parallel or {}, checkpoint={"every_steps": 2, "keep_last": 2},
-                       log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1},
-                       eval={"tasks": ["tiny_mc"], "include_path": tasks, "documents": {"held_out": held_out},
-                             "every_steps": 2, "batch_size": 4})
+    return tiny_config(
+        data,
+        out,
+        model={"vocab_size": 1024, "n_heads": 4, "n_kv_heads": 2},
+        max_steps=STEPS,
+        parallel=parallel or {},
+        checkpoint={"every_steps": 2, "keep_last": 2},
+        log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1},
+        eval={
+            "tasks": ["tiny_mc"],
+            "include_path": tasks,
+            "documents": {"held_out": held_out},
+            "every_steps": 2,
+            "batch_size": 4,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +72,10 @@ def test_in_loop_eval_equals_one_process(run, layout, monkeypatch):
         record = records[step]
         model = model_for_inference(load_trained(os.path.join(cfg["out_dir"], "checkpoints", f"step-{step:08d}")))
         scores = evaluate_tasks(model, tokenizer, ["tiny_mc"], cfg["eval"]["include_path"], batch_size=4)
-        assert (record["tiny_mc/acc"], record["tiny_mc/acc_norm"]) == (scores["tiny_mc"]["acc"], scores["tiny_mc"]["acc_norm"])
+        assert (record["tiny_mc/acc"], record["tiny_mc/acc_norm"]) == (
+            scores["tiny_mc"]["acc"],
+            scores["tiny_mc"]["acc_norm"],
+        )
         bpb = document_bits_per_byte(model, tokenizer, texts, [tokenizer.eos_id], cfg["seq_len"], 4)["bits_per_byte"]
         assert record["held_out/bpb"] == pytest.approx(bpb, rel=1e-5)
         assert 0 < bpb < 20 and record["eval_seconds"] > 0

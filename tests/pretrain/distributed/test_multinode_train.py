@@ -40,8 +40,9 @@ def _start(args: list[str], log_path, run_id: str) -> subprocess.Popen:
     """One torchrun agent in its own session; its log (INFO: rendezvous results) goes to ``log_path``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "LOGLEVEL": "INFO", "CCP_TEST_RUN_ID": run_id}
     with open(log_path, "w") as log:
-        return subprocess.Popen([*TORCHRUN, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [*TORCHRUN, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def _stop(procs: list[subprocess.Popen], run_id: str) -> None:
@@ -102,12 +103,16 @@ def runs(tmp_path_factory):
     train = ["-m", "pretrain.train"]
 
     endpoint = f"127.0.0.1:{_free_port()}"
-    rdzv = ["--nnodes=2", "--nproc_per_node=2", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
-            f"--rdzv-id=test-{uuid.uuid4().hex[:8]}",
-            "--local-addr=127.0.0.1"]  # workers meet on loopback, not on the hostname (unresolvable on some CI)
+    rdzv = [
+        "--nnodes=2",
+        "--nproc_per_node=2",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={endpoint}",
+        f"--rdzv-id=test-{uuid.uuid4().hex[:8]}",
+        "--local-addr=127.0.0.1",
+    ]  # workers meet on loopback, not on the hostname (unresolvable on some CI)
     # One node hosts the rendezvous store, the other joins it: what differing hostnames decide on a cluster.
-    nodes = [[*rdzv, f"--rdzv-conf=is_host={host}", *train, str(root / "two_nodes.yaml")]
-             for host in (1, 0)]
+    nodes = [[*rdzv, f"--rdzv-conf=is_host={host}", *train, str(root / "two_nodes.yaml")] for host in (1, 0)]
     one_node = ["--standalone", "--nproc_per_node=4", *train, str(root / "one_node.yaml")]
     _launch([*nodes, one_node], [root / "node0.log", root / "node1.log", root / "one_node.log"])
     return root
@@ -118,8 +123,10 @@ def test_two_nodes_form_one_world_of_four(runs):
     results = []
     for log in ("node0.log", "node1.log"):
         text = (runs / log).read_text()
-        found = [re.search(rf"\] +{key}=(.+)$", text, re.MULTILINE)
-                 for key in ("group_rank", "group_world_size", "global_ranks")]
+        found = [
+            re.search(rf"\] +{key}=(.+)$", text, re.MULTILINE)
+            for key in ("group_rank", "group_world_size", "global_ranks")
+        ]
         assert all(found), text[-3000:]
         results.append((int(found[0][1]), int(found[1][1]), yaml.safe_load(found[2][1])))
     assert sorted(r[0] for r in results) == [0, 1] and all(r[1] == 2 for r in results)

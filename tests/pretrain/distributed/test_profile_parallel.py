@@ -9,6 +9,7 @@ import os
 import sys
 
 import pytest
+
 from parallel_runs import torchrun
 from profiles import check_split, profile_config, trace_names
 from train_fixtures import make_token_dataset
@@ -38,5 +39,9 @@ if __name__ == "__main__":
     from pretrain.config import load_train_config
     from pretrain.train import run
 
-    run(load_train_config(profile_config(sys.argv[1], sys.argv[2], profile_steps=[2, 3]) | {"parallel": {"dp_shard": 2}}))
+    run(
+        load_train_config(
+            profile_config(sys.argv[1], sys.argv[2], profile_steps=[2, 3]) | {"parallel": {"dp_shard": 2}}
+        )
+    )
     torch.distributed.destroy_process_group()

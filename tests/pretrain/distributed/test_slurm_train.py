@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.metrics import read_metrics
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
@@ -39,8 +39,9 @@ def _free_port() -> int:
 def _shims(folder: Path) -> Path:
     folder.mkdir()
     # scontrol show hostnames LIST -> this machine; scontrol requeue JOB -> noted in scontrol.log
-    (folder / "scontrol").write_text('#!/bin/bash\nif [[ "$1" == show ]]; then echo 127.0.0.1; '
-                                     f'else echo "$@" >> {folder}/scontrol.log; fi\n')
+    (folder / "scontrol").write_text(
+        f'#!/bin/bash\nif [[ "$1" == show ]]; then echo 127.0.0.1; else echo "$@" >> {folder}/scontrol.log; fi\n'
+    )
     # srun --nodes=1 --ntasks-per-node=1 ... COMMAND: run COMMAND here, once (one node)
     (folder / "srun").write_text('#!/bin/bash\nwhile [[ "$1" == --* ]]; do shift; done\nexec "$@"\n')
     for shim in folder.iterdir():
@@ -68,9 +69,19 @@ def test_the_job_requeues_on_the_signal_resumes_and_survives_a_killed_rank(tmp_p
     cfg.write_text(yaml.safe_dump(tiny_config(data, out, parallel={"dp_shard": 2}, health={"hang_timeout": 300})))
     shims = _shims(tmp_path / "bin")
     venv = Path(sys.executable).parent.parent
-    env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}", "CCP_VENV": str(venv), "SLURM_JOB_ID": "4242",
-           "SLURM_JOB_NODELIST": "node001", "SLURM_NNODES": "1", "SLURM_CPUS_PER_TASK": "2", "GPUS_PER_NODE": "2",
-           "MASTER_PORT": str(_free_port()), "MAX_RESTARTS": "1", "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{shims}:{os.environ['PATH']}",
+        "CCP_VENV": str(venv),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "node001",
+        "SLURM_NNODES": "1",
+        "SLURM_CPUS_PER_TASK": "2",
+        "GPUS_PER_NODE": "2",
+        "MASTER_PORT": str(_free_port()),
+        "MAX_RESTARTS": "1",
+        "OMP_NUM_THREADS": "1",
+    }
     job = ["bash", str(SBATCH), str(cfg), "--inject", "hang:step=5,rank=1", "--inject", "kill:step=6,rank=0"]
 
     log = tmp_path / "first.log"
@@ -90,8 +101,9 @@ def test_the_job_requeues_on_the_signal_resumes_and_survives_a_killed_rank(tmp_p
     assert (shims / "scontrol.log").read_text() == "requeue 4242\n"
     assert [r["step"] for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "train"][-1] == 4
 
-    requeued = subprocess.run(job, cwd=tmp_path, env={**env, "SLURM_RESTART_COUNT": "1"}, capture_output=True,
-                              text=True, timeout=600)
+    requeued = subprocess.run(
+        job, cwd=tmp_path, env={**env, "SLURM_RESTART_COUNT": "1"}, capture_output=True, text=True, timeout=600
+    )
     assert requeued.returncode == 0, requeued.stderr[-4000:]
     assert "(restart 1)" in requeued.stderr
     assert requeued.stderr.count("starting at step 3") == 2  # requeued, then restarted after the kill

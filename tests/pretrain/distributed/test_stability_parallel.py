@@ -8,6 +8,7 @@ import os
 
 import pytest
 import yaml
+
 from parallel_runs import MODEL, STEPS, run_single_process, torchrun
 from train_fixtures import make_token_dataset, tiny_config
 
@@ -15,9 +16,15 @@ pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test
 
 
 def _config(data, out, parallel: dict) -> dict:
-    return tiny_config(data, out, model={**MODEL, "qk_norm": True, "z_loss": 1e-3}, max_steps=STEPS,
-                       parallel=parallel, log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1},
-                       checkpoint={"every_steps": STEPS})
+    return tiny_config(
+        data,
+        out,
+        model={**MODEL, "qk_norm": True, "z_loss": 1e-3},
+        max_steps=STEPS,
+        parallel=parallel,
+        log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1},
+        checkpoint={"every_steps": STEPS},
+    )
 
 
 def _train_records(out_dir) -> dict[int, tuple[float, float]]:

@@ -25,8 +25,15 @@ from train_fixtures import make_token_dataset, tiny_config
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 STEPS, SHORT = 6, 2
-MODEL = {"vocab_size": 128, "d_model": 32, "n_layers": 8, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 64,
-         "max_seq_len": 64}
+MODEL = {
+    "vocab_size": 128,
+    "d_model": 32,
+    "n_layers": 8,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "ffn_dim": 64,
+    "max_seq_len": 64,
+}
 RUNS = {  # name -> parallel config, 4 processes
     "pp2_dp2": {"pp": 2, "dp_shard": 2},
     "pp2_tp2": {"pp": 2, "tp": 2},
@@ -48,9 +55,15 @@ RESUMES = {  # name -> (layout up to step 3, layout after)
 
 
 def config(data, out, parallel: dict | None = None, steps: int = STEPS) -> dict:
-    return tiny_config(data, out, model=MODEL, max_steps=steps, parallel=parallel or {},
-                       log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1},
-                       checkpoint={"every_steps": 3, "keep_last": 2})
+    return tiny_config(
+        data,
+        out,
+        model=MODEL,
+        max_steps=steps,
+        parallel=parallel or {},
+        log={"every_steps": 1, "val_every_steps": 3, "val_batches": 1},
+        checkpoint={"every_steps": 3, "keep_last": 2},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +132,9 @@ def test_planner_zero2_holds_the_gathered_weights_of_the_fsdp4_zero2_run():
     kw = dict(gpus=4, seq_len=16, micro_batch=2, precision="fp32")
     zero2, zero3 = (layout_memory(cfg, level, 1, "none", **kw) for level in ("zero2", "zero3"))
     assert zero2["params"] == num_params(cfg) * 4 and zero3["params"] == num_params(cfg) * 4 / 4
-    assert {k: v for k, v in zero2.items() if k not in ("params", "total")} == \
-        {k: v for k, v in zero3.items() if k not in ("params", "total")}
+    assert {k: v for k, v in zero2.items() if k not in ("params", "total")} == {
+        k: v for k, v in zero3.items() if k not in ("params", "total")
+    }
 
 
 def test_stages_split_blocks_by_flops():
@@ -136,18 +150,23 @@ def test_stages_split_blocks_by_flops():
     assert stage_indices(1, 4, 2) == [1, 5]
 
 
-@pytest.mark.parametrize("parallel, message", [
-    ({"pp": 2, "pp_schedule": "interleaved_1f1b"}, "needs pp_stages_per_rank >= 2"),
-    ({"pp": 2, "pp_stages_per_rank": 2}, "runs one stage per rank"),
-    ({"pp": 16}, "cannot fill 16 pipeline stages"),
-    ({"pp": 2, "no_sync_accumulation": True}, "no_sync_accumulation does not apply"),
-    ({"pp": 2, "pp_schedule": "interleaved_zero_bubble", "pp_stages_per_rank": 2, "dp_shard": 2},
-     "does not compose with FSDP"),
-    ({"cp": 2, "pp": 2}, "cp > 1 does not combine"),
-    ({"cp": 3}, "divisible by parallel.tp=1 x cp=3"),
-    ({"cp": 16}, "divisible by 2 x parallel.cp=16"),
-    ({"pp": 4, "dp_shard": 2}, "2 micro-batches per step cannot fill 4 pipeline ranks"),
-])
+@pytest.mark.parametrize(
+    "parallel, message",
+    [
+        ({"pp": 2, "pp_schedule": "interleaved_1f1b"}, "needs pp_stages_per_rank >= 2"),
+        ({"pp": 2, "pp_stages_per_rank": 2}, "runs one stage per rank"),
+        ({"pp": 16}, "cannot fill 16 pipeline stages"),
+        ({"pp": 2, "no_sync_accumulation": True}, "no_sync_accumulation does not apply"),
+        (
+            {"pp": 2, "pp_schedule": "interleaved_zero_bubble", "pp_stages_per_rank": 2, "dp_shard": 2},
+            "does not compose with FSDP",
+        ),
+        ({"cp": 2, "pp": 2}, "cp > 1 does not combine"),
+        ({"cp": 3}, "divisible by parallel.tp=1 x cp=3"),
+        ({"cp": 16}, "divisible by 2 x parallel.cp=16"),
+        ({"pp": 4, "dp_shard": 2}, "2 micro-batches per step cannot fill 4 pipeline ranks"),
+    ],
+)
 def test_layouts_that_cannot_run_fail_when_loaded(parallel, message):
     from pretrain.config import ConfigError, load_train_config
 

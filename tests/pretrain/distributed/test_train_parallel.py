@@ -15,6 +15,7 @@ import sys
 import pytest
 import torch
 import yaml
+
 from parallel_runs import STEPS, config, metric_records, run_single_process, torchrun
 from train_fixtures import make_token_dataset
 

@@ -17,17 +17,32 @@ import sys
 
 import pytest
 import torch
+
 from memory_peaks import peak_growth, status_bytes
 from train_fixtures import tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
 LAYOUTS = {"tp4": {"tp": 4}, "fsdp4": {"tp": 1}, "2x2": {"dp_shard": 2, "tp": 2}}
-SMALL = {"vocab_size": 128, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 64,
-         "max_seq_len": 64}
+SMALL = {
+    "vocab_size": 128,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 4,
+    "n_kv_heads": 4,
+    "ffn_dim": 64,
+    "max_seq_len": 64,
+}
 # memory runs: every weight its own mapping (>= 64 KiB), the model (84 MB in fp32) far above the noise
-WIDE = {"vocab_size": 128, "d_model": 1024, "n_layers": 2, "n_heads": 8, "n_kv_heads": 8, "ffn_dim": 2048,
-        "max_seq_len": 64}
+WIDE = {
+    "vocab_size": 128,
+    "d_model": 1024,
+    "n_layers": 2,
+    "n_heads": 8,
+    "n_kv_heads": 8,
+    "ffn_dim": 2048,
+    "max_seq_len": 64,
+}
 
 
 def _config(parallel: dict, model: dict = SMALL, **over):
@@ -38,8 +53,16 @@ def _config(parallel: dict, model: dict = SMALL, **over):
 
 def _torchrun(nproc: int, root, mode: str, timeout: int = 400) -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           os.path.abspath(__file__), mode, str(root)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        os.path.abspath(__file__),
+        mode,
+        str(root),
+    ]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:  # a rank waiting in a collective the others left
@@ -99,8 +122,8 @@ def test_zero2_holds_every_block_gathered_from_forward_to_backward(fsdp2):
 def test_planner_counts_unsharded_gradients_of_no_sync_accumulation():
     """No-sync accumulation holds 4 bytes of gradient per parameter on every GPU: 13B fits 8 H100s with
     FSDP and a micro-batch of 1 by default, but needs TP or recomputation with no-sync."""
-    from pretrain.planning.hardware import get_gpu
     from pretrain.models.llama import num_params
+    from pretrain.planning.hardware import get_gpu
     from pretrain.planning.plan import layout_memory, plan
     from pretrain.planning.sizing import size_model
 
@@ -177,8 +200,8 @@ def _recomputed(modes: dict[str, dict[str, int]]) -> dict[str, int]:
 
 
 def test_selective_checkpointing_recomputes_no_matmul_and_no_attention(one_torch_thread):
-    from pretrain.models.llama import Llama
     from pretrain.distributed.activation_checkpoint import apply_activation_checkpointing
+    from pretrain.models.llama import Llama
 
     cfg = _config({}, model=SMALL | {"n_kv_heads": 2}).model
     modes = {}
@@ -233,14 +256,20 @@ def test_fsdp_with_compiled_blocks_trains_like_eager(fsdp2):
 # --- configs the mesh cannot run ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("over, message", [
-    ({"seq_len": 18, "parallel": {"tp": 4}}, "seq_len 18 must be divisible by parallel.tp=4"),
-    ({"parallel": {"tp": 8}}, "must divide model.n_heads=4"),
-    ({"model": SMALL | {"n_kv_heads": 2}, "parallel": {"tp": 4}}, "must divide model.n_kv_heads=2"),
-    ({"global_batch_size": 12, "micro_batch_size": 2, "parallel": {"dp_shard": 4}}, "multiple of micro_batch_size 2 x"),
-    ({"parallel": {"compile": True, "tp": 2}}, "compile is not supported with tensor parallelism"),
-    ({"parallel": {"loss_parallel": True}}, "loss_parallel needs tp > 1"),
-])
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        ({"seq_len": 18, "parallel": {"tp": 4}}, "seq_len 18 must be divisible by parallel.tp=4"),
+        ({"parallel": {"tp": 8}}, "must divide model.n_heads=4"),
+        ({"model": SMALL | {"n_kv_heads": 2}, "parallel": {"tp": 4}}, "must divide model.n_kv_heads=2"),
+        (
+            {"global_batch_size": 12, "micro_batch_size": 2, "parallel": {"dp_shard": 4}},
+            "multiple of micro_batch_size 2 x",
+        ),
+        ({"parallel": {"compile": True, "tp": 2}}, "compile is not supported with tensor parallelism"),
+        ({"parallel": {"loss_parallel": True}}, "loss_parallel needs tp > 1"),
+    ],
+)
 def test_configs_the_mesh_cannot_run_fail_when_loaded(over, message):
     from pretrain.config import ConfigError, load_train_config
 
@@ -264,8 +293,8 @@ class _MeasuredBatches(list):
 
 
 def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over):
-    from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.components.optimizer import build_optimizer
+    from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.train import build_parallel_model
     from pretrain.train_step import TrainStepContext
 
@@ -273,8 +302,9 @@ def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over)
     dims = ParallelDims.from_config(cfg.parallel, torch.distributed.get_world_size())
     dims.build_mesh("cpu")
     model = build_parallel_model(cfg, dims, torch.device("cpu"), precision)
-    ctx = TrainStepContext(torch.device("cpu"), precision, cfg.parallel.loss_parallel, dims.fsdp_enabled,
-                           cfg.parallel.no_sync_accumulation)
+    ctx = TrainStepContext(
+        torch.device("cpu"), precision, cfg.parallel.loss_parallel, dims.fsdp_enabled, cfg.parallel.no_sync_accumulation
+    )
     return cfg, dims, model, build_optimizer(model, cfg.optim, precision), ctx
 
 
@@ -320,8 +350,9 @@ def _fsdp2_worker() -> dict:
         accumulate_gradients(model, batches, ctx)
         out["grads_held"][mode] = (batches.rss[1] - before) / full
         grads[mode] = [_local(p.grad).clone() for p in model.parameters()]
-    out["same_gradients"] = all(torch.allclose(a, b, rtol=1e-5, atol=1e-7)
-                                for a, b in zip(grads["default"], grads["no_sync"]))
+    out["same_gradients"] = all(
+        torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(grads["default"], grads["no_sync"])
+    )
     optimizer.zero_grad(set_to_none=True)
     del grads, optimizer
     path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
@@ -361,8 +392,11 @@ def _layouts_worker() -> dict:
         before = [_local(p).clone() for p in model.parameters()]
         initial = ctx.scaler.get_scale()
         optimizer_step(optimizer, scheduler, ctx, grad_clip=1.0)
-        out["fp16_inf"][name] = {"params_unchanged": all(torch.equal(a, _local(p)) for a, p in zip(before, model.parameters())),
-                                 "scale": ctx.scaler.get_scale(), "initial_scale": initial}
+        out["fp16_inf"][name] = {
+            "params_unchanged": all(torch.equal(a, _local(p)) for a, p in zip(before, model.parameters())),
+            "scale": ctx.scaler.get_scale(),
+            "initial_scale": initial,
+        }
     for name in ("fsdp4", "2x2"):
         losses, seen = {}, {}
         for precision in ("fp32", "bf16"):

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 import torch
-from parallel_runs import MODEL, metric_records, torchrun, config, run_single_process
-from train_fixtures import make_token_dataset
 
+from parallel_runs import MODEL, config, metric_records, run_single_process, torchrun
 from pretrain.config import ConfigError, load_train_config
+from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
@@ -35,8 +35,11 @@ def _worker(root: str, data: str, mode: str) -> None:
         trainer.resume(None)
         trainer.start_logging()
         trainer.train(end=1)
-        held = {"moments": sum(s["exp_avg"].numel() for s in trainer.optimizer.optim.state.values()),
-                "params": sum(p.numel() for p in trainer.model.parameters()), "steps": len(trainer.optimizer.optim.state)}
+        held = {
+            "moments": sum(s["exp_avg"].numel() for s in trainer.optimizer.optim.state.values()),
+            "params": sum(p.numel() for p in trainer.model.parameters()),
+            "steps": len(trainer.optimizer.optim.state),
+        }
         with open(os.path.join(root, f"states-rank{torch.distributed.get_rank()}.json"), "w") as fh:
             json.dump(held, fh)
         trainer.finish()

@@ -11,22 +11,26 @@ import sys
 
 import pytest
 import torch
-from text_runs import make_text_run, require
-from tokenizer_texts import EDGE_CASES, load_texts, texts_table
-from train_fixtures import tiny_config
 
 from dataprep.core.errors import UsageError
-from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
-from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import Tokenizer, train_tokenizer
+from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
 from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
-from pretrain.train import run
+from text_runs import make_text_run, require
+from tokenizer_texts import EDGE_CASES
+from train_fixtures import tiny_config
 
 EXTRA_CASES = [
-    "中文文本，日本語のテキスト、한국어 텍스트", "emoji 🧪🤖👩‍👩‍👧 and flags 🇫🇷", "   leading spaces", "a  b   c    d",
-    "\n\nnewlines\n", "<s> </s> <pad> <unk> <0x41> are text here", "x\u2581y", "",
+    "中文文本，日本語のテキスト、한국어 텍스트",
+    "emoji 🧪🤖👩‍👩‍👧 and flags 🇫🇷",
+    "   leading spaces",
+    "a  b   c    d",
+    "\n\nnewlines\n",
+    "<s> </s> <pad> <unk> <0x41> are text here",
+    "x\u2581y",
+    "",
 ]
 
 
@@ -47,8 +51,15 @@ def exported(trained, tmp_path_factory):
 
 
 def test_export_writes_a_transformers_folder(trained, exported):
-    assert sorted(os.listdir(exported)) == ["README.md", "config.json", "generation_config.json", "lineage.json",
-                                            "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(os.listdir(exported)) == [
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "lineage.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     cfg = json.load(open(os.path.join(exported, "config.json")))
     assert (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["vocab_size"]) == (4, 2, 1024)
     assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["tie_word_embeddings"]) == (1, 2, False)
@@ -56,8 +67,14 @@ def test_export_writes_a_transformers_folder(trained, exported):
 
     with safe_open(os.path.join(exported, "model.safetensors"), "pt") as fh:
         names = set(fh.keys())
-    assert {"model.embed_tokens.weight", "model.layers.1.self_attn.k_proj.weight", "model.layers.0.mlp.gate_proj.weight",
-            "model.layers.0.post_attention_layernorm.weight", "model.norm.weight", "lm_head.weight"} <= names
+    assert {
+        "model.embed_tokens.weight",
+        "model.layers.1.self_attn.k_proj.weight",
+        "model.layers.0.mlp.gate_proj.weight",
+        "model.layers.0.post_attention_layernorm.weight",
+        "model.norm.weight",
+        "lm_head.weight",
+    } <= names
     assert len(names) == 2 * 9 + 3
     # the checkpoint is the one the run ended with, and a second export refuses to overwrite it
     assert load_trained(trained["run"]).step == 4
@@ -145,8 +162,18 @@ def test_a_damaged_hf_config_is_the_users_file_in_one_line(tmp_path):
     (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(UsageError, match="config.json: not a usable Llama config .lacks 'num_attention_heads'."):
         read_hf_folder(str(folder))
-    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "num_attention_heads": 4, "vocab_size": -3,
-                                                    "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 64}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "num_attention_heads": 4,
+                "vocab_size": -3,
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "intermediate_size": 64,
+            }
+        )
+    )
     with pytest.raises(UsageError, match="vocab_size: Input should be greater than 0"):
         read_hf_folder(str(folder))
 

@@ -10,15 +10,14 @@ import os
 
 import pytest
 import torch
-from text_runs import make_text_run
-from tokenizer_texts import texts_table
 
 from dataprep.tokenize.stage import Tokenize
 from pretrain.cli import main as pretrain_main
-from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
-from pretrain.inference.generate import generate, next_token
 from pretrain.components.metrics import read_metrics
-
+from pretrain.inference.generate import generate, next_token
+from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
+from text_runs import make_text_run
+from tokenizer_texts import texts_table
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -79,17 +78,26 @@ def test_a_run_trained_from_a_url_keeps_its_tokenizer(trained, tmp_path, capsys)
     """The run folder gets the source's tokenizer, so generate and export need neither --tokenizer nor
     the server once training is done."""
     pytest.importorskip("aiohttp")
-    from range_server import serve_folder
-    from train_fixtures import tiny_config
-
     from pretrain.config import load_train_config
     from pretrain.train import run
+    from range_server import serve_folder
+    from train_fixtures import tiny_config
 
     out = str(tmp_path / "run")
     with serve_folder(os.path.dirname(trained["shards"])) as server:
         url = f"{server.url}/{os.path.basename(trained['shards'])}"
-        run(load_train_config(tiny_config(url, out, model={"vocab_size": 1024}, max_steps=1,
-                                          checkpoint={"every_steps": 1}, log={"val_every_steps": 1, "val_batches": 1})))
+        run(
+            load_train_config(
+                tiny_config(
+                    url,
+                    out,
+                    model={"vocab_size": 1024},
+                    max_steps=1,
+                    checkpoint={"every_steps": 1},
+                    log={"val_every_steps": 1, "val_batches": 1},
+                )
+            )
+        )
     tokenizer, manifest = find_tokenizer(load_trained(out))  # the server is gone: the run's own copy
     assert tokenizer.sha256 == trained["tokenizer"].sha256 == manifest["tokenizer"]["model_sha256"]
     assert pretrain_main(["generate", out, "--prompt", "Hello", "--max-new-tokens", "3"]) == 0
@@ -127,17 +135,27 @@ def test_generate_is_reproducible_and_stays_in_the_vocabulary(trained, capsys):
     tokens = torch.tensor([prompt])
     for _ in range(8):  # greedy by hand: argmax of the last position
         tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], dim=1)
-    assert greedy == tokens[0, len(prompt):].tolist()
+    assert greedy == tokens[0, len(prompt) :].tolist()
     assert generate(model, prompt, 8, top_p=1e-6) == greedy  # nucleus of one token
 
     def sample(seed):
-        return generate(model, prompt, 20, temperature=3.0, top_p=1.0, vocab_limit=tokenizer.vocab_size,
-                        generator=torch.Generator().manual_seed(seed))
+        return generate(
+            model,
+            prompt,
+            20,
+            temperature=3.0,
+            top_p=1.0,
+            vocab_limit=tokenizer.vocab_size,
+            generator=torch.Generator().manual_seed(seed),
+        )
 
     assert sample(1) == sample(1) != sample(2)
     assert max(sample(3) + sample(4)) < tokenizer.vocab_size < loaded.model.vocab_size
     assert len(generate(model, prompt * 20, 3, greedy=True)) == 3  # prompt longer than max_seq_len: windowed
-    assert pretrain_main(["generate", trained["run"], "--prompt", "Hello", "--max-new-tokens", "5", "--num-samples", "2"]) == 0
+    assert (
+        pretrain_main(["generate", trained["run"], "--prompt", "Hello", "--max-new-tokens", "5", "--num-samples", "2"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.count("Hello") == 2 and "-" * 40 in out
 
@@ -146,19 +164,34 @@ def test_a_run_trained_on_a_mixture_evaluates_samples_and_exports(trained, tmp_p
     """Its saved config.yaml names the mixture's sources, and loads again: eval, generate and export work on
     the run folder as the train command's last line says."""
     import yaml
-    from train_fixtures import tiny_config
 
     from pretrain.config import load_train_config
+    from train_fixtures import tiny_config
 
     other = str(tmp_path / "other")
     Tokenize(tokenizer=os.path.join(trained["shards"], "tokenizer"), output_dir=other).run_local(
-        texts_table(trained["held_out"]))
+        texts_table(trained["held_out"])
+    )
     mixture = tmp_path / "two.yaml"
-    mixture.write_text(yaml.safe_dump({"sources": [{"name": "main", "path": trained["shards"], "weight": 0.7},
-                                                   {"name": "other", "path": other, "weight": 0.3}]}))
+    mixture.write_text(
+        yaml.safe_dump(
+            {
+                "sources": [
+                    {"name": "main", "path": trained["shards"], "weight": 0.7},
+                    {"name": "other", "path": other, "weight": 0.3},
+                ]
+            }
+        )
+    )
     out = str(tmp_path / "run")
-    cfg = tiny_config([], out, model={"vocab_size": 1024}, max_steps=2, checkpoint={"every_steps": 2},
-                      log={"val_every_steps": 2, "val_batches": 1})
+    cfg = tiny_config(
+        [],
+        out,
+        model={"vocab_size": 1024},
+        max_steps=2,
+        checkpoint={"every_steps": 2},
+        log={"val_every_steps": 2, "val_batches": 1},
+    )
     cfg["data"] = {"mixture": str(mixture), "val_fraction": 0.1}
     (tmp_path / "train.yaml").write_text(yaml.safe_dump(cfg))
     assert pretrain_main(["train", str(tmp_path / "train.yaml")]) == 0

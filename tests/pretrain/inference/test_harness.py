@@ -10,12 +10,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from harness_tasks import DOCUMENTS, write_tasks
-from text_runs import make_text_run, require
 
+from harness_tasks import DOCUMENTS, write_tasks
 from pretrain.cli import main as pretrain_main
 from pretrain.inference.bits_per_byte import document_bits_per_byte, token_byte_lengths
 from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
+from text_runs import make_text_run, require
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -60,24 +60,36 @@ def _assert_scores_equal_the_harness_on_the_export(run_dir: str, tasks: str, exp
 
     assert pretrain_main(["export", run_dir, "--to", "hf", "--output", export]) == 0
     names = ["tiny_mc", "tiny_docs"]
-    theirs = simple_evaluate("hf", model_args=f"pretrained={export},dtype=float32", tasks=names, device="cpu",
-                             batch_size=4, task_manager=TaskManager(include_path=tasks, include_defaults=False),
-                             log_samples=True, bootstrap_iters=0)
+    theirs = simple_evaluate(
+        "hf",
+        model_args=f"pretrained={export},dtype=float32",
+        tasks=names,
+        device="cpu",
+        batch_size=4,
+        task_manager=TaskManager(include_path=tasks, include_defaults=False),
+        log_samples=True,
+        bootstrap_iters=0,
+    )
     loaded = load_trained(run_dir)
     tokenizer, manifest = find_tokenizer(loaded)
     random.seed(7)
-    ours = evaluate_tasks(model_for_inference(loaded), tokenizer, names, tasks, log_samples=True,
-                          add_bos=bool(manifest.get("add_bos")))
+    ours = evaluate_tasks(
+        model_for_inference(loaded), tokenizer, names, tasks, log_samples=True, add_bos=bool(manifest.get("add_bos"))
+    )
     assert random.random() == random.Random(7).random()  # the caller's random state is left as it was
     for metric in ("acc", "acc_norm"):
         assert ours["tiny_mc"][metric] == theirs["results"]["tiny_mc"][f"{metric},none"]
-    assert ours["tiny_docs"]["bits_per_byte"] == pytest.approx(theirs["results"]["tiny_docs"]["bits_per_byte,none"], rel=1e-5)
+    assert ours["tiny_docs"]["bits_per_byte"] == pytest.approx(
+        theirs["results"]["tiny_docs"]["bits_per_byte,none"], rel=1e-5
+    )
     mine, reference = _loglikelihoods(ours["_samples"]["tiny_mc"]), _loglikelihoods(theirs["samples"]["tiny_mc"])
     assert mine.keys() == reference.keys() and len(mine) == 24
     assert max(abs(mine[k] - reference[k]) for k in mine) < 1e-4
     assert len({round(v, 3) for v in mine.values()}) > 12  # the items differ: nothing is scored alike by accident
-    by_hand = [math.exp(mine[(s["doc_id"], s["target"])]) / sum(math.exp(mine[(s["doc_id"], i)]) for i in range(3))
-               for s in ours["_samples"]["tiny_mc"]]
+    by_hand = [
+        math.exp(mine[(s["doc_id"], s["target"])]) / sum(math.exp(mine[(s["doc_id"], i)]) for i in range(3))
+        for s in ours["_samples"]["tiny_mc"]
+    ]
     assert correct_probability(ours["_samples"]["tiny_mc"]) == pytest.approx(sum(by_hand) / len(by_hand))
     assert correct_probability(ours["_samples"]["tiny_docs"]) is None
 
@@ -157,22 +169,35 @@ def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tm
     """A run with an ``eval:`` section logs ``kind: eval`` records (the same scores ``pretrain eval`` gives its
     checkpoint, which scores the run's tasks when none are named) and plots them."""
     require("lm_eval")
-    from train_fixtures import tiny_config
-
     from pretrain.components.metrics import read_metrics, tracker_scalars
     from pretrain.config import ConfigError, load_train_config
     from pretrain.inference.plot import eval_curves, training_section
     from pretrain.train import run
+    from train_fixtures import tiny_config
 
     held_out = tmp_path / "held_out.jsonl"
     held_out.write_text("".join(json.dumps({"text": t}) + "\n" for t in trained["held_out"][:12]), encoding="utf-8")
     out = tmp_path / "run"
     with pytest.raises(ConfigError, match="eval: names no tasks and no documents"):
         load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, eval={"every_steps": 2}))
-    run(load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, max_steps=4,
-                                      checkpoint={"every_steps": 2}, log={"val_every_steps": 2},
-                                      eval={"tasks": ["tiny_mc"], "include_path": tasks, "every_steps": 2,
-                                            "documents": {"held_out": str(held_out)}})))
+    run(
+        load_train_config(
+            tiny_config(
+                trained["shards"],
+                out,
+                model={"vocab_size": 1024},
+                max_steps=4,
+                checkpoint={"every_steps": 2},
+                log={"val_every_steps": 2},
+                eval={
+                    "tasks": ["tiny_mc"],
+                    "include_path": tasks,
+                    "every_steps": 2,
+                    "documents": {"held_out": str(held_out)},
+                },
+            )
+        )
+    )
     records = [r for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "eval"]
     assert [r["step"] for r in records] == [2, 4]
     assert {"tiny_mc/acc", "tiny_mc/acc_norm", "held_out/bpb", "eval_seconds"} <= set(records[-1])
@@ -198,9 +223,15 @@ def test_token_bytes_of_a_byte_level_tokenizer_json(tmp_path):
 
     tk = tokenizers.Tokenizer(models.BPE())
     tk.pre_tokenizer, tk.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
-    tk.train_from_iterator(DOCUMENTS * 20, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|end_of_text|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    tk.train_from_iterator(
+        DOCUMENTS * 20,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["<|end_of_text|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     tk.save(str(tmp_path / "tokenizer.json"))
     tokenizer = Tokenizer.load(str(tmp_path))
     lengths = token_byte_lengths(tokenizer, 512)

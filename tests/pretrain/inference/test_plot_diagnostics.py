@@ -9,13 +9,13 @@ import os
 
 import numpy as np
 import pytest
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.cli import main as pretrain_main
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
 from pretrain.inference.plot import diagnostics_grid, training_section
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -23,8 +23,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def test_heat_maps_hold_every_diagnostic_value(tmp_path, capsys):
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
     out = tmp_path / "run"
-    run(load_train_config(tiny_config(data, out, max_steps=4, checkpoint={"every_steps": 100},
-                                      log={"every_steps": 1, "val_every_steps": 100, "diagnostics_every_steps": 2})))
+    run(
+        load_train_config(
+            tiny_config(
+                data,
+                out,
+                max_steps=4,
+                checkpoint={"every_steps": 100},
+                log={"every_steps": 1, "val_every_steps": 100, "diagnostics_every_steps": 2},
+            )
+        )
+    )
     metrics = os.path.join(out, "metrics.jsonl")
     records = [r for r in read_metrics(metrics) if r["kind"] == "diagnostics"]
     assert [r["step"] for r in records] == [2, 4]
@@ -54,7 +63,11 @@ def test_heat_maps_hold_every_diagnostic_value(tmp_path, capsys):
 
     # the same run without its diagnostics records: the curves only
     (tmp_path / "plain.jsonl").write_text("".join(line for line in open(metrics) if '"diagnostics"' not in line))
-    assert pretrain_main(["plot", str(out), "--metrics", str(tmp_path / "plain.jsonl"),
-                          "-o", str(tmp_path / "plain.png"), "--json"]) == 0
+    assert (
+        pretrain_main(
+            ["plot", str(out), "--metrics", str(tmp_path / "plain.jsonl"), "-o", str(tmp_path / "plain.png"), "--json"]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["diagnostics_png"] is None
     assert not (tmp_path / "plain-diagnostics.png").exists()

@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from document_windows import alone_and_packed, packed_window, per_token_losses
-from train_fixtures import make_token_dataset, tiny_config
 
+from document_windows import alone_and_packed, packed_window, per_token_losses
 from pretrain.components.dataloader import Loader, Source
 from pretrain.config import ConfigError, ModelConfig, load_train_config
 from pretrain.models.documents import DocumentMask, document_positions
 from pretrain.models.llama import Llama
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -32,7 +32,7 @@ def test_document_mask_gives_each_packed_document_the_losses_it_gives_alone(tmp_
         row = Loader([source], [1.0], "train", 1, 1, documents=True).batch_at(0)[0][0]
         crossing, masked = per_token_losses(model, row[0]), per_token_losses(model, row[0], row[1])
     first = len(docs[0])
-    torch.testing.assert_close(crossing[:first - 1], masked[:first - 1])  # the first document sees nothing before it
+    torch.testing.assert_close(crossing[: first - 1], masked[: first - 1])  # the first document sees nothing before it
     assert not torch.allclose(crossing[first:], masked[first:], atol=1e-3)
 
 
@@ -58,14 +58,17 @@ def test_document_mask_boundaries_come_from_the_index(tmp_path):
     from pretrain.components.document_bounds import document_ids
 
     assert np.array_equal(document_ids(source.train, 5, 30), expected[5:35])
-    assert np.array_equal(document_positions(torch.from_numpy(expected[None])).numpy()[0],
-                          np.concatenate([np.arange(n) for n in lengths]))
+    assert np.array_equal(
+        document_positions(torch.from_numpy(expected[None])).numpy()[0], np.concatenate([np.arange(n) for n in lengths])
+    )
 
 
 def test_document_mask_flex_block_mask_equals_the_dense_mask():
     """The block mask CUDA runs (forward checked here on the CPU) equals the dense one the CPU trains with."""
     documents = torch.tensor([[0] * 50 + [1] * 90 + [2] * 116, [0] * 200 + [1] * 56])
-    q, k, v = (torch.randn(2, 4 if i == 0 else 2, 256, 16, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    q, k, v = (
+        torch.randn(2, 4 if i == 0 else 2, 256, 16, generator=torch.Generator().manual_seed(i)) for i in range(3)
+    )
     with torch.no_grad():
         dense = DocumentMask(documents, flex=False).attend(q, k, v)
         flex = DocumentMask(documents, flex=True).attend(q, k, v)
@@ -84,27 +87,39 @@ def test_document_mask_is_off_by_default_and_refused_where_it_cannot_run(tmp_pat
     data = make_token_dataset(tmp_path / "tokens", n_docs=20)
     cfg = load_train_config(tiny_config(data, tmp_path / "run"))
     assert cfg.data.document_mask is False and cfg.data.document_positions is False
-    masked = load_train_config(tiny_config(data, tmp_path / "run", data={"sources": [{"path": data}],
-                                                                         "document_mask": True}))
+    masked = load_train_config(
+        tiny_config(data, tmp_path / "run", data={"sources": [{"path": data}], "document_mask": True})
+    )
     assert masked.data.document_positions is True
     loader = Loader([Source.open(data, 16, 0.0, 0)], [1.0], "train", 4, 2)
     assert loader.batch_at(0)[0].shape == (2, 17)  # ids only, as before
     with pytest.raises(ConfigError, match="document_mask does not combine with context parallelism"):
-        load_train_config(tiny_config(data, tmp_path / "run", parallel={"cp": 2},
-                                      data={"sources": [{"path": data}], "document_mask": True}))
-    piped = load_train_config(tiny_config(data, tmp_path / "run", parallel={"pp": 2},
-                                          data={"sources": [{"path": data}], "document_mask": True}))
+        load_train_config(
+            tiny_config(
+                data, tmp_path / "run", parallel={"cp": 2}, data={"sources": [{"path": data}], "document_mask": True}
+            )
+        )
+    piped = load_train_config(
+        tiny_config(
+            data, tmp_path / "run", parallel={"pp": 2}, data={"sources": [{"path": data}], "document_mask": True}
+        )
+    )
     assert piped.parallel.pp == 2 and piped.data.document_mask
     with pytest.raises(ConfigError, match="document_positions .* set data.document_mask: true"):
-        load_train_config(tiny_config(data, tmp_path / "run", data={"sources": [{"path": data}],
-                                                                    "document_positions": True}))
+        load_train_config(
+            tiny_config(data, tmp_path / "run", data={"sources": [{"path": data}], "document_positions": True})
+        )
 
 
 def test_document_mask_trains_end_to_end(tmp_path):
     from pretrain.train import run
 
     data = make_token_dataset(tmp_path / "tokens", n_docs=80, max_len=20)  # several documents per window
-    records = run(load_train_config(tiny_config(data, tmp_path / "run", data={"sources": [{"path": data}],
-                                                                              "val_fraction": 0.1,
-                                                                              "document_mask": True})))
+    records = run(
+        load_train_config(
+            tiny_config(
+                data, tmp_path / "run", data={"sources": [{"path": data}], "val_fraction": 0.1, "document_mask": True}
+            )
+        )
+    )
     assert len(records) == 6 and records[-1]["loss"] < records[0]["loss"]

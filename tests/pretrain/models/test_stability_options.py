@@ -9,15 +9,23 @@ import math
 
 import pytest
 import torch
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.cli import main as pretrain_main
 from pretrain.config import ModelConfig, load_train_config
 from pretrain.models.llama import Llama, num_params
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-MODEL = {"vocab_size": 256, "d_model": 32, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 64, "max_seq_len": 64}
+MODEL = {
+    "vocab_size": 256,
+    "d_model": 32,
+    "n_layers": 4,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "ffn_dim": 64,
+    "max_seq_len": 64,
+}
 
 
 def test_qk_norm_adds_per_head_norms_the_planner_counts():
@@ -42,7 +50,10 @@ def test_the_init_scheme_sets_the_residual_projections_std():
     for init in ("scaled_normal", "normal"):
         model = Llama(ModelConfig(**{**MODEL, "d_model": 128, "ffn_dim": 256}, init=init))
         model.init_weights(seed=0)
-        stds[init] = (model.layers["0"].attention.wo.weight.std().item(), model.layers["0"].attention.wq.weight.std().item())
+        stds[init] = (
+            model.layers["0"].attention.wo.weight.std().item(),
+            model.layers["0"].attention.wq.weight.std().item(),
+        )
     assert stds["normal"][0] == pytest.approx(0.02, rel=0.05) and stds["normal"][1] == pytest.approx(0.02, rel=0.05)
     assert stds["scaled_normal"][0] == pytest.approx(0.02 / math.sqrt(2 * 4), rel=0.05)
     assert stds["scaled_normal"][1] == pytest.approx(0.02, rel=0.05)
@@ -64,8 +75,14 @@ def runs(tmp_path_factory):
     out = {}
     for name, model in {"plain": {}, "z_loss": {"z_loss": 1.0}, "qk_norm": {"qk_norm": True}}.items():
         torch.manual_seed(0)
-        cfg = tiny_config(data, root / name, model={**MODEL, **model}, max_steps=40, log={"every_steps": 5},
-                          optim={"lr": 1e-2, "warmup_steps": 2})
+        cfg = tiny_config(
+            data,
+            root / name,
+            model={**MODEL, **model},
+            max_steps=40,
+            log={"every_steps": 5},
+            optim={"lr": 1e-2, "warmup_steps": 2},
+        )
         run(load_train_config(cfg))
         out[name] = root / name
     return out, data

@@ -18,27 +18,45 @@ import math
 
 import pytest
 
-from pretrain.planning.budget import GOPHER_FLOPS, METHODS, compute_from_gpus, estimate, params_of_model, parse_number
 from pretrain.cli import main as cli
 from pretrain.config import ModelConfig, save_yaml
 from pretrain.models.llama import num_params
+from pretrain.planning.budget import GOPHER_FLOPS, METHODS, compute_from_gpus, estimate, params_of_model, parse_number
 from pretrain.planning.flops import deepseek_flops_per_token
 from pretrain.planning.hyperparameters import optimal_hyperparameters
 
 # (parameters, FLOPs, tokens) as printed. The 67B row is Gopher's budget (its N is rounded and its
 # tokens break C = 6ND by 5%), so it is checked separately below.
 TABLE_3_APPROACH_1 = [
-    (400e6, 1.92e19, 8.0e9), (1e9, 1.21e20, 20.2e9), (10e9, 1.23e22, 205.1e9), (175e9, 3.85e24, 3.7e12),
-    (280e9, 9.90e24, 5.9e12), (520e9, 3.43e25, 11.0e12), (1e12, 1.27e26, 21.2e12), (10e12, 1.30e28, 216.2e12),
+    (400e6, 1.92e19, 8.0e9),
+    (1e9, 1.21e20, 20.2e9),
+    (10e9, 1.23e22, 205.1e9),
+    (175e9, 3.85e24, 3.7e12),
+    (280e9, 9.90e24, 5.9e12),
+    (520e9, 3.43e25, 11.0e12),
+    (1e12, 1.27e26, 21.2e12),
+    (10e12, 1.30e28, 216.2e12),
 ]
 TABLE_A3_APPROACH_2 = [
-    (400e6, 1.84e19, 7.7e9), (1e9, 1.20e20, 20.0e9), (10e9, 1.32e22, 219.5e9), (175e9, 4.54e24, 4.3e12),
-    (280e9, 1.18e25, 7.1e12), (520e9, 4.19e25, 13.4e12), (1e12, 1.59e26, 26.5e12), (10e12, 1.75e28, 292.0e12),
+    (400e6, 1.84e19, 7.7e9),
+    (1e9, 1.20e20, 20.0e9),
+    (10e9, 1.32e22, 219.5e9),
+    (175e9, 4.54e24, 4.3e12),
+    (280e9, 1.18e25, 7.1e12),
+    (520e9, 4.19e25, 13.4e12),
+    (1e12, 1.59e26, 26.5e12),
+    (10e12, 1.75e28, 292.0e12),
 ]
 # Approach 3 column of Table A3 (the 175B FLOPs are printed as 1.26e+24, a typo for 1.26e+25 = 6ND).
 TABLE_A3_APPROACH_3 = [
-    (400e6, 2.21e19, 9.2e9), (1e9, 1.62e20, 27.1e9), (10e9, 2.46e22, 410.1e9), (67e9, 1.71e24, 4.1e12),
-    (175e9, 1.26e25, 12.0e12), (280e9, 3.52e25, 20.1e12), (520e9, 1.36e26, 43.5e12), (1e12, 5.65e26, 94.1e12),
+    (400e6, 2.21e19, 9.2e9),
+    (1e9, 1.62e20, 27.1e9),
+    (10e9, 2.46e22, 410.1e9),
+    (67e9, 1.71e24, 4.1e12),
+    (175e9, 1.26e25, 12.0e12),
+    (280e9, 3.52e25, 20.1e12),
+    (520e9, 1.36e26, 43.5e12),
+    (1e12, 5.65e26, 94.1e12),
     (10e12, 8.55e28, 1425.5e12),
 ]
 
@@ -61,8 +79,9 @@ def test_constant_sets_are_the_published_ones():
     assert a3.G == pytest.approx((a3.alpha * a3.A / (a3.beta * a3.B)) ** (1 / (a3.alpha + a3.beta)))
 
 
-@pytest.mark.parametrize("method,a,b", [("approach1", 0.50, 0.50), ("approach2", 0.49, 0.51),
-                                        ("approach3", 0.46, 0.54)])
+@pytest.mark.parametrize(
+    "method,a,b", [("approach1", 0.50, 0.50), ("approach2", 0.49, 0.51), ("approach3", 0.46, 0.54)]
+)
 def test_exponents_match_table_2(method, a, b):
     n1, n2 = (estimate(method, compute=c).params for c in (1e20, 1e24))
     d1, d2 = (estimate(method, compute=c).tokens for c in (1e20, 1e24))
@@ -169,8 +188,26 @@ def test_cli_json_shows_every_method(capsys):
 
 
 def test_cli_gpu_hours_and_table(capsys):
-    assert cli(["budget", "--gpus", "8", "--hours", "24", "--gpu", "a100-80gb", "--mfu", "0.5",
-                "--method", "approach1", "--method", "20x"]) == 0
+    assert (
+        cli(
+            [
+                "budget",
+                "--gpus",
+                "8",
+                "--hours",
+                "24",
+                "--gpu",
+                "a100-80gb",
+                "--mfu",
+                "0.5",
+                "--method",
+                "approach1",
+                "--method",
+                "20x",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"{8 * 24 * 3600 * 312e12 * 0.5:.3g}" in out
     assert "Approach 1" in out and "20 tokens per parameter" in out and "Approach 2" not in out
@@ -186,10 +223,12 @@ def test_cli_model_shows_appendix_f_flops(capsys):
 
 # --- DeepSeek LLM: allocation, learning rate and batch ---------------------------------------------
 
-DEEPSEEK_7B = ModelConfig(vocab_size=102400, d_model=4096, n_layers=30, n_heads=32, n_kv_heads=32, ffn_dim=11008,
-                          max_seq_len=4096)
-DEEPSEEK_67B = ModelConfig(vocab_size=102400, d_model=8192, n_layers=95, n_heads=64, n_kv_heads=8, ffn_dim=22016,
-                           max_seq_len=4096)
+DEEPSEEK_7B = ModelConfig(
+    vocab_size=102400, d_model=4096, n_layers=30, n_heads=32, n_kv_heads=32, ffn_dim=11008, max_seq_len=4096
+)
+DEEPSEEK_67B = ModelConfig(
+    vocab_size=102400, d_model=8192, n_layers=95, n_heads=64, n_kv_heads=8, ffn_dim=22016, max_seq_len=4096
+)
 
 
 def test_deepseek_allocation_is_the_published_one():
@@ -224,8 +263,10 @@ def test_a_budget_below_the_fit_says_its_values_are_extrapolated(capsys):
     assert optimal_hyperparameters(1e12, 128).below_fit and not optimal_hyperparameters(1e21, 2048).below_fit
     assert cli(["budget", "--model", "tiny", "--tokens", "1M", "--seq-len", "128"]) == 0
     assert "extrapolated: below the smallest budget it was fitted on" in capsys.readouterr().out
-    assert cli(["plan", "tiny", "--gpus", "1", "--gpu", "cpu", "--seq-len", "128", "--micro-batch", "8",
-                "--tokens", "1M"]) == 0
+    assert (
+        cli(["plan", "tiny", "--gpus", "1", "--gpu", "cpu", "--seq-len", "128", "--micro-batch", "8", "--tokens", "1M"])
+        == 0
+    )
     assert "extrapolated" in capsys.readouterr().out
     assert cli(["budget", "--compute", "1e22"]) == 0
     assert "extrapolated" not in capsys.readouterr().out
@@ -238,10 +279,10 @@ def _fixed_run(tmp_path, capsys, cfg: ModelConfig) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("cfg,lr,batch,batch_tolerance", [(DEEPSEEK_7B, 4.2e-4, 9.4e6, 0.05),
-                                                          (DEEPSEEK_67B, 3.2e-4, 18.9e6, 0.10)])
-def test_deepseek_7b_and_67b_runs_get_their_learning_rate_and_batch(tmp_path, capsys, cfg, lr, batch,
-                                                                     batch_tolerance):
+@pytest.mark.parametrize(
+    "cfg,lr,batch,batch_tolerance", [(DEEPSEEK_7B, 4.2e-4, 9.4e6, 0.05), (DEEPSEEK_67B, 3.2e-4, 18.9e6, 0.10)]
+)
+def test_deepseek_7b_and_67b_runs_get_their_learning_rate_and_batch(tmp_path, capsys, cfg, lr, batch, batch_tolerance):
     """DeepSeek's own settings from C = M D with M as the paper defines it (their Table 2)."""
     h = _fixed_run(tmp_path, capsys, cfg)["hyperparameters"]
     assert h["flops_per_token"] == deepseek_flops_per_token(cfg, 4096) and h["tokens"] == 2e12
@@ -276,16 +317,19 @@ def test_budget_reports_the_learning_rate_and_batch_of_the_fit_answer(capsys):
     assert "Eq. 4" in out["sources"]["deepseek"]
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["budget", "--compute", "-5"], "positive"),
-    (["budget", "--model", "tiny", "--tokens", "-5"], "token count must be positive"),
-    (["budget", "--compute", "1e21", "--fit", "deepseek", "--unique-tokens", "1B"], "has no loss formula"),
-    (["budget", "--compute", "1e21", "--fit", "deepseek", "--inference-tokens", "1T"], "has no loss formula"),
-    (["budget", "--gpus", "8", "--hours", "10", "--gpu", "v100"], "unknown GPU"),
-    (["budget"], "give one of"),
-    (["budget", "--compute", "1e21", "--params", "1B"], "only one"),
-    (["budget", "--model", "tiny", "--compute", "1e21"], "fixes N"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["budget", "--compute", "-5"], "positive"),
+        (["budget", "--model", "tiny", "--tokens", "-5"], "token count must be positive"),
+        (["budget", "--compute", "1e21", "--fit", "deepseek", "--unique-tokens", "1B"], "has no loss formula"),
+        (["budget", "--compute", "1e21", "--fit", "deepseek", "--inference-tokens", "1T"], "has no loss formula"),
+        (["budget", "--gpus", "8", "--hours", "10", "--gpu", "v100"], "unknown GPU"),
+        (["budget"], "give one of"),
+        (["budget", "--compute", "1e21", "--params", "1B"], "only one"),
+        (["budget", "--model", "tiny", "--compute", "1e21"], "fixes N"),
+    ],
+)
 def test_cli_errors_are_one_line(argv, message, capsys):
     assert cli(argv) == 2
     assert message in capsys.readouterr().err

@@ -18,13 +18,20 @@ import re
 import pytest
 
 from dataprep.tokenize.manifest import build_manifest, write_manifest
-from pretrain.planning.budget import FITS, METHODS, estimate, parametric_fit
 from pretrain.cli import main as cli
 from pretrain.config import load_train_config
-from pretrain.planning.data_constrained import (R_D_STAR, R_N_STAR, allocation, at_epochs, best_allocation, constrained_loss,
-                                       effective_tokens)
-from pretrain.planning.inference_aware import inference_optimal, lifetime_flops
 from pretrain.models.llama import num_params
+from pretrain.planning.budget import FITS, METHODS, estimate, parametric_fit
+from pretrain.planning.data_constrained import (
+    R_D_STAR,
+    R_N_STAR,
+    allocation,
+    at_epochs,
+    best_allocation,
+    constrained_loss,
+    effective_tokens,
+)
+from pretrain.planning.inference_aware import inference_optimal, lifetime_flops
 from pretrain.planning.sizing import TINY
 
 DEMO_TOKENS, DEMO_DOCS, DEMO_VOCAB = 30_393, 46, 2000  # the demo pipeline's shards (configs/pipeline/demo.yaml)
@@ -33,8 +40,10 @@ DEMO_TOKENS, DEMO_DOCS, DEMO_VOCAB = 30_393, 46, 2000  # the demo pipeline's sha
 def _manifest(directory, tokens=DEMO_TOKENS, documents=DEMO_DOCS, vocab=DEMO_VOCAB) -> str:
     """A manifest as the tokenize stage writes it (the shard files themselves are not read by the budget)."""
     half = tokens // 2
-    shards = [{"name": f"shard-{i}", "documents": documents // 2, "tokens": t, "bin_sha256": "0" * 64,
-               "idx_sha256": "0" * 64} for i, t in enumerate((half, tokens - half))]
+    shards = [
+        {"name": f"shard-{i}", "documents": documents // 2, "tokens": t, "bin_sha256": "0" * 64, "idx_sha256": "0" * 64}
+        for i, t in enumerate((half, tokens - half))
+    ]
     write_manifest(str(directory), build_manifest(shards, {"vocab_size": vocab, "special_ids": {"eos": 2}}, "uint16"))
     return str(directory)
 
@@ -152,8 +161,18 @@ def test_cli_reads_unique_tokens_from_the_manifest(tmp_path, capsys):
     dc = out["data_constrained"]
     assert dc["exceeds_unique"] and dc["fit"] == "approach3" and dc["compute"] == pytest.approx(1e21)
     for key in ("chinchilla", "best"):
-        assert {"params", "tokens", "flops", "epochs", "effective_tokens", "effective_params", "loss",
-                "fresh_loss", "repetition_penalty", "loss_above_fresh_optimum"} <= set(dc[key])
+        assert {
+            "params",
+            "tokens",
+            "flops",
+            "epochs",
+            "effective_tokens",
+            "effective_params",
+            "loss",
+            "fresh_loss",
+            "repetition_penalty",
+            "loss_above_fresh_optimum",
+        } <= set(dc[key])
     # 30K tokens cannot carry 1e21 FLOPs: the fit's losses there exceed a uniform guess's and are left out
     assert dc["best"]["loss"] is None and dc["best"]["loss_beyond_fit"] and dc["chinchilla"]["loss_beyond_fit"]
     assert "epochs of a corpus of 30.4K" in out["corpus_warning"]
@@ -195,8 +214,25 @@ def test_cli_epochs_alone_size_the_model_for_that_many_passes(tmp_path, capsys):
 
 
 def test_cli_unique_tokens_epochs_fit_and_inference(capsys):
-    assert cli(["budget", "--compute", "1e23", "--unique-tokens", "100B", "--epochs", "4", "--fit",
-                "approach3-epoch", "--inference-tokens", "10T", "--json"]) == 0
+    assert (
+        cli(
+            [
+                "budget",
+                "--compute",
+                "1e23",
+                "--unique-tokens",
+                "100B",
+                "--epochs",
+                "4",
+                "--fit",
+                "approach3-epoch",
+                "--inference-tokens",
+                "10T",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     at = out["data_constrained"]["at_epochs"]
     assert at["tokens"] == pytest.approx(400e9) and at["flops"] == pytest.approx(1e23)
@@ -220,20 +256,33 @@ def test_cli_table_prints_every_source(tmp_path, capsys):
     assert cli(["budget", "--model", "tiny", "--data", shards, "--epochs", "3", "--inference-tokens", "1M"]) == 0
     out = capsys.readouterr().out
     assert f"N = {num_params(TINY.model_copy(update={'vocab_size': DEMO_VOCAB})):,} parameters" in out  # shards' vocab
-    for text in ("epochs", "D_eff", "best under the cap", "at 3 epochs", "inference-optimal", "sources:",
-                 "arXiv:2203.15556", "arXiv:2404.10102", "arXiv:2305.16264", "arXiv:2401.00448",
-                 "outside the runs the fits were made on"):  # a 355K model is far below the fitted range
+    for text in (
+        "epochs",
+        "D_eff",
+        "best under the cap",
+        "at 3 epochs",
+        "inference-optimal",
+        "sources:",
+        "arXiv:2203.15556",
+        "arXiv:2404.10102",
+        "arXiv:2305.16264",
+        "arXiv:2401.00448",
+        "outside the runs the fits were made on",
+    ):  # a 355K model is far below the fitted range
         assert text in out, text
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["budget", "--compute", "1e21", "--epochs", "4"], "--epochs needs the corpus"),
-    (["budget", "--tokens", "1B", "--epochs", "4", "--unique-tokens", "1B"], "do not combine it with --tokens"),
-    (["budget", "--compute", "1e21", "--unique-tokens", "-3"], "positive"),
-    (["budget", "--compute", "1e21", "--unique-tokens", "1B", "--epochs", "0"], "epochs must be positive"),
-    (["budget", "--compute", "1e21", "--inference-tokens", "-1"], "must not be negative"),
-    (["budget", "--compute", "1e21", "--data", "/nonexistent/shards"], "/nonexistent/shards: no such folder"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["budget", "--compute", "1e21", "--epochs", "4"], "--epochs needs the corpus"),
+        (["budget", "--tokens", "1B", "--epochs", "4", "--unique-tokens", "1B"], "do not combine it with --tokens"),
+        (["budget", "--compute", "1e21", "--unique-tokens", "-3"], "positive"),
+        (["budget", "--compute", "1e21", "--unique-tokens", "1B", "--epochs", "0"], "epochs must be positive"),
+        (["budget", "--compute", "1e21", "--inference-tokens", "-1"], "must not be negative"),
+        (["budget", "--compute", "1e21", "--data", "/nonexistent/shards"], "/nonexistent/shards: no such folder"),
+    ],
+)
 def test_cli_errors_are_one_line(argv, message, capsys):
     assert cli(argv) == 2
     assert message in capsys.readouterr().err
@@ -242,8 +291,28 @@ def test_cli_errors_are_one_line(argv, message, capsys):
 def test_plan_inherits_the_epochs(tmp_path, capsys):
     shards = _manifest(tmp_path / "shards")
     out = tmp_path / "train.yaml"
-    assert cli(["plan", "tiny", "--gpu", "cpu", "--precision", "fp32", "--seq-len", "128", "--data", shards,
-                "--epochs", "4", "--output", str(out), "--json"]) == 0
+    assert (
+        cli(
+            [
+                "plan",
+                "tiny",
+                "--gpu",
+                "cpu",
+                "--precision",
+                "fp32",
+                "--seq-len",
+                "128",
+                "--data",
+                shards,
+                "--epochs",
+                "4",
+                "--output",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     r = json.loads(capsys.readouterr().out)
     assert r["time"]["epochs"] == pytest.approx(4) and r["time"]["unique_tokens"] == DEMO_TOKENS
     assert r["model"]["vocab_size"] == DEMO_VOCAB
@@ -270,8 +339,28 @@ def test_budget_and_plan_read_the_manifest_at_a_url(tmp_path, capsys):
         assert cli([*argv, "--data", url]) == 0
         from_url = json.loads(capsys.readouterr().out)
         out = tmp_path / "train.yaml"
-        assert cli(["plan", "tiny", "--gpu", "cpu", "--precision", "fp32", "--seq-len", "128", "--data", url,
-                    "--epochs", "4", "--output", str(out), "--json"]) == 0
+        assert (
+            cli(
+                [
+                    "plan",
+                    "tiny",
+                    "--gpu",
+                    "cpu",
+                    "--precision",
+                    "fp32",
+                    "--seq-len",
+                    "128",
+                    "--data",
+                    url,
+                    "--epochs",
+                    "4",
+                    "--output",
+                    str(out),
+                    "--json",
+                ]
+            )
+            == 0
+        )
         planned = json.loads(capsys.readouterr().out)
         assert cli(["budget", "--compute", "1e21", "--data", f"{server.url}/elsewhere"]) == 2
         assert f"{server.url}/elsewhere/manifest.json not found" in capsys.readouterr().err

@@ -19,17 +19,34 @@ def test_cost_arithmetic():
     # 2.5 days x 24 h x 16 GPUs = 960 GPU-hours; x 2 = 1,920; 960 x 0.7 kW x PUE 1.2 = 806.4 kWh;
     # 806.4 kWh x 300 g/kWh = 241.92 kg
     rates = CostRates(price_per_gpu_hour=2, gpu_power_w=700, pue=1.2, grid_gco2_per_kwh=300)
-    assert plan_cost(2.5, 16, rates) == pytest.approx({"gpu_hours": 960, "money": 1920, "kwh": 806.4, "kg_co2e": 241.92})
+    assert plan_cost(2.5, 16, rates) == pytest.approx(
+        {"gpu_hours": 960, "money": 1920, "kwh": 806.4, "kg_co2e": 241.92}
+    )
     assert format_cost(plan_cost(2.5, 16, rates), rates) == (
         "cost: 960 GPU-hours, money 1,920 at 2 per GPU-hour, energy 806 kWh (700 W per GPU x PUE 1.2), "
-        "carbon 242 kg CO2e at 300 g/kWh")
+        "carbon 242 kg CO2e at 300 g/kWh"
+    )
     assert plan_cost(1, 1, CostRates()) == {"gpu_hours": 24, "money": None, "kwh": None, "kg_co2e": None}
 
 
 def test_budget_prices_its_gpu_hours(capsys):
     # 8 GPUs x 100 h = 800 GPU-hours; x 1.5 = 1,200; A100 SXM 400 W: 800 x 0.4 x 1.1 = 352 kWh; x 400 g = 140.8 kg
-    out = _json(capsys, "budget", "--gpus", "8", "--hours", "100", "--gpu", "a100-80gb", "--price-per-gpu-hour", "1.5",
-                "--pue", "1.1", "--grid-gco2-per-kwh", "400")
+    out = _json(
+        capsys,
+        "budget",
+        "--gpus",
+        "8",
+        "--hours",
+        "100",
+        "--gpu",
+        "a100-80gb",
+        "--price-per-gpu-hour",
+        "1.5",
+        "--pue",
+        "1.1",
+        "--grid-gco2-per-kwh",
+        "400",
+    )
     assert out["cost"] == pytest.approx({"gpu_hours": 800, "money": 1200, "kwh": 352, "kg_co2e": 140.8})
     # a custom peak has no board power: no energy unless given; no grid intensity: no carbon
     out = _json(capsys, "budget", "--gpus", "8", "--hours", "100", "--peak-flops", "5e14")
@@ -43,8 +60,9 @@ def test_budget_prices_its_gpu_hours(capsys):
 def test_plan_prices_its_days_and_the_cpu_has_no_energy(capsys):
     out = _json(capsys, "plan", "125m", "--gpus", "8", "--tokens", "10B", "--price-per-gpu-hour", "2.5")
     hours = out["time"]["days"] * 24 * 8
-    assert out["cost"] == pytest.approx({"gpu_hours": hours, "money": 2.5 * hours, "kwh": hours * 0.7 * 1.2,
-                                         "kg_co2e": None})
+    assert out["cost"] == pytest.approx(
+        {"gpu_hours": hours, "money": 2.5 * hours, "kwh": hours * 0.7 * 1.2, "kg_co2e": None}
+    )
     assert out["cluster"]["board_power_w"] == 700
     assert _json(capsys, "plan", "tiny", "--gpu", "cpu", "--tokens", "1M")["cost"]["kwh"] is None
     assert cli(["plan", "125m", "--tokens", "10B", "--price-per-gpu-hour", "2"]) == 0
@@ -52,8 +70,19 @@ def test_plan_prices_its_days_and_the_cpu_has_no_energy(capsys):
 
 
 def test_compare_gpus_plans_the_same_run_on_each(capsys):
-    out = _json(capsys, "plan", "1b", "--gpus", "8", "--tokens", "20B", "--compare-gpus", "h100=2,a100-80gb=1,h200",
-                "--price-per-gpu-hour", "3")
+    out = _json(
+        capsys,
+        "plan",
+        "1b",
+        "--gpus",
+        "8",
+        "--tokens",
+        "20B",
+        "--compare-gpus",
+        "h100=2,a100-80gb=1,h200",
+        "--price-per-gpu-hour",
+        "3",
+    )
     rows = {r["gpu"]: r for r in out["compare"]}
     assert list(rows) == ["h100", "a100-80gb", "h200"] and {r["tokens"] for r in rows.values()} == {20e9}
     for name, price in (("h100", 2), ("a100-80gb", 1), ("h200", 3)):

@@ -5,14 +5,18 @@ from __future__ import annotations
 import pytest
 
 from pretrain.config import ModelConfig
-from pretrain.planning.flops import appendix_f_forward, appendix_f_training, compare, six_nd
 from pretrain.models.llama import num_params
+from pretrain.planning.flops import appendix_f_forward, appendix_f_training, compare, six_nd
 
 # Table A4 of Hoffmann et al. 2022: (num_layers, d_model, ffw_size, num_heads, k/q size, printed ratio
 # of the Appendix F count to 6ND per sequence). Sequence length 2048, vocabulary 32,000.
 TABLE_A4 = [
-    (10, 640, 2560, 10, 64, 1.03), (20, 1024, 4096, 16, 64, 1.10), (24, 1280, 5120, 10, 128, 1.08),
-    (26, 1792, 7168, 14, 128, 1.04), (28, 2048, 8192, 16, 128, 1.03), (40, 3584, 14336, 28, 128, 0.99),
+    (10, 640, 2560, 10, 64, 1.03),
+    (20, 1024, 4096, 16, 64, 1.10),
+    (24, 1280, 5120, 10, 128, 1.08),
+    (26, 1792, 7168, 14, 128, 1.04),
+    (28, 2048, 8192, 16, 128, 1.03),
+    (40, 3584, 14336, 28, 128, 0.99),
 ]
 
 
@@ -72,8 +76,9 @@ def test_llama_generalisation():
 def test_llama2_7b_against_6nd():
     """Llama 2 7B (6.74B parameters): the Appendix F count exceeds 6ND by the attention's seq^2 terms,
     which grow with sequence length."""
-    cfg = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008,
-                      max_seq_len=8192)
+    cfg = ModelConfig(
+        vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008, max_seq_len=8192
+    )
     assert num_params(cfg) == 6_738_415_616
     short, long = compare(cfg, 1e12, seq_len=2048), compare(cfg, 1e12, seq_len=8192)
     assert short["six_nd"] == pytest.approx(6 * 6_738_415_616 * 1e12)

@@ -4,15 +4,16 @@ the trainer would refuse is refused when the config loads, when the degrees are 
 from __future__ import annotations
 
 import pytest
-from train_fixtures import tiny_config
 
 from pretrain.config import ModelConfig, ParallelConfig, TrainConfig
 from pretrain.layout_rules import layout_problems
 from pretrain.planning.hardware import GPUS
 from pretrain.planning.plan import plan
+from train_fixtures import tiny_config
 
-TIED = ModelConfig(vocab_size=1000, d_model=256, n_layers=4, n_heads=4, n_kv_heads=4, ffn_dim=768,
-                   max_seq_len=512, tie_embeddings=True)
+TIED = ModelConfig(
+    vocab_size=1000, d_model=256, n_layers=4, n_heads=4, n_kv_heads=4, ffn_dim=768, max_seq_len=512, tie_embeddings=True
+)
 
 
 def _train_config(tmp_path, **parallel) -> dict:
@@ -38,7 +39,10 @@ def test_tied_embeddings_with_a_world_size_only_the_trainer_knows_are_refused_th
 
 
 def test_the_planner_proposes_no_layout_the_trainer_refuses():
-    assert plan(TIED, gpus=1, gpu=GPUS["h100"], seq_len=512, micro_batch=8, global_batch=64)["layout"]["name"] == "single GPU"
+    assert (
+        plan(TIED, gpus=1, gpu=GPUS["h100"], seq_len=512, micro_batch=8, global_batch=64)["layout"]["name"]
+        == "single GPU"
+    )
     with pytest.raises(ValueError, match="no layout of 4 layers on 8 GPU.* single-process training only"):
         plan(TIED, gpus=8, gpu=GPUS["h100"], seq_len=512, micro_batch=8, global_batch=64)
 

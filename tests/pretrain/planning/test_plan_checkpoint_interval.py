@@ -48,11 +48,30 @@ def test_a_measured_save_time_goes_into_the_written_config(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     records = [{"kind": "train", "step": 1, "loss": 5.0}] + [
-        {"kind": "checkpoint", "step": s, "blocking_s": t, "async": False} for s, t in ((10, 4.0), (20, 6.0), (30, 5.0))]
+        {"kind": "checkpoint", "step": s, "blocking_s": t, "async": False} for s, t in ((10, 4.0), (20, 6.0), (30, 5.0))
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "train.yaml"
-    assert cli(["plan", "1b", "--gpus", "8", "--mtbf-hours", "20000", "--save-from", str(run), "--output", str(out),
-                "--data", str(tmp_path), "--json"]) == 0
+    assert (
+        cli(
+            [
+                "plan",
+                "1b",
+                "--gpus",
+                "8",
+                "--mtbf-hours",
+                "20000",
+                "--save-from",
+                str(run),
+                "--output",
+                str(out),
+                "--data",
+                str(tmp_path),
+                "--json",
+            ]
+        )
+        == 0
+    )
     c = json.loads(capsys.readouterr().out)["checkpoint_interval"]
     assert c["save_s"] == 5.0 and c["save_from"] == f"measured in {run}"  # the median
     assert load_train_config(str(out)).checkpoint.every_steps == c["every_steps"]

@@ -5,7 +5,6 @@ config it writes turns the mask on."""
 from __future__ import annotations
 
 import pytest
-from train_fixtures import make_token_dataset
 
 from pretrain.cli import main as cli
 from pretrain.components.document_bounds import mean_document_tokens
@@ -15,6 +14,7 @@ from pretrain.planning.flops import flops_per_token
 from pretrain.planning.hardware import get_gpu
 from pretrain.planning.plan import plan
 from pretrain.planning.plan_inputs import plan_model
+from train_fixtures import make_token_dataset
 
 
 def test_document_mask_attention_flops_follow_the_documents_not_the_window():

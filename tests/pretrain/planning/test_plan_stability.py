@@ -7,8 +7,15 @@ from pretrain.config import ModelConfig
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.plan_memory import LOSS_BYTES, Z_LOSS_BYTES, activations
 
-MODEL = {"vocab_size": 32000, "d_model": 256, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "ffn_dim": 704,
-         "max_seq_len": 512}
+MODEL = {
+    "vocab_size": 32000,
+    "d_model": 256,
+    "n_layers": 4,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "ffn_dim": 704,
+    "max_seq_len": 512,
+}
 
 
 def test_z_loss_adds_its_logsumexp_to_flops_and_its_fp32_logits_to_memory():

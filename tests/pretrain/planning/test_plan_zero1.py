@@ -30,8 +30,24 @@ def test_zero1_is_chosen_where_ddp_does_not_fit_and_counts_its_sharded_adam_stat
 def test_zero1_plan_output_is_a_runnable_zero1_config(tmp_path, capsys):
     out = tmp_path / "train.yaml"
     (tmp_path / "tok").mkdir()  # shards to come: plan refuses a folder that does not exist
-    assert cli(["plan", "3B", "--gpus", "8", "--gpu-memory-gb", "60", "--output", str(out), "--data", str(tmp_path / "tok"),
-                "--json"]) == 0
+    assert (
+        cli(
+            [
+                "plan",
+                "3B",
+                "--gpus",
+                "8",
+                "--gpu-memory-gb",
+                "60",
+                "--output",
+                str(out),
+                "--data",
+                str(tmp_path / "tok"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["layout"]["zero_level"] == "zero1"
     par = load_train_config(str(out)).parallel
     assert par.shard_optimizer and par.dp_replicate == 8 and par.dp_shard == 1

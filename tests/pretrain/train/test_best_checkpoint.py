@@ -9,13 +9,13 @@ import os
 import pytest
 import torch
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.cli import main as pretrain_main
 from pretrain.components import checkpoint
 from pretrain.components.metrics import read_metrics
 from pretrain.config import ConfigError, load_train_config
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 
 @pytest.fixture(autouse=True)
@@ -29,9 +29,15 @@ def one_thread():
 def _config(data, out, **overrides) -> dict:
     """Validation every 2 steps; min_delta so large that no validation counts as an improvement for
     early_stop, so the run stops at the third validation (step 6) whatever the losses."""
-    return tiny_config(data, out, max_steps=40, checkpoint={"every_steps": 100, "keep_last": 1, "keep_best": True},
-                       log={"every_steps": 2, "val_every_steps": 2, "val_batches": 1},
-                       early_stop={"patience": 2, "min_delta": 100.0}, **overrides)
+    return tiny_config(
+        data,
+        out,
+        max_steps=40,
+        checkpoint={"every_steps": 100, "keep_last": 1, "keep_best": True},
+        log={"every_steps": 2, "val_every_steps": 2, "val_batches": 1},
+        early_stop={"patience": 2, "min_delta": 100.0},
+        **overrides,
+    )
 
 
 def test_early_stop_keeps_the_best_and_hands_it_over(tmp_path, capsys):
@@ -74,8 +80,9 @@ def test_a_resumed_run_remembers_its_best(tmp_path):
 
 @pytest.mark.parametrize("section", [{"checkpoint": {"keep_best": True}}, {"early_stop": {"patience": 3}}])
 def test_best_and_early_stop_need_a_validation_split(tmp_path, section):
-    cfg = tiny_config(str(tmp_path), tmp_path / "run", data={"sources": [{"path": str(tmp_path)}], "val_fraction": 0},
-                      **section)
+    cfg = tiny_config(
+        str(tmp_path), tmp_path / "run", data={"sources": [{"path": str(tmp_path)}], "val_fraction": 0}, **section
+    )
     with pytest.raises(ConfigError, match="need a validation split: set data.val_fraction above 0") as err:
         load_train_config(cfg)
     assert "\n" not in str(err.value)

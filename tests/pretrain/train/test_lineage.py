@@ -9,20 +9,26 @@ import json
 import os
 
 import pytest
-from train_fixtures import make_token_dataset, tiny_config
 
 from dataprep.tokenize.manifest import load_manifest
 from pretrain.cli import main as pretrain_main
 from pretrain.config import load_train_config
 from pretrain.lineage import read_lineage
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _config(data, out, steps: int = 2) -> dict:
-    return tiny_config(data, out, max_steps=steps, device="cpu", checkpoint={"every_steps": 2, "keep_last": 1},
-                       log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1})
+    return tiny_config(
+        data,
+        out,
+        max_steps=steps,
+        device="cpu",
+        checkpoint={"every_steps": 2, "keep_last": 1},
+        log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1},
+    )
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import os
 
 import pytest
 import torch
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.loss import cross_entropy
 from pretrain.components.metrics import read_metrics
@@ -17,11 +16,13 @@ from pretrain.components.optimizer import build_optimizer, clip_grad_norm
 from pretrain.config import ModelConfig, OptimConfig, load_train_config
 from pretrain.models.llama import Llama
 from pretrain.train import Trainer
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-MODEL = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=64, max_seq_len=32,
-                    qk_norm=True)
+MODEL = ModelConfig(
+    vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=64, max_seq_len=32, qk_norm=True
+)
 
 
 def _model_with_gradients(seed: int = 0) -> Llama:
@@ -85,8 +86,9 @@ def test_weight_decay_shrinks_matrices_and_leaves_norm_gains_alone():
 
 def test_metrics_write_the_learning_rate_the_optimizer_used(tmp_path):
     data = make_token_dataset(tmp_path / "tokens", n_docs=60)
-    cfg = tiny_config(data, tmp_path / "run", optim={"lr": 3e-3, "warmup_steps": 2, "schedule": "wsd",
-                                                      "decay_fraction": 0.5})
+    cfg = tiny_config(
+        data, tmp_path / "run", optim={"lr": 3e-3, "warmup_steps": 2, "schedule": "wsd", "decay_fraction": 0.5}
+    )
     trainer = Trainer(load_train_config(cfg))
     trainer.resume(None)
     trainer.start_logging()

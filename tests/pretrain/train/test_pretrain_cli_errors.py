@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
+
 from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
@@ -24,8 +25,9 @@ DCP_NOTE = "assuming the intent is to"  # torch's note on every one-process chec
 
 def pretrain(cwd, *argv: str) -> subprocess.CompletedProcess:
     """The real command in a fresh process (``pretrain`` is ``python -m pretrain.cli``)."""
-    return subprocess.run([sys.executable, "-m", "pretrain.cli", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pretrain.cli", *argv], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,13 @@ def root(tmp_path_factory):
     an empty folder."""
     root = tmp_path_factory.mktemp("pretrain-errors")
     make_token_dataset(root / "tokens", n_docs=60)
-    cfg = tiny_config(str(root / "tokens"), str(root / "run"), max_steps=4, checkpoint={"every_steps": 2, "keep_last": 3},
-                      log={"every_steps": 2, "val_every_steps": 4, "val_batches": 1})
+    cfg = tiny_config(
+        str(root / "tokens"),
+        str(root / "run"),
+        max_steps=4,
+        checkpoint={"every_steps": 2, "keep_last": 3},
+        log={"every_steps": 2, "val_every_steps": 4, "val_batches": 1},
+    )
     (root / "train.yaml").write_text(yaml.safe_dump(cfg))
     (root / "heads.yaml").write_text(yaml.safe_dump(BAD_MODEL))
     (root / "train_heads.yaml").write_text(yaml.safe_dump({**cfg, "model": "heads.yaml"}))
@@ -43,11 +50,21 @@ def root(tmp_path_factory):
     (root / "a_file").write_text("x")
     (root / "a_folder").mkdir()
     make_token_dataset(root / "tokens2", n_docs=30, seed=1)
-    for name, weights in (("zero", (0, 0)), ("negative", (-1, 1)), ("nan", (float("nan"), 1)), ("huge", (1e308, 1e308))):
-        (root / f"{name}.yaml").write_text(yaml.safe_dump({"sources": [{"path": "tokens", "weight": weights[0]},
-                                                                       {"path": "tokens2", "weight": weights[1]}]}))
+    for name, weights in (
+        ("zero", (0, 0)),
+        ("negative", (-1, 1)),
+        ("nan", (float("nan"), 1)),
+        ("huge", (1e308, 1e308)),
+    ):
+        (root / f"{name}.yaml").write_text(
+            yaml.safe_dump(
+                {"sources": [{"path": "tokens", "weight": weights[0]}, {"path": "tokens2", "weight": weights[1]}]}
+            )
+        )
     (root / "twice.yaml").write_text(yaml.safe_dump({"sources": [{"path": "tokens"}, {"path": "tokens"}]}))
-    (root / "train_twice.yaml").write_text(yaml.safe_dump({**cfg, "data": {"sources": [{"path": "tokens"}, {"path": "tokens"}]}}))
+    (root / "train_twice.yaml").write_text(
+        yaml.safe_dump({**cfg, "data": {"sources": [{"path": "tokens"}, {"path": "tokens"}]}})
+    )
     return root
 
 
@@ -99,9 +116,11 @@ CASES = [
     ("train train.yaml --output fresh --set log.jsonl={root}/a_file/metrics.jsonl", "a_file"),
     ("train train.yaml --resume nowhere", "nowhere"),
     ("train train.yaml --output fresh --set data.cache.dir={root}/a_file", "a_file"),
-    ("train train.yaml --output fresh --set data.sources.0.path=http://127.0.0.1:9/shards --set "
-     "data.cache.retries=0",
-     "http://127.0.0.1:9/shards"),  # nothing listens on the discard port
+    (
+        "train train.yaml --output fresh --set data.sources.0.path=http://127.0.0.1:9/shards --set "
+        "data.cache.retries=0",
+        "http://127.0.0.1:9/shards",
+    ),  # nothing listens on the discard port
     ("plot run -o a_folder", "a_folder"),
     ("plot run -o a_file/curves.png", "a_file"),
     ("eval a_file", "a_file"),
@@ -150,7 +169,10 @@ def test_a_damaged_newest_checkpoint_names_the_newest_that_loads_and_latest_inta
 
     requeued = pretrain(root, "train", "train.yaml", "--output", str(run), "--resume", "latest-intact")
     assert requeued.returncode == 0, requeued.stderr
-    assert f"resuming from {older}: passed over newer checkpoint(s) that do not load: checkpoint {newest}" in requeued.stderr
+    assert (
+        f"resuming from {older}: passed over newer checkpoint(s) that do not load: checkpoint {newest}"
+        in requeued.stderr
+    )
     assert "starting at step 2" in requeued.stderr and DCP_NOTE not in requeued.stderr
     assert (run / "model.safetensors").exists()
     # its own save at step 4 replaced the damaged one: a plain --resume auto now loads it

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_fixtures import make_token_dataset
 
 from pretrain.cli import main as pretrain_main
 from pretrain.components.metrics import read_metrics
+from train_fixtures import make_token_dataset
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -25,8 +25,10 @@ def test_tiny_cpu_config_runs_as_written_on_the_demos_shards(tmp_path, monkeypat
     shards.mkdir(parents=True)
     make_token_dataset(shards, n_docs=23, vocab=2000, min_len=150, max_len=600, n_shards=1)  # the demo's size
     monkeypatch.chdir(tmp_path)
-    assert pretrain_main(["train", "configs/train/tiny_cpu.yaml", "--optim.lr", "3e-4", "--set", "max_steps=50",
-                          "--json"]) == 0
+    assert (
+        pretrain_main(["train", "configs/train/tiny_cpu.yaml", "--optim.lr", "3e-4", "--set", "max_steps=50", "--json"])
+        == 0
+    )
     run = Path(json.loads(capsys.readouterr().out)["out_dir"])
     assert run == tmp_path / "runs" / "tiny_cpu"
     assert yaml.safe_load((run / "config.yaml").read_text())["model"]["vocab_size"] == 2000  # the data's

@@ -9,13 +9,13 @@ import math
 import os
 
 import pytest
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.cli import main as cli
 from pretrain.components.metrics import read_metrics
 from pretrain.components.optimizer import lr_factor
 from pretrain.config import load_train_config
 from pretrain.train import Trainer
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -79,6 +79,10 @@ def test_resuming_at_another_global_batch_rescales_from_the_checkpoints_lr(data,
     assert _optimizer_peak(trainer) == pytest.approx(LR * math.sqrt(2))
     [record] = _records(out, "batch_change")
     assert (record["step"], record["against"], record["previous_global_batch_size"], record["global_batch_size"]) == (
-        3, "checkpoint", 8, 16)
+        3,
+        "checkpoint",
+        8,
+        16,
+    )
     trainer = _train(bigger, resume="auto")  # the checkpoint at step 4 holds the new batch and rate
     assert len(_records(out, "batch_change")) == 1 and _optimizer_peak(trainer) == pytest.approx(LR * math.sqrt(2))

@@ -9,16 +9,16 @@ import os
 
 import pytest
 import torch
-from text_runs import make_text_run, require
-from train_fixtures import make_token_dataset, tiny_config
 
-from pretrain.components import checkpoint
 from pretrain.cli import main as pretrain_main
-from pretrain.config import load_train_config
-from pretrain.inference.loading import load_trained, model_for_inference
+from pretrain.components import checkpoint
 from pretrain.components.metrics import read_metrics
 from pretrain.components.safetensors_export import export_checkpoint
+from pretrain.config import load_train_config
+from pretrain.inference.loading import load_trained, model_for_inference
 from pretrain.train import run
+from text_runs import make_text_run, require
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 # cuBLAS reads its workspace setting when its first handle is made: set before any test touches the GPU
@@ -42,14 +42,21 @@ def data(tmp_path_factory):
 def _exact(out_dir) -> list[tuple]:
     """Every logged figure that must repeat, as exact reprs (a skipped fp16 step's nan norm included)."""
     keys = ("loss", "grad_norm", "lr", "val_loss")
-    return [(r["kind"], r["step"], *(repr(r.get(k)) for k in keys))
-            for r in read_metrics(os.path.join(out_dir, "metrics.jsonl"))]
+    return [
+        (r["kind"], r["step"], *(repr(r.get(k)) for k in keys))
+        for r in read_metrics(os.path.join(out_dir, "metrics.jsonl"))
+    ]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_stopped_and_resumed_gpu_run_repeats_the_uninterrupted_one_bitwise(data, tmp_path, precision, deterministic):
-    overrides = dict(device="cuda", precision=precision, max_steps=8, checkpoint={"every_steps": 4, "keep_last": 2},
-                     log={"every_steps": 1, "val_every_steps": 4, "val_batches": 1})
+    overrides = dict(
+        device="cuda",
+        precision=precision,
+        max_steps=8,
+        checkpoint={"every_steps": 4, "keep_last": 2},
+        log={"every_steps": 1, "val_every_steps": 4, "val_batches": 1},
+    )
     reference = run(load_train_config(tiny_config(data, tmp_path / "ref", **overrides)))
     assert reference[-1]["mem_gib"] > 0  # trained on the GPU: the metrics report CUDA memory
     cut = load_train_config(tiny_config(data, tmp_path / "cut", **overrides))

@@ -10,23 +10,30 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.diagnostics import layer_of
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
 from pretrain.models.llama import Llama, apply_rope
 from pretrain.train import Trainer
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _trainer(tmp_path, max_steps: int = 2, **log) -> Trainer:
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
-    cfg = load_train_config(tiny_config(data, tmp_path / "run", max_steps=max_steps, device="cpu",
-                                        log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, **log},
-                                        checkpoint={"every_steps": 100, "keep_last": 1},
-                                        health={"straggler_every_steps": 0}))
+    cfg = load_train_config(
+        tiny_config(
+            data,
+            tmp_path / "run",
+            max_steps=max_steps,
+            device="cpu",
+            log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1, **log},
+            checkpoint={"every_steps": 100, "keep_last": 1},
+            health={"straggler_every_steps": 0},
+        )
+    )
     trainer = Trainer(cfg)
     trainer.resume(None)
     trainer.start_logging()
@@ -69,12 +76,14 @@ def test_one_step_matches_a_hand_computation(tmp_path):
             sums[layer] = sums.get(layer, 0.0) + float(h.pow(2).sum())
             counts[layer] = counts.get(layer, 0) + h.numel()
             maxima[layer] = max(maxima.get(layer, 0.0), float(h.abs().max()))
+
         return hook
 
     def attention_input(layer):
         def hook(module, args):
             with torch.no_grad():
                 logits[layer] = max(logits.get(layer, -math.inf), _max_logit(module, *args))
+
         return hook
 
     reference.tok_embeddings.register_forward_hook(residual("embeddings"))
@@ -126,8 +135,11 @@ def test_every_n_steps_and_the_last(tmp_path):
     trainer = _trainer(tmp_path, diagnostics_every_steps=3)
     trainer.train(end=2)
     trainer.finish()
-    got = [r["step"] for r in read_metrics(os.path.join(trainer.cfg.out_dir, "metrics.jsonl"))
-           if r["kind"] == "diagnostics"]
+    got = [
+        r["step"]
+        for r in read_metrics(os.path.join(trainer.cfg.out_dir, "metrics.jsonl"))
+        if r["kind"] == "diagnostics"
+    ]
     assert got == [2]  # step 3 is past the horizon: the last step measures instead
     assert trainer.model.probe is None  # disarmed after its step
 

@@ -13,7 +13,6 @@ import sys
 import pytest
 import torch
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.cli import main as pretrain_main
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
@@ -21,6 +20,7 @@ from pretrain.components.guard import NonFinite, SkipCounter, find_non_finite
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
 from pretrain.train import Trainer, run
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -40,9 +40,13 @@ def _records(out_dir, kind: str) -> list[dict]:
 def test_fault_specs_parse_or_say_what_is_wrong():
     assert parse_fault("nan:step=12,rank=1") == Fault("nan", 12, 1)
     assert parse_fault("nan:step=3") == Fault("nan", 3, 0)
-    for spec, message in [("melt:step=3", "unknown fault 'melt'"), ("nan:rank=1", "step=N is required"),
-                          ("nan:step=x", "step must be an integer"), ("nan:step=3,when=4", "'when=4' is not one of"),
-                          ("nan:step=0", "step must be positive")]:
+    for spec, message in [
+        ("melt:step=3", "unknown fault 'melt'"),
+        ("nan:rank=1", "step=N is required"),
+        ("nan:step=x", "step must be an integer"),
+        ("nan:step=3,when=4", "'when=4' is not one of"),
+        ("nan:step=0", "step must be positive"),
+    ]:
         with pytest.raises(ValueError, match=message):
             parse_fault(spec)
 
@@ -70,8 +74,15 @@ def test_the_guard_names_what_was_not_finite():
     counter.count(found)
     assert counter.exhausted and (counter.total, counter.consecutive) == (3, 2)
     assert counter.record(7, found) | {"consecutive": 0} == {
-        "kind": "skip", "step": 7, "rank": 1, "cause": "loss+grad_norm", "loss_ranks": [1], "grad_norm_ranks": [0, 1],
-        "consecutive": 0, "skipped_total": 3}
+        "kind": "skip",
+        "step": 7,
+        "rank": 1,
+        "cause": "loss+grad_norm",
+        "loss_ranks": [1],
+        "grad_norm_ranks": [0, 1],
+        "consecutive": 0,
+        "skipped_total": 3,
+    }
     assert "step 7: loss+grad_norm not finite (rank 1)" in str(counter.error(7, found))
 
 
@@ -109,7 +120,9 @@ def test_too_many_skips_in_a_row_checkpoint_and_stop_naming_the_step(data, tmp_p
     assert os.path.isdir(tmp_path / "run" / "checkpoints" / "step-00000003")
     assert [r["step"] for r in _records(tmp_path / "run", "skip")] == [2, 3]
     # the faults fired: resuming does not fire them again, and the run finishes
-    assert pretrain_main(["train", str(cfg), "--resume", "auto", "--inject", "nan:step=2", "--inject", "nan:step=3"]) == 0
+    assert (
+        pretrain_main(["train", str(cfg), "--resume", "auto", "--inject", "nan:step=2", "--inject", "nan:step=3"]) == 0
+    )
     assert math.isfinite(_records(tmp_path / "run", "train")[-1]["loss"])
 
 
@@ -118,8 +131,17 @@ def test_too_many_skips_in_a_row_checkpoint_and_stop_naming_the_step(data, tmp_p
 
 def _torchrun(cfg_path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
-           "pretrain.train", str(cfg_path), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "pretrain.train",
+        str(cfg_path),
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
 
 
@@ -135,7 +157,9 @@ def test_nan_on_one_of_two_ranks_skips_the_step_everywhere(data, tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     skips = _records(out, "skip")
     assert [(r["step"], r["rank"], r["cause"], r["grad_norm_ranks"]) for r in skips] == [
-        (3, 1, "loss+grad_norm", [0, 1]), (4, 1, "loss+grad_norm", [0, 1])]
+        (3, 1, "loss+grad_norm", [0, 1]),
+        (4, 1, "loss+grad_norm", [0, 1]),
+    ]
     train = _records(out, "train")
     assert train[-1]["step"] == 6 and math.isfinite(train[-1]["loss"])
     assert os.path.isfile(out / "model.safetensors")
@@ -146,7 +170,9 @@ def test_a_warm_start_under_fsdp_begins_where_one_process_does(data, tmp_path):
     run(load_train_config(tiny_config(data, source, max_steps=3)))
     run(load_train_config(tiny_config(data, single, max_steps=2, init_from=str(source))))
     cfg = tmp_path / "fsdp.yaml"
-    cfg.write_text(yaml.safe_dump(tiny_config(data, fsdp, max_steps=2, parallel={"dp_shard": 2}, init_from=str(source))))
+    cfg.write_text(
+        yaml.safe_dump(tiny_config(data, fsdp, max_steps=2, parallel={"dp_shard": 2}, init_from=str(source)))
+    )
     proc = _torchrun(cfg)
     assert proc.returncode == 0, proc.stderr[-4000:]
     fresh, ref, got = ([r["loss"] for r in _records(out, "train")] for out in (source, single, fsdp))

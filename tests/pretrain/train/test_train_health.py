@@ -16,13 +16,13 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.faults import Fault, parse_fault
 from pretrain.components.metrics import read_metrics
 from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.watchdog import HANG_EXIT, process_group_timeout
 from pretrain.config import HealthConfig
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -40,8 +40,18 @@ def _records(out_dir, kind: str) -> list[dict]:
 
 
 def _torchrun(cfg_path, *args: str, restarts: int = 0) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           f"--max-restarts={restarts}", "-m", "pretrain.train", str(cfg_path), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        f"--max-restarts={restarts}",
+        "-m",
+        "pretrain.train",
+        str(cfg_path),
+        *args,
+    ]
     return subprocess.run(cmd, env={**os.environ, **TORCHRUN_ENV}, capture_output=True, text=True, timeout=400)
 
 
@@ -59,8 +69,12 @@ def test_hang_kill_and_slow_faults_parse():
     assert parse_fault("kill:step=2") == Fault("kill", 2, 0)
     assert parse_fault("slow:rank=1,ms=300") == Fault("slow", 1, 1, ms=300)  # from step 1 on
     assert parse_fault("slow:rank=1,ms=300").name == "slow-step1-rank1-300ms"
-    for spec, message in [("slow:rank=1", "ms=N is required"), ("hang:rank=1", "step=N is required"),
-                          ("kill:step=2,ms=5", "'ms=5' is not one of"), ("slow:ms=-1", "ms not negative")]:
+    for spec, message in [
+        ("slow:rank=1", "ms=N is required"),
+        ("hang:rank=1", "step=N is required"),
+        ("kill:step=2,ms=5", "'ms=5' is not one of"),
+        ("slow:ms=-1", "ms not negative"),
+    ]:
         with pytest.raises(ValueError, match=message):
             parse_fault(spec)
 
@@ -68,14 +82,21 @@ def test_hang_kill_and_slow_faults_parse():
 def test_the_straggler_record_names_the_rank_that_arrives_late():
     monitor = StragglerMonitor(every=2, margin=0.2, device=torch.device("cpu"), rank=0, world=4)
     # rank 2 reached the barrier last: it waited least, the others waited for it
-    record = monitor.record(step=4, steps=2, step_s=[1.0, 1.0, 1.0, 1.1], data_s=[0.1, 0.1, 0.6, 0.1],
-                            wait_s=[0.5, 0.5, 0.0, 0.45], memory=[1.0, 3.0, 1.0, 1.0])
+    record = monitor.record(
+        step=4,
+        steps=2,
+        step_s=[1.0, 1.0, 1.0, 1.1],
+        data_s=[0.1, 0.1, 0.6, 0.1],
+        wait_s=[0.5, 0.5, 0.0, 0.45],
+        memory=[1.0, 3.0, 1.0, 1.0],
+    )
     assert record["slowest_rank"] == 2 and record["slow_ranks"] == [2]
     assert record["lag_s_by_rank"] == [0.0, 0.0, 0.5, 0.05]
     assert record["step_s"] == {"min": 1.0, "median": 1.0, "max": 1.1}
     assert record["data_wait_s"]["max"] == 0.6 and record["peak_memory_rank"] == 1
-    even = monitor.record(step=4, steps=2, step_s=[1.0] * 4, data_s=[0.1] * 4, wait_s=[0.5, 0.5, 0.4, 0.45],
-                          memory=[1.0] * 4)
+    even = monitor.record(
+        step=4, steps=2, step_s=[1.0] * 4, data_s=[0.1] * 4, wait_s=[0.5, 0.5, 0.4, 0.45], memory=[1.0] * 4
+    )
     assert even["slow_ranks"] == []  # 0.1 s behind is within 20% of a 1 s step
     assert monitor.gather(step=3) is None  # not a sampled step: no collective, no record
 
@@ -89,8 +110,13 @@ def test_a_hung_process_exits_with_its_stacks_on_file(data, tmp_path):
     out = tmp_path / "run"
     cfg = tmp_path / "train.yaml"
     cfg.write_text(yaml.safe_dump(tiny_config(data, out, health={"hang_timeout": 2, "first_step_timeout": 120})))
-    proc = subprocess.run([sys.executable, "-m", "pretrain.cli", "train", str(cfg), "--inject", "hang:step=2"],
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pretrain.cli", "train", str(cfg), "--inject", "hang:step=2"],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == HANG_EXIT, proc.stderr[-4000:]
     assert "[watchdog] rank 0: no step finished for" in proc.stderr and "after step 1" in proc.stderr
     assert "in block_forever" in (out / "hangs" / "rank-0.txt").read_text()
@@ -139,9 +165,12 @@ def test_a_killed_rank_is_restarted_and_the_run_ends_as_an_uninterrupted_one(dat
     assert "exitcode: -9" in proc.stderr and "starting at step 3" in proc.stderr
     assert os.path.isfile(killed / "faults" / "kill-step5-rank1.fired")
     assert [(r["step"], r["loss"]) for r in _records(killed, "train")] == [
-        (r["step"], r["loss"]) for r in _records(reference, "train")]  # exactly: fp32 on CPU
-    state = [json.loads((run / "checkpoints" / "step-00000006" / "train_state.json").read_text())
-             for run in (reference, killed)]
+        (r["step"], r["loss"]) for r in _records(reference, "train")
+    ]  # exactly: fp32 on CPU
+    state = [
+        json.loads((run / "checkpoints" / "step-00000006" / "train_state.json").read_text())
+        for run in (reference, killed)
+    ]
     assert state[0] == state[1] and state[1]["loader"]["samples_consumed"] == 48
     weights = [load_file(str(run / "model.safetensors")) for run in (reference, killed)]
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

@@ -15,15 +15,15 @@ import time
 import pytest
 import torch
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
-from pretrain.components import checkpoint
 from pretrain.cli import main as pretrain_main
-from pretrain.config import OptimConfig, load_train_config
+from pretrain.components import checkpoint
 from pretrain.components.metrics import read_metrics
 from pretrain.components.optimizer import lr_factor
 from pretrain.components.safetensors_export import export_checkpoint
+from pretrain.config import OptimConfig, load_train_config
 from pretrain.train import run
+from train_fixtures import make_token_dataset, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +100,14 @@ def test_progress_lines_give_an_eta_and_a_step_time_far_from_the_plans_is_said_o
 
 
 def test_model_learns(data, tmp_path):
-    cfg = tiny_config(data, tmp_path, max_steps=30, optim={"lr": 1e-2, "warmup_steps": 3},
-                      log={"every_steps": 5, "val_every_steps": 30}, checkpoint={"every_steps": 30})
+    cfg = tiny_config(
+        data,
+        tmp_path,
+        max_steps=30,
+        optim={"lr": 1e-2, "warmup_steps": 3},
+        log={"every_steps": 5, "val_every_steps": 30},
+        checkpoint={"every_steps": 30},
+    )
     records = run(load_train_config(cfg))
     assert records[-1]["loss"] < records[0]["loss"] - 0.5  # bigram data: far below the uniform 4.85
 
@@ -116,8 +122,9 @@ def test_gradient_accumulation_matches_one_big_batch(data, tmp_path):
 
 def test_killed_run_resumes_with_identical_losses(data, tmp_path, finished_run):
     steps = 16
-    overrides = dict(max_steps=steps, checkpoint={"every_steps": 4, "keep_last": 2},
-                     log={"every_steps": 1, "val_every_steps": 1000})
+    overrides = dict(
+        max_steps=steps, checkpoint={"every_steps": 4, "keep_last": 2}, log={"every_steps": 1, "val_every_steps": 1000}
+    )
     reference = run(load_train_config(tiny_config(data, tmp_path / "ref", **overrides)))
     config = tmp_path / "train.yaml"
     config.write_text(yaml.safe_dump(tiny_config(data, tmp_path / "killed", **overrides)))

@@ -10,22 +10,30 @@ import os
 
 import pytest
 import torch
-from host_reads import reads_recorded
-from train_fixtures import make_token_dataset, tiny_config
 
+from host_reads import reads_recorded
 from pretrain.components.faults import Fault
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
 from pretrain.train import Trainer
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+
 def test_ordinary_steps_read_nothing_back_and_the_guard_still_skips(tmp_path):
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
-    cfg = load_train_config(tiny_config(data, tmp_path / "run", max_steps=8,
-                                        log={"every_steps": 4, "val_every_steps": 100, "val_batches": 1},
-                                        checkpoint={"every_steps": 100, "keep_last": 1},
-                                        health={"straggler_every_steps": 0}, spikes={"window": 3, "policy": "skip"}))
+    cfg = load_train_config(
+        tiny_config(
+            data,
+            tmp_path / "run",
+            max_steps=8,
+            log={"every_steps": 4, "val_every_steps": 100, "val_batches": 1},
+            checkpoint={"every_steps": 100, "keep_last": 1},
+            health={"straggler_every_steps": 0},
+            spikes={"window": 3, "policy": "skip"},
+        )
+    )
     assert cfg.guard  # on by default
     trainer = Trainer(cfg, (Fault("nan", 2),))  # the guard skips ordinary step 2
     trainer.resume(None)

@@ -13,13 +13,15 @@ import time
 
 import pytest
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.components.metrics import read_metrics
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out
 
-STOPPED = re.compile(r"stopped by (SIG\w+) at step (\d+): saved (\S+); continue with the same command and --resume auto")
+STOPPED = re.compile(
+    r"stopped by (SIG\w+) at step (\d+): saved (\S+); continue with the same command and --resume auto"
+)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
@@ -27,15 +29,21 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE
 def config(tmp_path_factory):
     root = tmp_path_factory.mktemp("preempt")
     data = make_token_dataset(root / "tokens", n_docs=200)
-    cfg = tiny_config(data, root / "run", max_steps=400, checkpoint={"every_steps": 1000},
-                      log={"every_steps": 1, "val_every_steps": 1000})
+    cfg = tiny_config(
+        data,
+        root / "run",
+        max_steps=400,
+        checkpoint={"every_steps": 1000},
+        log={"every_steps": 1, "val_every_steps": 1000},
+    )
     (root / "train.yaml").write_text(yaml.safe_dump(cfg))
     return root
 
 
 def _start(argv: list[str], out_dir) -> subprocess.Popen:
-    return subprocess.Popen([*argv, "--output", str(out_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)
+    return subprocess.Popen(
+        [*argv, "--output", str(out_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
+    )
 
 
 def _wait_for_step(proc: subprocess.Popen, step: int) -> list[str]:
@@ -56,9 +64,26 @@ def _stop_record(out_dir) -> dict:
 
 def _resume_one_step(config, out_dir, step: int) -> str:
     """Continue the stopped run in one process for one more step; returns its stderr."""
-    proc = subprocess.run([sys.executable, "-m", "pretrain.cli", "train", str(config / "train.yaml"), "--output",
-                           str(out_dir), "--resume", "auto", "--stop-at-step", str(step + 1)],
-                          check=False, capture_output=True, text=True, env=ENV, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pretrain.cli",
+            "train",
+            str(config / "train.yaml"),
+            "--output",
+            str(out_dir),
+            "--resume",
+            "auto",
+            "--stop-at-step",
+            str(step + 1),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"starting at step {step}" in proc.stderr
     steps = [r["step"] for r in read_metrics(os.path.join(out_dir, "metrics.jsonl")) if r["kind"] == "train"]
@@ -68,8 +93,10 @@ def _resume_one_step(config, out_dir, step: int) -> str:
 
 def test_ctrl_c_saves_the_step_and_says_how_to_resume(config):
     out_dir = config / "ctrl-c"
-    proc = _start([sys.executable, "-m", "pretrain.cli", "train", str(config / "train.yaml"),
-                   "--inject", "slow:rank=0,ms=50"], out_dir)
+    proc = _start(
+        [sys.executable, "-m", "pretrain.cli", "train", str(config / "train.yaml"), "--inject", "slow:rank=0,ms=50"],
+        out_dir,
+    )
     _wait_for_step(proc, 3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -111,8 +138,20 @@ def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(config):
     """Slurm signals every process, torchrun forwards its own signal to the workers; the hardest case is a
     signal only one rank sees: the flag all-reduced at each step boundary stops both at the same step."""
     out_dir = config / "torchrun"
-    agent = _start([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "pretrain.train",
-                    str(config / "train.yaml"), "--inject", "slow:rank=1,ms=50"], out_dir)
+    agent = _start(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "-m",
+            "pretrain.train",
+            str(config / "train.yaml"),
+            "--inject",
+            "slow:rank=1,ms=50",
+        ],
+        out_dir,
+    )
     ranks = _rank_pids(agent, 2)
     _wait_for_step(agent, 3)
     os.kill(ranks[1], signal.SIGTERM)

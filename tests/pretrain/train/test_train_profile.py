@@ -8,14 +8,14 @@ import json
 import os
 
 import pytest
-from profiles import check_split, profile_config, trace_names
-from train_fixtures import make_token_dataset
 
 from pretrain.cli import main as pretrain_main
 from pretrain.commands.train import profile_window
 from pretrain.components.profiling import collective_kind
 from pretrain.config import ConfigError, load_train_config
 from pretrain.train import Trainer, run
+from profiles import check_split, profile_config, trace_names
+from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -38,7 +38,9 @@ def test_profile_records_the_chosen_steps_and_splits_them(tmp_path, capsys):
     from pretrain.inference.plot import training_section
 
     rows = dict(training_section(str(tmp_path / "run"), str(tmp_path)).tables[0][1])
-    assert rows["profiled step (steps 2-3, mean of 1 rank(s))"].startswith(f"{report['mean']['step_s']:.4f} s = compute")
+    assert rows["profiled step (steps 2-3, mean of 1 rank(s))"].startswith(
+        f"{report['mean']['step_s']:.4f} s = compute"
+    )
 
 
 def test_a_window_the_run_never_reaches_is_reported(tmp_path, capsys):

@@ -14,7 +14,6 @@ import sys
 import pytest
 import torch
 import yaml
-from train_fixtures import make_token_dataset, tiny_config
 
 from pretrain.cli import main as pretrain_main
 from pretrain.components.faults import Fault, parse_fault
@@ -23,6 +22,7 @@ from pretrain.components.spikes import SpikeDetector
 from pretrain.config import load_train_config
 from pretrain.inference.plot import training_section
 from pretrain.train import Trainer, run
+from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -35,9 +35,15 @@ def data(tmp_path_factory):
 
 
 def _config(data, out, policy: str, **overrides) -> dict:
-    return tiny_config(data, out, max_steps=8, checkpoint={"every_steps": 2, "keep_last": 1},
-                       spikes={"window": 3, "policy": policy, "skip_batches": SKIP},
-                       log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1}, **overrides)
+    return tiny_config(
+        data,
+        out,
+        max_steps=8,
+        checkpoint={"every_steps": 2, "keep_last": 1},
+        spikes={"window": 3, "policy": policy, "skip_batches": SKIP},
+        log={"every_steps": 1, "val_every_steps": 100, "val_batches": 1},
+        **overrides,
+    )
 
 
 def _records(out_dir, kind: str) -> list[dict]:
@@ -160,9 +166,24 @@ def test_a_spike_on_one_of_two_ranks_rolls_every_rank_back_with_async_saves(data
     config["checkpoint"]["async_save"] = True
     cfg.write_text(yaml.safe_dump(config))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           "-m", "pretrain.train", str(cfg), "--inject", f"spike:step={SPIKE_STEP},rank=1,scale=100"],
-                          env=env, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "pretrain.train",
+            str(cfg),
+            "--inject",
+            f"spike:step={SPIKE_STEP},rank=1,scale=100",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     [spike], [rollback] = _records(fsdp, "spike"), _records(fsdp, "rollback")
     assert (spike["step"], spike["rank"], rollback["to_step"]) == (SPIKE_STEP, 1, 4)
