@@ -27,7 +27,7 @@ from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import join_path, read_text
 from dataprep.readers import READ_STAGE
-from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult, _read_marker
+from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult
 from pipelines.signals_run import MANIFEST, SIGNALS_DIR, stored_prepared
 from pipelines.steps import plan_steps, use_shipped_assets
 from pipelines.tasks import (
@@ -35,6 +35,7 @@ from pipelines.tasks import (
     PART,
     merged_stats,
     read_decisions,
+    read_marker,
     read_markers,
     remove_others,
     reusable,
@@ -58,7 +59,7 @@ class FilterRun(PipelineRun):
         overwrite: bool = False,
     ):
         self.signals_dir = join_path(signals_out, SIGNALS_DIR)
-        marker = _read_marker(join_path(self.signals_dir, DONE_MARKER))
+        marker = read_marker(join_path(self.signals_dir, DONE_MARKER))
         manifest_path = join_path(self.signals_dir, MANIFEST)
         if marker is None or not storage.exists(manifest_path):
             raise ConfigError(

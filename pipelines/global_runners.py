@@ -1,5 +1,5 @@
-"""The Spark form of each global (whole-corpus) stage's decision: the map lives here, on the Spark side,
-so the stages in ``dataprep`` never name the code that runs them on Spark.
+"""The Spark form of each global (whole-corpus) stage's decision (``pipelines.decisions``): the map lives
+here, on the Spark side, so the stages in ``dataprep`` never name the code that runs them on Spark.
 
 A global stage (``dataprep.core.stage.GlobalStage``) declares its parts once: ``prepare`` (per document),
 ``decide`` (in memory), ``applier`` (per task) and ``complete`` (after the tasks). On Spark every part
@@ -15,7 +15,7 @@ but ``decide`` runs as it is; ``decide`` has a Spark form of the same rule (``Gl
   a marker each, so a run that dies while deciding keeps the tasks that finished; ``decide`` then finds
   the rows in ``ctx.prepared`` (None: it computes them).
 
-The pipeline (``pipelines.pipeline_run``) saves the decision, then runs ``stage.applier(state)`` on
+The pipeline (``pipelines.global_step``) saves the decision, then runs ``stage.applier(state)`` on
 each part like a document step's, so a run that dies after deciding keeps the decision, and one that
 dies among the tasks keeps those that finished. ``run_global`` does it all on one DataFrame.
 """
@@ -23,15 +23,18 @@ dies among the tasks keeps those that finished. ``run_global`` does it all on on
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from dataprep.core.applier import apply_task, processed
 from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage, with_fields
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup
@@ -39,11 +42,9 @@ from dataprep.dedup.paragraphs import ParagraphDedup
 from dataprep.dedup.urls import UrlDedup
 from dataprep.quality.top_fraction import TopFraction
 from dataprep.tokenize.stage import Tokenize
-from pipelines.dedup import BROADCAST_ROWS, exact_clusters, minhash_clusters, url_clusters
-from pipelines.paragraph_dedup import cuts_by_document
+from pipelines.decisions import exact_dedup, minhash_dedup, paragraph_dedup, tokenize, top_fraction, url_dedup
+from pipelines.decisions.shared import BROADCAST_ROWS
 from pipelines.progress import timed
-from pipelines.top_fraction import top_fraction_cutoffs
-from pipelines.train_tokenizer import stage_tokenizer
 
 
 @dataclass(frozen=True)
@@ -52,22 +53,15 @@ class GlobalRunner:
     prepares: bool = False
 
 
-def _tokenize_decide(df: DataFrame, stage: Tokenize, ctx) -> tuple[None, dict]:
-    """The tokenizer, trained once on Spark's draw of the shared sample when asked and missing."""
-    shards_dir = stage.shards_folder(ctx.step_dir if ctx is not None else None)
-    stage_tokenizer(df, stage)
-    return None, stage.begin_shards(shards_dir)
-
-
 # Stage class -> the Spark form of its decision; a subclass runs on its parent's. Another package's
 # global stage adds its own entry.
 GLOBAL_RUNNERS: dict[type[GlobalStage], GlobalRunner] = {
-    ExactDedup: GlobalRunner(lambda df, stage, ctx: (exact_clusters(df, stage, ctx), {}), prepares=True),
-    MinHashDedup: GlobalRunner(lambda df, stage, ctx: (minhash_clusters(df, stage, ctx), {}), prepares=True),
-    UrlDedup: GlobalRunner(lambda df, stage, ctx: (url_clusters(df, stage, ctx), {})),
-    ParagraphDedup: GlobalRunner(lambda df, stage, ctx: (cuts_by_document(df, stage, ctx)[0], {}), prepares=True),
-    Tokenize: GlobalRunner(_tokenize_decide),
-    TopFraction: GlobalRunner(lambda df, stage, ctx: (None, {"cutoffs": top_fraction_cutoffs(df, stage)})),
+    ExactDedup: GlobalRunner(exact_dedup.decide, prepares=True),
+    MinHashDedup: GlobalRunner(minhash_dedup.decide, prepares=True),
+    UrlDedup: GlobalRunner(url_dedup.decide),
+    ParagraphDedup: GlobalRunner(paragraph_dedup.decide, prepares=True),
+    Tokenize: GlobalRunner(tokenize.decide),
+    TopFraction: GlobalRunner(top_fraction.decide),
 }
 
 
@@ -120,19 +114,24 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
         from pyspark import TaskContext
 
         key = f"{TaskContext.get().partitionId():05d}"
-        if not has_rows:
-            applier.begin(key, None)
-        for rb in batches:
-            batch = pa.Table.from_batches([rb])
-            if has_rows:  # each batch brings the decision rows of its own documents
-                joined = batch.column(DECISION)
-                has = joined.is_valid()
-                columns = joined.filter(has).combine_chunks().flatten()
-                applier.begin(
-                    key, pa.Table.from_arrays([batch.column("id").filter(has), *columns], names=["id", *fields])
-                )
-                batch = batch.drop_columns([DECISION])
-            out, reasons = applier.process(batch)
+        if has_rows:
+            with (
+                tempfile.TemporaryFile() as spill
+            ):  # the task's documents wait on local disk while its decision rows are gathered
+                decisions = _spill_decisions(batches, fields, spill)
+                finished = yield from apply_task(applier, key, decisions, _read_spill(spill), outputs)
+        else:
+            finished = yield from apply_task(
+                applier, key, None, (pa.Table.from_batches([rb]) for rb in batches), outputs
+            )
+        if finishes:  # one more row, all null but FINISHED
+            row = {f.name: pa.nulls(1, f.type) for f in output_schema}
+            row[FINISHED] = pa.array([json.dumps(finished)], pa.string())
+            yield from pa.table(row, schema=output_schema).to_batches()
+
+    def outputs(tables):
+        for batch in tables:
+            out, reasons = processed(applier, batch)
             dropped = [None if r is None else applier.stage_name for r in reasons]
             out = out.append_column(DROP_STAGE, pa.array(dropped, pa.string())).append_column(
                 DROP_REASON, pa.array(reasons, pa.string())
@@ -140,11 +139,6 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
             if finishes:
                 out = out.append_column(FINISHED, pa.nulls(out.num_rows, pa.string()))
             yield from out.select(output_schema.names).cast(output_schema).to_batches()
-        finished = applier.finish()
-        if finishes:  # one more row, all null but FINISHED
-            row = {f.name: pa.nulls(1, f.type) for f in output_schema}
-            row[FINISHED] = pa.array([json.dumps(finished or {})], pa.string())
-            yield from pa.table(row, schema=output_schema).to_batches()
 
     out = df.mapInArrow(timed(apply), from_arrow_schema(output_schema))
     if not finishes:
@@ -152,3 +146,31 @@ def run_global(df: DataFrame, stage: GlobalStage, ctx=None) -> DataFrame:
     out = out.persist(StorageLevel.DISK_ONLY)  # computed once: the tasks' side effects are not repeated
     stage.complete(state, [json.loads(r[0]) for r in out.where(F.col(FINISHED).isNotNull()).select(FINISHED).collect()])
     return out.where(F.col(FINISHED).isNull()).drop(FINISHED)
+
+
+def _spill_decisions(batches, fields: list[str], spill) -> pa.Table | None:
+    """Write a task's batches, less their joined ``DECISION`` column, to ``spill``; return the decision
+    rows of all its documents (None: none has one), which its applier begins with."""
+    rows, writer = [], None
+    for rb in batches:
+        batch = pa.Table.from_batches([rb])
+        joined = batch.column(DECISION)
+        has = joined.is_valid()
+        if pc.any(has).as_py():
+            columns = joined.filter(has).combine_chunks().flatten()
+            rows.append(pa.Table.from_arrays([batch.column("id").filter(has), *columns], names=["id", *fields]))
+        batch = batch.drop_columns([DECISION])
+        writer = writer or pa.ipc.new_stream(spill, batch.schema)
+        writer.write_table(batch)
+    if writer is not None:
+        writer.close()
+    spill.seek(0)
+    return pa.concat_tables(rows) if rows else None
+
+
+def _read_spill(spill):
+    if spill.seek(0, 2) == 0:  # an empty task wrote nothing
+        return
+    spill.seek(0)
+    for rb in pa.ipc.open_stream(spill):
+        yield pa.Table.from_batches([rb])

@@ -19,15 +19,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep.core import storage
+from dataprep.core.applier import apply_task, run_task
 from dataprep.core.config import ConfigError
 from dataprep.core.signals import PREPARED_SETTINGS, REASON, SIGNAL_GLOBALS, prefix, signal_stages, signals_problems
 from dataprep.core.stage import DROP_REASON, GlobalStage, with_column
 from dataprep.core.stats import format_table, merge_all, save_json
 from dataprep.core.storage import atomic_write_text, join_path
 from dataprep.quality.top_fraction import TopFraction
-from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult, _fingerprint, _read_marker
+from pipelines.fail_fast import check_budget
+from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult, _fingerprint, check_input_read, ship_assets
 from pipelines.steps import Step
-from pipelines.tasks import DATA_DIR, PART, parquet_parts, read_decisions
+from pipelines.tasks import DATA_DIR, PART, parquet_parts, read_decisions, read_marker
 
 SIGNALS_DIR = "signals"
 MANIFEST = "_SIGNALS.json"  # what filter needs: the stages and settings that made the signals
@@ -57,7 +59,7 @@ class SignalsRun(PipelineRun):
             f"dataprep: {len(files)} input files, signals of {len(self.config.stages)} stages -> {signals_dir}",
             flush=True,
         )
-        self._ship_assets()
+        ship_assets(self.spark, self.config.stages)
         fingerprint = _fingerprint(
             [
                 {"files": files, "input": self.config.input.model_dump(mode="json")},
@@ -65,15 +67,15 @@ class SignalsRun(PipelineRun):
                 [s.model_dump(mode="json") for _, s in self.globals],
             ]
         )
-        done = None if self.force else _read_marker(join_path(signals_dir, DONE_MARKER))
+        done = None if self.force else read_marker(join_path(signals_dir, DONE_MARKER))
         if done and done.get("fingerprint") == fingerprint:
             print("signals: already done, skipping", flush=True)
             stats = merge_all(_stats_of(done))
             return RunResult(self.out, signals_dir, stats, len(files), 1, [{"step": SIGNALS_DIR, "skipped": True}])
         t0 = time.perf_counter()
         stats, tasks = self._run_fused(step, signals_dir, files, None, fingerprint)
-        self._check_input_read(stats, len(files))
-        self._check_errors(step, signals_dir, stats)
+        check_input_read(stats, len(files))
+        check_budget(self.spark, step.name, signals_dir, stats, self.config.error_budget)
         states = [self._decide_over_all(signals_dir, position, stage) for position, stage in self.globals]
         self._annotate_parts(signals_dir, states)
         stats = merge_all(stats)
@@ -206,10 +208,10 @@ def _ranks(df, stage: TopFraction):
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    from pipelines.top_fraction import _group
+    from pipelines.decisions.top_fraction import score_group
 
     scored = df.where(F.col(stage.score).isNotNull() & ~F.isnan(F.col(stage.score).cast("double")))
-    order = Window.partitionBy(_group(stage)).orderBy(F.col(stage.score).desc(), F.col("id"))
+    order = Window.partitionBy(score_group(stage)).orderBy(F.col(stage.score).desc(), F.col("id"))
     return scored.select("id", F.row_number().over(order).cast("long").alias(RANK))
 
 
@@ -226,8 +228,9 @@ def annotate_part(path: str, states: list[dict], compression: str) -> None:
         stage, p = state["stage"], prefix(state["position"], state["stage"].name)
         rows = read_decisions(state["rows"], [name]) if state["rows"] else None
         applier = stage.applier(state["state"])
-        applier.begin(name, None if isinstance(stage, TopFraction) else rows)
-        out, reasons = applier.process(live)
+        [(out, reasons)], _ = run_task(
+            apply_task(applier, name, None if isinstance(stage, TopFraction) else rows, [live])
+        )
         for f in applier.output_fields(live.schema):
             live = with_column(live, p + f.name, out.column(f.name))
         if isinstance(stage, TopFraction):

@@ -20,9 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from dataprep.core import storage
-from dataprep.core.applier import AppliedStage
+from dataprep.core.applier import apply_task
 from dataprep.core.config import InputConfig
-from dataprep.core.runner import blank_text, conform, run_fused
+from dataprep.core.runner import AppliedStage, blank_text, conform, run_fused
 from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
 from dataprep.readers import READ_STAGE, iter_documents
@@ -132,20 +132,19 @@ def make_partition_fn(
     Parquet parts, named within ``input_dir``), apply ``stages``, and write the task's rows
     and completion marker (``pipelines.tasks``). ``tasks`` is a broadcast list of input lists: it
     reaches each executor once, not inside every task's function (a listing can be huge).
-    A global step's stage is an ``AppliedStage``: it starts with the decision rows of the task's
-    parts (from ``decisions``) and what it finishes with goes into the marker.
+    A global step's stage is an ``AppliedStage``, run as one task (``dataprep.core.applier.apply_task``)
+    with the decision rows of the task's parts (from ``decisions``); what it finishes with goes into the marker.
     ``progress`` (an accumulator) counts documents;
     ``errors`` (one too) gets the task's stats for the error budget while the step runs."""
     stages = list(stages)
-    appliers = [s.applier for s in stages if isinstance(s, AppliedStage)]
+    applied = next((s for s in stages if isinstance(s, AppliedStage)), None)
 
     def run_task(inputs: list[str]) -> None:
         key = task_key(inputs)
-        for applier in appliers:
-            applier.begin(key, read_decisions(decisions, inputs) if decisions else None)
         stats = [StageStats(s.name) for s in stages]
         read_stats = StageStats(READ_STAGE)
         dropped_out: list[pa.Table] = []
+        finish: dict = {}
 
         def source_batches():
             for path in inputs:
@@ -157,8 +156,17 @@ def make_partition_fn(
                         dropped_out.append(result.dropped)
                     yield conform(result.kept, input_schema)
 
+        def fused(batches):
+            return run_fused(batches, stages, stats, schema, keep_dropped_text)
+
         def rows():
-            for table in run_fused(source_batches(), stages, stats, schema, keep_dropped_text):
+            if (
+                applied is not None
+            ):  # a global step's task: its applier begins with the task's decision rows and finishes once
+                task_decisions = read_decisions(decisions, inputs) if decisions else None
+                finish.update((yield from apply_task(applied.applier, key, task_decisions, source_batches(), fused)))
+                return
+            for table in fused(source_batches()):
                 while dropped_out:  # reader skips, emitted as they happen
                     yield conform(blank_text(dropped_out.pop(), keep_dropped_text), schema)
                 yield table
@@ -166,8 +174,7 @@ def make_partition_fn(
                 yield conform(blank_text(dropped_out.pop(), keep_dropped_text), schema)
 
         def finished() -> dict:
-            extra = {k: v for applier in appliers for k, v in applier.finish().items()}
-            return {"stats": [s.to_dict() for s in all_stats], **extra}
+            return {"stats": [s.to_dict() for s in all_stats], **finish}
 
         all_stats = ([read_stats] if step.reads_input else []) + stats
         write_task(step_dir, key, inputs, fingerprint, rows(), schema, compression, finished)

@@ -62,6 +62,14 @@ def parquet_parts(folder: str) -> list[str]:
     ]
 
 
+def read_marker(path: str) -> dict | None:
+    """The JSON marker at ``path``; None when there is none or it is unreadable (a rerun redoes its work)."""
+    try:
+        return json.loads(storage.read_text(path)) if storage.exists(path) else None
+    except (OSError, ValueError):
+        return None
+
+
 def read_markers(spark, step_dir: str) -> Iterator[dict]:
     """Every completion marker of the step, one at a time (the driver never holds them all): read
     here when they are on this machine's disk, by Spark on object stores (there may be tens of

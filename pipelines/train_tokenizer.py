@@ -2,15 +2,15 @@
 
 The sample is ``pipelines.sample_texts``'s: the same corpus gives the same sample however it is
 partitioned, so the sample's SHA-256 in ``tokenizer_meta.json`` is reproducible. The ``tokenize``
-stage's Spark decision calls ``stage_tokenizer``.
+stage's Spark decision (``pipelines.decisions.tokenize``) trains with it too.
 """
 
 from __future__ import annotations
 
 from dataprep.core.errors import UsageError
 from dataprep.core.storage import expand_inputs
-from dataprep.tokenize.stage import Tokenize, TokenizerTraining
-from dataprep.tokenize.tokenizer import Tokenizer, tokenizer_exists
+from dataprep.tokenize.stage import TokenizerTraining
+from dataprep.tokenize.tokenizer import Tokenizer
 from pipelines.sample_texts import sample_texts
 
 
@@ -18,14 +18,6 @@ def train_from_dataframe(df, output_dir: str, training: TokenizerTraining) -> To
     """Draw the sample from ``df`` with Spark and train the tokenizer into ``output_dir``."""
     texts, info = sample_texts(df, training.sample_documents, training.seed)
     return training.train(texts, output_dir, extra_meta=info)
-
-
-def stage_tokenizer(df, stage: Tokenize) -> Tokenizer:
-    """The ``tokenize`` stage's tokenizer; trained first on Spark's draw of the sample of ``df`` when
-    asked and missing (the same sample the in-memory runner draws)."""
-    if stage.train is not None and not tokenizer_exists(stage.tokenizer_dir):
-        return train_from_dataframe(df, stage.tokenizer_dir, stage.train)
-    return stage.load_tokenizer()
 
 
 def text_dataframe(spark, inputs: list[str], fmt: str = "auto", text_field: str = "text"):

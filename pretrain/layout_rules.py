@@ -43,10 +43,10 @@ def layout_problems(
         problems += _model_problems(parallel, model, world_size_of(parallel, world_size))
     if seq_len is not None:
         problems += _sequence_problems(parallel, seq_len)
-    if document_mask and (parallel.cp > 1 or parallel.pp > 1):
+    if document_mask and parallel.cp > 1:
         problems.append(
-            "data.document_mask does not combine with context or pipeline parallelism yet: set "
-            "parallel.cp and parallel.pp to 1, or data.document_mask: false"
+            "data.document_mask does not combine with context parallelism yet: set parallel.cp to 1, "
+            "or data.document_mask: false"
         )
     if precision == "fp16" and parallel.pp > 1:
         problems.append(

@@ -544,7 +544,8 @@ def run(
 ) -> list[dict]:
     """Train per ``cfg`` (from a checkpoint when ``resume``), up to the horizon or to step ``stop_at``,
     with the faults ``inject`` names (``nan:step=N,rank=R``); returns the training records logged, and the
-    ``early_stop`` record last if the run stopped early (rank 0; empty elsewhere). Raises NonFiniteError after too many skipped steps in a row, SpikeError after too
+    ``early_stop`` record last if the run stopped early (rank 0; empty elsewhere). Raises NonFiniteError after
+    too many skipped steps in a row, SpikeError after too
     many rollbacks, Stopped after a SIGINT or SIGTERM (with the checkpoint of the step it stopped at)."""
     with stop_at_once():  # a signal during set-up: nothing to save yet
         trainer = Trainer(cfg, tuple(map(parse_fault, inject)))

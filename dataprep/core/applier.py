@@ -4,15 +4,16 @@ A whole-corpus stage (dedup, tokenize, top_fraction) first decides something tha
 (duplicate clusters, score cut-offs, a tokenizer); each task then applies that decision to its own part
 of the corpus: marks its duplicates, cuts its repeated paragraphs, encodes its documents into its own
 shards. Splitting the two lets a pipeline keep the tasks that finished when a run dies in the second
-half, as it does for document stages. An ``Applier`` is that second half; ``AppliedStage`` runs it
-where document stages run, so it gets their stats, progress and error budget.
+half, as it does for document stages. An ``Applier`` is that second half; ``apply_task`` is the one
+order every runner calls it in; ``dataprep.core.runner.AppliedStage`` runs it where document stages
+run, so it gets their stats, progress and error budget.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import Callable, Generator, Iterable, Iterator
 
-from dataprep.core.stage import DocumentStage, StageResult, split_by_reason, with_fields
+import pyarrow as pa
 
 
 class Applier:
@@ -26,41 +27,52 @@ class Applier:
         return []
 
     def begin(self, key: str, decisions: pa.Table | None) -> None:
-        (
-            """Start task ``key``; ``decisions``: the decision rows of its documents (keyed by ``id``), if the """
-            """stage has any."""
-        )
+        """Start task ``key``, once, before its first batch (``apply_task``); ``decisions``: the decision rows
+        of all its documents (keyed by ``id``), None when none of them has one."""
 
     def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
         """The batch (same rows, same order) with the decision applied, and per row a drop reason or None."""
         raise NotImplementedError
 
     def finish(self) -> dict:
-        """End the task; what it returns (e.g. the shards it wrote) is saved in the task's completion marker."""
+        """End the task, once, after its last batch; what it returns (e.g. the shards it wrote) is saved in the
+        task's completion marker."""
         return {}
 
 
-class AppliedStage(DocumentStage):
-    """An ``Applier`` as a document stage, named after its whole-corpus stage. Unlike a document stage,
-    a failing batch fails the task (no document-by-document retry): an applier's errors are not the
-    documents' fault, and a retry would apply side effects such as shard writes twice."""
+def apply_task(
+    applier: Applier,
+    key: str,
+    decisions: pa.Table | None,
+    batches: Iterable[pa.Table],
+    run: Callable[[Iterable[pa.Table]], Iterator] | None = None,
+) -> Generator:
+    """One task of a whole-corpus stage, the way every runner applies a decision: ``begin`` once with the
+    decision rows of all the task's documents, every batch in order, ``finish`` once. Yields per batch
+    ``(output, reasons)`` of ``Applier.process``, or what ``run(batches)`` yields when a runner processes
+    them itself (a pipeline step, through its ``dataprep.core.runner.AppliedStage``); returns what ``finish``
+    returned."""
+    applier.begin(key, decisions)
+    yield from (run(batches) if run is not None else (processed(applier, batch) for batch in batches))
+    return applier.finish() or {}
 
-    applier: Applier
 
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.applier.stage_name
+def run_task(task: Generator) -> tuple[list, dict]:
+    """Everything a task (``apply_task``) yields, and what it returns."""
+    items = []
+    while True:
+        try:
+            items.append(next(task))
+        except StopIteration as end:
+            return items, end.value
 
-    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
-        return with_fields(input_schema, self.applier.output_fields(input_schema))
 
-    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        return self.applier.process(batch)
-
-    def apply(self, batch: pa.Table) -> StageResult:
-        out, reasons = self.process(batch)
-        if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
-            raise RuntimeError(
-                f"{self.name}: the applier returned {out.num_rows} rows and {len(reasons)} reasons for {batch.num_rows}"
-            )
-        return split_by_reason(out, reasons, self.name)
+def processed(applier: Applier, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+    """``applier.process(batch)``, checked to return one row and one reason per row of the batch."""
+    out, reasons = applier.process(batch)
+    if out.num_rows != batch.num_rows or len(reasons) != batch.num_rows:
+        raise RuntimeError(
+            f"{applier.stage_name}: the applier returned {out.num_rows} rows and {len(reasons)} reasons "
+            f"for {batch.num_rows}"
+        )
+    return out, reasons

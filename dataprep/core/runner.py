@@ -11,7 +11,19 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataprep.core.stage import DROP_REASON, DROP_STAGE, DocumentStage, GlobalStage, Stage, StageResult, Timer, concat
+from dataprep.core.applier import Applier, processed
+from dataprep.core.stage import (
+    DROP_REASON,
+    DROP_STAGE,
+    DocumentStage,
+    GlobalStage,
+    Stage,
+    StageResult,
+    Timer,
+    concat,
+    split_by_reason,
+    with_fields,
+)
 from dataprep.core.stats import StageStats, merge_all
 
 DROP_FIELDS = [pa.field(DROP_STAGE, pa.string()), pa.field(DROP_REASON, pa.string())]
@@ -108,3 +120,24 @@ def run_stages(
         dropped.append(out.filter(pc.invert(is_kept)))
         all_stats.extend(stats)
     return StageResult(kept, concat(d for d in dropped if d.num_rows)), merge_all(all_stats)
+
+
+class AppliedStage(DocumentStage):
+    """An ``Applier`` as a document stage, named after its whole-corpus stage. Unlike a document stage,
+    a failing batch fails the task (no document-by-document retry): an applier's errors are not the
+    documents' fault, and a retry would apply side effects such as shard writes twice."""
+
+    applier: Applier
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.applier.stage_name
+
+    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
+        return with_fields(input_schema, self.applier.output_fields(input_schema))
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+        return self.applier.process(batch)
+
+    def apply(self, batch: pa.Table) -> StageResult:
+        return split_by_reason(*processed(self.applier, batch), self.name)

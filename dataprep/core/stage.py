@@ -267,10 +267,10 @@ class GlobalStage(Stage):
         """Prepare every document, decide over all of them, apply the decision: in memory, one task."""
         prepared = self.prepare(table) if self.prepared_schema is not None else None
         decisions, state = self.decide(prepared, table)
-        applier = self.applier(state)
-        applier.begin(LOCAL_TASK, decisions)
-        out, reasons = applier.process(table)
-        self.complete(state, [applier.finish() or {}])
+        from dataprep.core.applier import apply_task, run_task
+
+        [(out, reasons)], finished = run_task(apply_task(self.applier(state), LOCAL_TASK, decisions, [table]))
+        self.complete(state, [finished])
         return split_by_reason(out, reasons, self.name)
 
 

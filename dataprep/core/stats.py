@@ -267,3 +267,15 @@ def describe_errors(stats: list[StageStats], max_fraction: float, min_errors: in
             lines.append(f"  first error: {sample['type']}: {sample['message']} (document {sample['id']})")
             lines.extend("    " + line for line in sample.get("traceback", "").rstrip().splitlines())
     return "\n".join(lines)
+
+
+def budget_exceeded(step: str, failed: list[StageStats], errors_file: str, early: str = "") -> ErrorBudgetExceeded:
+    """The error that fails ``step``, naming each stage over the budget and its first error."""
+    first = "; ".join(
+        f"{s.stage}: {s.errors_seen.messages.most_common(1)[0][0]}" for s in failed if s.errors_seen.messages
+    )
+    return ErrorBudgetExceeded(
+        f"step {step} failed: {early}{', '.join(f'{s.stage} ({s.errors} of {s.docs_in} documents)' for s in failed)} "
+        f"raised errors past the error budget (first error: {first or 'none recorded'}); see {errors_file}. "
+        "Fix the cause and rerun: finished steps and tasks are kept."
+    )

@@ -5,7 +5,7 @@ Columns added to every row: ``exact_cluster`` (the id kept for the group) and ``
 (documents in the group; 1 for a unique text).
 
 One definition, run by both runners (``dataprep.core.stage.GlobalStage``): ``prepare`` hashes each
-document, ``decide`` groups the hashes (its Spark form, ``pipelines.dedup.exact_clusters``, is the same
+document, ``decide`` groups the hashes (its Spark form, ``pipelines.decisions.exact_dedup``, is the same
 rule as a window over the hash: smallest id and count per group; tests/dataprep/dedup/test_dedup.py
 checks that both keep the same documents), ``applier`` marks and drops the duplicates.
 """

@@ -1,7 +1,7 @@
 """MinHash LSH near-duplicate removal (FineWeb defaults: 5-gram shingles, 112 hashes as 14 bands x 8).
 
 One definition, run by both runners (``dataprep.core.stage.GlobalStage``): ``prepare`` computes the
-signatures, ``decide`` the clusters (its Spark form, ``pipelines.dedup.minhash_clusters``, is the same
+signatures, ``decide`` the clusters (its Spark form, ``pipelines.decisions.minhash_dedup``, is the same
 rule on DataFrames), ``applier`` marks and drops the duplicates. The steps:
 1. signature per document: FineWeb normalization and 64-bit shingle hashes for a whole batch at once
    (``normalize.shingle_hashes``, numpy), then ``num_perm`` minimums of random affine maps

@@ -2,7 +2,7 @@
 the copy whose ``source_kind`` comes first in the stage's ``priority`` list (kinds the list does not name
 come after those it does; a row without one is web), the smallest id among equals. Without a list the
 smallest id is kept, as always. Each removal is counted by the pair of sources it concerns
-(``cross_source:REMOVED->KEPT``), for stats.json and the report. Spark's form: ``pipelines.dedup_priority``.
+(``cross_source:REMOVED->KEPT``), for stats.json and the report. Spark's form: ``pipelines.decisions.source_priority``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ without a usable URL are never duplicates. Columns added: ``url_cluster`` (the i
 and ``url_cluster_size``.
 
 One definition, run by both runners: ``prepare`` (key rows), ``decide`` (its Spark form,
-``pipelines.dedup.url_clusters``, is the same rule as a window over the URL key; test_dedup_urls.py
+``pipelines.decisions.url_dedup``, is the same rule as a window over the URL key; test_dedup_urls.py
 checks that both keep the same documents) and ``applier``.
 """
 
@@ -116,9 +116,12 @@ class UrlDedup(GlobalStage):
     )
 
     def prepare(self, documents: pa.Table) -> pa.Table:
-        """The key row of each document with a usable URL (Spark computes the lengths on the JVM and
-        calls ``key_batch`` itself, so the texts never reach Python)."""
-        lengths = [len(t) if t else 0 for t in documents.column("text").to_pylist()]
+        """The key row of each document with a usable URL. Given a ``length`` column instead of the
+        texts (Spark computes it on the JVM, so the texts never reach Python), that is the length."""
+        if "length" in documents.column_names:
+            lengths = documents.column("length").to_pylist()
+        else:
+            lengths = [len(t) if t else 0 for t in documents.column("text").to_pylist()]
         columns = (documents.column(c).to_pylist() for c in ("id", "url", "date"))
         return pa.Table.from_batches([self.key_batch(*columns, lengths)])
 

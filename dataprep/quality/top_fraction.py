@@ -105,7 +105,7 @@ class TopFraction(GlobalStage):
 
     def decide(self, prepared: None, documents: pa.Table) -> tuple[None, dict]:
         """The exact cut-off of each group (or the given ones). Spark's form, with its quantile sketch
-        above ``exact_below``, is ``pipelines.top_fraction.top_fraction_cutoffs``."""
+        above ``exact_below``, is ``pipelines.decisions.top_fraction.top_fraction_cutoffs``."""
         self.check_columns(documents.column_names)
         self.check_type(documents)
         if self.cutoffs is not None:

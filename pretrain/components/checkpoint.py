@@ -13,7 +13,8 @@ Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``t
 and renamed into place only when every rank has finished, so any ``step-*`` directory is complete (one
 lacking ``.metadata`` or ``train_state.json``, copied in by hand or cut short by a file system, is passed
 over); the oldest are removed beyond ``keep_last``, except those ``pin`` marks (the last checkpoint before
-a loss spike) and the one ``mark_best`` marks (the lowest validation loss, ``checkpoint.keep_best``). ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
+a loss spike) and the one ``mark_best`` marks (the lowest validation loss, ``checkpoint.keep_best``).
+``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
 Nothing is unpickled freely (``pretrain.components.safe_reader``).
 The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
 full model in one process (inference and export use it).

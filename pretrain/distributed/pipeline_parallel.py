@@ -95,13 +95,27 @@ class PipelineParallelModel:
 
     def step(self, micro_batches: list[torch.Tensor], ctx, forward_only: bool = False) -> torch.Tensor:
         """Forward (and backward) over the micro-batches (``ctx``: a ``pretrain.train_step.TrainStepContext``);
-        returns the mean loss on the rank holding the last stage, else zero (no host sync)."""
+        returns the mean loss on the rank holding the last stage, else zero (no host sync). With a document
+        mask the documents go to every stage as a keyword argument, split into micro-batches by the schedule
+        like the inputs: a later stage receives only hidden states from the one before, but each rank
+        loads the same batch."""
         batch = torch.cat(micro_batches).to(ctx.device, non_blocking=True)
+        document_kwargs = {}
+        if batch.ndim == 3:  # each token's document (data.document_mask): every stage gets its micro-batch's rows
+            batch, document_kwargs = (
+                batch[:, 0],
+                {"documents": batch[:, 1, :-1], "restart_positions": ctx.document_positions},
+            )
         inputs, targets = batch[:, :-1], batch[:, 1:]
         losses: list[torch.Tensor] = []
         run = self.schedule.eval if forward_only else self.schedule.step
         with ctx.autocast(), ctx.loss_ctx():
-            run(*([inputs] if self.has_first else []), target=targets if self.has_last else None, losses=losses)
+            run(
+                *([inputs] if self.has_first else []),
+                target=targets if self.has_last else None,
+                losses=losses,
+                **document_kwargs,
+            )
         self.shapes_known = True
         if not self.has_last:
             return torch.zeros((), device=ctx.device)

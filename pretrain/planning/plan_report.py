@@ -84,7 +84,7 @@ def format_report(r: dict, more: tuple[str, ...] = ()) -> str:
         lines.append(
             f"document mask: documents of {doc['mean_document_tokens']:,.0f} tokens (token-weighted mean), "
             f"attention over ~{doc['attention_span']:,.0f} keys per query instead of {r['seq_len']:,}; "
-            f"block mask {lay['memory']['document_mask'] / 2**20:.2f} MiB per GPU; no CP or PP"
+            f"block mask {lay['memory']['document_mask'] / 2**20:.2f} MiB per GPU; no CP"
         )
     lines += _hyperparameter_lines(r["hyperparameters"], r["micro_batch"], lay["dp"])
     if t.get("epochs") is not None:

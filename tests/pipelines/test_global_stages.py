@@ -1,14 +1,19 @@
 """Each whole-corpus stage is one definition (``GlobalStage``: prepare, decide, applier, complete) that
-both runners execute: the in-memory runner and Spark give the same documents, the same columns and the
-same counters on the same real corpus, at any partitioning."""
+both runners execute: the in-memory runner, Spark on one DataFrame and a whole pipeline run give the
+same documents, the same columns and the same counters on the same real corpus, at any partitioning."""
 
 from __future__ import annotations
 
+import json
 import random
+from collections import Counter
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from dataprep.core.applier import Applier
+from dataprep.core.config import load_config
 from dataprep.core.stage import DOC_SCHEMA, DROP_REASON
 from dataprep.dedup.exact import ExactDedup
 from dataprep.dedup.minhash import MinHashDedup
@@ -89,6 +94,78 @@ def test_in_memory_and_spark_runs_keep_the_same_documents(spark, corpus, name):
         out = pa.Table.from_pandas(run_global(df.repartition(partitions), spark_stage).toPandas(), preserve_index=False)
         assert _rows(out, columns) == expected, f"{name} at {partitions} partitions"
         assert (spark_stage.take_counters(), spark_stage.take_notes()) == (counters, notes)
+
+
+def test_spark_begins_each_task_once_with_the_decision_rows_of_all_its_documents(spark, corpus, monkeypatch):
+    """An applier with state per task sees one task as the in-memory runner does: begun once with every
+    decision row of its documents, then all its batches, then finished once."""
+    from pipelines.global_runners import run_global
+
+    class Counting(Applier):
+        def __init__(self, inner: Applier):
+            super().__init__(inner.stage_name)
+            self.inner, self.begins, self.batches, self.rows = inner, 0, 0, 0
+
+        def output_fields(self, input_schema):
+            return self.inner.output_fields(input_schema)
+
+        def begin(self, key, decisions):
+            self.begins, self.rows = self.begins + 1, 0 if decisions is None else decisions.num_rows
+            self.inner.begin(key, decisions)
+
+        def process(self, batch):
+            self.batches += 1
+            return self.inner.process(batch)
+
+        def finish(self):
+            return {"begins": self.begins, "batches": self.batches, "rows": self.rows}
+
+    tasks: list[dict] = []
+    applier = ExactDedup.applier
+    monkeypatch.setattr(ExactDedup, "applier", lambda self, state: Counting(applier(self, state)))
+    monkeypatch.setattr(ExactDedup, "complete", lambda self, state, finished: tasks.extend(finished))
+    rows = ExactDedup().decide(ExactDedup().prepare(corpus), corpus)[0].num_rows
+    batch_rows = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "20")
+    try:
+        run_global(spark.createDataFrame(corpus.to_pandas()).repartition(3), ExactDedup()).count()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", batch_rows)
+    assert [t["begins"] for t in tasks] == [1, 1, 1] and sum(t["batches"] for t in tasks) > 3
+    assert sum(t["rows"] for t in tasks) == rows > 0
+
+
+# A pipeline reads only a document's own fields from JSONL: top_fraction's score comes from a stage before it
+PIPELINE_STAGES = sorted(name for name in STAGES if name != "top_fraction")
+
+
+@pytest.mark.parametrize("name", PIPELINE_STAGES)
+def test_a_pipeline_run_keeps_the_documents_the_in_memory_run_keeps(spark, corpus, tmp_path, name):
+    """The same stage as a step of ``dataprep run`` over the corpus written as JSONL: its prepare, Spark
+    decision and applier tasks keep the documents, with the same columns, that ``run_local`` keeps."""
+    from pipelines.pipeline_run import run_pipeline
+
+    documents = corpus.filter(pa.compute.not_equal(corpus.column("text"), ""))  # the reader drops an empty document
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in documents.select(DOC_SCHEMA.names).to_pylist())
+    )
+    local_stage = STAGES[name]()
+    local = local_stage.run_local(documents)
+    counters = local_stage.take_counters()
+    columns = ["text", *[f.name for f in local_stage.applier({"cutoffs": {}}).output_fields(corpus.schema)]]
+    stage = STAGES[name]()
+    config = load_config(
+        {
+            "input": {"paths": [str(tmp_path / "in.jsonl")], "batch_size": 50},
+            "output": {"dir": str(tmp_path / "out")},
+            "stages": [{"stage": stage.name, **stage.model_dump(mode="json", exclude_defaults=True)}],
+        }
+    )
+    result = run_pipeline(config, spark=spark)
+    assert _rows(pq.read_table(result.corpus_dir), columns) == _rows(local.kept, columns)
+    stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}[stage.name]
+    assert stats["dropped"] == dict(Counter(local.dropped.column(DROP_REASON).to_pylist())) != {}
+    assert stats.get("counters", {}) == dict(counters)
 
 
 def test_tokenize_trains_on_the_same_sample_and_writes_the_same_tokens(spark, corpus, tmp_path):

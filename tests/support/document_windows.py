@@ -1,5 +1,5 @@
 """A packed window of three documents and the per-token losses each gives alone and packed: the document
-mask's tests, on one process and under FSDP x TP."""
+mask's tests, on one process, under FSDP x TP and under pipeline parallelism."""
 
 from __future__ import annotations
 
@@ -35,8 +35,17 @@ def alone_losses(model: Llama, docs: list[np.ndarray]) -> torch.Tensor:
 def packed_losses(model: Llama, source: Source, docs: list[np.ndarray]) -> torch.Tensor:
     """The packed window's per-token losses, through the loader, at the predictions ``alone_losses`` makes
     (the one prediction that crosses into the next document has no counterpart alone)."""
-    row = Loader([source], [1.0], "train", 1, 1, documents=True).batch_at(0)[0][0]
-    packed = per_token_losses(model, row[0], row[1])
+    row = packed_row(source)
+    return within_documents(per_token_losses(model, row[0], row[1]), docs)
+
+
+def packed_row(source: Source) -> torch.Tensor:
+    """The window's one sample through the loader: (2, tokens), the ids and each token's document."""
+    return Loader([source], [1.0], "train", 1, 1, documents=True).batch_at(0)[0][0]
+
+
+def within_documents(packed: torch.Tensor, docs: list[np.ndarray]) -> torch.Tensor:
+    """The packed window's per-token losses at the predictions ``alone_losses`` makes."""
     starts = np.cumsum([0] + [len(d) for d in docs])
     return torch.cat([packed[a : b - 1] for a, b in zip(starts[:-1], starts[1:])])
 

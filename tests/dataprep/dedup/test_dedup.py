@@ -269,7 +269,7 @@ def test_spark_minhash_keeps_the_local_documents_and_writes_its_clusters(spark, 
 def test_spark_verification_modes(spark):
     """verify=signature counts equal positions; verify=exact trusts clear agreement (>= 105 of 112
     equal: accept, < 73: reject) and computes the true Jaccard of the texts in between."""
-    from pipelines.dedup import verified_edges
+    from pipelines.decisions.minhash_dedup import verified_edges
 
     base = list(range(112))
     sigs = [
@@ -330,7 +330,7 @@ def test_spark_exact_matches_local(spark, corpus):
 
 
 def test_spark_connected_components_on_long_chains(spark):
-    from pipelines.dedup import connected_components
+    from pipelines.decisions.minhash_dedup import connected_components
 
     rng = random.Random(3)
     nodes = [f"n{i:02d}" for i in range(30)]

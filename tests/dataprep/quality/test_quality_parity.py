@@ -1,7 +1,8 @@
 """Parity with datatrove 0.10.1: every rule's keep/drop decision (and reason) on real pages.
 
 The expected decisions were produced by bench/quality/quality_golden.py running datatrove's own filters; the
-texts are rebuilt here from ../shared/data (tests/support/quality_parity.py) (their sha1 is in the golden file), so datatrove is not
+texts are rebuilt here from ../shared/data (tests/support/quality_parity.py) (their sha1 is in the golden file),
+so datatrove is not
 needed to run this test.
 """
 

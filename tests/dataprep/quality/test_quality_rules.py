@@ -252,7 +252,10 @@ def test_keyword_stuffing_and_navigation_residue():
 
 def test_doubled_lead_is_collapsed_but_spam_repeats_are_not():
     lead = "Seit 2019 waschen wir Lastwagen an der A31 in Rhede, auf vier Waschstraßen, an sieben Tagen der Woche."
-    body = "Für Spezialfahrzeuge steht rund um die Uhr eine Waschstraße zur Selbstbedienung bereit, auch für Viehtransporter."
+    body = (
+        "Für Spezialfahrzeuge steht rund um die Uhr eine Waschstraße zur Selbstbedienung bereit, "
+        "auch für Viehtransporter."
+    )
     page = "\n\n".join([lead, lead, body, "Anfahrt über die Ausfahrt Rhede, dann zwei Kilometer Richtung Norden."])
     assert collapse_doubled_lines(page).count(lead) == 1
     spam = "\n".join([lead] * 3 + [body])
@@ -264,7 +267,10 @@ def test_doubled_lead_is_collapsed_but_spam_repeats_are_not():
 
 def test_ngram_repetition_waits_for_enough_words():
     title = "La perte des terres fertiles et les éléphants en Guinée-Conakry"
-    short = f"{title} | Environnement\n\n{title}\n\nUne étude de l'Institut de recherche pour le développement à Dakar le montre."
+    short = (
+        f"{title} | Environnement\n\n{title}\n\n"
+        "Une étude de l'Institut de recherche pour le développement à Dakar le montre."
+    )
     assert GopherRepetition().decide(short, "fr")[0].endswith(("_gram", "_n_grams"))
     assert GopherRepetition(min_ngram_words=100).decide(short, "fr")[0] is None
 
@@ -274,7 +280,10 @@ def test_short_lines_judged_by_characters():
         "Haferdrink mit Haferflocken, Vanille und Zimt in einem Topf aufkochen und zehn Minuten quellen lassen. "
         "Nüsse trocken in einer Pfanne anrösten. Äpfel waschen, halbieren, entkernen und in kleine Würfel schneiden."
     )
-    serve = "Den Brei mit den Äpfeln und den Nüssen in zwei Schalen anrichten, nach Belieben mit Zimt bestreuen und warm servieren."
+    serve = (
+        "Den Brei mit den Äpfeln und den Nüssen in zwei Schalen anrichten, "
+        "nach Belieben mit Zimt bestreuen und warm servieren."
+    )
     recipe = "\n".join(["300 ml", "80 g", "1 Prise", "3 EL", "2 EL", "Zutaten", method, serve])
     assert FineWebQuality().decide(recipe, "de")[0] == "short_line_ratio"
     assert FineWebQuality(short_line_share="chars", short_line_thr=0.5).decide(recipe, "de")[0] is None
@@ -302,8 +311,10 @@ def test_line_punctuation_judged_by_characters_and_sentences_held():
             "Lesezeit: 3 Minuten",
             "Teilen",
             "Drucken",
-            "Die Jahreshauptversammlung des Turnvereins fand am Freitag im Gemeindehaus statt, rund sechzig Mitglieder kamen. "
-            "Der Vorstand berichtete von einem Jahr mit mehr Kursen, einer neuen Halle und deutlich höheren Energiekosten. "
+            "Die Jahreshauptversammlung des Turnvereins fand am Freitag im Gemeindehaus statt, "
+            "rund sechzig Mitglieder kamen. "
+            "Der Vorstand berichtete von einem Jahr mit mehr Kursen, einer neuen Halle "
+            "und deutlich höheren Energiekosten. "
             "Die Kasse ist trotzdem ausgeglichen, der Beitrag bleibt gleich (Foto: Verein)",
             "Im Herbst beginnt ein Kurs für Kinder ab vier Jahren, Anmeldungen nimmt die Geschäftsstelle entgegen.",
         ]

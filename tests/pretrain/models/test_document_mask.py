@@ -93,13 +93,18 @@ def test_document_mask_is_off_by_default_and_refused_where_it_cannot_run(tmp_pat
     assert masked.data.document_positions is True
     loader = Loader([Source.open(data, 16, 0.0, 0)], [1.0], "train", 4, 2)
     assert loader.batch_at(0)[0].shape == (2, 17)  # ids only, as before
-    for parallel in ({"cp": 2}, {"pp": 2}):
-        with pytest.raises(ConfigError, match="document_mask does not combine with context or pipeline"):
-            load_train_config(
-                tiny_config(
-                    data, tmp_path / "run", parallel=parallel, data={"sources": [{"path": data}], "document_mask": True}
-                )
+    with pytest.raises(ConfigError, match="document_mask does not combine with context parallelism"):
+        load_train_config(
+            tiny_config(
+                data, tmp_path / "run", parallel={"cp": 2}, data={"sources": [{"path": data}], "document_mask": True}
             )
+        )
+    piped = load_train_config(
+        tiny_config(
+            data, tmp_path / "run", parallel={"pp": 2}, data={"sources": [{"path": data}], "document_mask": True}
+        )
+    )
+    assert piped.parallel.pp == 2 and piped.data.document_mask
     with pytest.raises(ConfigError, match="document_positions .* set data.document_mask: true"):
         load_train_config(
             tiny_config(data, tmp_path / "run", data={"sources": [{"path": data}], "document_positions": True})

@@ -63,3 +63,10 @@ def test_offload_needs_cuda_and_sharded_ranks():
 def test_the_config_names_the_rule_it_breaks():
     with pytest.raises(ValueError, match="loss_parallel needs tp > 1"):
         ParallelConfig(loss_parallel=True)
+
+
+def test_document_mask_runs_under_pipeline_parallelism_but_not_context_parallelism():
+    piped = ParallelConfig(pp=2, dp_shard=1)
+    assert layout_problems(piped, document_mask=True) == layout_problems(piped) == []
+    [problem] = layout_problems(ParallelConfig(cp=2, dp_shard=1), document_mask=True)
+    assert "document_mask does not combine with context parallelism" in problem

@@ -1,5 +1,5 @@
 """The planner with attention within documents (``pretrain plan --document-mask``): attention FLOPs over each
-document's blocks, the block mask in memory, no context or pipeline parallel layouts, and the training
+document's blocks, the block mask in memory, no context parallel layouts, and the training
 config it writes turns the mask on."""
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def test_document_mask_plan_is_faster_holds_the_block_mask_and_keeps_to_runnable
     assert masked["document_mask"] == {"mean_document_tokens": 900, "attention_span": 900 + FLEX_BLOCK}
     memory = masked["layout"]["memory"]
     assert memory["document_mask"] == block_mask_bytes(masked["micro_batch"], 8192) > 0
-    assert masked["layout"]["cp"] == masked["layout"]["pp"] == 1
-    assert not any(" CP " in d or " PP " in d for d in masked["decisions"])
+    assert masked["layout"]["cp"] == 1
+    assert not any(" CP " in d for d in masked["decisions"])
+    assert any(" PP " in d for d in masked["decisions"])  # pipeline layouts take the mask
 
 
 def test_document_mask_plan_reads_the_shards_and_writes_the_mask(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Spark runner of ``top_fraction`` (contract: ``pipelines/global_runners.py``).
+"""The Spark decision of ``top_fraction`` (``dataprep.quality.top_fraction``).
 
 Only the (group, score) pairs are scanned for the cut-offs: one count per group, then Spark's
 ``approxQuantile`` per group (exact below the stage's ``exact_below``), so nothing but the cut-offs
@@ -14,7 +14,7 @@ from pyspark.sql.types import NumericType
 
 from dataprep.core.errors import UsageError
 from dataprep.quality.top_fraction import ALL, TopFraction
-from pipelines.dedup import _materialize
+from pipelines.decisions.shared import materialize
 
 
 def _cutoffs(scored: DataFrame, stage: TopFraction) -> tuple[dict[str, float | None], dict[str, float]]:
@@ -28,7 +28,8 @@ def _cutoffs(scored: DataFrame, stage: TopFraction) -> tuple[dict[str, float | N
     return cutoffs, errors
 
 
-def _group(stage: TopFraction):
+def score_group(stage: TopFraction):
+    """The column that groups documents for their cut-off: their language, or one group of all."""
     return F.coalesce(F.col(stage.lang_column).cast("string"), F.lit("")) if stage.by_language else F.lit(ALL)
 
 
@@ -43,7 +44,7 @@ def top_fraction_cutoffs(df: DataFrame, stage: TopFraction) -> dict[str, float |
     if stage.by_language and stage.lang_column not in df.columns:
         raise UsageError(f"top_fraction: by_language needs a {stage.lang_column!r} column (run langid first)")
     score = F.col(stage.score).cast("double")
-    scored = df.select(_group(stage).alias("group"), score.alias("score")).where(
+    scored = df.select(score_group(stage).alias("group"), score.alias("score")).where(
         F.col("score").isNotNull() & ~F.isnan("score")
     )
     if stage.cutoffs is not None:
@@ -56,6 +57,10 @@ def top_fraction_cutoffs(df: DataFrame, stage: TopFraction) -> dict[str, float |
                 f"{sorted(cutoffs)})"
             )
     else:
-        cutoffs, errors = _cutoffs(_materialize(scored), stage)
+        cutoffs, errors = _cutoffs(materialize(scored), stage)
     stage.record(cutoffs, errors)
     return cutoffs
+
+
+def decide(df: DataFrame, stage: TopFraction, ctx=None) -> tuple[None, dict]:
+    return None, {"cutoffs": top_fraction_cutoffs(df, stage)}
