@@ -167,11 +167,11 @@ def test_a_stage_failing_every_document_fails_the_step_and_resume_after_the_fix(
     errors = json.loads((steps / "02_langid" / ERRORS_FILE).read_text())["stages"][0]
     assert errors["errors"] == 30
     [message] = errors["error_messages"]
-    assert message.startswith("FileNotFoundError:") and "lid.ftz" in message and "not shipped with the job" in message
+    assert message.startswith("MissingPath:") and "lid.ftz" in message and "not shipped with the job" in message
     sample = errors["error_samples"][0]
     assert sample["id"].startswith("urn:uuid:") and "Traceback" in sample["traceback"]
     printed = capsys.readouterr().err
-    assert "FAILED, errors over budget" in printed and "first error: FileNotFoundError" in printed
+    assert "FAILED, errors over budget" in printed and "first error: MissingPath" in printed
     assert not (tmp_path / "out" / "corpus").exists()
 
     hidden.rename(model)  # the fix; the rerun keeps the finished steps
@@ -187,11 +187,11 @@ def test_errors_under_the_budget_are_counted_drops(spark, tmp_path):
     checked = load_config(config)
     model.unlink()
     with pytest.raises(
-        NothingKept, match="stage langid dropped all 30 documents it was given \\(30 error:FileNotFoundError\\)"
+        NothingKept, match="stage langid dropped all 30 documents it was given \\(30 error:MissingPath\\)"
     ):
         run_pipeline(checked, spark=spark)
     stats = {s["stage"]: s for s in json.loads((tmp_path / "out" / "stats.json").read_text())["stages"]}
-    assert stats["langid"]["dropped"] == {"error:FileNotFoundError": 30}
+    assert stats["langid"]["dropped"] == {"error:MissingPath": 30}
     assert (tmp_path / "out" / "steps" / "02_langid" / DONE_MARKER).exists()
 
 

@@ -456,7 +456,8 @@ def test_readme_commands_run_in_a_fresh_venv(fresh_venv):
     shutil.copytree(ROOT / "configs", user / "configs", symlinks=True)
     (user / ".venv").symlink_to(fresh_venv.venv)
     new_shell = {k: v for k, v in fresh_venv.env.items() if not k.startswith("PYSPARK_")}  # nothing of the venv's
-    new_shell["PATH"] = new_shell["PATH"].replace(f"{fresh_venv.bin}:", "", 1)
+    venv_bins = {str(fresh_venv.bin), os.path.join(sys.prefix, "bin")}  # the fresh venv's, and the one running pytest
+    new_shell["PATH"] = os.pathsep.join(p for p in new_shell["PATH"].split(os.pathsep) if p not in venv_bins)
     new_shell["OMP_NUM_THREADS"] = "1"  # tiny matrices on a shared machine: one thread is faster
     assert fresh_venv.run(f"cd {user} && command -v dataprep", shell=True, check=False, env=new_shell).returncode != 0
     for command, runs in RUN:

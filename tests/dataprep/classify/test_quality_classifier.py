@@ -90,7 +90,7 @@ def test_bad_model_files_fail_clearly(model_path, tmp_path):
     # a corrupt model file in the stage is an error for every document, never a crash
     batch = pa.table({"id": ["1"], "text": ["hello"]})
     result = QualityClassifier(model_path=str(junk)).apply(batch)
-    assert result.dropped.column("drop_reason").to_pylist() == ["error:ValueError"]
+    assert result.dropped.column("drop_reason").to_pylist() == ["error:UsageError"]
 
 
 def test_shipped_model_tells_forms_from_prose():
