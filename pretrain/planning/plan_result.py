@@ -27,6 +27,8 @@ def plan_result(
     no_sync,
     attention_span=None,
 ) -> dict:
+    """The chosen layout's figures, its memory by ZeRO level (at TP 1, the chosen TP and ``show_tp``), the
+    activations by checkpointing and the time to train: what ``pretrain plan --json`` prints."""
     n = num_params(cfg)
     micro_batch = chosen.micro_batch
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
