@@ -15,10 +15,11 @@ from pretrain.config import save_yaml
 from pretrain.planning.budget import METHODS
 from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
 from pretrain.planning.cost import add_cost_arguments, cost_rates, format_comparison, format_cost, plan_cost
-from pretrain.planning.plan import plan, train_config
+from pretrain.planning.plan import plan
 from pretrain.planning.plan_inputs import plan_document_tokens, plan_gpu, plan_model, plan_tokens
 from pretrain.planning.plan_memory import PRECISIONS
 from pretrain.planning.plan_report import format_report
+from pretrain.planning.plan_result import train_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
