@@ -28,12 +28,13 @@ from dataclasses import dataclass
 
 from dataprep.core.config import PipelineConfig
 from dataprep.core.errors import UsageError, WorkFailed
+from dataprep.core.inputs import check_output_outside_inputs, expand_inputs
 from dataprep.core.provenance import code_version, listing, now, sha256_json
 from dataprep.core.run_record import record_written
 from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import StageStats, format_table, merge_all, save_json
-from dataprep.core.storage import atomic_write_text, check_output_outside_inputs, expand_inputs, is_url, join_path
+from dataprep.core.storage import atomic_write_text, is_url, join_path
 from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
 from pipelines import global_step
 from pipelines.fail_fast import ErrorWatch, check_budget, fail_step

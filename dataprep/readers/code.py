@@ -34,8 +34,9 @@ import pyarrow.parquet as pq
 from dataprep.code.licenses import NO_LICENSE
 from dataprep.core.config import InputConfig
 from dataprep.core.errors import MissingPath
+from dataprep.core.inputs import expand_inputs, glob_or_literal
 from dataprep.core.stage import StageResult
-from dataprep.core.storage import expand_inputs, glob_or_literal, is_url, open_stream
+from dataprep.core.storage import is_url, open_stream
 from dataprep.readers.batches import CODE_READ_SCHEMA, Batches, hash_id
 from dataprep.readers.code_repositories import ARCHIVES, read_archive, read_package, read_tree
 from dataprep.readers.code_rows import add_file, file_id

@@ -19,9 +19,10 @@ from typing import Callable, Iterator
 from dataprep.code.licenses import NO_LICENSE, is_license_file, license_of_files, license_of_metadata
 from dataprep.code.rules import VENDORED_DIRS
 from dataprep.core.config import InputConfig
+from dataprep.core.inputs import refused_link
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import RECORDS_SKIPPED
-from dataprep.core.storage import decoded_name, open_stream, refused_link
+from dataprep.core.storage import decoded_name, open_stream
 from dataprep.readers.archives import ARCHIVE_ERRORS, member_name, open_tar
 from dataprep.readers.batches import BadInputFile, Batches, broken_file_reason
 from dataprep.readers.code_rows import add_file, file_id, text_name
