@@ -61,6 +61,89 @@ def plan(
     seq_len = cfg.max_seq_len if seq_len is None else seq_len
     span = attention_span(seq_len, document_tokens) if document_tokens else None
     gpus_per_node = min(gpus, gpu.gpus_per_node) if gpus_per_node is None else gpus_per_node
+    _check_inputs(
+        cfg,
+        gpus=gpus,
+        micro_batch=micro_batch,
+        gpus_per_node=gpus_per_node,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        mfu=mfu,
+        max_bubble=max_bubble,
+        tokens=tokens,
+        lr=lr,
+        precision=precision,
+    )
+    tokens, tokens_source = _target_tokens(cfg, seq_len, tokens, method, tokens_source)
+    law = optimal_hyperparameters(deepseek_flops_per_token(cfg, seq_len) * tokens, seq_len)
+    tried: list[Layout] = []
+    for layout in runnable(
+        candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len),
+        cfg,
+        gpus=gpus,
+        gpu=gpu,
+        seq_len=seq_len,
+        precision=precision,
+        document_mask=document_tokens is not None,
+    ):
+        layout.grad_accum = _accum_steps(global_batch, law, layout)
+        _assess(
+            layout,
+            tried[-1] if tried else None,
+            cfg,
+            gpu=gpu,
+            gpus=gpus,
+            gpus_per_node=gpus_per_node,
+            seq_len=seq_len,
+            precision=precision,
+            no_sync=no_sync,
+            mfu=mfu,
+            max_bubble=max_bubble,
+            document_tokens=document_tokens,
+            span=span,
+        )
+        tried.append(layout)
+    chosen = _fastest(tried, cfg, gpus, gpu)
+    _check_choice(chosen, global_batch, show_tp, gpus)
+    result = plan_result(
+        cfg,
+        chosen,
+        tried,
+        gpus=gpus,
+        gpu=gpu,
+        seq_len=seq_len,
+        precision=precision,
+        mfu=mfu,
+        tokens=tokens,
+        show_tp=show_tp,
+        tokens_source=tokens_source,
+        unique_tokens=unique_tokens,
+        no_sync=no_sync,
+        gpus_per_node=gpus_per_node,
+        attention_span=span,
+        document_tokens=document_tokens,
+    )
+    result["hyperparameters"] = _hyperparameters(
+        law, result, lr=lr, batch_given=global_batch is not None, flops_per_token=deepseek_flops_per_token(cfg, seq_len)
+    )
+    return result
+
+
+def _check_inputs(
+    cfg: ModelConfig,
+    *,
+    gpus: int,
+    micro_batch: int,
+    gpus_per_node: int,
+    seq_len: int,
+    global_batch: int | None,
+    mfu: float,
+    max_bubble: float,
+    tokens: float | None,
+    lr: float | None,
+    precision: str,
+) -> None:
+    """Refuse, in one line, a plan input no layout could honour."""
     if seq_len > cfg.max_seq_len:
         raise UsageError(f"sequence length {seq_len} exceeds the model's max_seq_len {cfg.max_seq_len}")
     for value, what in (
@@ -83,61 +166,131 @@ def plan(
         raise UsageError(f"learning rate must be positive, got {lr}")
     if precision not in PRECISIONS:
         raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}")
-    tokens, tokens_source = _target_tokens(cfg, seq_len, tokens, method, tokens_source)
-    law = optimal_hyperparameters(deepseek_flops_per_token(cfg, seq_len) * tokens, seq_len)
-    capacity = gpu.memory_bytes
-    tried, previous = [], None
-    for layout in runnable(
-        candidates(cfg, gpus, gpus_per_node, micro_batch, seq_len),
+
+
+def _assess(
+    layout: Layout,
+    previous: Layout | None,
+    cfg: ModelConfig,
+    *,
+    gpu: GPUSpec,
+    gpus: int,
+    gpus_per_node: int,
+    seq_len: int,
+    precision: str,
+    no_sync: bool,
+    mfu: float,
+    max_bubble: float,
+    document_tokens: float | None,
+    span: float | None,
+) -> None:
+    """Set ``layout``'s memory, whether it fits, the reason the walk reached it and, when it fits, its step time."""
+    _size(
+        layout,
         cfg,
-        gpus=gpus,
         gpu=gpu,
+        gpus=gpus,
         seq_len=seq_len,
         precision=precision,
-        document_mask=document_tokens is not None,
-    ):
-        layout.grad_accum = _accum_steps(global_batch, law, layout)
-        # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
-        layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
-        layout.memory = layout_memory(
+        no_sync=no_sync,
+        document_tokens=document_tokens,
+    )
+    schedule = pipeline_schedule(layout, cfg, max_bubble) if layout.pp > 1 else ""  # names interleaving
+    layout.reason = reason_for(layout, previous, gpu.memory_bytes, cfg) + (f"; {schedule}" if schedule else "")
+    if layout.fits:
+        _time(
+            layout,
             cfg,
-            layout.zero_level,
-            layout.tp,
-            layout.checkpointing,
+            gpu=gpu,
             gpus=gpus,
+            gpus_per_node=gpus_per_node,
             seq_len=seq_len,
-            micro_batch=layout.micro_batch,
+            mfu=mfu,
             precision=precision,
-            grad_accum=layout.grad_accum,
-            no_sync=no_sync,
-            pp=layout.pp,
-            cp=layout.cp,
-            offload=layout.offload,
-            compiled=layout.compiled,
+            span=span,
         )
-        if document_tokens:
-            layout.memory["document_mask"] = block_mask_bytes(layout.micro_batch, seq_len // layout.cp)
-            layout.memory["total"] += layout.memory["document_mask"]
-        layout.fits = layout.memory["total"] <= capacity
-        schedule = pipeline_schedule(layout, cfg, max_bubble) if layout.pp > 1 else ""  # names interleaving
-        layout.reason = reason_for(layout, previous, capacity, cfg) + (f"; {schedule}" if schedule else "")
-        if layout.fits:
-            layout.tokens_per_step = layout.micro_batch * layout.dp * layout.grad_accum * seq_len
-            layout.time = step_time(
-                cfg,
-                layout,
-                communication(cfg, layout, seq_len, precision),
-                gpu=gpu,
-                gpus=gpus,
-                gpus_per_node=gpus_per_node,
-                seq_len=seq_len,
-                tokens_per_step=layout.tokens_per_step,
-                mfu=mfu,
-                precision=precision,
-                attention_span=span,
-            )
-        tried.append(layout)
-        previous = layout
+
+
+def _check_choice(chosen: Layout, global_batch: int | None, show_tp: int | None, gpus: int) -> None:
+    """Refuse a global batch the chosen layout cannot split evenly, and a ``--tp`` to show that cannot be."""
+    per_step = chosen.micro_batch * chosen.dp
+    if global_batch is not None and global_batch % per_step:
+        raise UsageError(
+            f"global batch {global_batch} is not a multiple of micro-batch {chosen.micro_batch} x "
+            f"{chosen.dp} data-parallel ranks ({chosen.name}); try {_nearest(global_batch, per_step)}"
+        )
+    if show_tp is not None and (show_tp < 1 or gpus % show_tp):
+        raise UsageError(f"--tp {show_tp} does not divide {gpus} GPUs")
+
+
+def _size(
+    layout: Layout,
+    cfg: ModelConfig,
+    *,
+    gpu: GPUSpec,
+    gpus: int,
+    seq_len: int,
+    precision: str,
+    no_sync: bool,
+    document_tokens: float | None,
+) -> None:
+    """Set ``layout``'s per-GPU memory and whether it fits on ``gpu``."""
+    # compiled blocks where the trainer compiles them: faster, fewer saved activations (docs/gpu.md)
+    layout.compiled = gpu.accelerator and layout.tp == layout.cp == layout.pp == 1
+    layout.memory = layout_memory(
+        cfg,
+        layout.zero_level,
+        layout.tp,
+        layout.checkpointing,
+        gpus=gpus,
+        seq_len=seq_len,
+        micro_batch=layout.micro_batch,
+        precision=precision,
+        grad_accum=layout.grad_accum,
+        no_sync=no_sync,
+        pp=layout.pp,
+        cp=layout.cp,
+        offload=layout.offload,
+        compiled=layout.compiled,
+    )
+    if document_tokens:
+        layout.memory["document_mask"] = block_mask_bytes(layout.micro_batch, seq_len // layout.cp)
+        layout.memory["total"] += layout.memory["document_mask"]
+    layout.fits = layout.memory["total"] <= gpu.memory_bytes
+
+
+def _time(
+    layout: Layout,
+    cfg: ModelConfig,
+    *,
+    gpu: GPUSpec,
+    gpus: int,
+    gpus_per_node: int,
+    seq_len: int,
+    mfu: float,
+    precision: str,
+    span: float | None,
+) -> None:
+    """Set a fitting ``layout``'s tokens per step and step time."""
+    layout.tokens_per_step = layout.micro_batch * layout.dp * layout.grad_accum * seq_len
+    layout.time = step_time(
+        cfg,
+        layout,
+        communication(cfg, layout, seq_len, precision),
+        gpu=gpu,
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+        seq_len=seq_len,
+        tokens_per_step=layout.tokens_per_step,
+        mfu=mfu,
+        precision=precision,
+        attention_span=span,
+    )
+
+
+def _fastest(tried: list[Layout], cfg: ModelConfig, gpus: int, gpu: GPUSpec) -> Layout:
+    """The fitting layout with the least time per token (the earliest of equals); each fitting layout's
+    reason gets its step time and how it compares."""
     fitting = [t for t in tried if t.fits]
     if not fitting:
         raise UsageError(_no_fit_message(cfg, tried, gpus, gpu))
@@ -148,37 +301,7 @@ def plan(
             if t is chosen
             else f", {t.seconds_per_token / chosen.seconds_per_token - 1:+.0%} time per token"
         )
-    per_step = chosen.micro_batch * chosen.dp
-    if global_batch is not None and global_batch % per_step:
-        raise UsageError(
-            f"global batch {global_batch} is not a multiple of micro-batch {chosen.micro_batch} x "
-            f"{chosen.dp} data-parallel ranks ({chosen.name}); try {_nearest(global_batch, per_step)}"
-        )
-    if show_tp is not None and (show_tp < 1 or gpus % show_tp):
-        raise UsageError(f"--tp {show_tp} does not divide {gpus} GPUs")
-    result = plan_result(
-        cfg,
-        chosen,
-        tried,
-        gpus=gpus,
-        gpu=gpu,
-        seq_len=seq_len,
-        precision=precision,
-        mfu=mfu,
-        tokens=tokens,
-        show_tp=show_tp,
-        tokens_source=tokens_source,
-        unique_tokens=unique_tokens,
-        no_sync=no_sync,
-        attention_span=span,
-    )
-    if document_tokens:
-        result["document_mask"] = {"mean_document_tokens": document_tokens, "attention_span": span}
-    result["cluster"]["gpus_per_node"] = gpus_per_node  # the one the layouts were chosen for
-    result["hyperparameters"] = _hyperparameters(
-        law, result, lr=lr, batch_given=global_batch is not None, flops_per_token=deepseek_flops_per_token(cfg, seq_len)
-    )
-    return result
+    return chosen
 
 
 def _time_summary(lay: Layout) -> str:

@@ -25,33 +25,20 @@ def plan_result(
     tokens_source,
     unique_tokens,
     no_sync,
+    gpus_per_node,
     attention_span=None,
+    document_tokens=None,
 ) -> dict:
     """The chosen layout's figures, its memory by ZeRO level (at TP 1, the chosen TP and ``show_tp``), the
-    activations by checkpointing and the time to train: what ``pretrain plan --json`` prints."""
+    activations by checkpointing and the time to train: what ``pretrain plan --json`` prints, but for the
+    hyperparameters (``plan`` adds them). ``gpus_per_node``: the one the layouts were chosen for."""
     n = num_params(cfg)
     micro_batch = chosen.micro_batch
     global_batch = micro_batch * chosen.dp * chosen.grad_accum
     tokens_per_step = global_batch * seq_len
-    seconds = chosen.time["total"]
-    tokens_per_day = tokens_per_step / seconds * 86400
-    kw = dict(
-        gpus=gpus,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        precision=precision,
-        grad_accum=chosen.grad_accum,
-        no_sync=no_sync,
-        pp=chosen.pp,
-        cp=chosen.cp,
-        offload=chosen.offload,
-        compiled=chosen.compiled,
+    breakdown = _memory_by_zero_level(
+        cfg, chosen, gpus=gpus, seq_len=seq_len, precision=precision, no_sync=no_sync, show_tp=show_tp
     )
-    breakdown = {
-        tp: {level: layout_memory(cfg, level, tp, chosen.checkpointing, **kw) for level in RUNNABLE_ZERO_LEVELS}
-        for tp in sorted({1, chosen.tp, show_tp or 1})
-        if gpus % (tp * chosen.pp * chosen.cp) == 0
-    }
     act = {
         ac: activations(
             cfg,
@@ -68,7 +55,7 @@ def plan_result(
     }
     return {
         "model": {"params": n, "non_embedding_params": num_params(cfg, exclude_embedding=True), **cfg.model_dump()},
-        "cluster": {"gpus": gpus, **gpu.to_dict()},
+        "cluster": {"gpus": gpus, **gpu.to_dict(), "gpus_per_node": gpus_per_node},
         "precision": precision,
         "seq_len": seq_len,
         "micro_batch": micro_batch,
@@ -93,21 +80,69 @@ def plan_result(
         "decisions": [t.reason for t in tried],
         "breakdown": {str(tp): rows for tp, rows in breakdown.items()},
         "activations_by_checkpointing": act,
-        "time": {
-            "mfu": mfu,
-            "peak_flops": gpu.peak(precision),
-            "flops_per_token": flops_per_token(cfg, seq_len, attention_span),
-            "recompute_factor": RECOMPUTE[chosen.checkpointing],
-            "step_seconds": seconds,
-            "step_breakdown": chosen.time,
-            "tokens_per_day": tokens_per_day,
-            "target_tokens": tokens,
-            "target_source": tokens_source,
-            "steps": math.ceil(tokens / tokens_per_step),
-            "days": tokens / tokens_per_day,
-            "unique_tokens": unique_tokens,
-            "epochs": tokens / unique_tokens if unique_tokens else None,
-        },
+        "time": _time_to_train(
+            cfg,
+            chosen,
+            gpu=gpu,
+            seq_len=seq_len,
+            precision=precision,
+            mfu=mfu,
+            tokens=tokens,
+            tokens_source=tokens_source,
+            unique_tokens=unique_tokens,
+            attention_span=attention_span,
+        ),
+        **(
+            {"document_mask": {"mean_document_tokens": document_tokens, "attention_span": attention_span}}
+            if document_tokens
+            else {}
+        ),
+    }
+
+
+def _memory_by_zero_level(cfg, chosen: Layout, *, gpus, seq_len, precision, no_sync, show_tp) -> dict:
+    """Per-GPU memory of the chosen layout at each runnable ZeRO level, at TP 1, the chosen TP and ``show_tp``."""
+    kw = dict(
+        gpus=gpus,
+        seq_len=seq_len,
+        micro_batch=chosen.micro_batch,
+        precision=precision,
+        grad_accum=chosen.grad_accum,
+        no_sync=no_sync,
+        pp=chosen.pp,
+        cp=chosen.cp,
+        offload=chosen.offload,
+        compiled=chosen.compiled,
+    )
+    breakdown = {
+        tp: {level: layout_memory(cfg, level, tp, chosen.checkpointing, **kw) for level in RUNNABLE_ZERO_LEVELS}
+        for tp in sorted({1, chosen.tp, show_tp or 1})
+        if gpus % (tp * chosen.pp * chosen.cp) == 0
+    }
+    return breakdown
+
+
+def _time_to_train(
+    cfg, chosen: Layout, *, gpu, seq_len, precision, mfu, tokens, tokens_source, unique_tokens, attention_span
+) -> dict:
+    """The chosen layout's step time, tokens per day and the steps, days and epochs the target takes."""
+    tokens_per_step = chosen.micro_batch * chosen.dp * chosen.grad_accum * seq_len
+    seconds = chosen.time["total"]
+    tokens_per_day = tokens_per_step / seconds * 86400
+    return {
+        "mfu": mfu,
+        "peak_flops": gpu.peak(precision),
+        "flops_per_token": flops_per_token(cfg, seq_len, attention_span),
+        "recompute_factor": RECOMPUTE[chosen.checkpointing],
+        "step_seconds": seconds,
+        "step_breakdown": chosen.time,
+        "tokens_per_day": tokens_per_day,
+        "target_tokens": tokens,
+        "target_source": tokens_source,
+        "steps": math.ceil(tokens / tokens_per_step),
+        "days": tokens / tokens_per_day,
+        "unique_tokens": unique_tokens,
+        "epochs": tokens / unique_tokens if unique_tokens else None,
     }
 
 
