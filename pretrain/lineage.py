@@ -110,7 +110,7 @@ def write_run_lineage(out_dir: str, state: LineageState) -> str:
 def read_lineage(path: str) -> dict:
     """The lineage (``{"current", "earlier"}``) of an exported model folder, a run folder, a ``step-*``
     checkpoint or a ``model.safetensors``, with ``found_in`` saying which file held it."""
-    from pretrain.components.checkpoint import STATE_FILE, list_checkpoints
+    from pretrain.components.checkpoint_folder import STATE_FILE, list_checkpoints
 
     folder = os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else os.path.abspath(path)
     if not os.path.isdir(folder):

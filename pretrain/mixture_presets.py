@@ -1,8 +1,9 @@
 """Mixture presets: each source's token-shard folder and weight, by name (``configs/mixture/``) or path.
 
 A training config takes one as ``data: {mixture: llama1}``; it becomes ``data.sources``, the list the
-loader mixes by token weight, and the file's ``phases:`` (if any) ``data.phases``. A local source that has not been
-built yet is refused by name before any step, naming the pipeline preset that builds it.
+loader mixes by token weight (the order itself: pretrain/components/mixture_order.py), and the file's ``phases:``
+(if any) ``data.phases``. A local source that has not been built yet is refused by name before any step, naming
+the pipeline preset that builds it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from dataprep.core.errors import UsageError
-from pretrain.components import checkpoint
+from pretrain.components import checkpoint, checkpoint_folder
 from pretrain.components.batch_change import BatchRecord, batch_change, describe, set_peak_lr
 from pretrain.components.best import BestValidation
 from pretrain.components.dataloader import build_loaders, fingerprint
@@ -221,13 +221,13 @@ class Trainer:
     def resume(self, resume: str | None) -> None:
         """Restore from a checkpoint when asked (``--resume``), else start from ``init_from``'s weights if
         set; a fresh start refuses an out_dir that already holds checkpoints."""
-        if resume in (None, "", "none") and checkpoint.list_checkpoints(self.ckpt_root):
+        if resume in (None, "", "none") and checkpoint_folder.list_checkpoints(self.ckpt_root):
             raise UsageError(
                 f"{self.ckpt_root} already holds checkpoints: pass --resume auto to continue "
                 "that run, or choose another out_dir"
             )
-        path = checkpoint.resolve(resume, self.ckpt_root)
-        if path is not None and resume in checkpoint.RESUME_NEWEST:  # the newest that loads (latest-intact)
+        path = checkpoint_folder.resolve(resume, self.ckpt_root)
+        if path is not None and resume in checkpoint_folder.RESUME_NEWEST:  # the newest that loads (latest-intact)
             checkpoint.load_newest(self.ckpt_root, self.model_state, self.state, resume == "latest-intact")
         elif path is not None:  # None: a fresh start (or --resume auto with nothing saved yet)
             checkpoint.load(path, self.model_state, self.state)
@@ -386,9 +386,9 @@ class Trainer:
         spike it cannot: the update was held back, as under skip)."""
         policy = self.cfg.spikes
         self.settle_checkpoints()  # the checkpoint before the spike may still be being written
-        before = checkpoint.latest_before(self.ckpt_root, spike.step)
+        before = checkpoint_folder.latest_before(self.ckpt_root, spike.step)
         if before is not None and self.rank == 0:
-            checkpoint.pin(before, f"the last checkpoint before the loss spike at step {spike.step}")
+            checkpoint_folder.pin(before, f"the last checkpoint before the loss spike at step {spike.step}")
         self.log.write(spike.record(policy.policy, before))
         if policy.policy != "rollback" or before is None:
             return False
@@ -467,7 +467,7 @@ class Trainer:
             self._save()
             self.settle_checkpoints()
             if self.rank == 0:
-                checkpoint.mark_best(self.last_checkpoint, loss, self.cfg.checkpoint.keep_last)
+                checkpoint_folder.mark_best(self.last_checkpoint, loss, self.cfg.checkpoint.keep_last)
         self.log.start(self.state.step)  # the pause is not training time
 
     def _stop_early(self) -> dict:
@@ -506,10 +506,12 @@ class Trainer:
 
     def _stop_here(self) -> None:
         """On a signal: checkpoint the step every rank stopped at (unless it is saved already) and log it."""
-        saved = self.last_checkpoint and checkpoint.checkpoint_step(self.last_checkpoint) == self.state.step
+        saved = self.last_checkpoint and checkpoint_folder.checkpoint_step(self.last_checkpoint) == self.state.step
         if self.state.step > 0 and not saved:
             self._save()
-        self.last_checkpoint = self.last_checkpoint or checkpoint.latest_before(self.ckpt_root, self.state.step + 1)
+        self.last_checkpoint = self.last_checkpoint or checkpoint_folder.latest_before(
+            self.ckpt_root, self.state.step + 1
+        )
         self.log.write(
             {"kind": "stop", "step": self.state.step, "signal": self.stop.received, "checkpoint": self.last_checkpoint}
         )
@@ -533,7 +535,9 @@ class Trainer:
                 export_model(self.model, path, {"step": step, "model_config": cfg.model.model_dump_json()})
             else:  # no rank holds every stage: rank 0 reads the final checkpoint whole
                 if self.rank == 0:
-                    export_checkpoint(self.last_checkpoint or checkpoint.list_checkpoints(self.ckpt_root)[-1], path)
+                    export_checkpoint(
+                        self.last_checkpoint or checkpoint_folder.list_checkpoints(self.ckpt_root)[-1], path
+                    )
                 dist.barrier()
         self.log.close()
         barrier()  # no rank tears its process group down while a peer's last collective is still in flight

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from dataprep.core.cli import add_output_argument, add_set_argument
 from dataprep.core.errors import UsageError
 from dataprep.core.storage import check_output_path
-from pretrain.components import checkpoint
+from pretrain.components import checkpoint_folder
 from pretrain.components.guard import NonFiniteError
 from pretrain.components.metrics import check_trackers
 from pretrain.components.preemption import Stopped
@@ -141,7 +141,7 @@ def profile_window(text: str) -> list[int]:
 
 def _check_paths(cfg: TrainConfig, resume: str) -> None:
     """The run's paths, before any set-up: a file where a folder goes (or under one) is a usage error."""
-    if resume not in ("none", *checkpoint.RESUME_NEWEST) and not os.path.isdir(resume):
+    if resume not in ("none", *checkpoint_folder.RESUME_NEWEST) and not os.path.isdir(resume):
         raise UsageError(
             f"--resume {resume}: not a checkpoint folder; use auto, latest-intact, none or a checkpoints/step-* folder"
         )
@@ -160,9 +160,9 @@ def _handed_over(cfg: TrainConfig, stopped: bool) -> str | None:
     final = os.path.join(cfg.out_dir, "model.safetensors")
     if not (stopped or os.path.exists(final)):
         return None
-    if (best := checkpoint.find_best(root)) is not None:
+    if (best := checkpoint_folder.find_best(root)) is not None:
         return best
-    return final if os.path.exists(final) else checkpoint.list_checkpoints(root)[-1]
+    return final if os.path.exists(final) else checkpoint_folder.list_checkpoints(root)[-1]
 
 
 def _say_where(cfg: TrainConfig, model: str | None, stopped: dict | None) -> None:

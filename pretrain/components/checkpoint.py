@@ -8,12 +8,9 @@
   scaler), the same on every rank: ``train_state.json``, written by rank 0 and readable without DCP
   (export and inference read the model config from it).
 
-Layout: ``DIR/step-00001000/`` holding DCP's ``.metadata`` and ``*.distcp``, ``train_state.json`` and
-``rng-<rank>.pt`` (each rank's random generators). A checkpoint is written under ``DIR/.tmp-step-...``
-and renamed into place only when every rank has finished, so any ``step-*`` directory is complete (one
-lacking ``.metadata`` or ``train_state.json``, copied in by hand or cut short by a file system, is passed
-over); the oldest are removed beyond ``keep_last``, except those ``pin`` marks (the last checkpoint before
-a loss spike) and the one ``mark_best`` marks (the lowest validation loss, ``checkpoint.keep_best``).
+Each rank also writes its random generators (``rng-<rank>.pt``). A checkpoint is written under
+``DIR/.tmp-step-...`` and renamed into place only when every rank has finished, so any ``step-*`` directory
+is complete; the folder's layout, and which checkpoints are kept, are in pretrain/components/checkpoint_folder.py.
 ``AsyncSaver`` writes the same layout in the background (``checkpoint.async_save``).
 Nothing is unpickled freely (``pretrain.components.safe_reader``).
 The directory must be on a file system every node sees. ``read_model_weights`` reads a checkpoint's
@@ -25,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 import warnings
 from collections.abc import Mapping
@@ -43,15 +39,11 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.checkpoint.stateful import Stateful
 
-from dataprep.core.errors import UsageError
 from dataprep.core.storage import atomic_write_text
+from pretrain.components.checkpoint_folder import STATE_FILE, CheckpointError, list_checkpoints, prune
 from pretrain.components.safe_reader import SafeLoadPlanner, SafeReader
 from pretrain.distributed.process_group import barrier, global_rank
 
-STEP_DIR = re.compile(r"^step-(\d{8})$")
-STATE_FILE = "train_state.json"
-PIN_FILE = "pinned.json"  # a checkpoint kept beyond keep_last, and why
-BEST_FILE = "best.json"  # the checkpoint of the lowest validation loss (checkpoint.keep_best), kept too
 # optimizer state keyed by parameter name, hyper-parameters included: every rank's entries are its own, so
 # a checkpoint resumes at another pipeline split (the nested form keeps one rank's param_groups list)
 FLAT_OPTIM = StateDictOptions(flatten_optimizer_state_dict=True)
@@ -65,10 +57,6 @@ warnings.filterwarnings(
     message="torch.distributed is disabled, unavailable or uninitialized, assuming the intent is to "
     "(save|load) in a single process",
 )
-
-
-class CheckpointError(UsageError):
-    """A checkpoint that is missing, incomplete, corrupt or incompatible; the message says which."""
 
 
 class ModelOptimizerState:
@@ -145,83 +133,7 @@ class TrainState:
         self.step = int(state["step"])
 
 
-# --- finding checkpoints ------------------------------------------------------------------------------
-
-
-def is_complete(path: str) -> bool:
-    """Whether a checkpoint directory holds what a save writes last: DCP's metadata and the train state."""
-    return all(os.path.isfile(os.path.join(path, name)) for name in (".metadata", STATE_FILE))
-
-
-def list_checkpoints(root: str) -> list[str]:
-    """Complete checkpoints under ``root``, oldest first."""
-    if not os.path.isdir(root):
-        return []
-    names = sorted(n for n in os.listdir(root) if STEP_DIR.match(n))
-    return [path for path in (os.path.join(root, n) for n in names) if is_complete(path)]
-
-
-def checkpoint_step(path: str) -> int:
-    return int(STEP_DIR.match(os.path.basename(path)).group(1))
-
-
-def latest_before(root: str, step: int) -> str | None:
-    """The newest complete checkpoint under ``root`` taken before ``step``, if any."""
-    found = [path for path in list_checkpoints(root) if checkpoint_step(path) < step]
-    return found[-1] if found else None
-
-
-def pin(path: str, reason: str) -> None:
-    """Keep checkpoint ``path`` whatever ``keep_last`` says (rank 0)."""
-    atomic_write_text(os.path.join(path, PIN_FILE), json.dumps({"reason": reason}) + "\n")
-
-
-def mark_best(path: str, val_loss: float, keep_last: int) -> None:
-    """Make checkpoint ``path`` the run's best (rank 0): it is kept, and the previous best goes back to
-    ``keep_last``'s rotation."""
-    atomic_write_text(
-        os.path.join(path, BEST_FILE), json.dumps({"step": checkpoint_step(path), "val_loss": val_loss}) + "\n"
-    )
-    for other in list_checkpoints(os.path.dirname(path)):
-        if other != path and os.path.exists(os.path.join(other, BEST_FILE)):
-            os.remove(os.path.join(other, BEST_FILE))
-    _prune(os.path.dirname(path), keep_last)
-
-
-def find_best(root: str) -> str | None:
-    """The checkpoint ``mark_best`` marked under ``root``, if any (the newest, should a crash leave two)."""
-    marked = [path for path in list_checkpoints(root) if os.path.exists(os.path.join(path, BEST_FILE))]
-    return marked[-1] if marked else None
-
-
-def _prune(root: str, keep_last: int) -> None:
-    for old in list_checkpoints(root)[:-keep_last]:
-        if not any(os.path.exists(os.path.join(old, name)) for name in (PIN_FILE, BEST_FILE)):
-            shutil.rmtree(old, ignore_errors=True)
-
-
-RESUME_NEWEST = ("auto", "latest-intact")  # --resume values that find the checkpoint under the run's folder
-
-
-def resolve(resume: str | None, root: str) -> str | None:
-    """``--resume`` value -> checkpoint directory: None/"none" = start fresh; "auto" or "latest-intact" =
-    the latest complete one under ``root`` if any (``load_newest`` then loads it, or an older one);
-    otherwise a path that must be a checkpoint."""
-    if resume in (None, "", "none"):
-        return None
-    if resume in RESUME_NEWEST:
-        found = list_checkpoints(root)
-        latest = os.path.basename(found[-1]) if found else ""
-        newer = sorted(n for n in os.listdir(root) if STEP_DIR.match(n) and n > latest) if os.path.isdir(root) else []
-        if newer:  # a save cut short outside our rename: copied by hand, or a file system that lost files
-            warnings.warn(
-                f"passed over incomplete checkpoint(s) {', '.join(newer)} in {root}: they lack .metadata "
-                f"or {STATE_FILE}"
-            )
-        return found[-1] if found else None
-    if not os.path.isdir(resume):
-        raise CheckpointError(f"checkpoint {resume!r} does not exist")
-    return resume
+# --- reading a checkpoint --------------------------------------------------------------------------
 
 
 def _check_complete(path: str) -> dict:
@@ -304,7 +216,7 @@ def _commit(tmp: str, final: str, state: dict, keep_last: int) -> None:
     atomic_write_text(os.path.join(tmp, STATE_FILE), json.dumps(state, indent=1))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
-    _prune(os.path.dirname(final), keep_last)
+    prune(os.path.dirname(final), keep_last)
 
 
 def save(root: str, sharded: ModelOptimizerState, train_state: TrainState, keep_last: int) -> str:

@@ -1,6 +1,6 @@
 """Where documents begin inside a training sample, for attention within documents (``data.document_mask``).
 
-A source's token stream is its kept documents end to end (``dataloader.TokenStream``); the shards' ``.idx``
+A source's token stream is its kept documents end to end (``token_sources.TokenStream``); the shards' ``.idx``
 holds every document's offsets, so a sample's boundaries are read from there, never guessed from an end-of-
 text token. A sample gets each token's document number: 0 for the document it starts in (perhaps mid-way),
 then 1, 2, ... at each boundary.

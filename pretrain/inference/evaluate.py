@@ -27,8 +27,9 @@ import pyarrow as pa
 from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import exists, join_path
 from dataprep.tokenize.manifest import MANIFEST_NAME
-from pretrain.components.dataloader import Loader, Source, build_loaders
+from pretrain.components.dataloader import Loader, build_loaders
 from pretrain.components.device import resolve_device, resolve_precision
+from pretrain.components.token_sources import Source
 from pretrain.inference.bits_per_byte import LN2, document_bits_per_byte, token_byte_lengths, window_bytes
 from pretrain.inference.generate import document_prefix
 from pretrain.inference.loading import Trained, find_tokenizer, load_trained, model_for_inference

@@ -23,7 +23,7 @@ from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import join_path
 from dataprep.tokenize.manifest import TOKENIZER_DIR, load_manifest
 from dataprep.tokenize.tokenizer import Tokenizer
-from pretrain.components import checkpoint
+from pretrain.components import checkpoint, checkpoint_folder
 from pretrain.components.remote_shards import is_remote, load_remote_manifest
 from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_model_config, load_train_config
 from pretrain.models.llama import Llama
@@ -136,20 +136,20 @@ def _locate(path: str) -> str:
         return path
     if not os.path.isdir(path):
         raise MissingPath(f"checkpoint {path!r} does not exist")
-    if os.path.isfile(os.path.join(path, checkpoint.STATE_FILE)):
+    if os.path.isfile(os.path.join(path, checkpoint_folder.STATE_FILE)):
         return path
     run = _find_run_config(path) if os.path.isfile(os.path.join(path, RUN_CONFIG)) else None
     roots = [path] + ([os.path.join(path, run.checkpoint.dir)] if run else []) + [os.path.join(path, "checkpoints")]
     for root in roots:
-        best = checkpoint.find_best(root)
+        best = checkpoint_folder.find_best(root)
         if best is not None:  # checkpoint.keep_best: the lowest validation loss, not the last step
             print(
-                f"{path}: using its best checkpoint, step {checkpoint.checkpoint_step(best)} (lowest validation "
+                f"{path}: using its best checkpoint, step {checkpoint_folder.checkpoint_step(best)} (lowest validation "
                 "loss; give a step-* folder for another)",
                 file=sys.stderr,
             )
             return best
-        found = checkpoint.list_checkpoints(root)
+        found = checkpoint_folder.list_checkpoints(root)
         if found:
             return found[-1]
     if os.path.isfile(os.path.join(path, FINAL_WEIGHTS)):
@@ -179,7 +179,9 @@ def load_trained(path: str) -> Trained:
         weights, state = checkpoint.read_model_weights(resolved)
         model_cfg, step = state.get("model_config"), state.get("step")
         if model_cfg is None:
-            raise checkpoint.CheckpointError(f"checkpoint {resolved}: {checkpoint.STATE_FILE} lacks model_config")
+            raise checkpoint_folder.CheckpointError(
+                f"checkpoint {resolved}: {checkpoint_folder.STATE_FILE} lacks model_config"
+            )
     cfg = load_model_config(model_cfg)  # a damaged or foreign file: a config error, not a traceback
     run = _find_run_config(resolved)
     if run is not None and run.model != cfg:  # a config.yaml above an unrelated model
@@ -211,7 +213,7 @@ def model_for_inference(trained: Trained, device: str | torch.device = "cpu") ->
         model.output.weight = model.tok_embeddings.weight
     missing, unexpected = model.load_state_dict(trained.weights, strict=False)
     if missing or unexpected:
-        raise checkpoint.CheckpointError(
+        raise checkpoint_folder.CheckpointError(
             f"{trained.path}: weights do not match the model config (missing {missing[:3]}, unexpected "
             f"{unexpected[:3]})"
         )

@@ -8,7 +8,8 @@ import os
 import numpy as np
 import torch
 
-from pretrain.components.dataloader import Loader, Source
+from pretrain.components.dataloader import Loader
+from pretrain.components.token_sources import Source
 from pretrain.models.llama import Llama
 from train_fixtures import make_token_dataset
 

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 
-from pretrain.components import checkpoint
+from pretrain.components import checkpoint, checkpoint_folder
 from pretrain.components.metrics import read_metrics
 from pretrain.config import load_train_config
 from pretrain.train import run
@@ -48,7 +48,7 @@ def _losses(out_dir) -> dict[int, float]:
 def test_async_saves_resume_bit_exactly_as_sync_ones(data, sync_run, tmp_path):
     cfg = load_train_config(_config(data, tmp_path, True))
     run(cfg, stop_at=4)
-    assert [os.path.basename(p) for p in checkpoint.list_checkpoints(tmp_path / "checkpoints")] == [
+    assert [os.path.basename(p) for p in checkpoint_folder.list_checkpoints(tmp_path / "checkpoints")] == [
         "step-00000002",
         "step-00000004",
     ]
@@ -69,11 +69,11 @@ def test_a_save_left_incomplete_is_passed_over_for_the_previous_one(data, sync_r
     )
     shutil.copytree(root / ".tmp-step-00000006", root / "step-00000006")
     with pytest.warns(UserWarning, match="passed over incomplete checkpoint.s. step-00000006"):
-        assert checkpoint.resolve("auto", str(root)).endswith("step-00000004")
-    assert checkpoint.latest_before(str(root), 6).endswith("step-00000004")
+        assert checkpoint_folder.resolve("auto", str(root)).endswith("step-00000004")
+    assert checkpoint_folder.latest_before(str(root), 6).endswith("step-00000004")
     run(load_train_config(_config(data, tmp_path, True)), resume="auto")
     assert {s: v for s, v in _losses(tmp_path).items() if s > 4} == {5: _losses(sync_run)[5], 6: _losses(sync_run)[6]}
-    assert checkpoint.is_complete(str(root / "step-00000006"))  # written again, whole
+    assert checkpoint_folder.is_complete(str(root / "step-00000006"))  # written again, whole
 
 
 def test_a_process_killed_during_an_async_save_resumes_from_a_complete_checkpoint(data, sync_run, tmp_path):
@@ -94,7 +94,7 @@ def test_a_process_killed_during_an_async_save_resumes_from_a_complete_checkpoin
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
-    found = checkpoint.list_checkpoints(str(tmp_path / "run" / "checkpoints"))
-    assert found and all(checkpoint.is_complete(p) for p in found)  # step 2 at least; step 4 if it was committed
+    found = checkpoint_folder.list_checkpoints(str(tmp_path / "run" / "checkpoints"))
+    assert found and all(checkpoint_folder.is_complete(p) for p in found)  # step 2 at least; step 4 if it was committed
     run(load_train_config(str(tmp_path / "train.yaml")), resume="auto")
     assert _losses(tmp_path / "run") == _losses(sync_run)

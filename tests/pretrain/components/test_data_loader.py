@@ -6,15 +6,10 @@ import numpy as np
 import pytest
 
 from dataprep.tokenize.shards import open_dataset
-from pretrain.components.dataloader import (
-    BLOCK,
-    Loader,
-    MixtureOrder,
-    Source,
-    block_counts,
-    build_loaders,
-    split_documents,
-)
+from pretrain.components.dataloader import Loader, build_loaders
+from pretrain.components.mixture_order import BLOCK, MixtureOrder, block_counts
+from pretrain.components.token_sources import Source
+from pretrain.components.validation_split import split_documents
 from pretrain.config import DataConfig
 from train_fixtures import make_token_dataset
 

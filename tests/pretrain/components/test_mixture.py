@@ -10,8 +10,8 @@ import torch
 import yaml
 
 from pretrain.cli import main as pretrain_main
-from pretrain.components.dataloader import BLOCK, MixtureOrder
 from pretrain.components.metrics import read_metrics, tracker_scalars
+from pretrain.components.mixture_order import BLOCK, MixtureOrder
 from pretrain.components.shard_totals import shard_totals
 from pretrain.config import load_train_config
 from pretrain.inference.plot import training_section

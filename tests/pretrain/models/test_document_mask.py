@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from document_windows import alone_and_packed, packed_window, per_token_losses
-from pretrain.components.dataloader import Loader, Source
+from pretrain.components.dataloader import Loader
+from pretrain.components.token_sources import Source
 from pretrain.config import ConfigError, ModelConfig, load_train_config
 from pretrain.models.documents import DocumentMask, document_positions
 from pretrain.models.llama import Llama

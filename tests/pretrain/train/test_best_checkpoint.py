@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from pretrain.cli import main as pretrain_main
-from pretrain.components import checkpoint
+from pretrain.components import checkpoint_folder
 from pretrain.components.metrics import read_metrics
 from pretrain.config import ConfigError, load_train_config
 from pretrain.train import run
@@ -54,9 +54,9 @@ def test_early_stop_keeps_the_best_and_hands_it_over(tmp_path, capsys):
     assert stop[0]["best_step"] == best_step and stop[0]["best_val_loss"] == pytest.approx(val[best_step])
     assert result["early_stop"]["step"] == 6 and result["model"].endswith(f"step-{best_step:08d}")
     root = str(out / "checkpoints")
-    kept = [checkpoint.checkpoint_step(p) for p in checkpoint.list_checkpoints(root)]
+    kept = [checkpoint_folder.checkpoint_step(p) for p in checkpoint_folder.list_checkpoints(root)]
     assert kept == sorted({best_step, 6})  # keep_last 1, and the best besides
-    assert checkpoint.find_best(root) == os.path.join(root, f"step-{best_step:08d}")
+    assert checkpoint_folder.find_best(root) == os.path.join(root, f"step-{best_step:08d}")
     assert not (out / "model.safetensors").exists()  # the run did not reach its horizon
 
     assert pretrain_main(["eval", str(out), "--json"]) == 0
@@ -75,7 +75,7 @@ def test_a_resumed_run_remembers_its_best(tmp_path):
     assert records[-1]["kind"] == "early_stop" and records[-1]["step"] == 6  # as without the interruption
     val = {r["step"]: r["val_loss"] for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "val"}
     best_step = min(val, key=val.get)
-    assert checkpoint.find_best(str(out / "checkpoints")).endswith(f"step-{best_step:08d}")
+    assert checkpoint_folder.find_best(str(out / "checkpoints")).endswith(f"step-{best_step:08d}")
 
 
 @pytest.mark.parametrize("section", [{"checkpoint": {"keep_best": True}}, {"early_stop": {"patience": 3}}])

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pretrain.cli import main as pretrain_main
-from pretrain.components import checkpoint
+from pretrain.components import checkpoint_folder
 from pretrain.components.metrics import read_metrics
 from pretrain.components.safetensors_export import export_checkpoint
 from pretrain.config import load_train_config
@@ -66,7 +66,7 @@ def test_stopped_and_resumed_gpu_run_repeats_the_uninterrupted_one_bitwise(data,
     from safetensors.torch import load_file
 
     ref, resumed = load_file(tmp_path / "ref" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
-    last = checkpoint.list_checkpoints(str(tmp_path / "cut" / "checkpoints"))[-1]
+    last = checkpoint_folder.list_checkpoints(str(tmp_path / "cut" / "checkpoints"))[-1]
     offline = export_checkpoint(last, str(tmp_path / "offline.safetensors"))
     assert set(ref) == set(resumed) == set(offline) and "layers.1.feed_forward.w2.weight" in ref
     for name in ref:

@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from pretrain.cli import main as pretrain_main
-from pretrain.components import checkpoint
+from pretrain.components import checkpoint_folder
 from pretrain.components.metrics import read_metrics
 from pretrain.components.optimizer import lr_factor
 from pretrain.components.safetensors_export import export_checkpoint
@@ -73,7 +73,7 @@ def test_run_logs_metrics_checkpoints_and_exports(finished_run):
     assert records[-1]["tokens"] == 6 * 8 * 16
     vals = [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r["kind"] == "val"]
     assert [v["step"] for v in vals] == [3, 6]
-    ckpts = checkpoint.list_checkpoints(os.path.join(out, "checkpoints"))
+    ckpts = checkpoint_folder.list_checkpoints(os.path.join(out, "checkpoints"))
     assert [os.path.basename(c) for c in ckpts] == ["step-00000003", "step-00000006"]
     assert not [n for n in os.listdir(os.path.join(out, "checkpoints")) if n.startswith(".tmp")]
     # the consolidated export equals the offline conversion of the last checkpoint
@@ -157,7 +157,7 @@ def _resume_from(data, tmp_path, ckpt, **overrides):
 
 
 def test_missing_checkpoint_is_a_clear_error(data, tmp_path):
-    with pytest.raises(checkpoint.CheckpointError, match="does not exist"):
+    with pytest.raises(checkpoint_folder.CheckpointError, match="does not exist"):
         _resume_from(data, tmp_path, str(tmp_path / "no-such-checkpoint"))
     config = tmp_path / "t.yaml"
     config.write_text(yaml.safe_dump(tiny_config(data, tmp_path / "cli")))
@@ -175,11 +175,11 @@ def test_corrupt_checkpoint_is_a_clear_error(data, tmp_path, finished_run, damag
         with open(os.path.join(ckpt, ".metadata"), "wb") as fh:
             fh.write(b"\x00not a pickle")
     elif damage == "no_state":
-        os.remove(os.path.join(ckpt, checkpoint.STATE_FILE))
+        os.remove(os.path.join(ckpt, checkpoint_folder.STATE_FILE))
     else:
-        with open(os.path.join(ckpt, checkpoint.STATE_FILE), "w") as fh:
+        with open(os.path.join(ckpt, checkpoint_folder.STATE_FILE), "w") as fh:
             fh.write("{trunc")
-    with pytest.raises(checkpoint.CheckpointError, match=os.path.basename(ckpt)):
+    with pytest.raises(checkpoint_folder.CheckpointError, match=os.path.basename(ckpt)):
         _resume_from(data, tmp_path, ckpt)
 
 
@@ -193,7 +193,7 @@ def test_checkpoint_metadata_is_not_unpickled_freely(data, tmp_path, finished_ru
     with open(os.path.join(ckpt, ".metadata"), "wb") as fh:
         pickle.dump(_Evil(), fh)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(checkpoint.CheckpointError, match="refusing to load posix.system"):
+    with pytest.raises(checkpoint_folder.CheckpointError, match="refusing to load posix.system"):
         _resume_from(data, tmp_path, ckpt)
     assert not (tmp_path / "pwned").exists()
 
@@ -201,7 +201,7 @@ def test_checkpoint_metadata_is_not_unpickled_freely(data, tmp_path, finished_ru
 def test_resume_refuses_another_model_and_fresh_start_refuses_old_checkpoints(data, tmp_path, finished_run):
     ckpt = _copy_ckpt(finished_run, tmp_path)
     bigger = tiny_config(data, tmp_path / "x")["model"] | {"ffn_dim": 96}
-    with pytest.raises(checkpoint.CheckpointError):
+    with pytest.raises(checkpoint_folder.CheckpointError):
         _resume_from(data, tmp_path, ckpt, model=bigger)
     out, _ = finished_run
     with pytest.raises(ValueError, match="already holds checkpoints"):
@@ -214,7 +214,7 @@ def test_resume_auto_continues_a_finished_run_to_a_longer_horizon(data, tmp_path
     cfg = load_train_config(tiny_config(data, tmp_path / "run", max_steps=8))
     more = run(cfg, resume="auto")
     assert [r["step"] for r in more] == [7, 8]
-    state = json.loads((tmp_path / "run" / "checkpoints" / "step-00000008" / checkpoint.STATE_FILE).read_text())
+    state = json.loads((tmp_path / "run" / "checkpoints" / "step-00000008" / checkpoint_folder.STATE_FILE).read_text())
     assert state["loader"] == {"samples_consumed": 64}
 
 
