@@ -16,7 +16,7 @@ from typing import Iterator
 
 import fsspec
 
-from dataprep.core.errors import MissingPath, UsageError
+from dataprep.core.errors import CcpretrainError, MissingPath, UsageError
 from dataprep.core.storage import decoded_name, is_url, open_stream
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ def expand_inputs(
             if len(files) == listed:
                 raise MissingPath(f"input listing {pattern!r} names no file")
             continue
-        fs, _, _ = fsspec.get_fs_token_paths(pattern)
+        with _remote_errors(pattern):
+            fs, _, _ = fsspec.get_fs_token_paths(pattern)
         if is_url(pattern) and not is_glob(pattern):
             files.append(pattern)  # a single remote object: opened by the task that reads it
             continue
@@ -100,10 +101,16 @@ def glob_or_literal(pattern: str, fs=None) -> list[str]:
 
 @contextmanager
 def _remote_errors(pattern: str) -> Iterator[None]:
-    """An object store that cannot be reached (no credentials, no network) as one line naming the input."""
+    """An object store that cannot be reached (no credentials, no network) as one line naming the input; an
+    input that is not there (a missing listing, a server's 404) as a missing path."""
     try:
         yield
-    except (FileNotFoundError, ValueError):
+    except CcpretrainError:
+        raise
+    except FileNotFoundError:
+        where = " (or its server cannot be reached)" if is_url(pattern) else ""
+        raise MissingPath(f"input {pattern!r}: no such file{where}") from None
+    except ValueError:
         raise
     except Exception as exc:
         if not is_url(pattern) or isinstance(exc, ImportError):

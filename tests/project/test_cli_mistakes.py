@@ -18,6 +18,8 @@ pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test
 CASES = [
     (["run", "no-such-config.yaml"], 2, "does not exist"),
     (["run", "ingest", "--input", "MISSING", "--output", "OUT"], 2, "matches no file"),
+    (["run", "ingest", "--input", "no-such/warc.paths.gz", "--output", "OUT"], 2, "no such file"),
+    (["run", "ingest", "--input", "http://127.0.0.1:9/crawl/*.warc.gz", "--output", "OUT"], 2, "cannot read input"),
     (["run", "ingest", "--input", "FILE", "--output", "FILE"], 2, "is a file"),
     (["run", "ingest", "--input", "FILE", "--output", "OUT", "--master", "nonsense://x"], 2, "is not a Spark master"),
     (["run", "ingest", "--input", "FILE", "--output", "OUT", "--set", "spark.master=foo"], 2, "is not a Spark master"),
