@@ -37,7 +37,8 @@ from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.verdicts import StepVerdicts
 from pretrain.components.warm_start import warm_start
 from pretrain.components.watchdog import Watchdog, process_group_timeout
-from pretrain.config import ModelConfig, TrainConfig
+from pretrain.config.model import ModelConfig
+from pretrain.config.train import TrainConfig
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
 from pretrain.distributed.pipeline_parallel import PipelineParallelModel, build_pipeline

@@ -46,7 +46,7 @@ from dataprep.core.storage import atomic_write_text
 from pretrain.components.dataloader import build_loaders
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.optimizer import build_optimizer, lr_factor
-from pretrain.config import TrainConfig
+from pretrain.config.train import TrainConfig
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import flops_per_token

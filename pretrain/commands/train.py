@@ -17,7 +17,8 @@ from pretrain.components.guard import NonFiniteError
 from pretrain.components.metrics import check_trackers
 from pretrain.components.preemption import Stopped
 from pretrain.components.spikes import SpikeError
-from pretrain.config import TrainConfig, load_train_config
+from pretrain.config.loading import load_train_config
+from pretrain.config.train import TrainConfig
 from pretrain.train import run, total_steps
 
 

@@ -15,7 +15,7 @@ from pretrain.components.dataloader import (
     build_loaders,
     split_documents,
 )
-from pretrain.config import DataConfig
+from pretrain.config.data import DataConfig
 from train_fixtures import make_token_dataset
 
 SEQ = 16

@@ -67,7 +67,7 @@ def _layout_gradients(cfg, batch: torch.Tensor) -> tuple[float, dict[str, torch.
 
 
 def _worker(out: str, name: str) -> None:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.distributed.process_group import init_distributed
 
     rank, _, _ = init_distributed("cpu")

@@ -36,7 +36,7 @@ def _config(data, out, parallel: dict) -> dict:
 
 
 def _worker(root: str, data: str) -> None:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.models.llama import Llama
     from pretrain.train import build_parallel_model, run
@@ -62,7 +62,7 @@ def _worker(root: str, data: str) -> None:
 def _pipeline_worker(root: str, data: str) -> None:
     """The packed window through two pipeline stages (the documents reach the second stage with the hidden
     states it receives), then a training run at that layout."""
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.distributed.pipeline_parallel import build_pipeline
     from pretrain.models.llama import Llama
