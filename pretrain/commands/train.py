@@ -19,7 +19,8 @@ from pretrain.components.preemption import Stopped
 from pretrain.components.spikes import SpikeError
 from pretrain.config.loading import load_train_config
 from pretrain.config.train import TrainConfig
-from pretrain.train import run, total_steps
+from pretrain.train import run
+from pretrain.train_setup import total_steps
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

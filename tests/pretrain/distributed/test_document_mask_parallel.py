@@ -39,7 +39,8 @@ def _worker(root: str, data: str) -> None:
     from pretrain.config.loading import load_train_config
     from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.models.llama import Llama
-    from pretrain.train import build_parallel_model, run
+    from pretrain.train import run
+    from pretrain.train_setup import build_parallel_model
 
     cfg = load_train_config(_config(data, os.path.join(root, "2x2"), LAYOUT))
     dims = ParallelDims.from_config(cfg.parallel, 4)

@@ -179,7 +179,7 @@ def test_offload_is_a_gpu_option():
     """The config path of CPU offload: it loads, and a run on CPU is refused with the reason."""
     from pretrain.config.loading import load_train_config
     from pretrain.distributed.parallel_dims import ParallelDims
-    from pretrain.train import build_parallel_model
+    from pretrain.train_setup import build_parallel_model
 
     cfg = load_train_config(config("/unused", "/unused", {"offload": True, "dp_shard": 2}))
     assert cfg.parallel.offload

@@ -297,7 +297,7 @@ class _MeasuredBatches(list):
 def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over):
     from pretrain.components.optimizer import build_optimizer
     from pretrain.distributed.parallel_dims import ParallelDims
-    from pretrain.train import build_parallel_model
+    from pretrain.train_setup import build_parallel_model
     from pretrain.train_step import TrainStepContext
 
     cfg = _config(parallel, model=model, precision=precision, **over)
