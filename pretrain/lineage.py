@@ -19,7 +19,8 @@ from dataprep.core.errors import MissingPath
 from dataprep.core.provenance import code_version, now, sha256_file, sha256_json
 from dataprep.core.storage import join_path, read_text
 from dataprep.tokenize.manifest import MANIFEST_NAME, parse_manifest
-from pretrain.config import DataSource, TrainConfig
+from pretrain.config.data import DataSource
+from pretrain.config.train import TrainConfig
 
 LINEAGE_FILE = "lineage.json"  # in a run folder and an exported model's folder
 KIND = "ccpretrain-lineage"

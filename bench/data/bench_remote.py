@@ -24,7 +24,7 @@ import numpy as np
 from dataprep.tokenize.manifest import build_manifest, write_manifest
 from dataprep.tokenize.shards import write_shard
 from pretrain.components.dataloader import build_loaders
-from pretrain.config import DataConfig
+from pretrain.config.data import DataConfig
 from tests.support.range_server import RangeServer
 
 TRAIN_TOKENS_PER_S_125M = 420_478  # docs/gpu.md, "Throughput and MFU", one GPU

@@ -1,7 +1,7 @@
 """Training on one accelerator: tokens/s, MFU, peak memory against the planner, and where a step's time goes.
 
 Trains model presets for a fixed number of steps, on whatever device it finds, with the training loop's own
-parts (``pretrain.train``: ``build_parallel_model``, ``build_optimizer``, ``TrainStepContext``,
+parts (``build_parallel_model``, ``build_optimizer``, ``TrainStepContext``,
 ``accumulate_gradients``, ``optimizer_step``). Every option takes several values; the bench runs every
 combination of them, one case after another, and writes one JSON (rewritten after each case, so a run
 cut short keeps what it measured) and a table.
@@ -46,14 +46,14 @@ from dataprep.core.storage import atomic_write_text
 from pretrain.components.dataloader import build_loaders
 from pretrain.components.device import resolve_device, resolve_precision
 from pretrain.components.optimizer import build_optimizer, lr_factor
-from pretrain.config import TrainConfig
+from pretrain.config.train import TrainConfig
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.hardware import GPUS, match_device
 from pretrain.planning.plan_memory import GB, layout_memory
 from pretrain.planning.sizing import resolve_model
-from pretrain.train import build_parallel_model
+from pretrain.train_setup import build_parallel_model
 from pretrain.train_step import TrainStepContext, accumulate_gradients, optimizer_step
 
 MFU_FORMULA = (

@@ -265,7 +265,7 @@ def train_and_eval(out: Path, shards: dict[str, Path], vocab: int, eval_sets: di
     import yaml
 
     from dataprep.core.storage import atomic_write_text
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.inference.evaluate import evaluate_shards
     from pretrain.inference.loading import load_trained
     from pretrain.train import run

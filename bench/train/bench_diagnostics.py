@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.models.llama import num_params
 from pretrain.train import Trainer
 from tests.support.train_fixtures import make_token_dataset, tiny_config

@@ -17,7 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import Llama
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from pretrain.config import load_model_config
+from pretrain.config.loading import load_model_config
 from pretrain.inference.harness import evaluate_tasks
 from pretrain.models.llama import Llama, num_params
 from tests.support.tokenizer_texts import load_texts

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from pretrain.components.dataloader import build_loaders
 from pretrain.components.optimizer import build_optimizer
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.models.llama import Llama
 from pretrain.train import run
 from tests.support.train_fixtures import make_token_dataset, tiny_config

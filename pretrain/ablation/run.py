@@ -167,7 +167,7 @@ def run_ablation(spec: AblationSpec) -> dict:
 
 
 def _train_and_score(spec: AblationSpec, arm: Arm, seed: int, tokenizer, eval_sets: dict[str, list[str]]) -> dict:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
 
     cfg = load_train_config(train_config(spec, arm, seed))

@@ -11,7 +11,7 @@ from dataprep.core.cli import add_output_argument
 from dataprep.core.errors import UsageError
 from dataprep.core.storage import check_output_path
 from pretrain.components.shard_totals import shard_totals
-from pretrain.config import save_yaml
+from pretrain.config.loading import save_yaml
 from pretrain.planning.budget import METHODS
 from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
 from pretrain.planning.cost import add_cost_arguments, cost_rates, format_comparison, format_cost, plan_cost

@@ -8,7 +8,7 @@ import json
 from dataprep.core.cli import add_output_argument
 from dataprep.core.storage import check_output_path
 from dataprep.core.units import human
-from pretrain.config import save_yaml
+from pretrain.config.loading import save_yaml
 from pretrain.planning.budget import parse_number
 from pretrain.planning.sizing import PRESET_SIZES, describe, preset, size_model
 

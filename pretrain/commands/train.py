@@ -17,8 +17,10 @@ from pretrain.components.guard import NonFiniteError
 from pretrain.components.metrics import check_trackers
 from pretrain.components.preemption import Stopped
 from pretrain.components.spikes import SpikeError
-from pretrain.config import TrainConfig, load_train_config
-from pretrain.train import run, total_steps
+from pretrain.config.loading import load_train_config
+from pretrain.config.train import TrainConfig
+from pretrain.train import run
+from pretrain.train_setup import total_steps
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from pretrain.config import TrainConfig
+from pretrain.config.train import TrainConfig
 
 
 class BatchRecord:

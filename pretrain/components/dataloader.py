@@ -22,7 +22,7 @@ import torch
 from dataprep.core.errors import UsageError
 from pretrain.components.mixture_order import MixtureOrder
 from pretrain.components.token_sources import Source, open_sources
-from pretrain.config import DataCacheConfig, DataConfig
+from pretrain.config.data import DataCacheConfig, DataConfig
 
 
 class Loader:

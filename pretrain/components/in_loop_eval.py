@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from pretrain.config import EvalConfig, TrainConfig
+from pretrain.config.train import EvalConfig, TrainConfig
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.models.llama import parameter_name
 

@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from pretrain.config import OptimConfig
+from pretrain.config.optim import OptimConfig
 
 
 def build_optimizer(

@@ -23,7 +23,7 @@ from dataprep.tokenize.shards import open_dataset
 from pretrain.components.document_bounds import document_ids
 from pretrain.components.remote_shards import BlockCache, Retry, is_remote, open_remote_dataset
 from pretrain.components.validation_split import hold_out
-from pretrain.config import DataCacheConfig, DataConfig
+from pretrain.config.data import DataCacheConfig, DataConfig
 
 
 class TokenStream:

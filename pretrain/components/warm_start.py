@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
 from dataprep.core.errors import MissingPath, UsageError
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.models.hf_adapter import is_hf_folder, read_hf_folder
 
 WRAPPER_PREFIXES = ("_orig_mod.", "_checkpoint_wrapped_module.")  # compile and activation checkpointing

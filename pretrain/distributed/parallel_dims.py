@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from dataprep.core.errors import UsageError
-from pretrain.config import ParallelConfig
+from pretrain.config.parallel import ParallelConfig
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pretrain.config import ParallelConfig
+from pretrain.config.parallel import ParallelConfig
 from pretrain.distributed.activation_checkpoint import apply_activation_checkpointing
 from pretrain.distributed.compile import apply_compile
 from pretrain.distributed.fsdp import apply_fsdp

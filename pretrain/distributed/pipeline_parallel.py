@@ -20,7 +20,8 @@ from torch import nn
 
 from dataprep.core.errors import UsageError
 from pretrain.components.loss import cross_entropy
-from pretrain.config import ModelConfig, TrainConfig
+from pretrain.config.model import ModelConfig
+from pretrain.config.train import TrainConfig
 from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.distributed.parallelize import parallelize
 from pretrain.layout_rules import MULTI_STAGE_SCHEDULES

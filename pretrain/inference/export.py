@@ -22,7 +22,8 @@ from dataprep.core.storage import atomic_directory, atomic_write_text
 from dataprep.tokenize.tokenizer import Tokenizer
 from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from pretrain.components.safetensors_export import write_safetensors
-from pretrain.config import ModelConfig, save_yaml
+from pretrain.config.loading import save_yaml
+from pretrain.config.model import ModelConfig
 from pretrain.inference.loading import FINAL_WEIGHTS, Trained
 from pretrain.models.hf_adapter import read_hf_folder, to_hf, to_hf_config
 

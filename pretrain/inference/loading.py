@@ -21,11 +21,14 @@ import torch
 
 from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.storage import join_path
+from dataprep.core.validation import ConfigError
 from dataprep.tokenize.manifest import TOKENIZER_DIR, load_manifest
 from dataprep.tokenize.tokenizer import Tokenizer
 from pretrain.components import checkpoint, checkpoint_folder
 from pretrain.components.remote_shards import is_remote, load_remote_manifest
-from pretrain.config import ConfigError, ModelConfig, TrainConfig, load_model_config, load_train_config
+from pretrain.config.loading import load_model_config, load_train_config
+from pretrain.config.model import ModelConfig
+from pretrain.config.train import TrainConfig
 from pretrain.models.llama import Llama
 
 RUN_CONFIG = "config.yaml"  # written by pretrain.train into out_dir
@@ -50,7 +53,7 @@ def save_run_dir(cfg: TrainConfig) -> None:
     and a copy of its tokenizer with the data manifest, so eval, generate and export work on the run
     folder alone, wherever it is moved."""
     from dataprep.core.storage import atomic_write_text
-    from pretrain.config import save_yaml
+    from pretrain.config.loading import save_yaml
 
     sources = [
         s if is_remote(s.path) else s.model_copy(update={"path": os.path.abspath(s.path)}) for s in cfg.data.sources

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from dataprep.core.errors import MissingPath, UsageError
 from dataprep.core.validation import describe
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 
 # our parameter name -> Hugging Face Llama name; layers.N.<key>.weight <-> model.layers.N.<value>.weight
 _LAYER_NAMES = {

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from dataprep.core.errors import UsageError
 from dataprep.core.units import human
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.planning import data_constrained, hyperparameters, inference_aware
 from pretrain.planning.budget import (
     FITS,

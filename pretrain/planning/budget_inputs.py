@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dataprep.core.errors import UsageError
 from dataprep.core.units import human
 from pretrain.components.shard_totals import shard_totals
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.planning.budget import METHODS, compute_from_gpus, params_of_model, parse_number, positive
 
 ALLOCATION_FITS = ["deepseek"]  # --fit choices without a loss: they size N, D and the hyperparameters only

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataprep.core.errors import UsageError
 from pretrain.components.shard_totals import shard_totals
-from pretrain.config import check_sources
+from pretrain.config.data import check_sources
 from pretrain.planning import data_constrained
 from pretrain.planning.budget_inputs import BudgetQuestion
 from pretrain.planning.data_constrained import USEFUL_EPOCHS, epochs_text
@@ -32,7 +32,7 @@ def mixture_sources(q: BudgetQuestion) -> tuple[list[dict], list[dict] | None] |
 
 def _phase_shares(sources: list[dict], phases: list[dict] | None) -> list[tuple[float, list[float]]]:
     """Each phase's share of the run and each source's share of that phase (one phase: the weights)."""
-    from pretrain.config import DataConfig
+    from pretrain.config.data import DataConfig
 
     data = DataConfig.model_validate({"sources": sources, "phases": phases})
     out, before = [], 0.0

@@ -14,7 +14,7 @@ a SwiGLU feed-forward (three d_model x ffn matrices instead of two).
 
 from __future__ import annotations
 
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import num_params
 
 

@@ -15,7 +15,7 @@ import math
 
 from dataprep.core.errors import UsageError
 from dataprep.core.units import human
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.models.documents import attention_span, block_mask_bytes
 from pretrain.models.llama import num_params
 from pretrain.planning.budget import METHODS, estimate, params_of_model

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dataprep.core.errors import UsageError
-from pretrain.config import ConfigError, ModelConfig
+from dataprep.core.validation import ConfigError
+from pretrain.config.model import ModelConfig
 from pretrain.planning.budget import parse_number, positive
 from pretrain.planning.hardware import GPUSpec, get_gpu
 from pretrain.planning.sizing import PRESET_SIZES, resolve_model, size_model

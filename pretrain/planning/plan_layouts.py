@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from dataprep.core.errors import UsageError
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.layout_rules import layout_problems
 from pretrain.planning.hardware import GPUSpec
 from pretrain.planning.plan_memory import GB, model_states

@@ -49,7 +49,7 @@ which leaves ~6% for the CUDA context, NCCL buffers and allocator fragmentation.
 
 from __future__ import annotations
 
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import block_params, num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.hardware import GPUSpec

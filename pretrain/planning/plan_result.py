@@ -3,7 +3,8 @@ it and the time to train (what ``pretrain plan --json`` prints), and the chosen 
 
 import math
 
-from pretrain.config import ModelConfig, TrainConfig
+from pretrain.config.model import ModelConfig
+from pretrain.config.train import TrainConfig
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.plan_layouts import RUNNABLE_ZERO_LEVELS, Layout

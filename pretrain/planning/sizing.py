@@ -24,7 +24,8 @@ from pathlib import Path
 
 from dataprep.core.errors import UsageError
 from dataprep.core.units import human
-from pretrain.config import ModelConfig, load_model_config
+from pretrain.config.loading import load_model_config
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import flops_per_token
 

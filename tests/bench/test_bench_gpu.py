@@ -9,7 +9,7 @@ import pytest
 
 from bench.gpu import bench_gpu
 from pretrain.cli import main as pretrain_main
-from pretrain.config import load_model_config
+from pretrain.config.loading import load_model_config
 
 CASE_FIELDS = {
     "model",

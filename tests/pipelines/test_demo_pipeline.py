@@ -108,7 +108,7 @@ def test_lineage_from_the_demo_crawl_to_an_exported_model_and_back(demo_run, tmp
     pytest.importorskip("torch")
     pytest.importorskip("tokenizers")
     from pretrain.cli import main as pretrain_main
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
     from train_fixtures import tiny_config
 

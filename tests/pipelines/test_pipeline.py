@@ -75,7 +75,7 @@ def test_every_shipped_config_validates():
 
 def test_every_config_the_readme_names_exists_and_loads():
     """A user copies these commands first: each config they name must exist and load (models included)."""
-    from pretrain.config import load_model_config, load_train_config
+    from pretrain.config.loading import load_model_config, load_train_config
 
     readme = (ROOT / "README.md").read_text()
     written = set(re.findall(r"--output (configs/\S+\.yaml)", readme))  # outputs of `pretrain size/plan --output`

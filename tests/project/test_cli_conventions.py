@@ -18,7 +18,7 @@ from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import train_tokenizer
 from pipelines.cli import main as dataprep_main
 from pretrain.cli import main as pretrain_main
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from tokenizer_texts import load_texts, texts_table
 from train_fixtures import tiny_config
 

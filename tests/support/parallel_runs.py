@@ -38,7 +38,7 @@ def config(data, out, parallel: dict | None = None) -> dict:
 
 def run_single_process(cfg: dict) -> None:
     """The reference run, on one thread like each torchrun worker (OMP_NUM_THREADS=1)."""
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
 
     threads = torch.get_num_threads()

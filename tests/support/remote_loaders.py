@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from pretrain.components.dataloader import build_loaders
-from pretrain.config import DataConfig
+from pretrain.config.data import DataConfig
 
 SEQ, GLOBAL, MICRO = 16, 8, 2
 

@@ -10,7 +10,7 @@ import pytest
 
 from dataprep.tokenize.stage import Tokenize
 from dataprep.tokenize.tokenizer import train_tokenizer
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import run
 from tokenizer_texts import load_texts, texts_table
 from train_fixtures import tiny_config

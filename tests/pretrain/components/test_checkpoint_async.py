@@ -16,7 +16,7 @@ import torch
 
 from pretrain.components import checkpoint, checkpoint_folder
 from pretrain.components.metrics import read_metrics
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import run
 from train_fixtures import make_token_dataset, tiny_config
 
@@ -83,7 +83,7 @@ def test_a_process_killed_during_an_async_save_resumes_from_a_complete_checkpoin
     script = textwrap.dedent(f"""
         import os, signal, torch
         torch.set_num_threads(1)
-        from pretrain.config import load_train_config
+        from pretrain.config.loading import load_train_config
         from pretrain.train import Trainer
         trainer = Trainer(load_train_config({str(tmp_path / "train.yaml")!r}))
         trainer.resume(None)

@@ -10,7 +10,7 @@ from pretrain.components.dataloader import Loader, build_loaders
 from pretrain.components.mixture_order import BLOCK, MixtureOrder, block_counts
 from pretrain.components.token_sources import Source
 from pretrain.components.validation_split import split_documents
-from pretrain.config import DataConfig
+from pretrain.config.data import DataConfig
 from train_fixtures import make_token_dataset
 
 SEQ = 16

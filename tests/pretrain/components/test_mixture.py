@@ -13,7 +13,7 @@ from pretrain.cli import main as pretrain_main
 from pretrain.components.metrics import read_metrics, tracker_scalars
 from pretrain.components.mixture_order import BLOCK, MixtureOrder
 from pretrain.components.shard_totals import shard_totals
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.inference.plot import training_section
 from pretrain.mixture_presets import presets
 from pretrain.planning.data_constrained import effective_tokens

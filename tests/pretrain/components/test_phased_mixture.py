@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
+from dataprep.core.validation import ConfigError
 from pretrain.components.dataloader import build_loaders
 from pretrain.components.metrics import read_metrics
 from pretrain.components.mixture_order import BLOCK, MixtureOrder
-from pretrain.config import ConfigError, load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import run
 from train_fixtures import make_token_dataset, tiny_config
 

@@ -152,7 +152,7 @@ def test_verify_shards_reads_a_url(dataset):
 
 def test_training_from_a_url_gives_the_losses_of_local_shards(dataset, tmp_path):
     pytest.importorskip("torch")
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
     from train_fixtures import tiny_config
 

@@ -71,7 +71,7 @@ def test_an_object_changed_in_the_bucket_is_refused_with_its_url(bucket, tmp_pat
 
 
 def test_training_from_s3_gives_the_losses_of_local_shards(bucket, tmp_path):
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
     from train_fixtures import tiny_config
 

@@ -13,7 +13,7 @@ import yaml
 
 from dataprep.tokenize.shards import open_dataset
 from pretrain.cli import main as pretrain_main
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from train_fixtures import VOCAB, make_token_dataset, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

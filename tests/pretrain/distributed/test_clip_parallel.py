@@ -43,7 +43,7 @@ def _layout_gradients(cfg, batch: torch.Tensor) -> tuple[float, dict[str, torch.
     from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.distributed.pipeline_parallel import build_pipeline
     from pretrain.models.llama import parameter_name
-    from pretrain.train import build_parallel_model
+    from pretrain.train_setup import build_parallel_model
     from pretrain.train_step import TrainStepContext, accumulate_gradients
 
     dims = ParallelDims.from_config(cfg.parallel, torch.distributed.get_world_size())
@@ -67,7 +67,7 @@ def _layout_gradients(cfg, batch: torch.Tensor) -> tuple[float, dict[str, torch.
 
 
 def _worker(out: str, name: str) -> None:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.distributed.process_group import init_distributed
 
     rank, _, _ = init_distributed("cpu")

@@ -69,7 +69,7 @@ def test_parallel_diagnostics_equal_one_process(runs, layout):
 
 
 def _worker(root: str, data: str) -> None:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
 
     for name, parallel in LAYOUTS.items():

@@ -36,10 +36,11 @@ def _config(data, out, parallel: dict) -> dict:
 
 
 def _worker(root: str, data: str) -> None:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.models.llama import Llama
-    from pretrain.train import build_parallel_model, run
+    from pretrain.train import run
+    from pretrain.train_setup import build_parallel_model
 
     cfg = load_train_config(_config(data, os.path.join(root, "2x2"), LAYOUT))
     dims = ParallelDims.from_config(cfg.parallel, 4)
@@ -62,7 +63,7 @@ def _worker(root: str, data: str) -> None:
 def _pipeline_worker(root: str, data: str) -> None:
     """The packed window through two pipeline stages (the documents reach the second stage with the hidden
     states it receives), then a training run at that layout."""
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.distributed.parallel_dims import ParallelDims
     from pretrain.distributed.pipeline_parallel import build_pipeline
     from pretrain.models.llama import Llama

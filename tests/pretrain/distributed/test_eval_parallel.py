@@ -83,7 +83,7 @@ def test_in_loop_eval_equals_one_process(run, layout, monkeypatch):
 
 
 def _worker(config_path: str) -> None:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
 
     with open(config_path) as fh:

@@ -36,7 +36,7 @@ def test_profile_under_two_ranks_names_the_collectives(tmp_path):
 if __name__ == "__main__":
     import torch
 
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
 
     run(

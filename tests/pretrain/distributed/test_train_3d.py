@@ -124,7 +124,7 @@ def test_planner_zero2_holds_the_gathered_weights_of_the_fsdp4_zero2_run():
     """The planner's ZeRO-2 for the fsdp4_zero2 run (4 ranks, fp32): every rank holds the whole weights
     from forward to backward, where ZeRO-3 holds a quarter; gradients, Adam states, activations and
     FSDP's buffers are the same. (The measured counterpart is in tests/pretrain/distributed/test_train_scale.py.)"""
-    from pretrain.config import ModelConfig
+    from pretrain.config.model import ModelConfig
     from pretrain.models.llama import num_params
     from pretrain.planning.plan_memory import layout_memory
 
@@ -138,7 +138,7 @@ def test_planner_zero2_holds_the_gathered_weights_of_the_fsdp4_zero2_run():
 
 
 def test_stages_split_blocks_by_flops():
-    from pretrain.config import ModelConfig
+    from pretrain.config.model import ModelConfig
     from pretrain.distributed.pipeline_parallel import split_layers, stage_indices
 
     cfg = ModelConfig(**MODEL)
@@ -168,7 +168,8 @@ def test_stages_split_blocks_by_flops():
     ],
 )
 def test_layouts_that_cannot_run_fail_when_loaded(parallel, message):
-    from pretrain.config import ConfigError, load_train_config
+    from dataprep.core.validation import ConfigError
+    from pretrain.config.loading import load_train_config
 
     with pytest.raises(ConfigError, match=message):
         load_train_config(config("/unused", "/unused", parallel))
@@ -176,9 +177,9 @@ def test_layouts_that_cannot_run_fail_when_loaded(parallel, message):
 
 def test_offload_is_a_gpu_option():
     """The config path of CPU offload: it loads, and a run on CPU is refused with the reason."""
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.distributed.parallel_dims import ParallelDims
-    from pretrain.train import build_parallel_model
+    from pretrain.train_setup import build_parallel_model
 
     cfg = load_train_config(config("/unused", "/unused", {"offload": True, "dp_shard": 2}))
     assert cfg.parallel.offload
@@ -187,7 +188,7 @@ def test_offload_is_a_gpu_option():
 
 
 def _worker(root: str, data: str) -> None:
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
 
     for name, parallel in RUNS.items():

@@ -82,7 +82,7 @@ def test_parallel_export_equals_single_process_export(runs):
 
 def _worker(root: str, data: str) -> None:
     """Runs under torchrun: several layouts in one process group (saves process start-up time)."""
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
 
     for name, parallel in WORKER_RUNS.items():

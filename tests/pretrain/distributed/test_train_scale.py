@@ -46,7 +46,7 @@ WIDE = {
 
 
 def _config(parallel: dict, model: dict = SMALL, **over):
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
 
     return load_train_config(tiny_config("/unused", "/unused", model=model, parallel=parallel, device="cpu", **over))
 
@@ -272,7 +272,8 @@ def test_fsdp_with_compiled_blocks_trains_like_eager(fsdp2):
     ],
 )
 def test_configs_the_mesh_cannot_run_fail_when_loaded(over, message):
-    from pretrain.config import ConfigError, load_train_config
+    from dataprep.core.validation import ConfigError
+    from pretrain.config.loading import load_train_config
 
     cfg = tiny_config("/unused", "/unused", model=over.pop("model", SMALL), **over)
     with pytest.raises(ConfigError, match=message):
@@ -296,7 +297,7 @@ class _MeasuredBatches(list):
 def _build(parallel: dict, model: dict = SMALL, precision: str = "fp32", **over):
     from pretrain.components.optimizer import build_optimizer
     from pretrain.distributed.parallel_dims import ParallelDims
-    from pretrain.train import build_parallel_model
+    from pretrain.train_setup import build_parallel_model
     from pretrain.train_step import TrainStepContext
 
     cfg = _config(parallel, model=model, precision=precision, **over)

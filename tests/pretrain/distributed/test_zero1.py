@@ -12,8 +12,9 @@ import sys
 import pytest
 import torch
 
+from dataprep.core.validation import ConfigError
 from parallel_runs import MODEL, config, metric_records, run_single_process, torchrun
-from pretrain.config import ConfigError, load_train_config
+from pretrain.config.loading import load_train_config
 from train_fixtures import make_token_dataset
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out

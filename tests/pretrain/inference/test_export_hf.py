@@ -16,7 +16,7 @@ from dataprep.core.errors import UsageError
 from dataprep.tokenize.tokenizer import Tokenizer, train_tokenizer
 from dataprep.tokenize.tokenizer_json_writer import write_hf_tokenizer
 from pretrain.cli import main as pretrain_main
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.inference.loading import find_tokenizer, load_trained, model_for_inference
 from text_runs import make_text_run, require
 from tokenizer_texts import EDGE_CASES

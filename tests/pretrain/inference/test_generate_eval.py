@@ -78,7 +78,7 @@ def test_a_run_trained_from_a_url_keeps_its_tokenizer(trained, tmp_path, capsys)
     """The run folder gets the source's tokenizer, so generate and export need neither --tokenizer nor
     the server once training is done."""
     pytest.importorskip("aiohttp")
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
     from range_server import serve_folder
     from train_fixtures import tiny_config
@@ -165,7 +165,7 @@ def test_a_run_trained_on_a_mixture_evaluates_samples_and_exports(trained, tmp_p
     the run folder as the train command's last line says."""
     import yaml
 
-    from pretrain.config import load_train_config
+    from pretrain.config.loading import load_train_config
     from train_fixtures import tiny_config
 
     other = str(tmp_path / "other")

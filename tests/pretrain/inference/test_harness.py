@@ -169,8 +169,9 @@ def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tm
     """A run with an ``eval:`` section logs ``kind: eval`` records (the same scores ``pretrain eval`` gives its
     checkpoint, which scores the run's tasks when none are named) and plots them."""
     require("lm_eval")
+    from dataprep.core.validation import ConfigError
     from pretrain.components.metrics import read_metrics, tracker_scalars
-    from pretrain.config import ConfigError, load_train_config
+    from pretrain.config.loading import load_train_config
     from pretrain.inference.plot import eval_curves, training_section
     from pretrain.train import run
     from train_fixtures import tiny_config

@@ -12,7 +12,7 @@ import pytest
 
 from pretrain.cli import main as pretrain_main
 from pretrain.components.metrics import read_metrics
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.inference.plot import diagnostics_grid, training_section
 from pretrain.train import run
 from train_fixtures import make_token_dataset, tiny_config

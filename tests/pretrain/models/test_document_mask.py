@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from dataprep.core.validation import ConfigError
 from document_windows import alone_and_packed, packed_window, per_token_losses
 from pretrain.components.dataloader import Loader
 from pretrain.components.token_sources import Source
-from pretrain.config import ConfigError, ModelConfig, load_train_config
+from pretrain.config.loading import load_train_config
+from pretrain.config.model import ModelConfig
 from pretrain.models.documents import DocumentMask, document_positions
 from pretrain.models.llama import Llama
 from train_fixtures import make_token_dataset, tiny_config

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import Llama, apply_rope, num_params, rope_tables
 from pretrain.planning.flops import flops_per_token
 

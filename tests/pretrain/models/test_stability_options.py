@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from pretrain.cli import main as pretrain_main
-from pretrain.config import ModelConfig, load_train_config
+from pretrain.config.loading import load_train_config
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import Llama, num_params
 from pretrain.train import run
 from train_fixtures import make_token_dataset, tiny_config

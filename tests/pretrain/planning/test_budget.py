@@ -19,7 +19,8 @@ import math
 import pytest
 
 from pretrain.cli import main as cli
-from pretrain.config import ModelConfig, save_yaml
+from pretrain.config.loading import save_yaml
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import num_params
 from pretrain.planning.budget import GOPHER_FLOPS, METHODS, compute_from_gpus, estimate, params_of_model, parse_number
 from pretrain.planning.flops import deepseek_flops_per_token

@@ -19,7 +19,7 @@ import pytest
 
 from dataprep.tokenize.manifest import build_manifest, write_manifest
 from pretrain.cli import main as cli
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.models.llama import num_params
 from pretrain.planning.budget import FITS, METHODS, estimate, parametric_fit
 from pretrain.planning.data_constrained import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import appendix_f_forward, appendix_f_training, compare, six_nd
 

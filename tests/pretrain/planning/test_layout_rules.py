@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pretrain.config import ModelConfig, ParallelConfig, TrainConfig
+from pretrain.config.model import ModelConfig
+from pretrain.config.parallel import ParallelConfig
+from pretrain.config.train import TrainConfig
 from pretrain.layout_rules import layout_problems
 from pretrain.planning.hardware import GPUS
 from pretrain.planning.plan import plan

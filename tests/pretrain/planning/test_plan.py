@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from pretrain.cli import main as cli
-from pretrain.config import ModelConfig, load_model_config, load_train_config
+from pretrain.config.loading import load_model_config, load_train_config
+from pretrain.config.model import ModelConfig
 from pretrain.models.llama import Llama, num_params
 from pretrain.planning.budget import estimate
 from pretrain.planning.flops import deepseek_flops_per_token, flops_per_token
@@ -430,7 +431,7 @@ def test_emitted_training_config_round_trips(tmp_path):
     cfg = preset("1b")
     r = plan(cfg, gpus=8, gpu=GPUS["a100-40gb"], micro_batch=8, global_batch=512)
     path = tmp_path / "train.yaml"
-    from pretrain.config import save_yaml
+    from pretrain.config.loading import save_yaml
 
     save_yaml(train_config(r, cfg, ["/data/tokens"], "runs/x"), str(path))
     tc = load_train_config(str(path))

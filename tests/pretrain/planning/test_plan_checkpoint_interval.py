@@ -11,7 +11,7 @@ import re
 import pytest
 
 from pretrain.cli import main as cli
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.planning.checkpoint_interval import checkpoint_interval
 
 

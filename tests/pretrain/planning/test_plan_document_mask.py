@@ -8,7 +8,7 @@ import pytest
 
 from pretrain.cli import main as cli
 from pretrain.components.document_bounds import mean_document_tokens
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.models.documents import FLEX_BLOCK, attention_span, block_mask_bytes
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.hardware import get_gpu

@@ -3,7 +3,7 @@ the logits in the activation memory at the loss."""
 
 from __future__ import annotations
 
-from pretrain.config import ModelConfig
+from pretrain.config.model import ModelConfig
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.plan_memory import LOSS_BYTES, Z_LOSS_BYTES, activations
 

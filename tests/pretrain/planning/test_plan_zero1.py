@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pretrain.cli import main as cli
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.models.llama import num_params
 from pretrain.planning.plan import plan
 from pretrain.planning.plan_inputs import plan_gpu, plan_model

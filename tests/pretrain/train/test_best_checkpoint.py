@@ -10,10 +10,11 @@ import pytest
 import torch
 import yaml
 
+from dataprep.core.validation import ConfigError
 from pretrain.cli import main as pretrain_main
 from pretrain.components import checkpoint_folder
 from pretrain.components.metrics import read_metrics
-from pretrain.config import ConfigError, load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import run
 from train_fixtures import make_token_dataset, tiny_config
 

@@ -12,7 +12,7 @@ import pytest
 
 from dataprep.tokenize.manifest import load_manifest
 from pretrain.cli import main as pretrain_main
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.lineage import read_lineage
 from pretrain.train import run
 from train_fixtures import make_token_dataset, tiny_config

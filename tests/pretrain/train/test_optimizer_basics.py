@@ -13,7 +13,9 @@ import torch
 from pretrain.components.loss import cross_entropy
 from pretrain.components.metrics import read_metrics
 from pretrain.components.optimizer import build_optimizer, clip_grad_norm
-from pretrain.config import ModelConfig, OptimConfig, load_train_config
+from pretrain.config.loading import load_train_config
+from pretrain.config.model import ModelConfig
+from pretrain.config.optim import OptimConfig
 from pretrain.models.llama import Llama
 from pretrain.train import Trainer
 from train_fixtures import make_token_dataset, tiny_config

@@ -181,7 +181,7 @@ def test_a_damaged_newest_checkpoint_names_the_newest_that_loads_and_latest_inta
 
 
 def test_a_model_file_given_with_set_is_read_as_the_yaml_reads_it(root):
-    from pretrain.config import load_model_config, load_train_config
+    from pretrain.config.loading import load_model_config, load_train_config
 
     tiny = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, "configs", "model", "tiny.yaml")
     cfg = load_train_config(str(root / "train.yaml"), sets=[f"model={tiny}", "model.vocab_size=128"])

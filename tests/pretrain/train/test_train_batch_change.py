@@ -13,7 +13,7 @@ import pytest
 from pretrain.cli import main as cli
 from pretrain.components.metrics import read_metrics
 from pretrain.components.optimizer import lr_factor
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import Trainer
 from train_fixtures import make_token_dataset, tiny_config
 

@@ -14,7 +14,7 @@ from pretrain.cli import main as pretrain_main
 from pretrain.components import checkpoint_folder
 from pretrain.components.metrics import read_metrics
 from pretrain.components.safetensors_export import export_checkpoint
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.inference.loading import load_trained, model_for_inference
 from pretrain.train import run
 from text_runs import make_text_run, require

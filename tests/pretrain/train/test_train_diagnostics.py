@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from pretrain.components.diagnostics import layer_of
 from pretrain.components.metrics import read_metrics
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.models.llama import Llama, apply_rope
 from pretrain.train import Trainer
 from train_fixtures import make_token_dataset, tiny_config

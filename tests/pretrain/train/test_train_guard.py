@@ -18,7 +18,7 @@ from pretrain.cli import main as pretrain_main
 from pretrain.components.faults import Fault, FaultInjector, parse_fault
 from pretrain.components.guard import NonFinite, SkipCounter, find_non_finite
 from pretrain.components.metrics import read_metrics
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import Trainer, run
 from train_fixtures import make_token_dataset, tiny_config
 

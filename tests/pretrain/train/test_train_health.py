@@ -21,7 +21,7 @@ from pretrain.components.faults import Fault, parse_fault
 from pretrain.components.metrics import read_metrics
 from pretrain.components.stragglers import StragglerMonitor
 from pretrain.components.watchdog import HANG_EXIT, process_group_timeout
-from pretrain.config import HealthConfig
+from pretrain.config.train import HealthConfig
 from train_fixtures import make_token_dataset, tiny_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]

@@ -21,7 +21,8 @@ from pretrain.components import checkpoint_folder
 from pretrain.components.metrics import read_metrics
 from pretrain.components.optimizer import lr_factor
 from pretrain.components.safetensors_export import export_checkpoint
-from pretrain.config import OptimConfig, load_train_config
+from pretrain.config.loading import load_train_config
+from pretrain.config.optim import OptimConfig
 from pretrain.train import run
 from train_fixtures import make_token_dataset, tiny_config
 

@@ -14,7 +14,7 @@ import torch
 from host_reads import reads_recorded
 from pretrain.components.faults import Fault
 from pretrain.components.metrics import read_metrics
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import Trainer
 from train_fixtures import make_token_dataset, tiny_config
 

@@ -9,10 +9,11 @@ import os
 
 import pytest
 
+from dataprep.core.validation import ConfigError
 from pretrain.cli import main as pretrain_main
 from pretrain.commands.train import profile_window
 from pretrain.components.profiling import collective_kind
-from pretrain.config import ConfigError, load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.train import Trainer, run
 from profiles import check_split, profile_config, trace_names
 from train_fixtures import make_token_dataset

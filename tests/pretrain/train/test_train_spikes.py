@@ -19,7 +19,7 @@ from pretrain.cli import main as pretrain_main
 from pretrain.components.faults import Fault, parse_fault
 from pretrain.components.metrics import read_metrics
 from pretrain.components.spikes import SpikeDetector
-from pretrain.config import load_train_config
+from pretrain.config.loading import load_train_config
 from pretrain.inference.plot import training_section
 from pretrain.train import Trainer, run
 from train_fixtures import make_token_dataset, tiny_config
