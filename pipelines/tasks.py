@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep.core import storage
+from dataprep.core.provenance import sha256_json
 from dataprep.core.runner import conform
 from dataprep.core.stage import DROP_REASON
 from dataprep.core.stats import StageStats, merge_all
@@ -33,6 +34,11 @@ from dataprep.core.stats import StageStats, merge_all
 DATA_DIR = "data"
 STATS_DIR = "_stats"
 PART = "_part"  # a global step's decision rows: the previous step's part holding the document
+
+
+def fingerprint_of(obj) -> str:
+    """The short digest a marker carries of the config and input that made it (and a run's identity)."""
+    return sha256_json(obj)[:16]
 
 
 def task_key(inputs: list[str]) -> str:
