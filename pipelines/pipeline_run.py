@@ -38,10 +38,9 @@ from pipelines.input_changes import describe_changes, input_state
 from pipelines.interrupt import check_interrupted, interruptible
 from pipelines.run_folder import check_dataset_folder, claim_output
 from pipelines.steps import Step, plan_steps, ship_assets
-from pipelines.tasks import fingerprint_of, read_marker
+from pipelines.tasks import DONE_MARKER, fingerprint_of, read_marker, write_step_marker
 
 log = logging.getLogger("ccpretrain")
-DONE_MARKER = "_STEP_DONE.json"
 
 
 class NoReadableInput(WorkFailed):
@@ -129,19 +128,7 @@ class PipelineRun:
                 if step.reads_input:  # before the budget: all input unreadable is the one thing to say
                     check_input_read(stats, len(files))
                 check_budget(self.spark, step.name, step_dir, stats, cfg.error_budget)
-                atomic_write_text(
-                    join_path(step_dir, DONE_MARKER),
-                    json.dumps(
-                        {
-                            "fingerprint": fingerprint,
-                            "wall_seconds": wall,
-                            **tasks,
-                            "stats": [s.to_dict() for s in stats],
-                            **({"inputs": state} if step.reads_input else {}),
-                        },
-                        indent=1,
-                    ),
-                )
+                write_step_marker(step_dir, fingerprint, wall, tasks, stats, state if step.reads_input else None)
                 steps_done.append({"step": step.name, "skipped": False, **tasks})
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
             all_stats.extend(stats)
