@@ -187,10 +187,6 @@ class PipelineRun:
             return global_step.run_global_step(self, step, step_dir, previous_dir, fingerprint)
         return self._run_fused(step, step_dir, files, previous_dir, fingerprint)
 
-    def _write(self, df, path: str) -> None:
-        compression = self.config.output.compression
-        df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
-
     def _run_fused(
         self,
         step: Step,
@@ -201,8 +197,8 @@ class PipelineRun:
         stages: list | None = None,
         decisions: str | None = None,
     ) -> tuple[list[StageStats], dict]:
-        """A fused step's tasks (``pipelines.fused_step``); a run over stored signals reads its first step's
-        rows from them."""
+        """A fused step's tasks (``pipelines.fused_step``); a run over stored signals runs its first step's
+        tasks over them instead."""
         return run_fused_step(self, step, step_dir, files, previous_dir, fingerprint, stages, decisions)
 
     def _prepare(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str, prepare) -> tuple:
@@ -219,6 +215,10 @@ class PipelineRun:
         check_dataset_folder(corpus_dir)
         self._write(df, corpus_dir)
         atomic_write_text(marker, json.dumps({"fingerprint": fingerprint}))
+
+    def _write(self, df, path: str) -> None:
+        compression = self.config.output.compression
+        df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
 
     @staticmethod
     def _corpus_frame(df):
