@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 from dataprep.core.config import PipelineConfig
 from dataprep.core.errors import UsageError, WorkFailed
+from dataprep.core.inputs import check_output_outside_inputs, expand_inputs
 from dataprep.core.run_record import record_written
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import StageStats, format_table, merge_all, save_json
-from dataprep.core.storage import atomic_write_text, check_output_outside_inputs, expand_inputs, join_path
+from dataprep.core.storage import atomic_write_text, join_path
 from dataprep.readers import READ_STAGE, expand_code_inputs
 from pipelines import global_step
 from pipelines.fail_fast import check_budget

@@ -18,9 +18,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dataprep.core.errors import UsageError
+from dataprep.core.inputs import expand_inputs
 from dataprep.core.sampling import RANK_RANGE, oversampled_fraction, sample_info
 from dataprep.core.stage import DROP_REASON
-from dataprep.core.storage import expand_inputs
 
 
 def read_documents(spark: SparkSession, paths: list[str], text_field: str = "text") -> DataFrame:

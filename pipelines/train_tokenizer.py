@@ -8,7 +8,7 @@ stage's Spark decision (``pipelines.decisions.tokenize``) trains with it too.
 from __future__ import annotations
 
 from dataprep.core.errors import UsageError
-from dataprep.core.storage import expand_inputs
+from dataprep.core.inputs import expand_inputs
 from dataprep.tokenize.stage import TokenizerTraining
 from dataprep.tokenize.tokenizer import Tokenizer
 from pipelines.sample_texts import sample_texts

@@ -24,6 +24,7 @@ PRELOAD = (
     "trafilatura",
     "dataprep.classify.langid",
     "dataprep.quality.gopher",
+    "dataprep.quality.gopher_repetition",
     "dataprep.quality.c4",
     "dataprep.quality.fineweb",
     "dataprep.dedup.minhash",

@@ -9,8 +9,8 @@ cut short keeps what it measured) and a table.
 - MFU = tokens/s x flops_per_token / peak, with ``pretrain.planning.flops.flops_per_token`` (6 N_non-embedding +
   12 L H Q T, PaLM appendix B: recomputation is not counted) and the device's dense bf16 peak from
   ``pretrain.planning.hardware`` (also for fp32 runs, which are measured against the same peak).
-- Memory: ``torch.cuda.max_memory_allocated`` over the case against ``pretrain.planning.plan.layout_memory`` for the
-  same model, sequence, micro-batch, precision and checkpointing on one GPU (what ``pretrain plan`` prints).
+- Memory: ``torch.cuda.max_memory_allocated`` over the case against ``pretrain.planning.plan_memory.layout_memory``
+  for the same model, sequence, micro-batch, precision and checkpointing on one GPU (what ``pretrain plan`` prints).
 - Step breakdown (medians over the timed steps): host time to produce the step's micro-batches (data),
   forward + backward (``accumulate_gradients``), optimizer (``optimizer_step``: clip, AdamW, scheduler)
   timed with CUDA events (no host sync inside a step), and the rest of the wall-clock step (other).
@@ -51,7 +51,7 @@ from pretrain.distributed.parallel_dims import ParallelDims
 from pretrain.models.llama import num_params
 from pretrain.planning.flops import flops_per_token
 from pretrain.planning.hardware import GPUS, match_device
-from pretrain.planning.plan import GB, layout_memory
+from pretrain.planning.plan_memory import GB, layout_memory
 from pretrain.planning.sizing import resolve_model
 from pretrain.train import build_parallel_model
 from pretrain.train_step import TrainStepContext, accumulate_gradients, optimizer_step

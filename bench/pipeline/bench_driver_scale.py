@@ -108,8 +108,8 @@ def child(listing: str, work: str, full: bool) -> dict:
     from pyspark import cloudpickle
 
     from dataprep.core.config import load_config
+    from dataprep.core.inputs import expand_inputs
     from dataprep.core.stats import format_table, save_json
-    from dataprep.core.storage import expand_inputs
     from dataprep.readers import READ_SCHEMA
     from pipelines import steps
     from pipelines.pipeline_run import PipelineRun

@@ -58,7 +58,8 @@ def ours(texts: list[str]) -> dict[str, float]:
     from dataprep.quality import languages, spacy_words
     from dataprep.quality.c4 import C4Quality
     from dataprep.quality.fineweb import FineWebQuality
-    from dataprep.quality.gopher import GopherQuality, GopherRepetition
+    from dataprep.quality.gopher import GopherQuality
+    from dataprep.quality.gopher_repetition import GopherRepetition
 
     stages = {"gopher_repetition": GopherRepetition(), "gopher_quality": GopherQuality(),
               "c4_quality": C4Quality(filter_no_terminal_punct=False), "fineweb_quality": FineWebQuality()}  # fmt: skip

@@ -70,7 +70,8 @@ def texts() -> list[tuple[str, str]]:
 def stages() -> dict[str, object]:
     from dataprep.core.config import load_config
     from dataprep.quality.fineweb import FineWebQuality
-    from dataprep.quality.gopher import GopherQuality, GopherRepetition
+    from dataprep.quality.gopher import GopherQuality
+    from dataprep.quality.gopher_repetition import GopherRepetition
 
     def chain(name: str) -> list:
         cfg = {
@@ -94,7 +95,7 @@ def stages() -> dict[str, object]:
 
 
 def ngram_stats(text: str, language: str) -> list[int]:
-    from dataprep.quality.gopher import NGrams
+    from dataprep.quality.gopher_repetition import NGrams
     from dataprep.quality.languages import split_words
 
     grams = NGrams(split_words(text, language))

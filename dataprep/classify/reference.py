@@ -16,7 +16,8 @@ import os
 
 import pyarrow.parquet as pq
 
-from dataprep.core.storage import expand_inputs, open_stream, read_jsonl_records
+from dataprep.core.inputs import expand_inputs, read_jsonl_records
+from dataprep.core.storage import open_stream
 
 DCLM_RECIPE = {"dim": 256, "lr": 0.1, "epoch": 3, "wordNgrams": 2, "minCount": 3, "bucket": 200_000}
 POSITIVE, NEGATIVE = "hq", "cc"  # DCLM's label names

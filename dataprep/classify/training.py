@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 
 from dataprep.core.errors import UsageError
-from dataprep.core.storage import read_jsonl_records
+from dataprep.core.inputs import read_jsonl_records
 
 
 def split_heldout(examples: list[tuple[str, str]], heldout: float, seed: int) -> tuple[list, list]:

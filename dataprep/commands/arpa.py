@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     import sentencepiece as spm
 
-    from dataprep.core.storage import atomic_directory, read_jsonl_field
+    from dataprep.core.inputs import read_jsonl_field
+    from dataprep.core.storage import atomic_directory
     from dataprep.quality.perplexity import PerplexityModel, load_model, write_model_files
 
     if args.action == "export":

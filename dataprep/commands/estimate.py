@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     largest, files = max(loaded, key=lambda item: item[0].pages)
     per_file = args.pages_per_file or (largest.pages / files if files else None)
     if args.listing:
-        from dataprep.core.storage import expand_inputs
+        from dataprep.core.inputs import expand_inputs
 
         if not per_file:
             raise UsageError("the sample's stats.json does not say how many files it read: give --pages-per-file")

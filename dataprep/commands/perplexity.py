@@ -7,7 +7,7 @@ import json
 import sys
 
 from dataprep.core.arguments import fraction, output_folder, positive_int
-from dataprep.core.storage import read_jsonl_field
+from dataprep.core.inputs import read_jsonl_field
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,9 +21,10 @@ from typing import Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
+from dataprep.core.inputs import COMMON_CRAWL_PREFIX
 from dataprep.core.registry import MissingDependency, stage_class
 from dataprep.core.stage import Stage
-from dataprep.core.storage import COMMON_CRAWL_PREFIX, read_text
+from dataprep.core.storage import read_text
 from dataprep.core.validation import ConfigError, StrictModel, apply_overrides, did_you_mean, problems
 
 __all__ = ["ConfigError", "PipelineConfig", "find_config", "load_config", "parse_stages", "presets"]

@@ -19,7 +19,7 @@ STAGE_CLASSES: dict[str, str] = {
     "extract": "dataprep.html.extract:Extract",
     "langid": "dataprep.classify.langid:LanguageID",
     "gopher_quality": "dataprep.quality.gopher:GopherQuality",
-    "gopher_repetition": "dataprep.quality.gopher:GopherRepetition",
+    "gopher_repetition": "dataprep.quality.gopher_repetition:GopherRepetition",
     "c4_quality": "dataprep.quality.c4:C4Quality",
     "fineweb_quality": "dataprep.quality.fineweb:FineWebQuality",
     "wikipedia_quality": "dataprep.quality.wikipedia:WikipediaQuality",

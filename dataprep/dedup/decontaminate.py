@@ -25,9 +25,10 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from dataprep.core.errors import UsageError
+from dataprep.core.inputs import expand_inputs, read_jsonl_records
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
-from dataprep.core.storage import expand_inputs, open_stream, read_jsonl_records
+from dataprep.core.storage import open_stream
 from dataprep.dedup.normalize import is_unspaced, normalize, shingle_hashes
 
 REASON = "contaminated"

@@ -1,47 +1,29 @@
-"""The demo corpus: a small gzipped WARC/1.1 crawl built from pages written for the purpose.
+"""The demo corpus: a small gzipped WARC/1.1 crawl of the demo pages, and a reference corpus for the
+perplexity model.
 
-Crawled data cannot be committed, so ``dataprep demo-data`` renders the texts in ``assets/demo/`` into
-realistic HTML (cookie banner, navigation, sidebar and footer around the article), wraps each page in
-request/response records with real HTTP headers, and adds non-HTML responses and a revisit record.
-Every stage of the pipeline finds something to keep and something to drop: good articles in six
-languages and three charsets, near and exact duplicates, boilerplate, spam, planted PII, toxic posts
-and blocked hostnames. The output is byte-for-byte reproducible (fixed dates, ids and gzip headers).
+Crawled data cannot be committed, so ``dataprep demo-data`` renders the pages written for the purpose into
+realistic HTML, wraps each page in request/response records with real HTTP headers, and adds non-HTML
+responses and a revisit record. The output is byte-for-byte reproducible (fixed dates, ids and gzip headers).
 """
 
 from __future__ import annotations
 
 import gzip
-import html
 import json
 import struct
 import zlib
-from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
-from functools import lru_cache
-from pathlib import Path
-from string import Template
 from urllib.parse import urlsplit
 
-import yaml
-
 from dataprep.core.storage import atomic_write_bytes
+from dataprep.demo.page_html import render_html
+from dataprep.demo.pages import DemoPage, load_pages
 from dataprep.readers.warc_writer import record_id, sha1_digest, warc_date, warc_record
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets" / "demo"
 FILENAME = "demo.warc.gz"
 CRAWL_START = datetime(2024, 6, 20, 8, 0, 0, tzinfo=timezone.utc)
 USER_AGENT = "Mozilla/5.0 (compatible; ccpretrain-demo/0.1; +https://github.com/ccpretrain)"
-# asset file -> category of its pages (duplicates.yaml holds two categories)
-PAGE_FILES = {
-    "good_en.yaml": "good",
-    "good_multilingual.yaml": "good",
-    "pii.yaml": "pii",
-    "boilerplate.yaml": "boilerplate",
-    "spam.yaml": "spam",
-    "toxic.yaml": "toxic",
-    "blocked_urls.yaml": "blocked_url",
-}
 # Served as non-HTML payloads: the reader must skip them (and count the skip).
 BINARY_URLS = {
     "https://www.riverside-gazette.com/static/img/logo.png": "image/png",
@@ -49,160 +31,6 @@ BINARY_URLS = {
 }
 # Re-crawled later with an identical payload: written as a revisit record, which carries no body.
 REVISIT_URL = "https://www.riverside-gazette.com/news/2024/05/bus-route-changes-north-district"
-
-
-@dataclass(frozen=True)
-class DemoPage:
-    """One HTML page of the demo crawl; ``text`` is the article prose as written (paragraphs split by
-    blank lines), ``pii`` the planted (kind, value) pairs, ``source`` the original of a duplicate."""
-
-    url: str
-    category: str
-    lang: str
-    site: str
-    title: str
-    text: str = ""
-    main_html: str | None = None
-    charset: str = "utf-8"
-    header_charset: bool = True
-    date: str | None = None
-    author: str | None = None
-    kind: str | None = None
-    source: str | None = None
-    pii: tuple[tuple[str, str], ...] = ()
-
-
-def _read_yaml(name: str):
-    with open(ASSETS / name, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
-
-
-def _page(entry: dict, category: str, where: str) -> DemoPage:
-    for key in ("url", "site", "title", "lang"):
-        if not entry.get(key):
-            raise ValueError(f"{where}: page {entry.get('url', '?')!r} lacks {key!r}")
-    unknown = set(entry) - {f.name for f in fields(DemoPage)} | ({"category"} & set(entry))
-    if unknown:
-        raise ValueError(f"{where}: page {entry['url']!r} has unknown keys {sorted(unknown)}")
-    pii = tuple((item["kind"], str(item["value"])) for item in entry.get("pii", ()))
-    return DemoPage(category=category, pii=pii, **{k: v for k, v in entry.items() if k != "pii"})
-
-
-@lru_cache(maxsize=1)
-def _load() -> tuple[DemoPage, ...]:
-    pages: list[DemoPage] = []
-    for name, category in PAGE_FILES.items():
-        pages += [_page(entry, category, name) for entry in _read_yaml(name)]
-    by_url = {p.url: p for p in pages}
-    dups = _read_yaml("duplicates.yaml")
-    for entry in dups["near_duplicates"]:
-        original = by_url[entry["source"]]
-        text = original.text
-        for old, new in entry["edits"]:
-            if text.count(old) != 1:
-                raise ValueError(f"duplicates.yaml: edit {old!r} must occur once in {original.url}")
-            text = text.replace(old, new)
-        extra = {k: entry[k] for k in ("site", "title", "author") if k in entry}
-        pages.append(
-            replace(original, url=entry["url"], category="near_duplicate", text=text, source=original.url, **extra)
-        )
-    for entry in dups["exact_duplicates"]:
-        original = by_url[entry["source"]]
-        pages.append(replace(original, url=entry["url"], category="exact_duplicate", source=original.url))
-    _validate(pages)
-    return tuple(pages)
-
-
-def _validate(pages: list[DemoPage]) -> None:
-    """Catch asset mistakes early: duplicate URLs, PII not in the text, text the charset cannot hold."""
-    seen: set[str] = set()
-    for page in pages:
-        if page.url in seen:
-            raise ValueError(f"demo page URL {page.url} appears twice")
-        seen.add(page.url)
-        for kind, value in page.pii:
-            if value not in page.text:
-                raise ValueError(f"{page.url}: planted {kind} {value!r} is not in the text")
-        (page.title + page.text + page.site + (page.author or "")).encode(page.charset)  # strict
-
-
-def load_pages(category: str | None = None) -> list[DemoPage]:
-    """All HTML pages of the demo crawl in WARC order (originals before their duplicates)."""
-    return [p for p in _load() if category is None or p.category == category]
-
-
-def planted_pii() -> list[tuple[str, str, str]]:
-    """(url, kind, value) for every fake personal datum planted in the demo pages."""
-    return [(p.url, kind, value) for p in _load() for kind, value in p.pii]
-
-
-# ---------------------------------------------------------------------------------------- HTML
-
-
-def _paragraphs(text: str) -> str:
-    blocks = [b.strip() for b in text.split("\n\n") if b.strip()]
-    return "\n".join("<p>" + "<br>\n".join(html.escape(line) for line in b.splitlines()) + "</p>" for b in blocks)
-
-
-def _links(items: list[str], prefix: str = "/") -> str:
-    return "".join(f'<li><a href="{prefix}{i}">{html.escape(t)}</a></li>' for i, t in enumerate(items))
-
-
-def render_html(page: DemoPage, related: list[str] = ()) -> str:
-    """The full HTML document of a page: article inside localized site chrome. Two layouts (semantic
-    HTML5 and an older div-based theme) chosen per site, so extraction is not tuned to one template."""
-    chrome = _read_chrome()
-    c = chrome.get(page.lang, chrome["en"])
-    e = html.escape
-    byline = ""
-    if page.author or page.date:
-        byline = (
-            f'<p class="byline">{e(c["by"])} <span class="author">{e(page.author or page.site)}</span>'
-            f' &middot; <time datetime="{page.date or ""}">{page.date or ""}</time></p>'
-        )
-    slots = {
-        "lang": page.lang,
-        "charset": page.charset,
-        "title": e(page.title),
-        "site": e(page.site),
-        "description": e(" ".join(page.text.split())[:150], quote=True),
-        "canonical": e(page.source or page.url, quote=True),
-        "skip": e(c["skip"]),
-        "search": e(c["search"]),
-        "home": e(c["home"]),
-        "section": e(c["nav"][2]),
-        "ad": e(c["ad"]),
-        "nav": _links(c["nav"]),
-        "byline": byline,
-        "body": page.main_html if page.main_html is not None else _paragraphs(page.text),
-        "cookie": (
-            f'<p>{e(c["cookie"])}</p><button class="accept">{e(c["accept"])}</button> '
-            f'<button class="reject">{e(c["reject"])}</button>'
-        ),
-        "share": (
-            f'<div class="share">{e(c["share"])}: <a href="#">Facebook</a> <a href="#">X</a> '
-            f'<a href="#">WhatsApp</a> <a href="#">Email</a></div>'
-        ),
-        "most_read": f"<h3>{e(c['most_read'])}</h3><ol>{_links(related, '/read/')}</ol>" if related else "",
-        "newsletter": (
-            f'<div class="newsletter"><p>{e(c["newsletter"])}</p><input type="email" name="email">'
-            f"<button>{e(c['subscribe'])}</button></div>"
-        ),
-        "footer": f"<ul>{_links(c['footer'], '/legal/')}</ul><p>&copy; 2024 {e(page.site)}. {e(c['rights'])}</p>",
-    }
-    slots["head"] = _template("head.html").substitute(slots)
-    layout = ("modern.html", "classic.html")[zlib.crc32(page.site.encode()) % 2]
-    return _template(layout).substitute(slots)
-
-
-@lru_cache(maxsize=None)
-def _template(name: str) -> Template:
-    return Template((ASSETS / "templates" / name).read_text(encoding="utf-8"))
-
-
-@lru_cache(maxsize=1)
-def _read_chrome() -> dict:
-    return _read_yaml("chrome.yaml")
 
 
 # ---------------------------------------------------------------------------------------- binary payloads

@@ -1,5 +1,5 @@
 """What the heuristic quality stages share: a language setting, per-language thresholds, the source kinds
-they judge and a per-document decision."""
+they judge and a per-document decision; and the simpler filter of the rules made for one source kind."""
 
 from __future__ import annotations
 
@@ -19,6 +19,24 @@ def of_kinds(batch: pa.Table, kinds: list[str]) -> list[bool]:
     if "source_kind" not in batch.column_names:
         return [WEB in kinds] * batch.num_rows
     return [(kind or WEB) in kinds for kind in batch.column("source_kind").to_pylist()]
+
+
+class KindFilter(DocumentStage):
+    """A filter made for one source kind (books, articles): ``decide`` judges each document of
+    ``source_kinds`` by its text alone; documents of other kinds pass untouched."""
+
+    source_kinds: list[str]
+
+    def decide(self, text: str) -> str | None:
+        """The drop reason for ``text`` (None: kept)."""
+        raise NotImplementedError
+
+    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
+        texts = batch.column("text").to_pylist()
+        return batch, [
+            self.decide(text or "") if judged else None
+            for text, judged in zip(texts, of_kinds(batch, self.source_kinds))
+        ]
 
 
 class QualityFilter(DocumentStage):

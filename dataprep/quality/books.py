@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pyarrow as pa
 from pydantic import Field
 
 from dataprep.core.registry import register
-from dataprep.core.stage import DocumentStage
-from dataprep.quality.base import of_kinds
+from dataprep.quality.base import KindFilter
 
 
 @register("books_quality")
-class BooksQuality(DocumentStage):
+class BooksQuality(KindFilter):
     """Drops fragments (``too_short``), books mostly not letters (``not_prose``) and books whose lines are mostly
     repeats (``repeated_lines``); never cuts a book."""
 
@@ -43,10 +41,3 @@ class BooksQuality(DocumentStage):
         if repeats / max(sum(lines.values()), 1) > self.max_repeated_line_share:
             return "repeated_lines"
         return None
-
-    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        texts = batch.column("text").to_pylist()
-        return batch, [
-            self.decide(text or "") if judged else None
-            for text, judged in zip(texts, of_kinds(batch, self.source_kinds))
-        ]

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from dataprep.core.registry import register
 from dataprep.quality.base import QualityFilter
-from dataprep.quality.gopher import collapse_doubled_lines, find_duplicates
+from dataprep.quality.gopher_repetition import collapse_doubled_lines, find_duplicates
 from dataprep.quality.languages import TERMINAL_CLASS, is_terminal_punct, split_words
 
 # A sentence end inside a line: a stop, then closing brackets or quotes (German „…“ and »…« close with

@@ -7,18 +7,16 @@ list (``List of ...`` pages, indexes), whose lines carry little prose.
 
 from __future__ import annotations
 
-import pyarrow as pa
 from pydantic import Field
 
 from dataprep.core.registry import register
-from dataprep.core.stage import DocumentStage
-from dataprep.quality.base import of_kinds
+from dataprep.quality.base import KindFilter
 
 LIST_MARKER = "- "  # how the Wikipedia reader writes a list item
 
 
 @register("wikipedia_quality")
-class WikipediaQuality(DocumentStage):
+class WikipediaQuality(KindFilter):
     """Drops stubs (``stub``: fewer than ``min_words`` words) and list pages (``list_page``: list items make
     up more than ``max_list_line_share`` of the lines)."""
 
@@ -36,10 +34,3 @@ class WikipediaQuality(DocumentStage):
         if lines and items / len(lines) > self.max_list_line_share:
             return "list_page"
         return None
-
-    def process(self, batch: pa.Table) -> tuple[pa.Table, list[str | None]]:
-        texts = batch.column("text").to_pylist()
-        return batch, [
-            self.decide(text or "") if judged else None
-            for text, judged in zip(texts, of_kinds(batch, self.source_kinds))
-        ]

@@ -27,9 +27,10 @@ import zlib
 from typing import Iterator
 
 from dataprep.core.config import InputConfig
+from dataprep.core.inputs import input_folder, refused_link
 from dataprep.core.stage import StageResult
 from dataprep.core.stats import StageStats
-from dataprep.core.storage import input_folder, open_stream, refused_link
+from dataprep.core.storage import open_stream
 from dataprep.readers.arxiv import read_arxiv
 from dataprep.readers.batches import READ_SCHEMA, READ_STAGE, Batches, broken_file_reason, read_schema
 from dataprep.readers.books import read_book

@@ -12,8 +12,7 @@ from dataprep.core.errors import UsageError
 from dataprep.core.run_record import record_written
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import atomic_write_text, is_url, join_path
-from dataprep.report import SECTIONS_GROUP, Section
-from dataprep.report import sections as sec
+from dataprep.report import SECTIONS_GROUP, Section, corpus_sections, stage_sections
 from dataprep.report.charts import Charts
 from dataprep.report.outputs import drop_examples, find_manifests, load_stats, read_corpus_sample, source_funnel
 from dataprep.report.render import render_html, render_markdown
@@ -48,17 +47,17 @@ def build_report(
     sample, total = read_corpus_sample(join_path(output_dir, "corpus"), max_docs)
     manifests = find_manifests(output_dir)
     sections = [
-        sec.summary(output_dir, doc, stats, total, manifests, sample),
-        sec.funnel(stats, charts),
-        sec.redactions(stats),
-        sec.rules(stats, drop_examples(output_dir), charts),
-        sec.sources(sample, total, stats, source_funnel(output_dir)),
-        sec.cross_source(stats),
+        stage_sections.summary(output_dir, doc, stats, total, manifests, sample),
+        stage_sections.funnel(stats, charts),
+        stage_sections.redactions(stats),
+        stage_sections.rules(stats, drop_examples(output_dir), charts),
+        stage_sections.sources(sample, total, stats, source_funnel(output_dir)),
+        stage_sections.cross_source(stats),
     ]
     if sample is not None:
         sections += [
-            sec.languages(sample, charts),
-            sec.distribution(
+            corpus_sections.languages(sample, charts),
+            corpus_sections.distribution(
                 sample,
                 charts,
                 "Document length",
@@ -67,7 +66,7 @@ def build_report(
                 "characters (and tokens) per document",
                 log_x=True,
             ),
-            sec.distribution(
+            corpus_sections.distribution(
                 sample,
                 charts,
                 "Perplexity",
@@ -77,20 +76,20 @@ def build_report(
                 log_x=True,
                 category="ppl_bucket",
             ),
-            sec.duplicates(sample, charts),
-            sec.rehydration(sample, manifests, charts),
-            sec.pii(sample),
-            sec.distribution(
+            corpus_sections.duplicates(sample, charts),
+            corpus_sections.rehydration(sample, manifests, charts),
+            corpus_sections.pii(sample),
+            corpus_sections.distribution(
                 sample,
                 charts,
                 "Toxicity",
                 "toxicity.png",
-                sec.TOXICITY_SCORES,
+                corpus_sections.TOXICITY_SCORES,
                 "flagged-word fraction / classifier probability",
                 totals=("toxicity_removed",),
             ),
         ]
-    sections.append(sec.tokens(manifests, charts))
+    sections.append(corpus_sections.tokens(manifests, charts))
     if train_run:
         sections += provided_sections(train_run, dest)
     sections = [s for s in sections if s is not None]

@@ -1,10 +1,10 @@
 """PII redaction: find personal data in text and replace it with typed placeholders.
 
-Each detector is a regex that proposes candidates and a check that confirms them: checksums (Luhn for
-cards, mod-97 for IBANs, ISO 7064 for Chinese resident IDs), ``ipaddress`` for public addresses,
-digit counts and formats for phones. Dates, times, versions, prices, ISBNs and order numbers are what
-a naive digit regex hits, so numeric candidates right after a label such as "Order No." or "ISBN" are
-rejected. Every pattern is anchored on a boundary and bounded, so time stays linear in text length.
+Each detector is a regex that proposes candidates and a check that confirms them: checksums, issuers'
+formats and public addresses (``pii_checks``), digit counts and formats for phones. Dates, times,
+versions, prices, ISBNs and order numbers are what a naive digit regex hits, so numeric candidates right
+after a label such as "Order No." or "ISBN" are rejected. Every pattern is anchored on a boundary and
+bounded, so time stays linear in text length.
 
 Attributes: one int32 column per detector, ``pii_<type>`` (``pii_email``, ``pii_phone``, ...), plus
 ``pii_count``, their sum. Counts are taken before redaction; with ``redact: false`` text is unchanged.
@@ -13,8 +13,6 @@ Stats count ``redacted:<type>`` (``found:<type>`` with ``redact: false``) for th
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import re
 from typing import Literal, NamedTuple
 
@@ -23,6 +21,7 @@ from pydantic import Field
 
 from dataprep.core.registry import register
 from dataprep.core.stage import DocumentStage, with_column
+from dataprep.safety.pii_checks import card_ok, cn_id_ok, iban_end, ip_ok, ssn_ok
 
 PiiType = Literal["email", "phone", "ip", "credit_card", "iban", "ssn", "cn_id"]
 PLACEHOLDERS = {
@@ -78,7 +77,6 @@ _DATE_START = re.compile(
 )
 _IPV4 = re.compile(r"(?<![0-9A-Za-z.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9A-Za-z])(?!\.\d)")
 _IPV6 = re.compile(r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Za-z:])")
-_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
 _CARD = re.compile(
     _L + r"(?:[2-6]\d{12,18}|[2-6]\d{3}([ \-])\d{4}(?:\1\d{4}){1,2}(?:\1\d{1,4})?|3[47]\d{2}([ \-])\d{6}\2\d{5})" + _R
 )
@@ -150,166 +148,6 @@ def _is_thing_label(words: list[str]) -> bool:
     return w in _THING_WORDS or w.startswith(_THING_STEMS) or w.endswith(_THING_CJK)
 
 
-_IBAN_LENGTHS = dict(
-    AD=24,
-    AE=23,
-    AL=28,
-    AT=20,
-    AZ=28,
-    BA=20,
-    BE=16,
-    BG=22,
-    BH=22,
-    BR=29,
-    BY=28,
-    CH=21,
-    CR=22,
-    CY=28,
-    CZ=24,
-    DE=22,
-    DK=18,
-    DO=28,
-    EE=20,
-    EG=29,
-    ES=24,
-    FI=18,
-    FO=18,
-    FR=27,
-    GB=22,
-    GE=22,
-    GI=23,
-    GL=18,
-    GR=27,
-    GT=28,
-    HR=21,
-    HU=28,
-    IE=22,
-    IL=23,
-    IQ=23,
-    IS=26,
-    IT=27,
-    JO=30,
-    KW=30,
-    KZ=20,
-    LB=28,
-    LC=32,
-    LI=21,
-    LT=20,
-    LU=20,
-    LV=21,
-    MC=27,
-    MD=24,
-    ME=22,
-    MK=19,
-    MR=27,
-    MT=31,
-    MU=30,
-    NL=18,
-    NO=15,
-    PK=24,
-    PL=28,
-    PS=29,
-    PT=25,
-    QA=29,
-    RO=24,
-    RS=22,
-    SA=24,
-    SC=31,
-    SE=24,
-    SI=19,
-    SK=24,
-    SM=27,
-    ST=25,
-    SV=28,
-    TL=23,
-    TN=24,
-    TR=26,
-    UA=29,
-    VA=22,
-    VG=24,
-    XK=20,
-)
-_CN_REGIONS = {11, 12, 13, 14, 15, 21, 22, 23, 31, 32, 33, 34, 35, 36, 37, 41, 42, 43, 44, 45, 46, 50,
-               51, 52, 53, 54, 61, 62, 63, 64, 65, 71, 81, 82, 83, 91}  # fmt: skip
-_CARD_PREFIXES = ("4", "34", "37", "36", "38", "39", "30", "35", "5", "2", "60", "62", "64", "65", "63", "67")
-
-
-# ---------------------------------------------------------------------------------------------
-# Checks
-
-
-def luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def iban_ok(compact: str) -> bool:
-    if _IBAN_LENGTHS.get(compact[:2]) != len(compact):
-        return False
-    rearranged = compact[4:] + compact[:4]
-    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
-
-
-def cn_id_ok(s: str) -> bool:
-    if int(s[:2]) not in _CN_REGIONS:
-        return False
-    try:
-        born = datetime.date(int(s[6:10]), int(s[10:12]), int(s[12:14]))
-    except ValueError:
-        return False
-    if born > datetime.date.today():
-        return False
-    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-    check = "10X98765432"[sum(int(c) * w for c, w in zip(s[:17], weights)) % 11]
-    return s[17].upper() == check
-
-
-def _card_ok(digits: str) -> bool:
-    n = len(digits)
-    if not 13 <= n <= 19 or not digits.startswith(_CARD_PREFIXES) or not luhn_ok(digits):
-        return False
-    if digits.startswith(("34", "37")):
-        return n == 15
-    if digits.startswith("2"):  # Mastercard 2-series: 2221-2720
-        return n == 16 and 2221 <= int(digits[:4]) <= 2720
-    if digits.startswith("5"):  # Mastercard 51-55 (16), Maestro 50/56-58 (12-19)
-        return n == 16 or digits[1] in "0678"
-    return True
-
-
-def _iban_end(candidate: str) -> int | None:
-    """Length of the valid IBAN at the start of ``candidate`` (the regex may take a following word
-    such as "BANK" as one more group), or None."""
-    want = _IBAN_LENGTHS.get(candidate[:2])
-    seen = 0
-    for end, ch in enumerate(candidate, 1):
-        seen += ch != " "
-        if seen == want:
-            if end < len(candidate) and candidate[end] != " ":
-                return None
-            return end if iban_ok(candidate[:end].replace(" ", "")) else None
-    return None
-
-
-def _ssn_ok(area: str, group: str, serial: str) -> bool:
-    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
-
-
-def _ip_ok(candidate: str) -> bool:
-    try:
-        addr = ipaddress.ip_address(candidate)
-    except ValueError:
-        return False
-    if addr.version == 6 and addr not in _GLOBAL_UNICAST:
-        return False
-    return addr.is_global and not addr.is_multicast
-
-
 # ---------------------------------------------------------------------------------------------
 # Detection
 
@@ -344,7 +182,7 @@ def _numeric_spans(text: str, pos: int, endpos: int, types, digits: int, dots: i
                 spans.append(Span(m.start(), m.end(), "cn_id"))
     if "credit_card" in types and digits >= 13:
         for m in _CARD.finditer(text, pos, endpos):
-            if _card_ok(re.sub(r"[ \-]", "", m.group())) and not _labelled_not_pii(text, m.start(), m.end()):
+            if card_ok(re.sub(r"[ \-]", "", m.group())) and not _labelled_not_pii(text, m.start(), m.end()):
                 spans.append(Span(m.start(), m.end(), "credit_card"))
     if "ssn" in types and digits >= 9:
         for m in _SSN.finditer(text, pos, endpos):
@@ -352,13 +190,13 @@ def _numeric_spans(text: str, pos: int, endpos: int, types, digits: int, dots: i
             formatted = m.group(2) == "-" or "ssn" in words[-3:] or "security" in words[-3:]
             if (
                 formatted
-                and _ssn_ok(m.group(1), m.group(3), m.group(4))
+                and ssn_ok(m.group(1), m.group(3), m.group(4))
                 and not _labelled_not_pii(text, m.start(), m.end())
             ):
                 spans.append(Span(m.start(), m.end(), "ssn"))
     if "ip" in types and dots >= 3:
         for m in _IPV4.finditer(text, pos, endpos):
-            if _ip_ok(m.group()) and not _VERSION_WORDS.intersection(_words_before(text, m.start(), 20)[-1:]):
+            if ip_ok(m.group()) and not _VERSION_WORDS.intersection(_words_before(text, m.start(), 20)[-1:]):
                 spans.append(Span(m.start(), m.end(), "ip"))
     if "phone" in types and digits >= 7:
         for pattern in _PHONE_PATTERNS:
@@ -391,11 +229,11 @@ def find_pii(text: str, types: list[str] | tuple[str, ...] = tuple(ALL_TYPES)) -
             at = text.find("@", m.end() if m else at + 1)
     if "iban" in types:
         for m in _IBAN.finditer(text):
-            end = _iban_end(m.group())
+            end = iban_end(m.group())
             if end:
                 spans.append(Span(m.start(), m.start() + end, "iban"))
     if "ip" in types and text.count(":") >= 2:
-        spans += [Span(m.start(), m.end(), "ip") for m in _IPV6.finditer(text) if _ip_ok(m.group())]
+        spans += [Span(m.start(), m.end(), "ip") for m in _IPV6.finditer(text) if ip_ok(m.group())]
     for chunk in _NUMERIC_CHUNK.finditer(text):
         digits, dots = _count_digits(chunk.group()), chunk.group().count(".")
         if digits >= 7 or (digits >= 4 and dots >= 3):

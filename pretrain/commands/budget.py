@@ -1,5 +1,5 @@
 """``pretrain budget``: compute-optimal N and D for a budget, a corpus and an inference load
-(``pretrain.planning.budget_report``)."""
+(``pretrain.planning.budget_answer``; its text: ``pretrain.planning.budget_report``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from dataclasses import fields
 
 from dataprep.core.errors import UsageError
 from pretrain.planning.budget import FITS, METHODS
-from pretrain.planning.budget_report import ALLOCATION_FITS, BudgetQuestion, budget_answer, format_report
+from pretrain.planning.budget_answer import budget_answer
+from pretrain.planning.budget_inputs import ALLOCATION_FITS, BudgetQuestion
+from pretrain.planning.budget_report import format_report
 from pretrain.planning.cost import add_cost_arguments, cost_rates, format_cost, run_cost
 
 

@@ -15,22 +15,29 @@ from pretrain.config import save_yaml
 from pretrain.planning.budget import METHODS
 from pretrain.planning.checkpoint_interval import WRITE_GBS_PER_NODE, plan_checkpoint_interval
 from pretrain.planning.cost import add_cost_arguments, cost_rates, format_comparison, format_cost, plan_cost
-from pretrain.planning.plan import plan, train_config
+from pretrain.planning.plan import plan
 from pretrain.planning.plan_inputs import plan_document_tokens, plan_gpu, plan_model, plan_tokens
 from pretrain.planning.plan_memory import PRECISIONS
 from pretrain.planning.plan_report import format_report
+from pretrain.planning.plan_result import train_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cluster = parser.add_argument_group("the cluster")
-    run = parser.add_argument_group("the run")
-    written = parser.add_argument_group("the training config it writes")
-    failures = parser.add_argument_group("checkpoint interval (Young/Daly)")
     parser.add_argument(
         "model",
         help="model config YAML, preset (tiny, 125m, 350m, 1b, 3b, 7b) or a parameter count "
         "(70B: shaped by pretrain size)",
     )
+    _add_cluster_arguments(parser)
+    _add_run_arguments(parser)
+    _add_checkpoint_interval_arguments(parser)
+    _add_written_config_arguments(parser)
+    add_cost_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster = parser.add_argument_group("the cluster")
     cluster.add_argument("--gpus", type=int, default=1, help="number of GPUs (default 1)")
     cluster.add_argument(
         "--gpu", default="h100", help="GPU type: h100, h200, a100-80gb, a100-40gb, l4, ... (default h100)"
@@ -53,6 +60,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "print days, GPU-hours and money side by side",
     )
     cluster.add_argument("--gpus-per-node", type=int, help="GPUs per node: the tensor-parallel limit (default 8)")
+    cluster.add_argument(
+        "--precision",
+        choices=list(PRECISIONS),
+        default="bf16",
+        help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
+        "matmuls) or fp32: memory and the peak FLOP/s the step is timed at (H100: 989, 989, "
+        "494.5, 67 TFLOP/s)",
+    )
+    cluster.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    run = parser.add_argument_group("the run")
     run.add_argument("--seq-len", type=int, help="training sequence length (default: the model's max_seq_len)")
     run.add_argument("--micro-batch", type=int, default=4, help="sequences per GPU per forward (default 4)")
     run.add_argument(
@@ -76,14 +96,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "given",
     )
     run.add_argument("--tp", type=int, help="also show the memory breakdown at this tensor-parallel degree")
-    cluster.add_argument(
-        "--precision",
-        choices=list(PRECISIONS),
-        default="bf16",
-        help="bf16 (default), fp16 (loss scaling; no pipeline stages), tf32 (fp32 weights, TF32 "
-        "matmuls) or fp32: memory and the peak FLOP/s the step is timed at (H100: 989, 989, "
-        "494.5, 67 TFLOP/s)",
-    )
     run.add_argument(
         "--no-sync-accumulation",
         action="store_true",
@@ -96,7 +108,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.1,
         help="pipeline bubble to stay under, interleaving stages if needed (default 0.1)",
     )
-    cluster.add_argument("--mfu", type=float, default=0.4, help="assumed model FLOPs utilisation (default 0.4)")
     run.add_argument("--tokens", help="tokens to train on, e.g. 140B (default: the --method's D for N)")
     run.add_argument(
         "--epochs",
@@ -110,6 +121,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="approach1",
         help="scaling law for the default tokens (default approach1)",
     )
+
+
+def _add_checkpoint_interval_arguments(parser: argparse.ArgumentParser) -> None:
+    failures = parser.add_argument_group("checkpoint interval (Young/Daly)")
     failures.add_argument(
         "--mtbf-hours",
         type=float,
@@ -140,6 +155,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"GB/s each node writes to the checkpoint storage, for the estimated save time "
         f"(default {WRITE_GBS_PER_NODE:g})",
     )
+
+
+def _add_written_config_arguments(parser: argparse.ArgumentParser) -> None:
+    written = parser.add_argument_group("the training config it writes")
     add_output_argument(
         written,
         old=("--out",),
@@ -148,8 +167,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     written.add_argument("--data", action="append", help="token-shard directory for --output (repeatable)")
     written.add_argument("--run-dir", default="runs/plan", help="out_dir of the emitted training config")
-    add_cost_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from dataprep.core.storage import read_jsonl_records
+from dataprep.core.inputs import read_jsonl_records
 from dataprep.core.units import duration
 from dataprep.core.validation import ConfigError
 from pretrain.planning.hardware import peak_flops

@@ -25,6 +25,7 @@ from pretrain.planning.budget import ParametricLoss, minimise_log
 
 R_D_STAR = 15.387756  # repetitions of the data after which its value has decayed by 1/e
 R_N_STAR = 5.309743  # the same for parameters beyond the compute-optimal size for the data
+USEFUL_EPOCHS = 4  # Section 5: up to ~4 epochs are worth almost as much as fresh tokens
 SOURCE = (
     "Muennighoff et al. 2023, arXiv:2305.16264, Section 5: R_D* = 15.387756, R_N* = 5.309743 as published "
     "in github.com/huggingface/datablations ('Parametric Fit'; the paper prints 15.4 and 5.3)"

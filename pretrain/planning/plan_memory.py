@@ -225,7 +225,7 @@ def layout_memory(
 
 
 def communication(cfg: ModelConfig, lay, seq_len: int, precision: str = "bf16") -> dict[str, float]:
-    """Bytes each GPU sends per optimizer step of layout ``lay`` (a ``pretrain.planning.plan.Layout``), by mesh
+    """Bytes each GPU sends per optimizer step of layout ``lay`` (a ``pretrain.planning.plan_layouts.Layout``), by mesh
     dimension (ring collectives: (n-1)/n of the buffer per all-gather or reduce-scatter, twice that per
     all-reduce). FSDP gathers bf16 (fp16, fp32: fp32) weights in forward
     and backward (once under ZeRO-2) and reduce-scatters fp32 gradients, per micro-batch; DDP all-reduces

@@ -6,7 +6,7 @@ from dataprep.core.units import human
 from pretrain.planning.budget import DEEPSEEK
 from pretrain.planning.data_constrained import epochs_text, repetition_warning
 from pretrain.planning.hyperparameters import batch_text, fit_note
-from pretrain.planning.plan import ZERO_LEVEL_NAMES
+from pretrain.planning.plan_layouts import ZERO_LEVEL_NAMES
 from pretrain.planning.plan_memory import GB, OVERLAP
 
 

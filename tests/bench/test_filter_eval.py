@@ -11,7 +11,8 @@ import pytest
 
 from bench.quality import filter_eval
 from dataprep.quality.c4 import C4Quality
-from dataprep.quality.gopher import GopherQuality, GopherRepetition
+from dataprep.quality.gopher import GopherQuality
+from dataprep.quality.gopher_repetition import GopherRepetition
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.core.config import check_stages, load_config
-from dataprep.demo.corpus import load_pages, planted_pii, write_demo_warc, write_reference
+from dataprep.demo.corpus import write_demo_warc, write_reference
+from dataprep.demo.pages import load_pages, planted_pii
 from dataprep.tokenize.manifest import load_manifest
 from pipelines.cli import main as dataprep_cli
 from pipelines.pipeline_run import run_pipeline

@@ -12,6 +12,7 @@ import pytest
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
 from dataprep.demo import corpus as demo
+from dataprep.demo import pages as demo_pages
 from pipelines.cli import main as dataprep_main
 
 EXPECTED = {
@@ -47,7 +48,7 @@ def _responses(path: Path) -> dict[str, tuple]:
 def test_counts_match_the_records(warc):
     path, counts = warc
     assert counts == EXPECTED
-    pages = {p.url: p.category for p in demo.load_pages()}
+    pages = {p.url: p.category for p in demo_pages.load_pages()}
     found = Counter()
     for url, (_, content_type, _) in _responses(path).items():
         found[pages[url] if content_type == "text/html" else "non_html"] += 1
@@ -83,7 +84,7 @@ def test_pages_are_served_in_their_declared_encodings(warc):
     path, _ = warc
     responses = _responses(path)
     charsets = Counter()
-    for page in demo.load_pages():
+    for page in demo_pages.load_pages():
         declared, content_type, body = responses[page.url]
         assert content_type == "text/html"
         assert declared == (page.charset.lower() if page.header_charset else None), page.url
@@ -96,7 +97,7 @@ def test_pages_are_served_in_their_declared_encodings(warc):
                 body.decode("utf-8")
         charsets[page.charset] += 1
     assert charsets["windows-1251"] == 2 and charsets["gbk"] == 1
-    assert any(not p.header_charset for p in demo.load_pages())  # one page declares it only in <meta>
+    assert any(not p.header_charset for p in demo_pages.load_pages())  # one page declares it only in <meta>
     non_html = {ct for _, ct, _ in responses.values()} - {"text/html"}
     assert non_html == {"image/png", "application/pdf"}
     png = responses["https://www.riverside-gazette.com/static/img/logo.png"][2]
@@ -120,7 +121,7 @@ def _cn_id_ok(number: str) -> bool:
 
 def test_pii_registry_is_complete_and_valid(warc):
     path, _ = warc
-    planted = demo.planted_pii()
+    planted = demo_pages.planted_pii()
     kinds = Counter(kind for _, kind, _ in planted)
     assert set(kinds) == {"email", "phone", "ipv4", "ipv6", "credit_card", "iban", "us_ssn", "cn_id"}
     validators = {
@@ -131,7 +132,7 @@ def test_pii_registry_is_complete_and_valid(warc):
         "ipv6": lambda v: ipaddress.ip_address(v).is_global,
     }
     responses = _responses(path)
-    pages = {p.url: p for p in demo.load_pages()}
+    pages = {p.url: p for p in demo_pages.load_pages()}
     for url, kind, value in planted:
         assert validators.get(kind, bool)(value), (kind, value)
         assert pages[url].category == "pii"
@@ -139,7 +140,7 @@ def test_pii_registry_is_complete_and_valid(warc):
 
 
 def test_texts_have_the_promised_shape():
-    pages = demo.load_pages()
+    pages = demo_pages.load_pages()
     good = [p for p in pages if p.category == "good"]
     langs = Counter(p.lang for p in good)
     assert langs == {"en": 20, "de": 5, "zh": 5, "fr": 4, "es": 4, "ru": 2}
@@ -155,11 +156,11 @@ def test_texts_have_the_promised_shape():
             assert 0 < len(changed) <= 20, page.url
         if page.category == "exact_duplicate":
             assert page.text == by_url[page.source].text and page.url != page.source
-    assert sum(f.stat().st_size for f in demo.ASSETS.rglob("*") if f.is_file()) < 1_000_000
+    assert sum(f.stat().st_size for f in demo_pages.ASSETS.rglob("*") if f.is_file()) < 1_000_000
 
 
 def test_bad_asset_is_a_clear_error():
-    page = demo.DemoPage(
+    page = demo_pages.DemoPage(
         url="https://x.example/",
         category="pii",
         lang="en",
@@ -169,7 +170,7 @@ def test_bad_asset_is_a_clear_error():
         pii=(("email", "a@b.example"),),
     )
     with pytest.raises(ValueError, match="planted email"):
-        demo._validate([page])
+        demo_pages._validate([page])
 
 
 def test_cli_writes_the_same_bytes(tmp_path, warc, capsys):
@@ -204,7 +205,7 @@ def test_the_demos_model_learns(tmp_path, monkeypatch, capsys):
     from pretrain.planning.data_constrained import R_D_STAR
 
     root = Path(__file__).resolve().parents[2]
-    texts = [p.text for p in demo.load_pages("good")]
+    texts = [p.text for p in demo_pages.load_pages("good")]
     shards = tmp_path / "shards"
     Tokenize(
         tokenizer=str(tmp_path / "tokenizer"),

@@ -12,7 +12,8 @@ from dataprep.core.runner import run_stages
 from dataprep.core.signals import AnnotatedStage, ReplayStage, replay_plan, signal_stages, unstored_columns
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
-from dataprep.quality.gopher import GopherQuality, GopherRepetition
+from dataprep.quality.gopher import GopherQuality
+from dataprep.quality.gopher_repetition import GopherRepetition
 from dataprep.safety.pii import PiiScrubber
 from quality_parity import build_texts
 

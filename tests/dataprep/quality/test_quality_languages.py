@@ -15,7 +15,8 @@ import yaml
 
 from dataprep.html.extract import Extract
 from dataprep.quality import languages
-from dataprep.quality.gopher import GopherQuality, GopherRepetition
+from dataprep.quality.gopher import GopherQuality
+from dataprep.quality.gopher_repetition import GopherRepetition
 from dataprep.quality.languages import (
     LANGUAGES,
     LanguageSettings,

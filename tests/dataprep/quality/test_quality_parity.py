@@ -17,7 +17,8 @@ import pytest
 import quality_parity as golden_mod
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
-from dataprep.quality.gopher import GopherQuality, GopherRepetition
+from dataprep.quality.gopher import GopherQuality
+from dataprep.quality.gopher_repetition import GopherRepetition
 from dataprep.quality.languages import split_words
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,7 +14,8 @@ import yaml
 from dataprep.core.config import ConfigError, load_config
 from dataprep.quality.c4 import C4Quality
 from dataprep.quality.fineweb import FineWebQuality
-from dataprep.quality.gopher import GopherQuality, GopherRepetition, NGrams, collapse_doubled_lines
+from dataprep.quality.gopher import GopherQuality
+from dataprep.quality.gopher_repetition import GopherRepetition, NGrams, collapse_doubled_lines
 from dataprep.quality.languages import count_sentences, split_words
 
 ROOT = Path(__file__).resolve().parents[3]

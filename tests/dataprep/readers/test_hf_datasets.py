@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataprep.core.config import InputConfig, load_config
+from dataprep.core.inputs import expand_inputs
 from dataprep.core.stage import concat
-from dataprep.core.storage import expand_inputs
 from dataprep.readers import detect_format, iter_documents
 from pipelines.pipeline_run import run_pipeline
 

@@ -15,9 +15,9 @@ import pytest
 
 from archives import tar_bytes
 from dataprep.core.config import InputConfig
+from dataprep.core.inputs import expand_inputs, read_jsonl_records
 from dataprep.core.stage import DROP_REASON, concat
 from dataprep.core.stats import StageStats
-from dataprep.core.storage import expand_inputs, read_jsonl_records
 from dataprep.readers import expand_code_inputs, iter_documents
 
 SECRET = "root:x:0:0:SECRET-HASH:/root:/bin/bash"

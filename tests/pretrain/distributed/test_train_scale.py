@@ -124,7 +124,8 @@ def test_planner_counts_unsharded_gradients_of_no_sync_accumulation():
     FSDP and a micro-batch of 1 by default, but needs TP or recomputation with no-sync."""
     from pretrain.models.llama import num_params
     from pretrain.planning.hardware import get_gpu
-    from pretrain.planning.plan import layout_memory, plan
+    from pretrain.planning.plan import plan
+    from pretrain.planning.plan_memory import layout_memory
     from pretrain.planning.sizing import size_model
 
     cfg, h100 = size_model(13e9), get_gpu("h100")

@@ -16,8 +16,10 @@ from pretrain.planning.budget import estimate
 from pretrain.planning.flops import deepseek_flops_per_token, flops_per_token
 from pretrain.planning.hardware import GPUS, get_gpu, peak_flops
 from pretrain.planning.hyperparameters import optimal_hyperparameters, warmup_steps
-from pretrain.planning.plan import activations, layout_memory, model_states, plan, train_config
+from pretrain.planning.plan import plan
+from pretrain.planning.plan_memory import activations, layout_memory, model_states
 from pretrain.planning.plan_report import format_report
+from pretrain.planning.plan_result import train_config
 from pretrain.planning.sizing import PRESET_DIR, PRESET_SIZES, preset, size_model
 
 H100 = GPUS["h100"]
@@ -339,7 +341,7 @@ def test_sensible_layouts_on_h100s(params, gpus, expect):
 def test_links_a_dimension_crosses():
     """TP stays on NVLink; a data-parallel or pipeline group wider than a node runs at the NICs' speed, and
     slower NICs make the same layout slower."""
-    from pretrain.planning.plan import Layout
+    from pretrain.planning.plan_layouts import Layout
     from pretrain.planning.plan_memory import link_bandwidths
 
     bw = link_bandwidths(Layout("zero3", 8, 4, "none", 1, pp=2), H100, 64, 8)

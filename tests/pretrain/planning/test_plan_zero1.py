@@ -11,8 +11,9 @@ import pytest
 from pretrain.cli import main as cli
 from pretrain.config import load_train_config
 from pretrain.models.llama import num_params
-from pretrain.planning.plan import RUNNABLE_ZERO_LEVELS, plan
+from pretrain.planning.plan import plan
 from pretrain.planning.plan_inputs import plan_gpu, plan_model
+from pretrain.planning.plan_layouts import RUNNABLE_ZERO_LEVELS
 
 
 def test_zero1_is_chosen_where_ddp_does_not_fit_and_counts_its_sharded_adam_states():
