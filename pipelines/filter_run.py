@@ -27,11 +27,12 @@ from dataprep.core.stage import DROP_REASON, DROP_STAGE, GlobalStage
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import join_path, read_text
 from dataprep.readers import READ_STAGE
-from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult
+from pipelines.pipeline_run import PipelineRun, RunResult
 from pipelines.signals_run import MANIFEST, SIGNALS_DIR, stored_prepared
 from pipelines.steps import plan_steps, use_shipped_assets
 from pipelines.tasks import (
     DATA_DIR,
+    DONE_MARKER,
     PART,
     merged_stats,
     read_decisions,

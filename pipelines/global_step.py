@@ -5,7 +5,7 @@ The stage's ``prepare`` runs as tasks over the previous step's parts, each savin
 decision (the Spark form ``pipelines.global_runners`` names) is saved as ``_DECIDED.json`` and its rows
 under ``_decisions/``, split by the part of the previous step holding each document; a rerun with the
 same config over the same parts reuses it. The stage's applier then runs on each part as the tasks of
-a fused step do (``PipelineRun._run_fused``), and a rerun keeps those that finished with this decision.
+a fused step do (``pipelines.fused_step``), and a rerun keeps those that finished with this decision.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import uuid
 from dataprep.core.runner import AppliedStage
 from dataprep.core.stats import StageStats
 from dataprep.core.storage import atomic_write_text, join_path, remove_tree
+from pipelines.fused_step import plan_tasks
 from pipelines.progress import Progress, executor_fixed_cpu_seconds, executor_seconds, python_cpu
 from pipelines.steps import Step, StepContext, make_prepare_fn
 from pipelines.tasks import DATA_DIR, PART, parquet_parts, read_marker, read_markers, task_key
@@ -121,7 +122,7 @@ def prepare(run, step: Step, step_dir: str, previous_dir: str, fingerprint: str,
     spark, config = run.spark, run.config
     prepared_dir = join_path(step_dir, PREPARED_DIR)
     input_dir = join_path(previous_dir, DATA_DIR)
-    done, todo = run._plan_tasks(prepared_dir, parquet_parts(input_dir), fingerprint, by_name=True)
+    done, todo = plan_tasks(run, prepared_dir, parquet_parts(input_dir), fingerprint, by_name=True)
     context = spark.sparkContext
     if done:
         print(f"step {step.name}: reusing {len(done)} prepared tasks, running {len(todo)}", flush=True)

@@ -13,15 +13,13 @@ A step whose stage errors exceed the config's ``error_budget`` fails: no marker,
 printed and saved to ``steps/NN_name/_ERRORS.json``; rerunning after the fix resumes at that step,
 redoing its tasks that had errors. A stage failing on most documents stops its step early (both:
 ``pipelines.fail_fast``).
-Model files a stage names are shipped with the job to cluster executors (``addFile``).
+Model files a stage names are shipped with the job to cluster executors (``pipelines.steps.ship_assets``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -29,34 +27,21 @@ from dataclasses import dataclass
 from dataprep.core.config import PipelineConfig
 from dataprep.core.errors import UsageError, WorkFailed
 from dataprep.core.inputs import check_output_outside_inputs, expand_inputs
-from dataprep.core.provenance import code_version, listing, now, sha256_json
 from dataprep.core.run_record import record_written
-from dataprep.core.runner import fused_schema
 from dataprep.core.stage import DROP_REASON, DROP_STAGE
 from dataprep.core.stats import StageStats, format_table, merge_all, save_json
-from dataprep.core.storage import atomic_write_text, is_url, join_path
-from dataprep.readers import READ_STAGE, expand_code_inputs, read_schema
+from dataprep.core.storage import atomic_write_text, join_path
+from dataprep.readers import READ_STAGE, expand_code_inputs
 from pipelines import global_step
-from pipelines.fail_fast import ErrorWatch, check_budget, fail_step
+from pipelines.fail_fast import check_budget
+from pipelines.fused_step import run_fused_step
 from pipelines.input_changes import describe_changes, input_state
 from pipelines.interrupt import check_interrupted, interruptible
-from pipelines.progress import Progress
-from pipelines.run_folder import check_dataset_folder, claim
-from pipelines.steps import Step, file_tasks, make_partition_fn, plan_steps
-from pipelines.tasks import (
-    DATA_DIR,
-    merged_stats,
-    parquet_parts,
-    read_marker,
-    read_markers,
-    remove_others,
-    reusable,
-    task_key,
-    write_empty,
-)
+from pipelines.run_folder import check_dataset_folder, claim_output
+from pipelines.steps import Step, plan_steps, ship_assets
+from pipelines.tasks import DONE_MARKER, fingerprint_of, read_marker, write_step_marker
 
 log = logging.getLogger("ccpretrain")
-DONE_MARKER = "_STEP_DONE.json"
 
 
 class NoReadableInput(WorkFailed):
@@ -76,10 +61,6 @@ class RunResult:
     files: int
     skipped_steps: int
     steps: list[dict]  # per step: skipped, tasks, tasks_reused
-
-
-def _fingerprint(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class PipelineRun:
@@ -116,11 +97,11 @@ class PipelineRun:
     def _run(self) -> RunResult:
         cfg = self.config
         files = self._input_files()
-        self._claim_output(files)
+        claim_output(cfg, self.steps, files, self.overwrite)
         print(f"dataprep: {len(files)} input files, {len(self.steps)} steps -> {self.out}", flush=True)
         ship_assets(self.spark, self.config.stages)
         state = input_state(files)  # a file changed since a step read it: that step and the ones after are redone
-        fingerprint = _fingerprint({"files": files, "input": cfg.input.model_dump(mode="json"), "state": state})
+        fingerprint = fingerprint_of({"files": files, "input": cfg.input.model_dump(mode="json"), "state": state})
         all_stats: list[StageStats] = []
         steps_done: list[dict] = []  # per step: its tasks and how many a previous run had finished
         skipped = 0
@@ -128,7 +109,7 @@ class PipelineRun:
         redo = self.force
         for step in self.steps:
             check_interrupted()
-            fingerprint = _fingerprint([fingerprint, step.fingerprint()])
+            fingerprint = fingerprint_of([fingerprint, step.fingerprint()])
             step_dir = join_path(self.out, "steps", step.name)
             marker = None if redo else read_marker(join_path(step_dir, DONE_MARKER))
             if marker and step.reads_input and (changes := describe_changes(marker.get("inputs", {}), state)):
@@ -148,19 +129,7 @@ class PipelineRun:
                 if step.reads_input:  # before the budget: all input unreadable is the one thing to say
                     check_input_read(stats, len(files))
                 check_budget(self.spark, step.name, step_dir, stats, cfg.error_budget)
-                atomic_write_text(
-                    join_path(step_dir, DONE_MARKER),
-                    json.dumps(
-                        {
-                            "fingerprint": fingerprint,
-                            "wall_seconds": wall,
-                            **tasks,
-                            "stats": [s.to_dict() for s in stats],
-                            **({"inputs": state} if step.reads_input else {}),
-                        },
-                        indent=1,
-                    ),
-                )
+                write_step_marker(step_dir, fingerprint, wall, tasks, stats, state if step.reads_input else None)
                 steps_done.append({"step": step.name, "skipped": False, **tasks})
                 print(f"step {step.name}: done in {wall:.1f}s", flush=True)
             all_stats.extend(stats)
@@ -204,35 +173,6 @@ class PipelineRun:
         check_output_outside_inputs(self.out, cfg.input.paths)
         return files
 
-    # -- checks --------------------------------------------------------------------------------
-
-    def _claim_output(self, files: list[str]) -> None:
-        """Refuse (before any work) an output folder that holds another run's output, unless overwriting."""
-        cfg = self.config
-        identity = _fingerprint(
-            {
-                "files": files,
-                "input": cfg.input.model_dump(mode="json"),
-                "output": cfg.output.model_dump(mode="json", exclude={"dir"}),
-                "steps": [step.fingerprint() for step in self.steps],
-            }
-        )
-        description = {"inputs": cfg.input.paths, "input_files": len(files), "stages": [s.name for s in cfg.stages]}
-        claim(self.out, identity, description, self.overwrite, tuple(step.name for step in self.steps))
-        run = {
-            "identity": identity,
-            "config": cfg.source_path,
-            "config_sha256": sha256_json(cfg.model_dump(mode="json")),
-            "inputs": cfg.input.paths,
-            "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
-            "output": self.out if is_url(self.out) else os.path.abspath(self.out),
-            "stages": [s.name for s in cfg.stages],
-            "code": code_version(),
-            "time": now(),
-        }
-        for stage in cfg.stages:
-            stage.record_run(run)
-
     # -- steps ---------------------------------------------------------------------------------
 
     def _kept(self, step_dir: str):
@@ -248,10 +188,6 @@ class PipelineRun:
             return global_step.run_global_step(self, step, step_dir, previous_dir, fingerprint)
         return self._run_fused(step, step_dir, files, previous_dir, fingerprint)
 
-    def _write(self, df, path: str) -> None:
-        compression = self.config.output.compression
-        df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
-
     def _run_fused(
         self,
         step: Step,
@@ -262,120 +198,9 @@ class PipelineRun:
         stages: list | None = None,
         decisions: str | None = None,
     ) -> tuple[list[StageStats], dict]:
-        """Run the tasks of a fused step (or of a global step's ``stages``: its applier) that a previous
-        run did not finish (``pipelines.tasks``); return the step's stats, summed over all its tasks,
-        and its task counts."""
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        stages = step.stages if stages is None else stages
-
-        if step.reads_input:
-            input_dir, inputs, input_schema = None, files, read_schema(self.config.input.format)
-        else:  # the previous step's parts, by name: a moved output folder keeps its finished tasks
-            input_dir = join_path(previous_dir, DATA_DIR)
-            inputs = parquet_parts(input_dir)
-            input_schema = to_arrow_schema(self._kept(previous_dir).schema)
-        schema = fused_schema(stages, input_schema)
-        # One task per input file (small local files share one); later steps: per part of the previous step
-        done, todo = self._plan_tasks(step_dir, inputs, fingerprint, by_name=not step.reads_input)
-        if done:
-            print(f"step {step.name}: reusing {len(done)} finished tasks, running {len(todo)}", flush=True)
-        if todo:
-            self._run_tasks(step, stages, step_dir, input_dir, todo, input_schema, schema, fingerprint, decisions)
-        elif not done:
-            write_empty(step_dir, schema, self.config.output.compression)
-        names = ([READ_STAGE] if step.reads_input else []) + [s.name for s in stages]
-        stats, keys = merged_stats(self.spark, step_dir, names)
-        if len(keys) != len(done) + len(todo):
-            raise RuntimeError(
-                f"step {step.name}: {len(keys)} task markers for {len(done) + len(todo)} tasks; rerun to "
-                "redo the missing ones"
-            )
-        if keys:  # temporary files of tasks killed mid-write
-            remove_others(step_dir, keys)
-        return stats, {"tasks": len(keys), "tasks_reused": len(done)}
-
-    def _plan_tasks(
-        self, task_dir: str, inputs: list[str], fingerprint: str, by_name: bool
-    ) -> tuple[dict[str, dict], list[list[str]]]:
-        """The tasks in ``task_dir`` a rerun keeps (``pipelines.tasks.reusable``; everything else there is
-        deleted) and the inputs they do not cover, grouped into tasks (``file_tasks``); ``by_name``: inputs
-        are named by their file name (parts of the previous step, so a moved output keeps its tasks)."""
-        name = (lambda path: path.rsplit("/", 1)[-1]) if by_name else (lambda path: path)
-        done = (
-            {}
-            if self.force
-            else reusable(read_markers(self.spark, task_dir), fingerprint, [name(p) for p in inputs], task_dir)
-        )
-        remove_others(task_dir, done)
-        covered = {path for marker in done.values() for path in marker["inputs"]}
-        groups = file_tasks([p for p in inputs if name(p) not in covered], self.spark.sparkContext.defaultParallelism)
-        return done, [[name(p) for p in group] for group in groups]
-
-    def _run_tasks(
-        self,
-        step: Step,
-        stages: list,
-        step_dir: str,
-        input_dir: str | None,
-        todo: list[list[str]],
-        input_schema,
-        schema,
-        fingerprint: str,
-        decisions: str | None,
-    ) -> None:
-        """Run ``todo`` as Spark tasks, one row each of a ``spark.range`` (made in the JVM: a DataFrame
-        built from a Python RDD would start a second Python worker per task just to convert its rows).
-        The first wave (a task per core) runs alone when there are more, so a stage failing on most
-        documents stops the step after one task's time; later ones are watched as they finish."""
-        context = self.spark.sparkContext
-        slots = context.defaultParallelism
-        single = all(len(task) == 1 for task in todo) and step.reads_input
-        group = f"dataprep-{step.name}-{fingerprint}"
-        waves = [(0, slots), (slots, len(todo))] if len(todo) > slots else [(0, len(todo))]
-        with (
-            Progress(self.spark, step.name, unit="files" if single else "tasks", total=len(todo)) as progress,
-            ErrorWatch(self.spark, self.config.error_budget, group) as watch,
-        ):
-            fn = make_partition_fn(
-                step,
-                stages,
-                self.config.input,
-                input_dir,
-                input_schema,
-                schema,
-                self.config.output.write_dropped,
-                step_dir,
-                fingerprint,
-                context.broadcast(todo),
-                self.config.output.compression,
-                progress.docs,
-                watch.stats,
-                decisions,
-            )
-            context.setJobGroup(group, f"dataprep step {step.name}", interruptOnCancel=True)
-            try:
-                for start, end in waves:
-                    try:
-                        tasks = self.spark.range(start, end, 1, end - start).mapInArrow(fn, "task long")
-                        tasks.write.format("noop").mode("overwrite").save()
-                    except Exception:
-                        if not watch.failed:
-                            raise
-                    if watch.failed or (end < len(todo) and watch.check()):  # the last wave: the exact check decides
-                        keys = {task_key(task) for task in todo}
-                        ran = sum(marker.get("key") in keys for marker in read_markers(self.spark, step_dir))
-                        fail_step(
-                            self.spark,
-                            step.name,
-                            step_dir,
-                            watch.failed,
-                            self.config.error_budget,
-                            f"stopped early with {ran} of {len(todo)} tasks done: ",
-                        )
-            finally:
-                context.setLocalProperty("spark.jobGroup.id", None)
-        progress.finish()
+        """A fused step's tasks (``pipelines.fused_step``); a run over stored signals runs its first step's
+        tasks over them instead."""
+        return run_fused_step(self, step, step_dir, files, previous_dir, fingerprint, stages, decisions)
 
     def _prepare(self, step: Step, step_dir: str, previous_dir: str, fingerprint: str, prepare) -> tuple:
         """A global step's per-document rows (``pipelines.global_step.prepare``); a run over stored signals reads
@@ -391,6 +216,10 @@ class PipelineRun:
         check_dataset_folder(corpus_dir)
         self._write(df, corpus_dir)
         atomic_write_text(marker, json.dumps({"fingerprint": fingerprint}))
+
+    def _write(self, df, path: str) -> None:
+        compression = self.config.output.compression
+        df.write.mode("overwrite").option("compression", "none" if compression == "none" else compression).parquet(path)
 
     @staticmethod
     def _corpus_frame(df):
@@ -416,23 +245,6 @@ def check_input_read(stats: list[StageStats], files: int) -> None:
             f"{', '.join(f'{n} {c}' for c, n in causes.most_common() if n)}{first}. "
             "Check input.paths (--input) and input.format"
         )
-
-
-def ship_assets(spark, stages) -> None:
-    """On a cluster, send the model files and folders stages name to every executor: their paths
-    are the driver's, which executors (other machines, packed environments) may not have."""
-    paths = {p for stage in stages for p in stage.asset_paths() if p and os.path.exists(p)}
-    if not paths or spark.sparkContext.master.startswith("local"):
-        return
-    names: dict[str, str] = {}
-    for path in sorted(paths):
-        name = os.path.basename(os.path.abspath(path))
-        if names.setdefault(name, path) != path:
-            raise UsageError(
-                f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by "
-                "name: rename one"
-            )
-        spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 
 
 def nothing_kept(stage: StageStats, out: str) -> str:

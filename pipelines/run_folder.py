@@ -5,7 +5,8 @@ files and every setting that changes a document or a file it writes) and a short
 people. A rerun with the same identity resumes (the steps' own markers say what is left); any other run
 is refused before Spark starts, leaving the folder byte-for-byte as it was, unless ``overwrite``. Spark
 settings and the error budget are not part of the identity: the same run may resume on a cluster, or
-with a larger budget after a failure.
+with a larger budget after a failure. Having claimed it, the run hands its lineage (config, input
+listing, code version) to the stages that record it, such as tokenize's manifest (``claim_output``).
 
 The record also lists what the run wrote (``written``): files by name, and the folders Spark writes whole
 (``steps/NN_name/``, ``corpus/``) with a trailing ``/``. ``overwrite`` removes only those, and refuses,
@@ -14,13 +15,18 @@ naming them, when the folder holds anything else: nothing deletes a file the too
 
 from __future__ import annotations
 
+import os
 import time
 
 import fsspec
 
+from dataprep.core.config import PipelineConfig
 from dataprep.core.errors import UsageError
+from dataprep.core.provenance import code_version, listing, now, sha256_json
 from dataprep.core.run_record import RUN_MARKER, read_record, write_record
-from dataprep.core.storage import join_path, remove_tree
+from dataprep.core.storage import is_url, join_path, remove_tree
+from pipelines.steps import Step
+from pipelines.tasks import fingerprint_of
 
 # What every pipeline run writes, besides its steps: Spark dataset folders (written whole) and files.
 RUN_ENTRIES = ("corpus/", "_checkpoints/", "stats.json")
@@ -95,6 +101,35 @@ def claim(
             "written": written,
         },
     )
+
+
+def claim_output(config: PipelineConfig, steps: list[Step], files: list[str], overwrite: bool) -> None:
+    """Refuse (before any work) an output folder that holds another run's output, unless overwriting; then
+    hand the stages that record it (tokenize's manifest) the run's lineage: config, input listing, code."""
+    identity = fingerprint_of(
+        {
+            "files": files,
+            "input": config.input.model_dump(mode="json"),
+            "output": config.output.model_dump(mode="json", exclude={"dir"}),
+            "steps": [step.fingerprint() for step in steps],
+        }
+    )
+    out = config.output.dir
+    description = {"inputs": config.input.paths, "input_files": len(files), "stages": [s.name for s in config.stages]}
+    claim(out, identity, description, overwrite, tuple(step.name for step in steps))
+    run = {
+        "identity": identity,
+        "config": config.source_path,
+        "config_sha256": sha256_json(config.model_dump(mode="json")),
+        "inputs": config.input.paths,
+        "input_listing": listing([f if is_url(f) else os.path.abspath(f) for f in files]),
+        "output": out if is_url(out) else os.path.abspath(out),
+        "stages": [s.name for s in config.stages],
+        "code": code_version(),
+        "time": now(),
+    }
+    for stage in config.stages:
+        stage.record_run(run)
 
 
 def _files(out: str) -> list[str]:

@@ -27,9 +27,19 @@ from dataprep.core.stats import format_table, merge_all, save_json
 from dataprep.core.storage import atomic_write_text, join_path
 from dataprep.quality.top_fraction import TopFraction
 from pipelines.fail_fast import check_budget
-from pipelines.pipeline_run import DONE_MARKER, PipelineRun, RunResult, _fingerprint, check_input_read, ship_assets
-from pipelines.steps import Step
-from pipelines.tasks import DATA_DIR, PART, parquet_parts, read_decisions, read_marker
+from pipelines.pipeline_run import PipelineRun, RunResult, check_input_read
+from pipelines.run_folder import claim_output
+from pipelines.steps import Step, ship_assets
+from pipelines.tasks import (
+    DATA_DIR,
+    DONE_MARKER,
+    PART,
+    fingerprint_of,
+    parquet_parts,
+    read_decisions,
+    read_marker,
+    write_step_marker,
+)
 
 SIGNALS_DIR = "signals"
 MANIFEST = "_SIGNALS.json"  # what filter needs: the stages and settings that made the signals
@@ -52,7 +62,7 @@ class SignalsRun(PipelineRun):
 
     def run(self) -> RunResult:
         files = self._input_files()
-        self._claim_output(files)
+        claim_output(self.config, self.steps, files, self.overwrite)
         signals_dir = join_path(self.out, SIGNALS_DIR)
         step = self.steps[0]
         print(
@@ -60,7 +70,7 @@ class SignalsRun(PipelineRun):
             flush=True,
         )
         ship_assets(self.spark, self.config.stages)
-        fingerprint = _fingerprint(
+        fingerprint = fingerprint_of(
             [
                 {"files": files, "input": self.config.input.model_dump(mode="json")},
                 step.fingerprint(),
@@ -86,18 +96,7 @@ class SignalsRun(PipelineRun):
             "stages": [{"name": s.name, "params": s.model_dump(mode="json")} for s in self.config.stages],
         }
         atomic_write_text(join_path(signals_dir, MANIFEST), json.dumps(manifest, indent=1))
-        atomic_write_text(
-            join_path(signals_dir, DONE_MARKER),
-            json.dumps(
-                {
-                    "fingerprint": fingerprint,
-                    "wall_seconds": time.perf_counter() - t0,
-                    **tasks,
-                    "stats": [s.to_dict() for s in stats],
-                },
-                indent=1,
-            ),
-        )
+        write_step_marker(signals_dir, fingerprint, time.perf_counter() - t0, tasks, stats)
         save_json(
             stats,
             join_path(self.out, "stats.json"),

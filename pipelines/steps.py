@@ -7,7 +7,8 @@ its ``prepare`` and ``applier`` run as tasks like document stages, its ``decide`
 
 Every step writes one Parquet dataset holding kept rows and dropped rows (text emptied unless the
 config asks for an audit trail). A fused step's tasks each write their own part of it and their
-stats, so a rerun after a crash keeps the finished tasks (``pipelines.tasks``).
+stats, so a rerun after a crash keeps the finished tasks (``pipelines.tasks``). On a cluster, the
+model files stages name travel with the job to every executor (``ship_assets``, ``use_shipped_assets``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow as pa
 from dataprep.core import storage
 from dataprep.core.applier import apply_task
 from dataprep.core.config import InputConfig
+from dataprep.core.errors import UsageError
 from dataprep.core.runner import AppliedStage, blank_text, conform, run_fused
 from dataprep.core.stage import DocumentStage, GlobalStage, Stage
 from dataprep.core.stats import StageStats
@@ -100,6 +102,23 @@ def file_tasks(files: list[str], slots: int) -> list[list[str]]:
         tasks[-1].append(path)
         filled += size
     return tasks
+
+
+def ship_assets(spark, stages) -> None:
+    """On a cluster, send the model files and folders stages name to every executor: their paths
+    are the driver's, which executors (other machines, packed environments) may not have."""
+    paths = {p for stage in stages for p in stage.asset_paths() if p and os.path.exists(p)}
+    if not paths or spark.sparkContext.master.startswith("local"):
+        return
+    names: dict[str, str] = {}
+    for path in sorted(paths):
+        name = os.path.basename(os.path.abspath(path))
+        if names.setdefault(name, path) != path:
+            raise UsageError(
+                f"model paths {names[name]!r} and {path!r} share the name {name!r}; executors find shipped files by "
+                "name: rename one"
+            )
+        spark.sparkContext.addFile(os.path.abspath(path), recursive=os.path.isdir(path))
 
 
 def use_shipped_assets() -> None:

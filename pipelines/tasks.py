@@ -1,4 +1,7 @@
-"""Task-level resume for fused steps: each task's rows, its stats and its completion marker.
+"""Resume's markers: a step's ``_STEP_DONE.json``, and within a step each task's rows, stats and completion marker.
+
+A finished step leaves ``_STEP_DONE.json`` (``write_step_marker``): its stats, its task counts and the
+fingerprint of the config and input that made it; a rerun skips the step when the fingerprint matches.
 
 A fused step's task is named by its inputs (input files for the first step, the previous step's
 Parquet parts for later ones): ``data/part-KEY.parquet`` holds its rows (kept and dropped) and
@@ -26,13 +29,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep.core import storage
+from dataprep.core.provenance import sha256_json
 from dataprep.core.runner import conform
 from dataprep.core.stage import DROP_REASON
 from dataprep.core.stats import StageStats, merge_all
 
+DONE_MARKER = "_STEP_DONE.json"
 DATA_DIR = "data"
 STATS_DIR = "_stats"
 PART = "_part"  # a global step's decision rows: the previous step's part holding the document
+
+
+def fingerprint_of(obj) -> str:
+    """The short digest a marker carries of the config and input that made it (and a run's identity)."""
+    return sha256_json(obj)[:16]
 
 
 def task_key(inputs: list[str]) -> str:
@@ -68,6 +78,21 @@ def read_marker(path: str) -> dict | None:
         return json.loads(storage.read_text(path)) if storage.exists(path) else None
     except (OSError, ValueError):
         return None
+
+
+def write_step_marker(
+    step_dir: str, fingerprint: str, wall_seconds: float, tasks: dict, stats: list[StageStats], inputs=None
+) -> None:
+    """Mark a step done (``DONE_MARKER``): its fingerprint, time, task counts and stats, and, for a step
+    that read the input files, their state then (``pipelines.input_changes``)."""
+    marker = {
+        "fingerprint": fingerprint,
+        "wall_seconds": wall_seconds,
+        **tasks,
+        "stats": [s.to_dict() for s in stats],
+        **({"inputs": inputs} if inputs is not None else {}),
+    }
+    storage.atomic_write_text(storage.join_path(step_dir, DONE_MARKER), json.dumps(marker, indent=1))
 
 
 def read_markers(spark, step_dir: str) -> Iterator[dict]:

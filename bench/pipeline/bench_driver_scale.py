@@ -112,9 +112,9 @@ def child(listing: str, work: str, full: bool) -> dict:
     from dataprep.core.stats import format_table, save_json
     from dataprep.readers import READ_SCHEMA
     from pipelines import steps
-    from pipelines.pipeline_run import PipelineRun, _fingerprint
+    from pipelines.pipeline_run import PipelineRun
     from pipelines.spark import get_spark
-    from pipelines.tasks import STATS_DIR, merged_stats
+    from pipelines.tasks import STATS_DIR, fingerprint_of, merged_stats
 
     figures: dict = {}
     files = _phase(figures, "listing", lambda: expand_inputs([listing]))
@@ -130,7 +130,7 @@ def child(listing: str, work: str, full: bool) -> dict:
         }
     )
     _phase(
-        figures, "fingerprint", lambda: _fingerprint({"files": files, "input": config.input.model_dump(mode="json")})
+        figures, "fingerprint", lambda: fingerprint_of({"files": files, "input": config.input.model_dump(mode="json")})
     )
     from bench.common.proctree import TreeMonitor
 

@@ -21,7 +21,8 @@ from dataprep.core.config import ConfigError, load_config
 from dataprep.core.stats import ErrorBudgetExceeded
 from pipelines.commands import run as run_module
 from pipelines.fail_fast import ERRORS_FILE
-from pipelines.pipeline_run import DONE_MARKER, NothingKept, run_pipeline
+from pipelines.pipeline_run import NothingKept, run_pipeline
+from pipelines.tasks import DONE_MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = [str(i) for i in range(cases.GOOD_PAGES)]

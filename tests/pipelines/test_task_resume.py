@@ -21,7 +21,8 @@ import pytest
 from dataprep.classify.langid import default_model_path
 from dataprep.core.config import load_config
 from dataprep.core.stats import ErrorBudgetExceeded
-from pipelines.pipeline_run import DONE_MARKER, run_pipeline
+from pipelines.pipeline_run import run_pipeline
+from pipelines.tasks import DONE_MARKER
 from resume import crash_in_step, stats_without_timings, step_info
 
 pytestmark = pytest.mark.slow  # many processes or subprocess CLIs: scripts/test.sh --fast leaves it out

@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from dataprep.core.stats import TIMING_FIELDS
-from pipelines.pipeline_run import DONE_MARKER, run_pipeline
+from pipelines.pipeline_run import run_pipeline
+from pipelines.tasks import DONE_MARKER
 
 
 def stats_without_timings(out: Path) -> list[dict]:
