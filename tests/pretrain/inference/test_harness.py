@@ -165,7 +165,7 @@ def test_bits_per_byte_of_the_validation_split(trained, capsys):
     assert 0 < result["bytes"] < 4 * result["tokens"]
 
 
-def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tmp_path, capsys):
+def test_a_run_evaluates_as_it_trains(trained, tasks, tmp_path, capsys):
     """A run with an ``eval:`` section logs ``kind: eval`` records (the same scores ``pretrain eval`` gives its
     checkpoint, which scores the run's tasks when none are named) and plots them."""
     require("lm_eval")

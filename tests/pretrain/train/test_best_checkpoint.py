@@ -40,7 +40,7 @@ def _config(data, out, **overrides) -> dict:
     )
 
 
-def test_early_stop_keeps_the_best_and_hands_it_over(tmp_path, capsys):
+def test_early_stop_keeps_the_best_checkpoint_for_evaluation(tmp_path, capsys):
     data = make_token_dataset(tmp_path / "tokens", n_docs=60)
     out = tmp_path / "run"
     (tmp_path / "train.yaml").write_text(yaml.safe_dump(_config(data, out)))
@@ -79,7 +79,7 @@ def test_a_resumed_run_remembers_its_best(tmp_path):
 
 
 @pytest.mark.parametrize("section", [{"checkpoint": {"keep_best": True}}, {"early_stop": {"patience": 3}}])
-def test_best_and_early_stop_need_a_validation_split(tmp_path, section):
+def test_keeping_the_best_or_stopping_early_needs_a_validation_split(tmp_path, section):
     cfg = tiny_config(
         str(tmp_path), tmp_path / "run", data={"sources": [{"path": str(tmp_path)}], "val_fraction": 0}, **section
     )
