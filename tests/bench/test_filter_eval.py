@@ -20,10 +20,13 @@ def pages(shared_data):
     return filter_eval.load_eval_set(shared_data)
 
 
-def test_labelled_set_is_whole_and_split_in_halves(pages):
+def test_labelled_set_is_whole(pages):
     assert len(pages) == 333
     assert sum(p["label"] == "good" for p in pages) == 277
     assert all(p["text"] for p in pages)
+
+
+def test_labelled_set_is_split_in_halves(pages):
     halves = Counter((p["label"], p["split"]) for p in pages)
     assert set(halves) == {(label, split) for label in ("good", "bad") for split in ("tune", "heldout")}
     assert (

@@ -66,9 +66,12 @@ def test_a_truncated_archive_is_never_used(cache, monkeypatch):
     assert not os.path.exists(pending) and "-XX:ArchiveClassesAtExit=" in options
 
 
-def test_off_and_unwritable_caches_change_nothing(tmp_path, monkeypatch):
+def test_a_cache_turned_off_changes_nothing(monkeypatch):
     monkeypatch.setenv(class_archive.ENV, "off")
     assert class_archive.java_options() == ("", None)
+
+
+def test_an_unwritable_cache_changes_nothing(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv(class_archive.ENV, str(blocker / "jvm"))  # under a file: cannot be made

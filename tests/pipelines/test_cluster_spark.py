@@ -220,7 +220,7 @@ def test_driver_killed_mid_step_resumes_with_the_finished_tasks(cluster, job_inp
     assert first["step"] == "00_read-pii" and 0 < finished <= first["tasks_reused"] < first["tasks"]
 
 
-def test_worker_killed_mid_job_loses_and_duplicates_nothing(cluster, job_input, local_run, tmp_path):
+def test_worker_killed_mid_job_keeps_each_document_exactly_once(cluster, job_input, local_run, tmp_path):
     expected, expected_stats = local_run
     assert cluster.wait_for_workers(2)["aliveworkers"] == 2
     out = tmp_path / "out"

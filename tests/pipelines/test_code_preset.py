@@ -114,7 +114,7 @@ def code_run(spark, tmp_path_factory):
     return root, inputs, config, run_pipeline(config, spark=spark)
 
 
-def test_code_preset_keeps_a_thousand_licensed_files_and_counts_every_other(code_run):
+def test_code_preset_keeps_a_thousand_licensed_files_counting_every_other(code_run):
     root, inputs, _, result = code_run
     stats = {s.stage: s for s in result.stats}
     rows = corpus(result)

@@ -54,7 +54,7 @@ def _config(root: Path, inputs: list[str], name: str, priority: list[str]):
     return load_config({"input": {"paths": inputs}, "output": {"dir": str(root / name)}, "stages": stages})
 
 
-def test_the_preferred_sources_copy_is_kept_on_spark_and_removals_are_counted_by_pair(spark, mixed):
+def test_the_preferred_sources_copy_is_kept_on_spark_with_removals_counted_by_pair(spark, mixed):
     root, inputs, exact_id, near_id = mixed
     result = run_pipeline(_config(root, inputs, "wiki-first", ["wikipedia", "web"]), spark=spark)
     kept = {r["id"]: r["source_kind"] for r in pq.read_table(result.corpus_dir).to_pylist()}

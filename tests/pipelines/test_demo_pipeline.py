@@ -87,11 +87,15 @@ def test_duplicates_are_removed_once(demo_run):
     assert len(texts) == len(set(texts))
 
 
-def test_shards_and_stats_are_complete(demo_run):
-    result, corpus, tmp = demo_run
+def test_the_shards_hold_the_whole_corpus(demo_run):
+    _, corpus, tmp = demo_run
     manifest = load_manifest(str(tmp / "shards"))
     assert sum(s["documents"] for s in manifest["shards"]) == len(corpus)
     assert sum(s["tokens"] for s in manifest["shards"]) == sum(doc["num_tokens"] for doc in corpus.values())
+
+
+def test_the_stats_hold_every_stage_of_a_funnel_that_adds_up(demo_run):
+    _, _, tmp = demo_run
     saved = json.loads((tmp / "out" / "stats.json").read_text())
     names = [s["stage"] for s in saved["stages"]]
     assert names[:3] == ["read", "extract", "langid"] and names[-1] == "tokenize"

@@ -42,12 +42,11 @@ def _estimate(capsys, *args) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
+def test_estimate_scales_with_pages(sample_run, capsys):
     saved = json.loads((sample_run / "stats.json").read_text())
     assert saved["cores"] == 2 and saved["input_files"] == 2
     small = _estimate(capsys, sample_run, "--pages", 100_000, "--cores", 10)
     large = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 10)
-    wide = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 100)
     stages = {s["stage"]: s for s in large["stages"]}
     assert list(stages) == ["read", "extract", "langid", "exact_dedup"]
     assert stages["exact_dedup"]["whole_corpus"] and not stages["extract"]["whole_corpus"]
@@ -62,9 +61,19 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     kept = [s["docs_kept"] for s in large["stages"]]
     assert kept == sorted(kept, reverse=True) and all(s["docs_kept"] <= s["docs_in"] for s in large["stages"])
     assert large["shuffle_bytes"] > 0 and large["output_bytes"] > 0
-    # more cores: the same core-hours in less wall time
-    assert wide["core_hours"] >= large["core_hours"] and wide["wall_hours"] < large["wall_hours"]
     assert large["assumptions"] and large["routed_fraction"] is not None and large["basis"] == "cpu"
+
+
+def test_estimate_on_more_cores_takes_the_same_core_hours_in_less_wall_time(sample_run, capsys):
+    large = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 10)
+    wide = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 100)
+    assert wide["core_hours"] >= large["core_hours"] and wide["wall_hours"] < large["wall_hours"]
+
+
+def test_estimate_projects_fixed_costs_apart_from_the_per_page_cost(sample_run, capsys):
+    saved = json.loads((sample_run / "stats.json").read_text())
+    large = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 10)
+    stages = {s["stage"]: s for s in large["stages"]}
     assert all(s["cpu_seconds"] > 0 for s in saved["stages"] if s["stage"] in ("read", "extract", "langid"))
     # what separates fixed costs: each task's first batch per document stage, and a global step's executor time
     langid = next(s for s in saved["stages"] if s["stage"] == "langid")
@@ -82,11 +91,19 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     ]
     assert projected == pytest.approx(dedup["executor_fixed_cpu_seconds"] + per_page * 1_000_000, rel=1e-6)
 
+
+def test_estimate_reads_the_pages_from_a_listing_or_a_number(sample_run, capsys, tmp_path):
+    large = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 10)
     listing = tmp_path / "warc.paths.gz"
     with gzip.open(listing, "wt") as fh:
         fh.write("".join(f"crawl-data/CC-MAIN-2024-22/segments/1/warc/f-{i}.warc.gz\n" for i in range(30)))
     by_listing = _estimate(capsys, sample_run, "--listing", listing)
     assert by_listing["pages"] == 15 * large["sample_pages"]  # 30 files x the sample's pages per file (2 files)
+    assert _estimate(capsys, sample_run, "--pages", "2.5e9")["pages"] == 2_500_000_000
+
+
+def test_estimate_prints_its_wall_time_with_its_assumptions_and_price(sample_run, capsys):
+    large = _estimate(capsys, sample_run, "--pages", 1_000_000, "--cores", 10)
     assert dataprep_main(["estimate", str(sample_run), "--pages", "3000000000", "--cores", "500"]) == 0
     text = capsys.readouterr().out
     assert "wall time on 500 cores" in text and "assumptions:" in text and "exact_dedup *" in text
@@ -94,7 +111,6 @@ def test_estimate_scales_with_pages_and_cores(sample_run, capsys, tmp_path):
     assert priced["money"] == pytest.approx(0.04 * large["core_hours"])
     assert dataprep_main(["estimate", str(sample_run), "--pages", "1000000", "--price-per-core-hour", "0.04"]) == 0
     assert f"money: {priced['money']:,.2f} for " in capsys.readouterr().out
-    assert _estimate(capsys, sample_run, "--pages", "2.5e9")["pages"] == 2_500_000_000
 
 
 def test_a_listing_on_s3_without_credentials_is_one_line(sample_run, capsys, monkeypatch, tmp_path):

@@ -36,7 +36,7 @@ ALL = [str(i) for i in range(cases.GOOD_PAGES)]
     "length_error", [40, 5, 100_000, -10, -60], ids=["long", "long-by-5", "long-past-eof", "short", "short-by-60"]
 )
 @pytest.mark.parametrize("broken", [0, 2])
-def test_bad_content_length_drops_one_record_and_keeps_the_rest(tmp_path, gzipped, length_error, broken):
+def test_a_bad_content_length_loses_only_its_record(tmp_path, gzipped, length_error, broken):
     outcome = cases.bad_content_length(tmp_path, length_error, broken, gzipped)
     assert outcome["kept"] == [i for i in ALL if i != str(broken)]
     assert outcome["dropped"] == {"error:bad_content_length": 1}
@@ -61,9 +61,12 @@ def test_garbage_between_records_keeps_both_neighbours(tmp_path):
     assert any("Invalid WARC header" in m for m in outcome["error_messages"])  # the message, not only the type
 
 
-def test_read_counts_bytes_and_empty_files(tmp_path):
+def test_read_counts_the_bytes_it_reads(tmp_path):
     outcome = cases.bad_content_length(tmp_path, 0, 0, True)
     assert outcome["kept"] == ALL and outcome["bytes_in"] >= sum(len(cases.page(i)) for i in range(cases.GOOD_PAGES))
+
+
+def test_read_counts_empty_files(tmp_path):
     assert cases.empty_files(tmp_path) == {"empty_files": 2, "kept": 0}
 
 
@@ -76,7 +79,7 @@ def test_charset_lie_is_decoded_by_detection(tmp_path):
     assert outcome["bytes_in"] > 0  # extract counts the HTML it reads
 
 
-def test_replacement_characters_are_counted_and_filtered(tmp_path):
+def test_replacement_characters_drop_their_document_with_a_count(tmp_path):
     outcome = cases.replacement_chars(tmp_path)
     assert outcome["dropped"] == {"extract:replacement_chars": 1}
     assert outcome["counters"]["replacement_chars"] == 1
@@ -155,7 +158,7 @@ def _broken_model_config(tmp_path: Path, **budget) -> tuple[dict, Path]:
     return config, model
 
 
-def test_a_stage_failing_every_document_fails_the_step_and_resume_after_the_fix(spark, tmp_path, capsys):
+def test_a_step_failed_by_a_broken_stage_resumes_after_the_fix(spark, tmp_path, capsys):
     config, model = _broken_model_config(tmp_path)
     checked = load_config(config)
     hidden = model.with_suffix(".away")

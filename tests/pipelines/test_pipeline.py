@@ -42,7 +42,7 @@ def _corpus(result) -> list[dict]:
 # -- configuration --------------------------------------------------------------------------------
 
 
-def test_unknown_keys_and_bad_values_are_named():
+def test_config_mistakes_are_named_by_their_key():
     with pytest.raises(ConfigError, match="input.pathz: unknown key"):
         load_config({"input": {"pathz": ["x"]}})
     with pytest.raises(ConfigError, match=r"stages\[0\]: unknown stage 'nope'"):
@@ -154,13 +154,16 @@ def test_rerun_of_a_finished_pipeline_does_no_work(spark, shared_data, tmp_path)
     assert _corpus(third) == first_docs
 
 
-def test_empty_and_missing_input(spark, tmp_path):
+def test_empty_input_fails_naming_why(spark, tmp_path):
     """Input with nothing to read fails, naming why, instead of writing an empty corpus with exit 0."""
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(NoReadableInput, match="no readable input in 1 file: 1 empty"):
         run_pipeline(_config(tmp_path, [empty]), spark=spark)
     assert not (tmp_path / "out" / "corpus").exists()
+
+
+def test_missing_input_fails_naming_the_path(spark, tmp_path):
     with pytest.raises(FileNotFoundError, match="no-such-file"):
         run_pipeline(_config(tmp_path, [tmp_path / "no-such-file.warc.gz"]), spark=spark)
     listing = tmp_path / "warc.paths"
@@ -222,17 +225,24 @@ def _counts(stats: dict) -> list[dict]:
     return [{k: v for k, v in s.items() if k not in TIMING_FIELDS} for s in stats["stages"]]
 
 
-def test_every_stage_loads_and_is_documented(capsys):
-    """A stage that fails to load would be unusable from configs; each one is in the config reference
-    (``dataprep stages``, with a summary) and in docs/stages.md's table of stages."""
+def test_every_stage_loads_with_a_docstring():
+    """A stage that fails to load would be unusable from configs."""
     from dataprep.core.registry import stage_class, stage_names
-    from pipelines.cli import main as dataprep_cli
 
     names = stage_names()
     assert {"extract", "langid", "gopher_quality", "minhash_dedup", "tokenize"} <= set(names)
     for name in names:
         cls = stage_class(name)
         assert cls.name == name and (cls.__doc__ or "").strip(), f"stage {name} has no docstring"
+
+
+def test_every_stage_is_documented(capsys):
+    """Each stage is in the config reference (``dataprep stages``, with a summary) and in docs/stages.md's
+    table of stages."""
+    from dataprep.core.registry import stage_names
+    from pipelines.cli import main as dataprep_cli
+
+    names = stage_names()
     assert dataprep_cli(["stages"]) == 0
     out = capsys.readouterr().out
     table = (ROOT / "docs" / "stages.md").read_text(encoding="utf-8")

@@ -47,7 +47,7 @@ def _planted(shared_data: Path, tmp_path: Path) -> Path:
     return path
 
 
-def test_a_run_that_keeps_nothing_writes_its_stats_and_table_then_names_the_stage(spark, shared_data, tmp_path, capsys):
+def test_a_run_that_keeps_nothing_writes_its_stats_then_names_the_stage(spark, shared_data, tmp_path, capsys):
     config = tmp_path / "german_only.yaml"
     config.write_text(
         json.dumps(

@@ -72,7 +72,7 @@ def test_a_rerun_after_a_crash_reuses_the_finished_tasks(spark, shared_data, tmp
         assert [s["skipped"] for s in json.loads((out / "stats.json").read_text())["steps"]] == [True, True, False]
 
 
-def test_ctrl_c_ends_the_run_in_one_line_and_the_same_command_resumes(spark, shared_data, tmp_path, uninterrupted):
+def test_ctrl_c_ends_the_run_in_one_line_for_the_same_command_to_resume(spark, shared_data, tmp_path, uninterrupted):
     """A real SIGINT to the process group (what Ctrl-C sends) while a step runs."""
     out = tmp_path / "out"
     config = tmp_path / "run.yaml"

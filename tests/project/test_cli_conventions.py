@@ -23,7 +23,7 @@ from tokenizer_texts import load_texts, texts_table
 from train_fixtures import tiny_config
 
 
-def test_dotted_overrides_reach_nested_keys_and_list_entries():
+def test_dotted_overrides_reach_any_nested_key_or_list_entry():
     data = {"optim": {"lr": 1.0}, "stages": [{"stage": "a"}, {"stage": "b", "x": 1}]}
     out = apply_overrides(data, ["optim.lr=3e-4", "stages.1.x=0.5", "stages.-1.langs=[en, de]", "log.tensorboard=tb"])
     assert out == {
@@ -36,10 +36,17 @@ def test_dotted_overrides_reach_nested_keys_and_list_entries():
     assert apply_overrides(conf, ["spark.conf.spark.executor.memory=4g"]) == {
         "spark": {"conf": {"spark.executor.memory": "4g"}}
     }
+
+
+def test_a_malformed_dotted_override_is_refused_with_its_cause():
+    data = {"optim": {"lr": 1.0}, "stages": [{"stage": "a"}, {"stage": "b", "x": 1}]}
     with pytest.raises(ConfigError, match="not an index of a list of 2"):
         apply_overrides(data, ["stages.5.x=1"])
     with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
         apply_overrides(data, ["optim.lr"])
+
+
+def test_dotted_options_are_taken_out_of_the_command_line_as_overrides():
     assert split_dotted_options(["cfg.yaml", "--optim.lr", "3e-4", "--log.every_steps=5", "--json"]) == (
         ["cfg.yaml", "--json"],
         ["optim.lr=3e-4", "log.every_steps=5"],
@@ -87,7 +94,7 @@ def test_set_overrides_a_stage_of_an_included_preset_from_another_directory(tmp_
         load_config(str(path), sets=["stages.0.threshold=5"])
 
 
-def test_stages_reference_shows_choices_bounds_required_and_descriptions(capsys):
+def test_stages_reference_shows_each_settings_constraints(capsys):
     assert dataprep_main(["stages", "extract"]) == 0
     out = capsys.readouterr().out
     assert 'engine: str = "auto"  # one of auto, blocks, resiliparse, trafilatura' in out
@@ -96,6 +103,9 @@ def test_stages_reference_shows_choices_bounds_required_and_descriptions(capsys)
     (top_fraction,) = json.loads(capsys.readouterr().out)
     score = next(p for p in top_fraction["params"] if p["name"] == "score")
     assert score["required"] and score["description"]
+
+
+def test_stages_reference_suggests_the_nearest_name_for_an_unknown_stage(capsys):
     assert dataprep_main(["stages", "langd"]) == 2
     assert "did you mean 'langid'" in capsys.readouterr().err
 
@@ -115,7 +125,7 @@ def test_config_problems_exit_2_with_one_line_naming_the_cause(tmp_path, capsys)
     assert "stages[0] (langid): threshold" in capsys.readouterr().err
 
 
-def test_a_bug_inside_a_command_shows_its_traceback_and_asks_to_be_reported(monkeypatch, capsys):
+def test_a_bug_inside_a_command_is_reported_as_a_bug_with_its_traceback(monkeypatch, capsys):
     """A builtin error a command did not mean to raise is a bug, not the user's mistake: no one-line usage error."""
 
     def lost_key():
@@ -155,7 +165,7 @@ def text_data(shared_data, tmp_path_factory):
     return root
 
 
-def test_train_validates_overrides_and_every_command_speaks_json(text_data, capsys, monkeypatch, one_torch_thread):
+def test_train_validates_its_overrides(text_data, capsys):
     config = str(text_data / "train.yaml")
     assert pretrain_main(["train", config, "--max-steps", "-5"]) == 2
     assert "max_steps: Input should be greater than 0" in capsys.readouterr().err
@@ -163,6 +173,9 @@ def test_train_validates_overrides_and_every_command_speaks_json(text_data, caps
     assert "did you mean 'lr'" in capsys.readouterr().err
     assert load_train_config(config, sets=["model.n_layers=1"]).model.n_layers == 1
 
+
+def test_every_pretrain_command_speaks_json(text_data, capsys, monkeypatch, one_torch_thread):
+    config = str(text_data / "train.yaml")
     assert pretrain_main(["train", config, "--json", "--optim.lr", "2e-3", "--set", "log.every_steps=2"]) == 0
     result = json.loads(capsys.readouterr().out)  # stdout holds the JSON only
     assert result["last_step"] == 4 and os.path.exists(result["model"]) and result["loss"] > 0

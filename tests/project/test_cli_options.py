@@ -51,12 +51,17 @@ def _visible(actions) -> list[argparse.Action]:
 
 
 @pytest.mark.parametrize("prog,table,name", COMMANDS, ids=[f"{p} {n}" for p, _, n in COMMANDS])
-def test_where_to_write_is_spelt_output_and_long_help_has_sections(prog, table, name):
+def test_where_to_write_is_spelt_output(prog, table, name):
     for line, parser in _parsers(prog, table, name):
         flags = {flag for action in _visible(parser._actions) for flag in action.option_strings}
         assert not flags & {"--out", "--out-dir", "--output-dir", "--out-file"}, f"{prog} {line}"
         if line in WRITERS:
             assert "--output" in flags, f"{prog} {line} writes but has no --output"
+
+
+@pytest.mark.parametrize("prog,table,name", COMMANDS, ids=[f"{p} {n}" for p, _, n in COMMANDS])
+def test_long_help_groups_its_options_in_sections(prog, table, name):
+    for line, parser in _parsers(prog, table, name):
         for section in parser._action_groups:
             shown = _visible(section._group_actions)
             assert len(shown) <= MOST_OPTIONS_PER_SECTION, (

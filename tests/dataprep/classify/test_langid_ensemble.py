@@ -64,7 +64,7 @@ def test_english_needs_lid176_support(sentences, accuracy):
     assert stage.predict([english])[0] == ["en"]
 
 
-def test_confident_english_pages_skip_lingua_and_short_texts_do_not(sentences):
+def test_only_confident_long_english_pages_skip_lingua(sentences):
     english_page = " ".join(sentences("en", 10))
     zulu_page = " ".join(sentences("zu", 10))  # lid.176 lacks Zulu: unsure, so lingua still decides it
     short = sentences("en", 1)
@@ -77,16 +77,19 @@ def test_confident_english_pages_skip_lingua_and_short_texts_do_not(sentences):
     assert always.take_counters()["lingua_asked"] == 1
 
 
-def test_confident_labels_and_long_pages_stay(sentences):
+def test_lingua_leaves_lid176s_confident_label_of_a_long_page(sentences):
     new = LanguageID(second_opinion="lingua")
     page = " ".join(sentences("de", 40))
     langs, scores = new.predict([page, ""])
     assert langs == ["de", None] and scores[0] > 0.9 and scores[1] == 0.0
+    assert new.take_counters()["lingua_asked"] >= 0
+
+
+def test_the_language_gate_applies_to_lingua_labels(sentences):
     out, reasons = LanguageID(second_opinion="lingua", languages=["en"]).process(
         pa.table({"id": ["0"], "text": [" ".join(sentences("zu", 5))]})
     )
     assert reasons == ["langid:zu"]  # not admitted by the English gate
-    assert new.take_counters()["lingua_asked"] >= 0
 
 
 def test_config_accepts_lingua_languages_only_with_lingua():
@@ -95,14 +98,16 @@ def test_config_accepts_lingua_languages_only_with_lingua():
         load_config({"stages": [{"stage": "langid", "languages": ["zu"], "second_opinion": "none"}]})
 
 
-def test_auto_uses_lingua_where_installed_and_logs_it(caplog, monkeypatch, sentences):
+def test_auto_uses_lingua_where_installed(caplog, sentences):
     assert lingua_installed() and uses_lingua("auto") and not uses_lingua("none")
     with caplog.at_level(logging.INFO, logger="dataprep.classify.langid"):
         load_config({"stages": [{"stage": "langid", "languages": ["zu"]}]})  # the default is auto
     assert "auto -> lingua" in caplog.text
     assert _accuracy(LanguageID(), sentences("zu"), "zu") >= 0.7
+
+
+def test_auto_uses_lid176_alone_without_lingua(caplog, monkeypatch, sentences):
     monkeypatch.setattr("dataprep.classify.langid.lingua_installed", lambda: False)  # as on an install without lingua
-    caplog.clear()
     with caplog.at_level(logging.INFO, logger="dataprep.classify.langid"):
         load_config({"stages": [{"stage": "langid", "languages": ["en"]}]})
     assert "auto -> lid.176 alone" in caplog.text
@@ -121,9 +126,10 @@ def test_executors_follow_the_choice_made_where_the_stage_was_built(monkeypatch)
     assert LanguageID(second_opinion="none").predict(["Ein kurzer Satz."])[0] == ["de"]  # lid.176 alone still works
 
 
-def test_gate_review_names_lingua_sentences_and_only_its_two_verdicts(shared_data):
-    """bench/langid/langid_gate_review.yaml (the reviewed view of bench_langid.py) must name sentences the set
-    holds under the label it says, or it would quietly review nothing."""
+@pytest.fixture(scope="module")
+def gate_review(shared_data) -> tuple[dict, set]:
+    """bench/langid/langid_gate_review.yaml (the reviewed view of bench_langid.py) and the (lang, text) pairs
+    of the sentence set it reviews."""
     review = yaml.safe_load(
         (Path(__file__).resolve().parents[3] / "bench" / "langid" / "langid_gate_review.yaml").read_text(
             encoding="utf-8"
@@ -135,7 +141,18 @@ def test_gate_review_names_lingua_sentences_and_only_its_two_verdicts(shared_dat
             json.loads, (shared_data / "langid" / "lingua-sentences-75langs-300each.jsonl").open(encoding="utf-8")
         )
     }
+    return review, rows
+
+
+def test_gate_review_names_sentences_of_the_set_under_their_label(gate_review):
+    """The review must name sentences the set holds under the label it says, or it would quietly review nothing."""
+    review, rows = gate_review
     entries = review["changed"] + review["kept"]
     assert [e for e in entries if (e["lang"], e["text"]) not in rows] == []
+
+
+def test_gate_review_gives_only_the_gates_two_verdicts_on_non_english_sentences(gate_review):
+    review, _ = gate_review
+    entries = review["changed"] + review["kept"]
     assert {e["verdict"] for e in review["changed"]} == {"en", "none"}
     assert all(e["lang"] != "en" for e in entries)

@@ -61,7 +61,7 @@ def test_scores_separate_held_out_examples(model_path, sentences):
         model.score(["x"], "spam")
 
 
-def test_stage_scores_and_thresholds(model_path, sentences):
+def test_quality_classifier_drops_what_scores_below_its_threshold(model_path, sentences):
     texts = sentences["en"][260:265] + sentences["de"][260:265]
     batch = pa.table({"id": [str(i) for i in range(10)], "text": texts})
     result = QualityClassifier(model_path=model_path, threshold=0.5).apply(batch)

@@ -18,7 +18,7 @@ def _table(rows: list[dict]) -> pa.Table:
     })  # fmt: skip
 
 
-def test_each_rule_drops_with_its_reason_and_plain_code_stays():
+def test_each_code_rule_drops_only_its_case_with_its_reason():
     good = "def add(a, b):\n    return a + b\n\n\nprint(add(1, 2))\n"
     rows = [
         {"text": good, "path": "pkg/util.py", "language": "Python"},
@@ -48,12 +48,19 @@ def test_each_rule_drops_with_its_reason_and_plain_code_stays():
     }  # fmt: skip
 
 
-def test_thresholds_depend_on_the_language_and_the_config_overrides_them():
+def test_code_thresholds_depend_on_the_language():
     paragraph = "A long paragraph of prose on one line. " * 40  # 1,560 characters
     stage = CodeQuality()
     assert stage.decide(paragraph, "README.md", None) is None  # Markdown: no line-length rule
     assert stage.decide(paragraph, "notes.py", None) == "max_line_length"
+
+
+def test_the_config_overrides_a_languages_threshold():
+    paragraph = "A long paragraph of prose on one line. " * 40  # 1,560 characters
     strict = parse_stages([{"stage": "code_quality", "per_language": {"Markdown": {"max_line_length": 500}}}])[0]
     assert strict.decide(paragraph, "README.md", None) == "max_line_length"
+
+
+def test_a_misspelt_per_language_threshold_is_refused():
     with pytest.raises(ValueError, match="max_line_lenght"):
         parse_stages([{"stage": "code_quality", "per_language": {"Python": {"max_line_lenght": 5}}}])

@@ -20,16 +20,28 @@ request_id = "3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b"
 """
 
 
-def test_secrets_are_replaced_and_counted_and_look_alikes_stay():
-    table = pa.table({"id": ["a"], "text": [CONFIG]})
+@pytest.fixture
+def redacted_config() -> tuple[pa.Table, object]:
+    """CONFIG through the code_secrets stage: the kept table and the stage (for its counters)."""
     stage = parse_stages([{"stage": "code_secrets"}])[0]
-    out = stage.apply(table).kept
-    text = out.column("text")[0].as_py()
+    return stage.apply(pa.table({"id": ["a"], "text": [CONFIG]})).kept, stage
+
+
+def test_secrets_are_replaced_by_placeholders(redacted_config):
+    text = redacted_config[0].column("text")[0].as_py()
     assert 'aws_access_key_id = "<SECRET_AWS_KEY>"' in text and 'password = "<SECRET_PASSWORD>"' in text
     assert "postgresql://app:<SECRET_PASSWORD>@db.internal/main" in text
+
+
+def test_secret_look_alikes_stay(redacted_config):
+    text = redacted_config[0].column("text")[0].as_py()
     for stays in ("AKIAIOSFODNN7EXAMPLE", 'os.environ["DB_PASSWORD"]', "your-api-key-here",
                   "9fceb02d0ae598e95dc970b74767f19372d61af8", "3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b"):  # fmt: skip
         assert stays in text
+
+
+def test_secrets_are_counted_by_kind(redacted_config):
+    out, stage = redacted_config
     assert out.column("secrets_aws_key")[0].as_py() == 1 and out.column("secrets_password")[0].as_py() == 1
     assert out.column("secrets_count")[0].as_py() == 3
     assert stage.take_counters() == {

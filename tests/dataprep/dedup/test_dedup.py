@@ -67,10 +67,16 @@ def test_fineweb_normalization():
     assert normalize(None) == "" and normalize("!!! ...") == ""
 
 
-def test_shingles_words_cjk_and_short_texts():
+def test_word_shingles_are_overlapping_ngrams():
     assert shingles("a b c d e f", 5) == [b"a b c d e", b"b c d e f"]
+
+
+def test_a_text_shorter_than_one_ngram_is_at_most_one_shingle():
     assert shingles("a b c", 5) == [b"a b c"]  # shorter than one n-gram: one shingle
     assert shingles("") == []
+
+
+def test_cjk_shingles_are_character_ngrams():
     cjk = shingles(normalize("这是一个测试句子。我们用字符。"), 5, 3)
     assert cjk[0] == "这是一".encode() and len(cjk) == len("这是一个测试句子我们用字符") - 2
 
@@ -181,20 +187,31 @@ def _fates(result) -> tuple[set[str], dict[str, str]]:
     )
 
 
-@pytest.mark.parametrize("verify", ["exact", "signature", "none"])
-def test_minhash_removes_near_duplicates_and_keeps_distinct(corpus, verify):
-    result = MinHashDedup(verify=verify).run_local(doc_table(corpus))
-    kept, dropped = _fates(result)
+@pytest.fixture(scope="module", params=["exact", "signature", "none"])
+def minhash_run(request, corpus):
+    """MinHash dedup of the corpus under each verification: its result, the kept ids and each dropped id's root."""
+    result = MinHashDedup(verify=request.param).run_local(doc_table(corpus))
+    return result, *_fates(result)
+
+
+def test_minhash_removes_near_duplicates(corpus, minhash_run):
+    _, kept, dropped = minhash_run
     assert dropped["nd-b"] == "nd-a"  # one word changed in 300 words
     assert dropped["ex-b"] == "ex-a"
     assert dropped["zh-b"] == "zh-a" and dropped["ja-b"] == "ja-a"  # CJK, by character shingles
-    assert dropped.get("word-2") == "word-1" and "word-3" in kept  # one-word texts: identical or not
-    assert {"empty-1", "empty-2", "none-1"} <= kept  # no words: no signature, never a near-duplicate
+    assert dropped.get("word-2") == "word-1"  # one-word texts: identical
     # every removed document really is a near copy of the one kept for it
     sets = {k: set(shingles(normalize(t))) for k, t in corpus.items()}
     for doc, root in dropped.items():
         assert _jaccard(sets[doc], sets[root]) >= 0.6, doc
+
+
+def test_minhash_keeps_distinct_documents(corpus, minhash_run):
+    result, kept, _ = minhash_run
+    assert "word-3" in kept  # one-word texts: not identical
+    assert {"empty-1", "empty-2", "none-1"} <= kept  # no words: no signature, never a near-duplicate
     # real documents with no near copy among them are all kept
+    sets = {k: set(shingles(normalize(t))) for k, t in corpus.items()}
     real = [k for k in corpus if k.startswith("real-")]
     alone = [a for a in real if all(_jaccard(sets[a], sets[b]) < 0.5 for b in real if b != a)]
     assert len(alone) >= 40 and set(alone) <= kept
@@ -249,20 +266,32 @@ def _spark_fates(df) -> tuple[set[str], dict[str, str], dict[str, int]]:
     return kept, dropped, {r.id: r.dup_cluster_size for r in rows}
 
 
-def test_spark_minhash_keeps_the_local_documents_and_writes_its_clusters(spark, corpus, tmp_path):
-    """The planted copies' fates on Spark (tests/pipelines/test_global_stages.py compares the runners in
-    general), and the audit of clusters ``write_clusters`` leaves under the step."""
+@pytest.fixture(scope="module")
+def spark_minhash(spark, corpus, tmp_path_factory):
+    """The corpus deduplicated by MinHash locally and on Spark (writing its clusters under the step)."""
     from pipelines.global_runners import run_global
 
     table = doc_table(corpus)
-    local_kept, local_dropped = _fates(MinHashDedup().run_local(table))
+    local = _fates(MinHashDedup().run_local(table))
+    step = tmp_path_factory.mktemp("spark-minhash") / "step"
     df = spark.createDataFrame(table.to_pandas())
-    ctx = SimpleNamespace(spark=spark, step_dir=str(tmp_path / "step"), config=None)
-    kept, dropped, sizes = _spark_fates(run_global(df.repartition(4), MinHashDedup(write_clusters=True), ctx))
+    ctx = SimpleNamespace(spark=spark, step_dir=str(step), config=None)
+    return table, local, _spark_fates(run_global(df.repartition(4), MinHashDedup(write_clusters=True), ctx)), step
+
+
+def test_spark_minhash_keeps_the_local_documents(spark_minhash):
+    """The planted copies' fates on Spark (tests/pipelines/test_global_stages.py compares the runners in
+    general)."""
+    table, (local_kept, local_dropped), (kept, dropped, sizes), _ = spark_minhash
     assert (kept, dropped) == (local_kept, local_dropped)
     assert len(kept) + len(dropped) == table.num_rows
     assert sizes["nd-a"] == sizes["nd-b"] == 2
-    audit = pq.read_table(tmp_path / "step" / "clusters").to_pydict()
+
+
+def test_spark_minhash_writes_its_clusters(spark_minhash):
+    """The audit of clusters ``write_clusters`` leaves under the step."""
+    _, _, (_, dropped, _), step = spark_minhash
+    audit = pq.read_table(step / "clusters").to_pydict()
     assert set(audit["id"]) == set(dropped) | set(dropped.values())
 
 

@@ -69,7 +69,7 @@ def test_eval_items_read_every_text_field(setup):
     )
 
 
-def test_planted_passage_caught_paraphrase_and_real_text_not(setup):
+def test_decontaminate_drops_only_the_planted_passages(setup):
     evals, docs = setup
     stage = Decontaminate(eval_sets=evals, text_fields=["question", "choices", "text"])
     (result, (stats,)) = run_stages([stage], doc_table(docs))
@@ -81,7 +81,7 @@ def test_planted_passage_caught_paraphrase_and_real_text_not(setup):
     assert stats.counters["contaminated_documents"] == 2
 
 
-def test_flag_keeps_every_document_and_counts_shared_ngrams(setup):
+def test_flag_mode_marks_matches_instead_of_dropping_them(setup):
     evals, docs = setup
     stage = Decontaminate(eval_sets=evals, text_fields=["question", "text"], action="flag", ngram=10)
     (result, _) = run_stages([stage], doc_table(docs))

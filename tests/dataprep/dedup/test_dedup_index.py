@@ -88,7 +88,7 @@ def test_exact_index(spark, runs, tmp_path):
     }  # near copies stay
 
 
-def test_saving_an_index_where_a_persons_files_are_refuses_and_keeps_them(spark, runs, tmp_path):
+def test_an_index_is_never_saved_over_a_persons_files(spark, runs, tmp_path):
     from pipelines.global_runners import run_global
     from pipelines.run_folder import OutputInUse
 

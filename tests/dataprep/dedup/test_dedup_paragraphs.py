@@ -49,7 +49,7 @@ def _texts(result) -> dict[str, str]:
     return dict(zip(result.kept.column("id").to_pylist(), result.kept.column("text").to_pylist()))
 
 
-def test_boilerplate_lines_are_cut_and_rare_lines_kept(planted):
+def test_paragraph_dedup_cuts_exactly_the_lines_held_by_too_many_documents(planted):
     docs, boilerplate = planted
     stage = ParagraphDedup(keep="none", max_documents=5, min_remaining_chars=20)
     result = stage.run_local(doc_table(docs))

@@ -21,7 +21,7 @@ def test_normalize_url():
     assert normalize_url(None) is normalize_url("not a url/") is normalize_url("http://[::1/") is None
 
 
-def test_fetch_time_sorts_any_zone_and_format():
+def test_fetch_time_sorts_any_zone_or_format():
     assert fetch_time("2024-05-20T12:00:00Z") == "2024-05-20T12:00:00" == fetch_time("2024-05-20T14:00:00+02:00")
     assert fetch_time("Mon, 20 May 2024 12:00:00 GMT") == "2024-05-20T12:00:00"
     assert fetch_time("yesterday") == fetch_time(None) == ""

@@ -82,7 +82,7 @@ def test_extraction_quality_on_annotated_pages(eval_pages, engine, min_found, mi
         assert held_out["with_found"] >= 0.90 and held_out["without_absent"] >= 0.92, held_out
 
 
-def test_block_rules_drop_link_lists_bylines_and_the_tail():
+def test_block_rules_keep_the_article_without_its_boilerplate():
     minimal = "\n\n".join(
         [
             "<h1>Title of the story</h1>",
@@ -283,8 +283,10 @@ def test_meta_charset_without_http_header(sentences):
     assert sentences["ru"][:40] in decode_html(raw, None)
 
 
-def test_text_documents_pass_through_and_payload_columns_go():
-    batch = pa.table(
+@pytest.fixture
+def mixed_batch() -> pa.Table:
+    """A WET text, an HTML page, an empty page and a record with neither."""
+    return pa.table(
         {
             "id": ["wet", "html", "empty-html", "nothing"],
             "text": ["Already extracted text.", None, None, None],
@@ -301,17 +303,24 @@ def test_text_documents_pass_through_and_payload_columns_go():
             "cc_lang": ["eng", None, None, None],
         }
     )
-    stage = Extract(main_content=False)
-    result = stage.apply(batch)
+
+
+def test_text_documents_pass_through_extract(mixed_batch):
+    result = Extract(main_content=False).apply(mixed_batch)
     assert result.kept.column("text").to_pylist() == [
         "Already extracted text.",
         "Hello from the page body, a real paragraph.",
     ]
-    assert result.kept.schema == stage.output_schema(batch.schema)
-    assert "html" not in result.kept.column_names and "cc_lang" in result.kept.column_names
     assert result.dropped.column(DROP_REASON).to_pylist() == ["extract:empty", "extract:empty"]
     jsonl = pa.table({"id": ["a", "b"], "text": ["some text", ""]})
     assert Extract().apply(jsonl).kept.column("id").to_pylist() == ["a"]
+
+
+def test_extract_drops_the_payload_columns_only(mixed_batch):
+    stage = Extract(main_content=False)
+    result = stage.apply(mixed_batch)
+    assert result.kept.schema == stage.output_schema(mixed_batch.schema)
+    assert "html" not in result.kept.column_names and "cc_lang" in result.kept.column_names
 
 
 def test_real_warcs_read_then_extract(shared_data):

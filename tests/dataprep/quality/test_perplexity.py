@@ -83,35 +83,55 @@ def test_kneser_ney_distributions_sum_to_one():
         assert sum(10 ** np.array(logp)) + 10**end == pytest.approx(1.0, abs=1e-4)
 
 
-def test_round_trip_and_separation(model_dir):
+def test_perplexity_model_separates_boilerplate_from_reference_text(model_dir):
     directory, held_back = model_dir
-    meta = json.load(open(os.path.join(directory, "model.json")))
-    assert meta["version"] == 1 and meta["order"] == 3 and meta["cutoffs"]["p30"] < meta["cutoffs"]["p60"]
     model = PerplexityModel.load(directory)
     reference = model.perplexities(held_back)
     spam = model.perplexities(BOILERPLATE)
     assert np.all(np.isfinite(reference)) and np.all(np.isfinite(spam))
     assert np.median(reference) * 1.5 < np.median(spam), (reference, spam)
+
+
+def test_perplexity_model_round_trips_through_its_files(model_dir):
+    directory, held_back = model_dir
+    meta = json.load(open(os.path.join(directory, "model.json")))
+    assert meta["version"] == 1 and meta["order"] == 3 and meta["cutoffs"]["p30"] < meta["cutoffs"]["p60"]
+    reference = PerplexityModel.load(directory).perplexities(held_back)
     # same scores after a reload (the file format round-trips)
     load_model.cache_clear()
     assert np.allclose(PerplexityModel.load(directory).perplexities(held_back), reference)
 
 
-def test_stage_adds_columns_buckets_and_drops(model_dir):
-    directory, held_back = model_dir
-    texts = held_back[:4] + BOILERPLATE + ["", None]
-    batch = pa.table({"id": [str(i) for i in range(len(texts))], "text": pa.array(texts, pa.string())})
-    result = Perplexity(model_dir=directory).apply(batch)
-    assert result.kept.num_rows == len(texts)
+@pytest.fixture
+def scored_batch(model_dir) -> pa.Table:
+    """Four held-back texts, the boilerplate, an empty text and a missing one."""
+    texts = model_dir[1][:4] + BOILERPLATE + ["", None]
+    return pa.table({"id": [str(i) for i in range(len(texts))], "text": pa.array(texts, pa.string())})
+
+
+def test_perplexity_stage_labels_each_document_with_its_score_bucket(model_dir, scored_batch):
+    directory, _ = model_dir
+    result = Perplexity(model_dir=directory).apply(scored_batch)
+    assert result.kept.num_rows == scored_batch.num_rows
     ppl = result.kept.column("perplexity").to_pylist()
     buckets = result.kept.column("ppl_bucket").to_pylist()
     assert ppl[-1] is None and ppl[-2] is None and buckets[-1] is None  # empty text: unscored, kept
     assert set(buckets[4:8]) == {"tail"}
-    dropped = Perplexity(model_dir=directory, drop_tail=True).apply(batch).dropped
+
+
+def test_drop_tail_drops_the_tail_bucket(model_dir, scored_batch):
+    dropped = Perplexity(model_dir=model_dir[0], drop_tail=True).apply(scored_batch).dropped
     assert set(dropped.column("drop_reason").to_pylist()) == {"ppl_tail"}
     assert {"4", "5", "6", "7"} <= set(dropped.column("id").to_pylist())
-    capped = Perplexity(model_dir=directory, max_perplexity=1e9).apply(batch)
+
+
+def test_a_max_perplexity_above_every_score_drops_nothing(model_dir, scored_batch):
+    capped = Perplexity(model_dir=model_dir[0], max_perplexity=1e9).apply(scored_batch)
     assert capped.dropped.num_rows == 0
+
+
+def test_per_language_models_score_only_their_language(model_dir):
+    directory, held_back = model_dir
     by_lang = pa.table({"id": ["a", "b"], "text": [held_back[0], held_back[1]], "lang": ["en", "fr"]})
     out = Perplexity(models={"en": directory}).apply(by_lang).kept
     assert out.column("perplexity").to_pylist()[1] is None and out.column("perplexity").to_pylist()[0] > 1

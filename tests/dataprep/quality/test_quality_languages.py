@@ -99,11 +99,14 @@ def test_encyclopedia_with_citations_and_infobox_passes_the_alpha_rule():
         assert GopherRepetition(language="zh").decide(page, "zh")[0] is None
 
 
-def test_language_thresholds_and_explicit_config():
+def test_gopher_thresholds_follow_the_language():
     stage = GopherQuality(language="auto")
     assert stage.param("min_avg_word_length", "zh") is None  # the language switches the rule off
     assert stage.param("min_avg_word_length", "en") == 3
     assert stage.param("max_avg_word_length", "de") == 12
+
+
+def test_an_explicit_threshold_wins_except_over_a_rule_the_language_switches_off():
     explicit = GopherQuality(language="auto", min_avg_word_length=2, max_avg_word_length=20)
     assert explicit.param("max_avg_word_length", "de") == 20  # the config wins over a language's value
     assert explicit.param("min_avg_word_length", "zh") is None  # but not over a rule the language switches off

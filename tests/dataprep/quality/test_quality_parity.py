@@ -86,7 +86,7 @@ def test_fineweb_quality_parity(corpus, rule):
 
 
 @pytest.mark.parametrize("variant", list(golden_mod.C4_VARIANTS))
-def test_c4_quality_parity_and_rewritten_text(corpus, variant):
+def test_c4_quality_matches_the_golden_decisions(corpus, variant):
     texts, golden = corpus
     stage = C4Quality(**golden_mod.C4_VARIANTS[variant])
     wrong = []

@@ -118,8 +118,10 @@ def test_repeated_n_gram_counts_do_not_depend_on_what_was_asked_before(text):
     assert [descending.duplicate_chars(n) for n in range(10, 1, -1)][::-1] == fresh
 
 
-def test_c4_rewrites_lines_and_drops_documents():
-    lines = [
+@pytest.fixture
+def c4_lines() -> list[str]:
+    """A page of sentences behind boilerplate lines, a short line and a citation marker."""
+    return [
         "Please enable JavaScript to view this page properly today.",
         "This site uses cookies to improve your experience.",
         "Menu",
@@ -127,10 +129,17 @@ def test_c4_rewrites_lines_and_drops_documents():
         "The study found a clear effect of sleep on memory [12] in adults.",
         *[f"Sentence number {i} is a complete sentence." for i in range(5)],
     ]
-    reason, text = C4Quality().decide("\n".join(lines), "en")
+
+
+def test_c4_rewrites_boilerplate_lines(c4_lines):
+    reason, text = C4Quality().decide("\n".join(c4_lines), "en")
     assert reason is None
     assert "JavaScript" not in text and "cookies" not in text and "Menu" not in text and "Short line." not in text
     assert "memory  in adults." in text  # citation marker stripped, line kept
+
+
+def test_c4_drops_documents_by_its_rules(c4_lines):
+    lines = c4_lines
     assert C4Quality().decide("\n".join(lines + ["Lorem ipsum dolor sit amet."]), "en")[0] == "lorem_ipsum"
     assert C4Quality().decide("\n".join(lines + ["function f() { return 1; }."]), "en")[0] == "curly_bracket"
     assert C4Quality().decide("One sentence only here.", "en")[0] == "too_few_sentences"
@@ -233,9 +242,12 @@ def test_numbers_count_as_words_only_when_asked():
     assert GopherQuality(alpha_words="whitespace", alpha_counts_numbers=True).decide(report, "en")[0] is None
 
 
-def test_keyword_stuffing_and_navigation_residue():
+def test_keyword_stuffing_is_caught_by_the_top_word_rule():
     stuffed = " ".join(["Cheap plumber in Springfield, the best Springfield plumber for Springfield homes."] * 8)
     assert GopherRepetition(max_top_word_frac=0.08).decide(stuffed, "en")[0] == "top_word"
+
+
+def test_navigation_residue_is_left_out_by_a_minimum_of_line_words():
     prose = "\n".join(
         [
             "The river rises in the hills north of the town and reaches the sea after forty miles.",
@@ -302,7 +314,7 @@ def test_short_lines_judged_by_characters():
     assert FineWebQuality(short_line_share="chars", short_line_thr=0.5).decide(menu, "de")[0] == "short_line_ratio"
 
 
-def test_line_punctuation_judged_by_characters_and_sentences_held():
+def test_line_punctuation_can_be_judged_by_characters_or_by_sentences_held():
     article = "\n".join(
         [
             "Sport",

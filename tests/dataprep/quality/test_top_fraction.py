@@ -68,9 +68,13 @@ def test_large_groups_stay_within_the_stated_relative_error(spark):
         assert abs(len(kept) - exact.kept.num_rows) <= 0.01 * n + 1
 
 
-def test_cutoffs_reach_stats_and_a_rerun_with_them_keeps_the_same_documents(spark, shared_data, tmp_path):
+@pytest.fixture(scope="module")
+def top_half_run(spark, shared_data, tmp_path_factory):
+    """40 real pages through langid, the quality classifier and the top half by its score, on Spark: the
+    folder, the texts, the stages, the ids kept and top_fraction's stats."""
+    root = tmp_path_factory.mktemp("top-fraction")
     texts = real_documents(shared_data)[:40]
-    (tmp_path / "in.jsonl").write_text(
+    (root / "in.jsonl").write_text(
         "".join(json.dumps({"id": f"p{i:03d}", "text": t}) + "\n" for i, t in enumerate(texts))
     )
     stages = [
@@ -79,16 +83,24 @@ def test_cutoffs_reach_stats_and_a_rerun_with_them_keeps_the_same_documents(spar
         {"stage": "top_fraction", "score": "quality_score", "keep": 0.5},
     ]
     config = load_config(
-        {"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "a")}, "stages": stages}
+        {"input": {"paths": [str(root / "in.jsonl")]}, "output": {"dir": str(root / "a")}, "stages": stages}
     )
     corpus = set(pq.read_table(run_pipeline(config, spark=spark).corpus_dir).column("id").to_pylist())
-    stats = {s["stage"]: s for s in json.loads((tmp_path / "a" / "stats.json").read_text())["stages"]}["top_fraction"]
+    stats = {s["stage"]: s for s in json.loads((root / "a" / "stats.json").read_text())["stages"]}["top_fraction"]
+    return {"root": root, "texts": texts, "stages": stages, "corpus": corpus, "stats": stats}
+
+
+def test_top_fraction_cutoffs_reach_the_stats(top_half_run):
+    stats, corpus = top_half_run["stats"], top_half_run["corpus"]
     assert stats["notes"]["relative_error"] == {ALL: 0.0} and stats["docs_kept"] == len(corpus) == 20
     assert stats["dropped"] == {REASON: 20}
-    cutoff = stats["notes"]["cutoffs"][ALL]
+    assert ALL in stats["notes"]["cutoffs"]
 
+
+def test_the_in_memory_run_keeps_the_spark_runs_documents_above_its_cutoff(top_half_run):
+    texts, cutoff = top_half_run["texts"], top_half_run["stats"]["notes"]["cutoffs"][ALL]
     local, _ = run_stages(
-        load_config({"stages": stages}).stages,
+        load_config({"stages": top_half_run["stages"]}).stages,
         pa.table(
             {
                 "id": [f"p{i:03d}" for i in range(40)],
@@ -99,14 +111,23 @@ def test_cutoffs_reach_stats_and_a_rerun_with_them_keeps_the_same_documents(spar
             }
         ),
     )
-    assert set(local.kept.column("id").to_pylist()) == corpus
+    assert set(local.kept.column("id").to_pylist()) == top_half_run["corpus"]
     assert min(local.kept.column("quality_score").to_pylist()) > cutoff
 
+
+def test_a_rerun_given_the_cutoffs_keeps_the_same_documents(spark, top_half_run):
+    root, stages, cutoff = top_half_run["root"], top_half_run["stages"], top_half_run["stats"]["notes"]["cutoffs"][ALL]
     pinned = stages[:2] + [{**stages[2], "cutoffs": {ALL: cutoff}}]
     config = load_config(
-        {"input": {"paths": [str(tmp_path / "in.jsonl")]}, "output": {"dir": str(tmp_path / "b")}, "stages": pinned}
+        {"input": {"paths": [str(root / "in.jsonl")]}, "output": {"dir": str(root / "b")}, "stages": pinned}
     )
-    assert set(pq.read_table(run_pipeline(config, spark=spark).corpus_dir).column("id").to_pylist()) == corpus
+    assert (
+        set(pq.read_table(run_pipeline(config, spark=spark).corpus_dir).column("id").to_pylist())
+        == (top_half_run["corpus"])
+    )
+
+
+def test_top_fraction_refuses_cutoffs_of_another_grouping_or_a_score_that_is_no_number(spark):
     with pytest.raises(ValueError, match="cutoffs must be"):
         TopFraction(score="s", keep=0.1, cutoffs={"en": 0.5})
     with pytest.raises(ValueError, match="no 'nope' column"):

@@ -83,7 +83,7 @@ def test_paper_keeps_its_sections_with_macros_expanded(tmp_path):
     assert dropped.num_rows == 0
 
 
-def test_binary_files_and_figures_are_counted_and_the_paper_kept(tmp_path):
+def test_a_papers_non_tex_files_are_counted_and_the_paper_kept(tmp_path):
     files = {
         **paper_files(),
         "figure.png": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
@@ -94,14 +94,18 @@ def test_binary_files_and_figures_are_counted_and_the_paper_kept(tmp_path):
     path.write_bytes(tar_bytes(files))
     stats = StageStats("read")
     kept, dropped = read_all(path, stats)
-    clean, _ = read_all(PAPER / "main.tex")  # one file alone: main.tex's sections only
     assert kept.num_rows == 1 and "\\section{Method}" in kept.column("text")[0].as_py()
-    assert "\\section{Introduction}" in clean.column("text")[0].as_py()
     assert reasons(dropped) == {"binary_file": 1}
     assert stats.counters == {"records_skipped:non_tex_file": 2}
 
 
-def test_bulk_archive_of_papers_and_a_cut_one(tmp_path):
+def test_a_lone_tex_file_reads_as_a_paper():
+    clean, _ = read_all(PAPER / "main.tex")  # one file alone: main.tex's sections only
+    assert "\\section{Introduction}" in clean.column("text")[0].as_py()
+
+
+def _bulk_archive(tmp_path):
+    """A bulk archive of three papers: a whole one, one of a single file, one without sections."""
     single = b"\\documentclass{article}\\begin{document}\\section{Only}One file, \\x.\\end{document}\n"
     papers = {
         "2401/2401.00001.gz": gzip.compress(tar_bytes(paper_files(), "w")),
@@ -110,14 +114,22 @@ def test_bulk_archive_of_papers_and_a_cut_one(tmp_path):
     }
     bulk = tmp_path / "arXiv_src_2401_001.tar"
     bulk.write_bytes(tar_bytes(papers, "w"))
-    kept, dropped = read_all(bulk)
+    return bulk
+
+
+def test_a_bulk_archive_reads_each_paper(tmp_path):
+    kept, dropped = read_all(_bulk_archive(tmp_path))
     assert kept.column("id").to_pylist() == ["arxiv-2401.00001", "arxiv-2401.00002"]
     assert kept.column("text")[1].as_py() == "\\section{Only}One file, expanded.\n"
     assert reasons(dropped) == {"no_sections": 1}
-    with tarfile.open(bulk) as archive:
+
+
+def test_a_cut_bulk_archive_keeps_the_papers_before_the_cut(tmp_path):
+    bulk_archive = _bulk_archive(tmp_path)
+    with tarfile.open(bulk_archive) as archive:
         inside_the_second = archive.getmembers()[1].offset_data + 20
     cut = tmp_path / "cut.tar"
-    cut.write_bytes(bulk.read_bytes()[:inside_the_second])
+    cut.write_bytes(bulk_archive.read_bytes()[:inside_the_second])
     kept, dropped = read_all(cut)
     assert kept.column("id").to_pylist() == ["arxiv-2401.00001"] and reasons(dropped) == {"error:truncated": 1}
 

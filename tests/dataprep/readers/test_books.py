@@ -48,7 +48,7 @@ def test_the_book_is_kept_whole_without_gutenberg_text():
     assert "CHAPTER III" in row["text"] and "  Before the dark comes over the wall" in row["text"]
 
 
-def test_older_gutenberg_markers_and_credits():
+def test_older_gutenberg_boilerplate_is_stripped():
     old = (
         "The Project Gutenberg Etext of Old Tales\n\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN "
         "ETEXTS*Ver.04.29.93*END*\n\n"
@@ -56,6 +56,9 @@ def test_older_gutenberg_markers_and_credits():
         "Tales\n\nMore licence.\n"
     )
     assert strip_gutenberg(old) == "OLD TALES\n\nOnce there was a mill.\n"
+
+
+def test_a_book_from_elsewhere_is_left_as_it_is():
     assert strip_gutenberg("A book from elsewhere.\n") == "A book from elsewhere.\n"
 
 

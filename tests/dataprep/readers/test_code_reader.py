@@ -39,7 +39,7 @@ def reasons(dropped: pa.Table) -> Counter:
     return Counter(dropped.column(DROP_REASON).to_pylist()) if dropped.num_rows else Counter()
 
 
-def test_language_table_covers_the_common_languages_and_shebangs():
+def test_language_table_covers_the_common_languages():
     assert len(set(LANGUAGES.values())) >= 30
     assert [language(p) for p in ("a.py", "a.h", "a.hpp", "a.tsx", "Makefile", "a.ipynb", "a.go")] == [
         "Python",
@@ -50,16 +50,22 @@ def test_language_table_covers_the_common_languages_and_shebangs():
         "Jupyter Notebook",
         "Go",
     ]
-    assert language("tool", b"#!/usr/bin/env bash\n") == "Shell"
     assert language("README") is None and language("notes.txt") is None
 
 
-def test_licences_from_files_metadata_and_classifiers():
+def test_a_shebang_names_the_language():
+    assert language("tool", b"#!/usr/bin/env bash\n") == "Shell"
+
+
+def test_licence_of_a_licence_file():
     assert license_of_text(MIT) == "MIT"  # identify's whole-text match
     assert license_of_text(GPL3) == "GPL-3.0"  # by its title
     stdlib_license = Path(sysconfig.get_paths()["stdlib"]) / "LICENSE.txt"  # history first, then several licences
     assert license_of_text(stdlib_license.read_text(encoding="utf-8")) == "PSF-2.0"
     assert license_of_text("Do what you like, but ask me first.") is None
+
+
+def test_licence_of_package_metadata_from_its_fields_files_or_classifiers():
     assert license_of_metadata("Name: a\nLicense-Expression: MIT OR Apache-2.0\nLicense: GPL\n") == "MIT OR Apache-2.0"
     assert license_of_metadata("Name: a\nLicense: BSD\n", [MIT]) == "MIT"  # licence files before the free-text field
     assert license_of_metadata("Name: a\nLicense: Apache 2.0\n") == "Apache-2.0"

@@ -39,7 +39,7 @@ def _saved(documents, folder, **splits) -> str:
     return str(folder)
 
 
-def test_a_saved_dataset_reads_as_its_arrow_files_and_nothing_else(documents, tmp_path):
+def test_a_saved_dataset_reads_as_its_arrow_files_only(documents, tmp_path):
     folder = _saved(documents, tmp_path / "ds")
     files = expand_inputs([folder])
     assert files and all(f.endswith(".arrow") for f in files)  # state.json and dataset_info.json are bookkeeping
@@ -50,6 +50,10 @@ def test_a_saved_dataset_reads_as_its_arrow_files_and_nothing_else(documents, tm
     kept = concat(r.kept for r in results)
     assert kept.column("id").to_pylist() == [d["id"] for d in documents]
     assert kept.column("text").to_pylist() == [d["text"] for d in documents]
+
+
+def test_a_saved_dataset_without_the_text_field_names_its_columns(documents, tmp_path):
+    files = expand_inputs([_saved(documents, tmp_path / "ds")])
     with pytest.raises(ValueError, match="no column 'text'.*content"):
         list(iter_documents(files[0], InputConfig()))
 

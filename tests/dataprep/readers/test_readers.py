@@ -106,19 +106,27 @@ def test_every_sample_record_is_kept_or_counted(shared_data, name):
             assert (text and not html) if wet else (html and b"<" in html[:200] and text is None)
 
 
-def test_wet_text_and_cc_language(shared_data):
+def test_a_wet_record_reads_with_its_common_crawl_language(shared_data):
     kept, _ = read_all(shared_data / "warc/cc-main-2024-22-whirlwind/whirlwind.warc.wet.gz")
     row = kept.to_pylist()[0]
     assert row["cc_lang"] == "spa" and row["url"] == "https://an.wikipedia.org/wiki/Escopete"
     assert row["text"].startswith("Escopete") and row["content_type"] == "text/plain"
 
 
-def test_ids_stable_and_batches_bounded(shared_data):
+def test_batches_are_bounded(shared_data):
+    batches = list(iter_documents(str(shared_data / "warc/wget/dolma-sample-0000.warc.gz"), InputConfig(batch_size=5)))
+    assert max(b.kept.num_rows for b in batches) == 5 and sum(b.kept.num_rows for b in batches) == 22
+
+
+def test_ids_are_the_same_at_any_batch_size(shared_data):
     path = shared_data / "warc/wget/dolma-sample-0000.warc.gz"
     batches = list(iter_documents(str(path), InputConfig(batch_size=5)))
-    assert max(b.kept.num_rows for b in batches) == 5 and sum(b.kept.num_rows for b in batches) == 22
     again, _ = read_all(path)
     assert concat(b.kept for b in batches).column("id").to_pylist() == again.column("id").to_pylist()
+
+
+def test_the_charset_comes_from_http_or_the_pages_meta(shared_data):
+    again, _ = read_all(shared_data / "warc/wget/dolma-sample-0000.warc.gz")
     assert again.column("charset").to_pylist().count("utf-8") == 22  # 21 from HTTP, 1 from <meta>
 
 
@@ -171,7 +179,7 @@ def test_compressed_cc_payload_with_stale_header_is_kept(shared_data):
         ("warc/wget/IAH-urls-wget.warc.gz", 23_500, 2),
     ],
 )
-def test_file_cut_midway_keeps_records_before_and_counts_one_error(shared_data, tmp_path, name, cut, kept_before):
+def test_a_file_cut_midway_loses_only_the_cut_record_as_one_error(shared_data, tmp_path, name, cut, kept_before):
     path = tmp_path / Path(name).name
     path.write_bytes((shared_data / name).read_bytes()[:cut])
     kept, dropped = read_all(path)
@@ -281,7 +289,9 @@ def test_random_bytes_are_not_a_warc(tmp_path):
     assert outcome(*read_all(random_bytes)) == {"error:not_warc": 1}
 
 
-def test_chunked_and_gzip_payloads_are_decoded(tmp_path, page):
+@pytest.fixture
+def encoded_warc(tmp_path, page):
+    """The page in chunked, gzip and chunked gzip payloads, a bad gzip, no type, JSON and a plain one."""
     chunked = (
         b"".join(b"%x\r\n%s\r\n" % (len(page[i : i + 4000]), page[i : i + 4000]) for i in range(0, len(page), 4000))
         + b"0\r\n\r\n"
@@ -313,7 +323,11 @@ def test_chunked_and_gzip_payloads_are_decoded(tmp_path, page):
     ]
     path = tmp_path / "encoded.warc.gz"
     path.write_bytes(b"".join(records))
-    kept, dropped = read_all(path, max_document_bytes=len(page) + 1000)
+    return path
+
+
+def test_chunked_and_gzip_payloads_are_decoded(encoded_warc, page):
+    kept, dropped = read_all(encoded_warc, max_document_bytes=len(page) + 1000)
     by_url = dict(zip(kept.column("url").to_pylist(), kept.column("html").to_pylist()))
     assert by_url == {
         u: page for u in ("http://a/chunked", "http://a/gzip", "http://a/both", "http://a/notype", "http://a/big")
@@ -322,7 +336,10 @@ def test_chunked_and_gzip_payloads_are_decoded(tmp_path, page):
         "http://a/badgzip": "error:content_encoding",
         "http://a/json": "non_html",
     }
-    kept, dropped = read_all(path, max_document_bytes=len(page) // 2)
+
+
+def test_a_payload_over_max_document_bytes_is_dropped_as_too_large(encoded_warc, page):
+    kept, dropped = read_all(encoded_warc, max_document_bytes=len(page) // 2)
     assert kept.num_rows == 0 and set(dropped.column(DROP_REASON).to_pylist()) == {
         "too_large",
         "non_html",
@@ -417,7 +434,7 @@ def test_format_is_detected_from_the_name_or_else_the_content(shared_data, tmp_p
     assert detect_format(str(no_ext)) == "warc" and read_all(no_ext)[0].num_rows == 1
 
 
-def test_fsspec_urls_are_read_and_named_as_the_source(shared_data):
+def test_an_fsspec_url_is_read_as_its_own_source(shared_data):
     with fsspec.open("memory://bucket/sample.warc.gz", "wb") as fh:
         fh.write((shared_data / "warc/wget/dolma-sample-0000.warc.gz").read_bytes())
     kept, _ = read_all("memory://bucket/sample.warc.gz")
@@ -435,7 +452,7 @@ BAD_AMONG_GOOD = [
 ]
 
 
-def test_bad_files_among_good_are_counted_and_the_run_goes_on(spark, shared_data, tmp_path, capfd):
+def test_bad_files_among_good_cost_one_counted_drop_each(spark, shared_data, tmp_path, capfd):
     """One good WARC beside damaged, empty and unreadable files: the run succeeds, every page of the good
     file is read, each bad file is one counted drop by reason, and no traceback is printed."""
     (tmp_path / "bad").mkdir()

@@ -63,7 +63,7 @@ def test_each_question_with_its_answers_best_first():
     assert stats.counters == {"records_skipped:post_type_4": 1, "records_skipped:answer_without_question": 1}
 
 
-def test_broken_row_and_cut_files_lose_nothing_else(tmp_path):
+def test_a_broken_row_loses_only_itself(tmp_path):
     head, rows, tail = split_rows(SAMPLE.read_text())
     good, _ = read_all(SAMPLE)
     broken = tmp_path / SITE / "Posts.xml"
@@ -73,8 +73,12 @@ def test_broken_row_and_cut_files_lose_nothing_else(tmp_path):
     assert kept.column("text").to_pylist() == good.column("text").to_pylist()
     assert reasons(dropped) == {"error:malformed_record": 1}
 
+
+def test_a_cut_file_loses_only_what_follows_the_cut(tmp_path):
+    head, rows, tail = split_rows(SAMPLE.read_text())
     data = (head + "".join(rows)).encode()  # no </posts>: cut inside the last row, then before it
     cut = tmp_path / SITE / "Posts-cut.xml.gz"
+    cut.parent.mkdir()
     cut.write_bytes(gzip.compress(data[:-20]))
     kept, dropped = read_all(cut, format="stackexchange")
     assert reasons(dropped) == {"error:truncated": 1}

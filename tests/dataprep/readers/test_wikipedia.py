@@ -80,7 +80,7 @@ def split_pages(xml: str) -> tuple[str, list[str], str]:
     return xml[:first], pages, xml[last:]
 
 
-def test_articles_become_plain_text_with_every_sentence_and_no_markup():
+def test_articles_become_plain_text_that_keeps_every_sentence():
     stats = StageStats("read")
     kept, dropped = read_all(SAMPLE, stats)
     assert kept.column("id").to_pylist() == ["enwiki-101", "enwiki-106", "enwiki-107"]
@@ -104,25 +104,35 @@ def test_wikitext_edge_cases():
     assert text == "See birds, and the site."
 
 
-def test_bz2_multistream_and_damaged_dumps(tmp_path):
-    xml = SAMPLE.read_text()
-    head, pages, tail = split_pages(xml)
-    plain, _ = read_all(SAMPLE)
-    # Like the real multistream dumps: the head and first pages, then one bz2 stream per page.
+def _multistream_parts() -> list[bytes]:
+    """Like the real multistream dumps: the head and first pages, then one bz2 stream per page."""
+    head, pages, tail = split_pages(SAMPLE.read_text())
     streams = [bz2.compress((head + "".join(pages[:3])).encode())] + [bz2.compress(p.encode()) for p in pages[3:]]
     streams[-1] = bz2.compress((pages[-1] + tail).encode())
+    return streams
+
+
+def test_a_bz2_multistream_dump_reads_as_the_plain_one(tmp_path):
+    plain, _ = read_all(SAMPLE)
     multistream = tmp_path / "enwiki-pages-articles-multistream.xml.bz2"
-    multistream.write_bytes(b"".join(streams))
+    multistream.write_bytes(b"".join(_multistream_parts()))
     assert detect_format(str(multistream)) == "wikipedia"
     kept, _ = read_all(multistream)
     assert kept.column("text").to_pylist() == plain.column("text").to_pylist()
 
+
+def test_a_cut_multistream_dump_keeps_the_pages_before_the_cut(tmp_path):
+    streams = _multistream_parts()
     cut = tmp_path / "cut.xml.bz2"  # the damage inside the stream of the last page (Tide)
     cut.write_bytes(b"".join(streams[:-1]) + streams[-1][: len(streams[-1]) // 2])
     kept, dropped = read_all(cut, format="wikipedia")
     assert kept.column("id").to_pylist() == ["enwiki-101", "enwiki-106"]
     assert reasons(dropped) == {"redirect": 1, "disambiguation": 1, "error:truncated": 1}
 
+
+def test_a_malformed_page_loses_only_itself(tmp_path):
+    head, pages, tail = split_pages(SAMPLE.read_text())
+    plain, _ = read_all(SAMPLE)
     broken = tmp_path / "broken.xml"
     bad_page = "  <page>\n    <title>Broken</titel>\n    <ns>0</ns>\n  </page>\n"
     broken.write_text(head + pages[0] + bad_page + "".join(pages[1:]) + tail)

@@ -249,17 +249,35 @@ def test_every_attribute_section_appears_with_the_corpus_numbers(local_output, t
     assert "<script>" not in md and "&lt;script&gt;alert(1)" in md
 
 
-def test_sampling_limit_and_damaged_parts(local_output, tmp_path):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def sampled_damaged_report(local_output, tmp_path_factory) -> tuple[str, int]:
+    """The report, sampled to 5 documents, of a copy of the output whose shard manifest is truncated:
+    its markdown and the corpus's size."""
+    root = tmp_path_factory.mktemp("damaged")
+    out = root / "out"
     shutil.copytree(local_output, out)
     (out / "steps" / "02_tokenize" / "shards").mkdir(parents=True)
     (out / "steps" / "02_tokenize" / "shards" / "manifest.json").write_text("{ truncated")
     total = pq.read_table(out / "corpus").num_rows
-    md = Path(build_report(str(out), str(tmp_path / "r"), max_docs=5)[1]).read_text()
+    return Path(build_report(str(out), str(root / "r"), max_docs=5)[1]).read_text(), total
+
+
+def test_the_report_samples_at_most_max_docs(sampled_damaged_report):
+    md, total = sampled_damaged_report
     assert f"Distributions below are over 5 of the {total} cleaned documents" in md
     assert re.search(r"^\| chars \| 5 \|", md, flags=re.M)
+
+
+def test_the_report_names_an_unreadable_manifest(sampled_damaged_report):
+    md, _ = sampled_damaged_report
     assert "unreadable manifest" in md and "is not valid JSON" in md
 
+
+def test_the_report_of_an_output_without_its_corpus_says_so(local_output, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(local_output, out)
+    (out / "steps" / "02_tokenize" / "shards").mkdir(parents=True)
+    (out / "steps" / "02_tokenize" / "shards" / "manifest.json").write_text("{ truncated")
     shutil.rmtree(out / "corpus")
     md = Path(build_report(str(out), str(tmp_path / "r2"))[1]).read_text()
     assert "corpus/ is missing" in md and "Languages" not in _sections(md)

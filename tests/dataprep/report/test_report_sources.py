@@ -31,7 +31,7 @@ def _inputs(shared_data, folder) -> list[str]:
     return paths
 
 
-def test_sources_section_counts_each_source_kind_and_its_funnel(spark, shared_data, tmp_path, capsys):
+def test_the_sources_section_breaks_the_corpus_down_by_source_kind(spark, shared_data, tmp_path, capsys):
     config = load_config(
         {
             "input": {"paths": _inputs(shared_data, tmp_path), "format": "jsonl"},

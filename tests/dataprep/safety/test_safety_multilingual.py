@@ -41,7 +41,7 @@ def _table(pages, with_lang: bool = True) -> pa.Table:
     return pa.table(cols)
 
 
-def test_folding_and_hidden_separators():
+def test_folding_reveals_words_behind_hidden_separators():
     assert unhide(fold("成 人*小 說")) == "成人小说"  # spaces and symbols between characters, traditional form
     assert unhide(fold("ＡＢＣ p.o.r.n")) == "abc porn"  # full width, spelled-out letters
     assert unhide(fold("Mr. A. Smith")) == "mr. a. smith"  # one letter alone is not spelled out
@@ -75,25 +75,38 @@ def test_without_a_language_column_all_lists_apply():
     assert all(s >= 0 for s in out.column("harm_score").to_pylist())
 
 
-def test_real_prose_survives_the_whole_pipeline_and_harm_does_not():
+@pytest.fixture(scope="module")
+def whole_pipeline_fates() -> tuple[set[str], dict[str, str]]:
+    """The pages through the whole pipeline: the ids kept and each dropped id's reason."""
     stages = parse_stages(PIPELINE, str(ROOT / "configs" / "pipeline"))
     result, _ = run_stages(stages, _table(PAGES, with_lang=False))
     kept = set(result.kept.column("id").to_pylist())
-    reasons = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
+    return kept, dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
+
+
+def test_real_prose_survives_the_whole_pipeline(whole_pipeline_fates):
+    kept, reasons = whole_pipeline_fates
     assert kept == {p["id"] for p in PAGES if p["harmful"] is None}, reasons
+
+
+def test_harmful_pages_are_removed_by_the_safety_stage_made_for_them(whole_pipeline_fates):
+    _, reasons = whole_pipeline_fates
     # harmful pages are removed by the safety stage made for them, not by a quality rule's luck
     assert {i: r for i, r in reasons.items()} == {p["id"]: p["harmful"] for p in PAGES if p["harmful"]}
 
 
-def test_contact_spam_and_stuffed_titles():
+def test_contact_count_counts_contact_spam_not_years():
     assert contact_count(fold("联系电话：010-12345678")) == 0  # a phone number once is a contact page
     assert contact_count(fold("加微信：abc12345，QQ：12345678，tel 13812345678 / 13812345678")) == 4
     assert contact_count(fold("Telegram: @best_casino_777 t.me/best_casino_777")) == 2
+    assert contact_count("Born 1896 1897 1898, then 1896 1897 1898.") == 0  # years are not phones
+    assert contact_count(fold("Звоните: +7 (999) 123-45-67, +7 (999) 123-45-67")) == 2
+
+
+def test_title_stuffing_measures_keyword_titles_not_sentences():
     assert title_stuffing("澳门赌场_澳门赌场官网_澳门赌场app_澳门赌场注册") == 1.0
     assert title_stuffing("长江 - 维基百科，自由的百科全书") == 0.0
     assert title_stuffing("News | Sport | Weather | Culture") == 0.25
-    assert contact_count("Born 1896 1897 1898, then 1896 1897 1898.") == 0  # years are not phones
-    assert contact_count(fold("Звоните: +7 (999) 123-45-67, +7 (999) 123-45-67")) == 2
     sentence = "Ang Kalakhang Tokyo, kasama ang Tokyo, ang Tokyo at ang Tokyo, ay ang pinakamalaking lugar sa Tokyo"
     assert title_stuffing(sentence) == 0.0  # long comma-separated segments: a sentence, not keywords
 
@@ -105,7 +118,7 @@ def test_languages_without_lists_are_not_scored():
     assert reasons == [None] and out.column("harm_adult").to_pylist() == [None]
 
 
-def test_thresholds_are_per_language_and_configurable():
+def test_harm_thresholds_are_configured_per_language():
     page = next(p for p in PAGES if p["id"] == "zh-news-gambling-crackdown")
     table = _table([page])
     assert HarmfulContent().process(table)[1] == [None]
@@ -114,14 +127,17 @@ def test_thresholds_are_per_language_and_configurable():
     assert HarmfulContent(action="annotate", thresholds={"gambling": {"zh": 0.01}}).process(table)[1] == [None]
 
 
-def test_url_lists_hashed_tarballs_and_gzip(tmp_path):
-    import tarfile
-
+def test_the_shipped_url_lists_match_subdomains(tmp_path):
     assert UrlFilter().reason_for("http://www.example-adult-site.cn/x", load_categories((str(tmp_path),), None)) is None
     shipped = UrlFilter()._lists()
     assert len(shipped["ut1"].domains) > 300_000
     sub = "m." + next(iter(_first_shipped_domain()))
     assert UrlFilter().reason_for(f"https://{sub}/page", shipped) == "url_blocklist:ut1"  # subdomains match
+
+
+def test_url_lists_are_read_from_a_tarball_of_either_layout(tmp_path):
+    import tarfile
+
     # a datatrove-style tarball (domains at the top) and an official UT1 one (blacklists/<category>/)
     (tmp_path / "domains").write_text("bad-casino.example\n")
     (tmp_path / "blacklists" / "phishing").mkdir(parents=True)

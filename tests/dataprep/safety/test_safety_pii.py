@@ -66,7 +66,10 @@ def test_checksums():
     assert cn_id_ok("11010519491231002X") and not cn_id_ok("110105194912310021")
 
 
-def test_stage_redacts_counts_and_drops():
+@pytest.fixture
+def scrubbed() -> tuple[object, object]:
+    """Two emails and a phone number, a date, an empty text, a missing one and six emails, through the
+    PII stage with at most five spans: the stage and its result."""
     texts = [
         "Write to a@b.com or c@d.org, call 030 1234567.",
         "nothing here, 2023-10-05",
@@ -75,25 +78,40 @@ def test_stage_redacts_counts_and_drops():
         "a@b.com c@b.com d@b.com e@b.com f@b.com g@b.com",
     ]
     stage = PiiScrubber(max_spans=5)
-    result = stage.apply(_batch(texts))
-    kept = result.kept.to_pylist()
+    return stage, stage.apply(_batch(texts))
+
+
+def test_the_pii_stage_redacts_each_span(scrubbed):
+    kept = scrubbed[1].kept.to_pylist()
     assert [r["text"] for r in kept[:2]] == ["Write to <EMAIL> or <EMAIL>, call <PHONE>.", "nothing here, 2023-10-05"]
+    assert kept[3]["text"] is None
+
+
+def test_the_pii_stage_counts_spans_by_type(scrubbed):
+    stage, result = scrubbed
+    kept = result.kept.to_pylist()
     assert (kept[0]["pii_email"], kept[0]["pii_phone"], kept[0]["pii_count"]) == (2, 1, 3)
-    assert kept[1]["pii_count"] == 0 and kept[2]["pii_count"] == 0 and kept[3]["text"] is None
-    assert result.dropped.column("drop_reason").to_pylist() == ["pii:too_many_spans"]
+    assert kept[1]["pii_count"] == 0 and kept[2]["pii_count"] == 0
     assert stage.output_schema(_batch(["x"]).schema) == result.kept.schema
 
 
-def test_count_only_mode_and_type_selection():
+def test_the_pii_stage_drops_a_document_of_too_many_spans(scrubbed):
+    assert scrubbed[1].dropped.column("drop_reason").to_pylist() == ["pii:too_many_spans"]
+
+
+def test_count_only_mode_counts_only_the_selected_types():
     text = "a@b.com 030 1234567"
     out, _ = PiiScrubber(redact=False, types=["email"]).process(_batch([text]))
     row = out.to_pylist()[0]
     assert row["text"] == text and row["pii_email"] == 1 and row["pii_phone"] == 0
 
 
-def test_config_rejects_unknown_types_and_keys():
+def test_the_pii_config_rejects_an_unknown_type():
     with pytest.raises(ConfigError, match="types"):
         parse_stages([{"stage": "pii", "types": ["passport"]}])
+
+
+def test_the_pii_config_rejects_an_unknown_key():
     with pytest.raises(ConfigError, match="max_span"):
         parse_stages([{"stage": "pii", "max_span": 3}])
 

@@ -22,22 +22,37 @@ def _batch(texts, langs=None):
     return pa.table(cols)
 
 
-def test_word_scores_english_whole_words_and_chinese_substrings():
+def test_english_word_scores_count_whole_words():
     lists = load_word_lists(True, ())
     flagged, total = lists["en"].count("Fuck this, but Scunthorpe and shitake are fine.")
     assert (flagged, total) == (1, 8)  # whole words only: Scunthorpe, shitake are not hits
+
+
+def test_chinese_word_scores_count_substrings():
+    lists = load_word_lists(True, ())
     flagged, total = lists["zh"].count(TOXIC_ZH)  # 傻逼 + 操你妈 + 王八蛋 (他妈的 is not in the text)
     assert flagged == 8 and total == len([c for c in TOXIC_ZH if c not in "，。"])
     assert lists["zh"].count(CLEAN_ZH)[0] == 0
 
 
-def test_drop_action_routes_lists_by_language_and_stores_scores():
+@pytest.fixture(scope="module")
+def word_filtered() -> tuple[dict, dict]:
+    """Clean and toxic English and Chinese and a toxic Italian text through the word lists alone: the kept
+    rows and each dropped id's reason."""
     stage = ToxicityFilter(model="none")
     texts = [CLEAN_EN, TOXIC_EN, CLEAN_ZH, TOXIC_ZH, "Buongiorno a tutti, fuck."]
     result = stage.apply(_batch(texts, ["en", "en", "zh", "zh", "it"]))
     kept = {r["id"]: r for r in result.kept.to_pylist()}
-    dropped = dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
+    return kept, dict(zip(result.dropped.column("id").to_pylist(), result.dropped.column("drop_reason").to_pylist()))
+
+
+def test_the_drop_action_routes_the_word_lists_by_language(word_filtered):
+    _, dropped = word_filtered
     assert dropped == {"1": "toxicity:words", "3": "toxicity:words"}
+
+
+def test_the_drop_action_stores_the_scores_of_what_it_keeps(word_filtered):
+    kept, _ = word_filtered
     assert kept["0"]["toxicity_words"] == 0.0 and kept["2"]["toxicity_words"] == 0.0
     assert kept["4"]["toxicity_words"] is None  # no Italian list: not scored rather than scored 0
     assert kept["0"]["toxicity_model"] is None  # model: none
@@ -48,7 +63,7 @@ def test_without_lang_column_all_lists_apply():
     assert reasons == ["toxicity:words", None]
 
 
-def test_english_model_scores_and_only_for_english():
+def test_the_english_model_scores_english_only():
     stage = ToxicityFilter(words_threshold=None)
     out, reasons = stage.process(_batch([CLEAN_EN, TOXIC_EN, CLEAN_ZH], ["en", "en", "zh"]))
     scores = out.column("toxicity_model").to_pylist()
@@ -57,14 +72,21 @@ def test_english_model_scores_and_only_for_english():
     assert reasons == [None, "toxicity:model", None]
 
 
-def test_remove_lines_keeps_the_rest_and_drops_all_toxic_pages():
+@pytest.fixture(scope="module")
+def lines_removed():
+    """A page with one toxic line among calm ones, and a page of toxic lines only, with remove_lines."""
     doc = "A calm first line about gardening.\nFuck you, you worthless piece of shit.\nA calm last line about tomatoes."
-    stage = ToxicityFilter(action="remove_lines")
-    result = stage.apply(_batch([doc, "Fuck off.\nShit."], ["en", "en"]))
-    row = result.kept.to_pylist()[0]
+    return ToxicityFilter(action="remove_lines").apply(_batch([doc, "Fuck off.\nShit."], ["en", "en"]))
+
+
+def test_remove_lines_keeps_the_rest_of_the_page(lines_removed):
+    row = lines_removed.kept.to_pylist()[0]
     assert row["text"] == "A calm first line about gardening.\nA calm last line about tomatoes."
     assert row["toxicity_removed"] == 1 and row["toxicity_words"] > 0  # scores describe the original
-    assert result.dropped.column("drop_reason").to_pylist() == ["toxicity:all_removed"]
+
+
+def test_remove_lines_drops_a_page_of_toxic_lines_only(lines_removed):
+    assert lines_removed.dropped.column("drop_reason").to_pylist() == ["toxicity:all_removed"]
 
 
 def test_sentence_units_rejoin_to_the_original():
@@ -76,13 +98,22 @@ def test_sentence_units_rejoin_to_the_original():
     assert out.column("text").to_pylist() == ["Nice day. Nice night."]
 
 
-def test_annotate_keeps_everything_and_empty_text_is_fine():
+@pytest.fixture(scope="module")
+def annotated():
+    """A toxic text, an empty one, a missing one and blanks through the annotate action: stage and result."""
     stage = ToxicityFilter(action="annotate")
-    result = stage.apply(_batch([TOXIC_EN, "", None, "   \n  "], ["en", "en", None, "en"]))
+    return stage, stage.apply(_batch([TOXIC_EN, "", None, "   \n  "], ["en", "en", None, "en"]))
+
+
+def test_annotate_keeps_everything(annotated):
+    stage, result = annotated
     assert result.kept.num_rows == 4 and result.dropped.num_rows == 0
-    rows = result.kept.to_pylist()
-    assert rows[1]["toxicity_words"] == 0.0 and rows[1]["toxicity_model"] == 0.0
     assert stage.output_schema(_batch(["x"], ["en"]).schema) == result.kept.schema
+
+
+def test_annotate_scores_an_empty_text_zero(annotated):
+    rows = annotated[1].kept.to_pylist()
+    assert rows[1]["toxicity_words"] == 0.0 and rows[1]["toxicity_model"] == 0.0
 
 
 def test_extra_word_list_from_config(tmp_path):

@@ -30,7 +30,7 @@ def _ut1(root, category: str, **files: str):
     return root
 
 
-def test_shipped_lists_domains_subdomains_and_words():
+def test_shipped_url_lists_block_by_domain_subdomain_or_word():
     reasons = _reasons(
         UrlFilter(),
         [
@@ -66,7 +66,7 @@ def test_shipped_lists_domains_subdomains_and_words():
     ]
 
 
-def test_ut1_folders_from_config_with_urls_and_threshold(tmp_path):
+def test_ut1_folders_in_the_config_block_their_selected_categories(tmp_path):
     root = tmp_path / "ut1"
     _ut1(root, "phishing", domains="evil-bank-login.com\n.www.fake-paypal.net\n", urls="freehost.org/~scam/\n")
     _ut1(root, "jobsearch", domains="jobs.example.com\n")

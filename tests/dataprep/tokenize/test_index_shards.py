@@ -16,7 +16,7 @@ from train_fixtures import tiny_config
 VOCAB = 128
 
 
-def test_megatron_shards_get_a_manifest_and_train(tmp_path, capsys, one_torch_thread):
+def test_indexed_megatron_shards_train_a_model(tmp_path, capsys, one_torch_thread):
     import torch
 
     idx_mod = megatron_indexed_dataset()

@@ -95,12 +95,15 @@ def test_budget_unique_tokens_are_unchanged_by_repetition(spark, shared_data, to
     assert json.loads(capsys.readouterr().out)["unique_tokens"] == plain_manifest["tokens"]
 
 
-def test_copies_round_fractional_weights_by_id_and_spread_them_apart(tmp_path):
+def test_copies_round_fractional_weights_by_id():
     draws = [copies(2.5, f"doc{i}") for i in range(4000)]
     assert set(draws) == {2, 3} and abs(draws.count(3) / 4000 - 0.5) < 0.03
     assert copies(2.5, "doc7") == copies(2.5, "doc7") and copies(None, "x") == 1 and copies(0.0, "x") == 0
     with pytest.raises(ValueError, match="weights must be 0 or more"):
         copies(-1.0, "bad")
+
+
+def test_the_shard_writer_spreads_a_documents_copies_apart(tmp_path):
     import numpy as np
 
     with ShardWriter(str(tmp_path / "s"), np.uint16, 10_000) as writer:
@@ -121,14 +124,20 @@ def open_dataset_files(prefix):
     return list(IndexedShard(str(prefix)))
 
 
-def test_fineweb2_names_its_published_table_and_the_rehydrate_preset_uses_it():
+def test_fineweb2_names_its_published_table():
     from dataprep.dedup.weights import NAMED_TABLES, parse_weights, weights_for
+
+    sizes = [1, 2, 3, 4, 5, 99, 100, 999, 1000, 50_000]
+    table = parse_weights(NAMED_TABLES["fineweb2"])
+    assert weights_for(sizes, table) == [1, 2, 3, 3, 5, 5, 8, 8, 1, 1]  # FineWeb-2's README
+    with pytest.raises(ValueError, match="no table named 'fineweb3'"):
+        parse_weights("fineweb3")
+
+
+def test_the_rehydrate_preset_uses_the_fineweb2_table():
+    from dataprep.dedup.weights import NAMED_TABLES, parse_weights
 
     config = load_config("rehydrate", check_assets=False)
     minhash, tokenize = config.stages[-2], config.stages[-1]
     assert minhash.sample_weights == "fineweb2" and tokenize.repeat_by == "sample_weight"
-    sizes = [1, 2, 3, 4, 5, 99, 100, 999, 1000, 50_000]
-    assert weights_for(sizes, minhash.weight_ranges()) == [1, 2, 3, 3, 5, 5, 8, 8, 1, 1]  # FineWeb-2's README
     assert parse_weights(NAMED_TABLES["fineweb2"]) == minhash.weight_ranges()
-    with pytest.raises(ValueError, match="no table named 'fineweb3'"):
-        parse_weights("fineweb3")

@@ -62,7 +62,7 @@ def test_idx_header_field_by_field(tmp_path):
     assert meta["documents"] == 4 and meta["tokens"] == 46 and meta["bin_bytes"] == 92
 
 
-def test_same_bytes_as_megatron_builder_and_readable_by_megatron(tmp_path):
+def test_same_bytes_as_megatron_builder(tmp_path):
     import torch
 
     idx_mod = megatron_indexed_dataset()
@@ -76,6 +76,13 @@ def test_same_bytes_as_megatron_builder_and_readable_by_megatron(tmp_path):
         builder.finalize(theirs + ".idx")
         for ext in (".bin", ".idx"):
             assert open(ours + ext, "rb").read() == open(theirs + ext, "rb").read(), ext
+
+
+def test_readable_by_megatron(tmp_path):
+    idx_mod = megatron_indexed_dataset()
+    for dtype in (np.uint16, np.int32):
+        ours = str(tmp_path / f"ours-{dtype.__name__}")
+        write_shard(ours, DOCS, dtype)
         dataset = idx_mod.IndexedDataset(ours, multimodal=False, mmap=True)
         assert len(dataset) == len(DOCS)
         assert dataset.index.dtype == dtype
@@ -84,7 +91,7 @@ def test_same_bytes_as_megatron_builder_and_readable_by_megatron(tmp_path):
         assert dataset.get(3, offset=5, length=4).tolist() == DOCS[3][5:9].tolist()
 
 
-def test_reader_api_and_empty_documents(tmp_path):
+def test_indexed_shard_reader_api(tmp_path):
     write_shard(str(tmp_path / "s"), DOCS, np.int32)
     shard = IndexedShard(str(tmp_path / "s"))
     assert shard.dtype == np.int32 and shard.num_docs == 4 and shard.num_tokens == 46
@@ -95,6 +102,9 @@ def test_reader_api_and_empty_documents(tmp_path):
     assert shard.tokens[3:6].tolist() == [65_535, 0, 2]
     with pytest.raises(IndexError, match="document 4 out of range"):
         shard.doc(4)
+
+
+def test_a_shard_of_no_documents_reads_empty(tmp_path):
     write_shard(str(tmp_path / "none"), [], np.uint16)  # a shard with no documents at all
     empty = IndexedShard(str(tmp_path / "none"))
     assert (empty.num_docs, empty.num_tokens, list(empty)) == (0, 0, [])
@@ -177,18 +187,27 @@ def test_flipped_byte_in_idx_is_caught_by_structure(tmp_path):
     assert problems and "shard-00000-00000: .idx SHA-256" in problems[0]
 
 
-def test_manifest_disagreement_and_missing_files(tmp_path):
-    prefix = make_dataset(tmp_path)
+def test_the_manifest_describes_the_shards(tmp_path):
+    make_dataset(tmp_path)
     manifest = load_manifest(str(tmp_path))
     assert manifest["dtype"] == "uint16" and manifest["documents"] == 4 and manifest["tokens"] == 46
     assert manifest["special_ids"] == {"bos": 1, "eos": 2, "pad": 3}
     assert manifest["shards"][0]["bin_sha256"] and manifest["shards"][0]["name"] == "shard-00000-00000"
+
+
+def test_a_shard_that_disagrees_with_the_manifest_is_refused(tmp_path):
+    make_dataset(tmp_path)
+    manifest = load_manifest(str(tmp_path))
     manifest["shards"][0]["tokens"] = 45
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(
         ShardError, match=r"shard shard-00000-00000 disagrees with manifest.json: 46 tokens \(manifest: 45\)"
     ):
         open_dataset(str(tmp_path))
+
+
+def test_a_missing_index_or_manifest_is_refused(tmp_path):
+    prefix = make_dataset(tmp_path)
     os.unlink(f"{prefix}.idx")
     with pytest.raises(ShardError, match="shard shard-00000-00000: .idx is missing"):
         open_dataset(str(tmp_path))

@@ -143,41 +143,55 @@ def test_stage_config_is_validated(tmp_path):
         stage.run_local(texts_table(["text"]))
 
 
-def test_spark_stage_trains_then_shards_and_reruns_without_duplicates(spark, corpus, tmp_path):
+@pytest.fixture(scope="module")
+def spark_tokenized(spark, corpus, tmp_path_factory) -> dict:
+    """3,000 documents and an empty one tokenized on Spark in 3 partitions, training the tokenizer first; then
+    rerun in 2 partitions after a "crash" that left a temporary file and a stray shard. What each run left."""
     from pipelines.global_runners import run_global
     from pipelines.steps import StepContext
 
+    root = tmp_path_factory.mktemp("spark-tokenize")
     texts = corpus["train"][:3000] + [""]
-    pq.write_table(texts_table(texts), tmp_path / "docs.parquet")
-    df = spark.read.parquet(str(tmp_path / "docs.parquet"))
+    pq.write_table(texts_table(texts), root / "docs.parquet")
+    df = spark.read.parquet(str(root / "docs.parquet"))
     stage = Tokenize(
-        tokenizer=str(tmp_path / "tok"),
+        tokenizer=str(root / "tok"),
         train={"vocab_size": 1500, "sample_documents": 2000, "character_coverage": 0.99},
         tokens_per_shard=20_000,
     )
-    ctx = StepContext(spark=spark, step_dir=str(tmp_path / "step"), config=None)
+    ctx = StepContext(spark=spark, step_dir=str(root / "step"), config=None)
     out = run_global(df.repartition(3), stage, ctx).toPandas()
-    tok = Tokenizer.load(str(tmp_path / "tok"))
+    shard_dir = str(root / "step" / "shards")
+    first = {"out": out, "manifest": load_manifest(shard_dir), "problems": verify_dataset(shard_dir)}
+
+    (root / "step" / "shards" / ".tmp-shard-00002-00000-abc.bin").write_bytes(b"partial")
+    (root / "step" / "shards" / "shard-00009-00000.bin").write_bytes(b"stray")
+    run_global(df.repartition(2), stage, ctx).count()
+    return {"texts": texts, "tok": Tokenizer.load(str(root / "tok")), "shard_dir": shard_dir, "first": first}
+
+
+def test_the_spark_stage_trains_the_tokenizer_then_shards(spark_tokenized):
+    texts, tok, first = spark_tokenized["texts"], spark_tokenized["tok"], spark_tokenized["first"]
+    out = first["out"]
     assert tok.meta["training"]["sample_documents"] == 2000 and tok.meta["training"]["corpus_documents"] == 3000
     assert len(out) == len(texts) and out["drop_reason"].tolist().count("empty") == 1
-    shard_dir = str(tmp_path / "step" / "shards")
-    first = load_manifest(shard_dir)
-    assert {s["name"][:11] for s in first["shards"]} == {"shard-00000", "shard-00001", "shard-00002"}
-    assert first["documents"] == 3000 and first["tokens"] == int(out["num_tokens"].sum())
-    assert verify_dataset(shard_dir) == []
+    manifest = first["manifest"]
+    assert {s["name"][:11] for s in manifest["shards"]} == {"shard-00000", "shard-00001", "shard-00002"}
+    assert manifest["documents"] == 3000 and manifest["tokens"] == int(out["num_tokens"].sum())
+    assert first["problems"] == []
 
-    # Rerun with other partitioning (the tokenizer now exists) after a "crash" that left a temporary file
-    # and a stray shard: old shards are replaced, not added to, and the debris is removed.
-    (tmp_path / "step" / "shards" / ".tmp-shard-00002-00000-abc.bin").write_bytes(b"partial")
-    (tmp_path / "step" / "shards" / "shard-00009-00000.bin").write_bytes(b"stray")
-    run_global(df.repartition(2), stage, ctx).count()
+
+def test_a_spark_rerun_replaces_its_shards_without_duplicates(spark_tokenized):
+    """Rerun with other partitioning (the tokenizer now exists) after a "crash" that left a temporary file
+    and a stray shard: old shards are replaced, not added to, and the debris is removed."""
+    texts, tok, shard_dir = spark_tokenized["texts"], spark_tokenized["tok"], spark_tokenized["shard_dir"]
     second = load_manifest(shard_dir)
     assert {s["name"][:11] for s in second["shards"]} == {"shard-00000", "shard-00001"}
     on_disk = sorted(f for f in os.listdir(shard_dir) if f not in ("manifest.json", "tokenizer"))
     assert on_disk == sorted(f"{s['name']}.{ext}" for s in second["shards"] for ext in ("bin", "idx"))
     decoded = sorted(tok.decode(doc[:-1]) for shard in open_dataset(shard_dir) for doc in shard)
     assert decoded == sorted(t for t in texts if t)
-    assert second["tokens"] == first["tokens"] and verify_dataset(shard_dir) == []
+    assert second["tokens"] == spark_tokenized["first"]["manifest"]["tokens"] and verify_dataset(shard_dir) == []
 
 
 def test_train_tokenizer_command(spark, corpus, tmp_path, capsys):

@@ -52,11 +52,14 @@ def test_correct_prob_is_the_softmax_at_the_answer():
     assert correct_prob({"target": "Paris", "filtered_resps": [(-1.0, True)]}) is None
 
 
-def test_arms_are_named_and_found(tmp_path):
+def test_an_arm_is_named_name_equals_path():
     assert parse_arm("real=data/x.jsonl") == ("real", "data/x.jsonl")
     for bad in ("real", "=x", "a b=x", "real="):
         with pytest.raises(ValueError, match="NAME=PATH"):
             parse_arm(bad)
+
+
+def test_an_arms_documents_must_exist(tmp_path):
     (tmp_path / "docs.jsonl").write_text('{"text": "a"}\n')
     assert resolve_arm("docs", str(tmp_path / "docs.jsonl")).documents == str(tmp_path / "docs.jsonl")
     with pytest.raises(FileNotFoundError, match="no such file, folder or mixture preset"):

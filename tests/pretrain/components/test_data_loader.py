@@ -74,10 +74,14 @@ def _global_rows(sources, dp_size: int, steps: int, start_state: dict | None = N
     return np.concatenate(per_step), loaders[0].state_dict()
 
 
-def test_global_order_is_independent_of_dp_size_and_survives_resume(source):
+def test_global_order_is_independent_of_dp_size(source):
     single, _ = _global_rows([source], 1, 6)
     four, _ = _global_rows([source], 4, 6)
     np.testing.assert_array_equal(single, four)
+
+
+def test_global_order_survives_a_resume_on_another_dp_size(source):
+    single, _ = _global_rows([source], 1, 6)
     # 3 steps on 4 ranks, then resume the loader state on 2 ranks
     first, state = _global_rows([source], 4, 3)
     assert state == {"samples_consumed": 24}
@@ -85,13 +89,16 @@ def test_global_order_is_independent_of_dp_size_and_survives_resume(source):
     np.testing.assert_array_equal(np.concatenate([first, rest]), single)
 
 
-def test_rank_slices_and_micro_batches(source):
+def test_a_rank_gets_its_slice_of_the_global_batch_in_micro_batches(source):
     loader = Loader([source], [1.0], "train", global_batch=8, micro_batch=2, dp_rank=1, dp_size=2, seed=5)
     assert loader.grad_accum_steps == 2
     micro = loader.next_step()
     assert [tuple(m.shape) for m in micro] == [(2, SEQ + 1), (2, SEQ + 1)]
     expected = np.stack([loader.sample(p) for p in range(4, 8)])
     np.testing.assert_array_equal(np.concatenate([m.numpy() for m in micro]), expected)
+
+
+def test_a_global_batch_that_the_ranks_micro_batches_do_not_divide_is_refused(source):
     with pytest.raises(ValueError, match="not a multiple"):
         Loader([source], [1.0], "train", global_batch=6, micro_batch=2, dp_size=2)
 
@@ -127,11 +134,14 @@ def test_bad_sources_give_clear_errors(tmp_path, dataset):
         build_loaders(DataConfig(sources=[{"path": dataset}]), SEQ, 8, 2, 0, 1, vocab_size=64)
 
 
-def test_build_loaders_train_and_validation(dataset):
+def test_build_loaders_holds_out_a_fixed_validation_set(dataset):
     cfg = DataConfig(sources=[{"path": dataset}], val_fraction=0.1, seed=2)
     train, val = build_loaders(cfg, SEQ, 8, 2, 0, 1)
     assert val is not None and val.split == "val"
     np.testing.assert_array_equal(np.concatenate(val.batch_at(0)), np.concatenate(val.batch_at(0)))  # fixed set
+
+
+def test_build_loaders_without_a_validation_fraction_has_no_validation_set(dataset):
     _, no_val = build_loaders(DataConfig(sources=[{"path": dataset}], val_fraction=0.0), SEQ, 8, 2, 0, 1)
     assert no_val is None
 

@@ -112,16 +112,22 @@ def _budget(capsys, *args) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_budget_on_a_mixture_gives_each_source_its_epochs_and_warns(built, monkeypatch, capsys):
+def test_budget_on_a_mixture_gives_each_source_its_epochs(built, monkeypatch, capsys):
     monkeypatch.chdir(built)
     web, wiki = (shard_totals([f"out/{name}/shards"])["tokens"] for name in ("web", "wikipedia"))
     rows = {r["name"]: r for r in _budget(capsys, "--data", "web_wiki", "--tokens", str(4 * web))["mixture"]}
     assert rows["web"]["tokens"] == pytest.approx(0.7 * 4 * web)
     assert rows["web"]["epochs"] == pytest.approx(0.7 * 4)
     assert rows["wikipedia"]["epochs"] == pytest.approx(0.3 * 4 * web / wiki)
+    assert rows["wikipedia"]["effective_tokens"] == pytest.approx(effective_tokens(rows["wikipedia"]["tokens"], wiki))
+
+
+def test_budget_on_a_mixture_warns_of_each_source_repeated_past_four_epochs(built, monkeypatch, capsys):
+    monkeypatch.chdir(built)
+    web, wiki = (shard_totals([f"out/{name}/shards"])["tokens"] for name in ("web", "wikipedia"))
+    rows = {r["name"]: r for r in _budget(capsys, "--data", "web_wiki", "--tokens", str(4 * web))["mixture"]}
     assert rows["web"]["warning"] is None  # under 4 epochs: as good as fresh
     assert rows["wikipedia"]["epochs"] > 4 and "epochs" in rows["wikipedia"]["warning"]
-    assert rows["wikipedia"]["effective_tokens"] == pytest.approx(effective_tokens(rows["wikipedia"]["tokens"], wiki))
     # 40 epochs of Wikipedia: past R_D*, little value left
     rows = {r["name"]: r for r in _budget(capsys, "--data", "web_wiki", "--tokens", str(40 * wiki / 0.3))["mixture"]}
     assert rows["wikipedia"]["epochs"] == pytest.approx(40)

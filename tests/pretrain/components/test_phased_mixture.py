@@ -97,8 +97,7 @@ def test_phased_mixture_run_stopped_in_the_second_phase_resumes_bit_equal(source
     assert train[8]["phase_source_share"]["wiki"] > 0.5 > train[4]["phase_source_share"]["wiki"]
 
 
-def test_phased_mixture_config_is_checked_and_reloads_from_the_run(sources, tmp_path):
-    web, wiki = sources
+def test_phased_mixture_config_is_checked(sources, tmp_path):
     bad = _config(sources, tmp_path)
     bad["data"]["phases"] = [{"until": 0.5, "weights": {"web": 1.0}}]
     with pytest.raises(ConfigError, match="the last be 1.0"):
@@ -106,6 +105,9 @@ def test_phased_mixture_config_is_checked_and_reloads_from_the_run(sources, tmp_
     bad["data"]["phases"] = [{"until": 1.0, "weights": {"books": 1.0}}]
     with pytest.raises(ConfigError, match="weighs books, not a source of this run"):
         load_train_config(bad)
+
+
+def test_phased_mixture_config_reloads_from_the_run(sources, tmp_path):
     from pretrain.inference.loading import save_run_dir
 
     cfg = load_train_config(_config(sources, tmp_path / "run"))
@@ -161,7 +163,7 @@ def test_phased_mixture_budget_gives_each_source_its_epochs_per_phase(sources, t
     )
 
 
-def test_phased_mixture_shares_per_phase_in_the_report_and_the_plot(sources, tmp_path):
+def test_the_training_section_shows_each_phases_source_shares(sources, tmp_path):
     from pretrain.inference.plot import phase_shares, training_section
 
     out = tmp_path / "run"

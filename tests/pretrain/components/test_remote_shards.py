@@ -122,7 +122,7 @@ def test_a_missing_shard_is_refused_with_its_url(dataset, tmp_path):
             rank_loaders(f"{server.url}/shards", tmp_path / "cache")
 
 
-def test_transient_failures_are_retried_and_change_no_sample(dataset, tmp_path):
+def test_transient_failures_are_retried_without_changing_a_sample(dataset, tmp_path):
     (local,), _ = rank_loaders(dataset, tmp_path / "unused")
     with serve_folder(os.path.dirname(dataset), fail_every=5) as server:
         (remote,), _ = rank_loaders(f"{server.url}/shards", tmp_path / "cache")

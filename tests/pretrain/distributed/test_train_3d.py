@@ -90,7 +90,7 @@ def test_layout_matches_single_process(runs, name):
 
 
 @pytest.mark.parametrize("name", list(SCHEDULES))
-def test_each_schedule_runs_and_matches(runs, name):
+def test_each_schedule_matches_the_reference_losses(runs, name):
     _assert_same_losses(runs, name, SHORT)
 
 

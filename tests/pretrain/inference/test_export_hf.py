@@ -81,7 +81,7 @@ def test_export_writes_a_transformers_folder(trained, exported):
     assert pretrain_main(["export", trained["run"], "--output", exported]) == 2
 
 
-def test_transformers_logits_and_greedy_match_ours(trained, exported):
+def test_the_export_computes_in_transformers_what_ours_does(trained, exported):
     transformers = require("transformers")
     from pretrain.inference.generate import generate
 
@@ -114,7 +114,7 @@ def test_auto_tokenizer_ids_equal_ours_on_multilingual_text(trained, exported):
     assert (hf.bos_token_id, hf.eos_token_id, hf.pad_token_id) == (1, 2, 3)
 
 
-def test_bos_data_and_tied_embeddings_export(shared_data, tmp_path):
+def test_an_export_keeps_the_datas_bos_and_the_models_tying(shared_data, tmp_path):
     transformers = require("transformers")
     from safetensors.torch import save_file
 
@@ -207,21 +207,30 @@ def test_warm_start_from_the_hf_export_begins_with_its_logits(trained, exported,
             assert torch.allclose(hf(tokens).logits, warm, atol=1e-4, rtol=0)
 
 
-def test_warm_start_from_a_run_folder_and_a_clear_error_for_another_model(trained, tmp_path):
+def test_warm_start_from_a_run_folder(trained, tmp_path):
     trainer = _warm_trainer(trained, tmp_path / "warm", trained["run"])
     ours = load_trained(trained["run"]).weights
     assert all(torch.equal(v, ours[k]) for k, v in trainer.model.state_dict().items())
+
+
+def test_warm_start_from_another_model_names_the_difference(trained, tmp_path):
     with pytest.raises(ValueError, match=r"differs from this run's model in n_layers \(2 there, 3 here\)"):
         _warm_trainer(trained, tmp_path / "other", trained["run"], n_layers=3)
 
 
-def test_unsupported_tokenizers_and_bad_inputs_are_clear_errors(trained, tmp_path, capsys):
+def test_a_tokenizer_other_than_bpe_is_refused(trained, tmp_path):
     ascii_texts = [t for t in trained["held_out"] if t.isascii()][:300]
     unigram = train_tokenizer(ascii_texts, str(tmp_path / "uni"), vocab_size=400, model_type="unigram")
     with pytest.raises(ValueError, match="only BPE"):
         write_hf_tokenizer(unigram, str(tmp_path))
+
+
+def test_exporting_a_missing_run_is_a_one_line_usage_error(tmp_path, capsys):
     assert pretrain_main(["export", str(tmp_path / "missing"), "--output", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_weights_alone_need_a_tokenizer_named(trained):
     loaded = load_trained(trained["run"])
     loaded.run, loaded.run_dir = None, None  # weights alone: neither the run's config nor its folder
     with pytest.raises(FileNotFoundError, match="--tokenizer"):

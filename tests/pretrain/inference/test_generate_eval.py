@@ -117,41 +117,62 @@ def test_eval_errors_are_clear(trained, tmp_path, capsys):
     assert "--seq-len" in capsys.readouterr().err
 
 
-def test_next_token_top_p_and_greedy():
+def test_next_token_samples_from_the_top_p_nucleus():
     logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
     gen = torch.Generator().manual_seed(0)
     draws = {next_token(logits, 1.0, 0.6, False, gen) for _ in range(300)}
     assert draws == {0, 1}  # 0.5 alone is not 0.6 of the mass; 0.5 + 0.3 is
     assert {next_token(logits, 1.0, 1.0, False, gen) for _ in range(300)} == {0, 1, 2, 3}
+
+
+def test_next_token_is_the_argmax_when_greedy_or_at_temperature_zero():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
     assert next_token(logits, 1.0, 1.0, True) == 0 and next_token(logits, 0.0, 0.9, False) == 0
 
 
-def test_generate_is_reproducible_and_stays_in_the_vocabulary(trained, capsys):
+@pytest.fixture(scope="module")
+def generator_parts(trained):
+    """The trained run loaded for inference: the loaded run, the model, its tokenizer and a prompt."""
     loaded = load_trained(trained["run"])
-    model = model_for_inference(loaded)
     tokenizer, _ = find_tokenizer(loaded)
-    prompt = [tokenizer.eos_id, *tokenizer.encode("The city of")]
+    return loaded, model_for_inference(loaded), tokenizer, [tokenizer.eos_id, *tokenizer.encode("The city of")]
+
+
+def test_greedy_generation_takes_the_argmax_at_each_step(generator_parts):
+    _, model, _, prompt = generator_parts
     greedy = generate(model, prompt, 8, greedy=True)
     tokens = torch.tensor([prompt])
     for _ in range(8):  # greedy by hand: argmax of the last position
         tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert greedy == tokens[0, len(prompt) :].tolist()
     assert generate(model, prompt, 8, top_p=1e-6) == greedy  # nucleus of one token
-
-    def sample(seed):
-        return generate(
-            model,
-            prompt,
-            20,
-            temperature=3.0,
-            top_p=1.0,
-            vocab_limit=tokenizer.vocab_size,
-            generator=torch.Generator().manual_seed(seed),
-        )
-
-    assert sample(1) == sample(1) != sample(2)
-    assert max(sample(3) + sample(4)) < tokenizer.vocab_size < loaded.model.vocab_size
     assert len(generate(model, prompt * 20, 3, greedy=True)) == 3  # prompt longer than max_seq_len: windowed
+
+
+def _sample(generator_parts, seed):
+    _, model, tokenizer, prompt = generator_parts
+    return generate(
+        model,
+        prompt,
+        20,
+        temperature=3.0,
+        top_p=1.0,
+        vocab_limit=tokenizer.vocab_size,
+        generator=torch.Generator().manual_seed(seed),
+    )
+
+
+def test_sampling_is_reproducible_by_seed(generator_parts):
+    assert _sample(generator_parts, 1) == _sample(generator_parts, 1) != _sample(generator_parts, 2)
+
+
+def test_samples_stay_in_the_tokenizers_vocabulary(generator_parts):
+    loaded, _, tokenizer, _ = generator_parts
+    assert max(_sample(generator_parts, 3) + _sample(generator_parts, 4)) < tokenizer.vocab_size
+    assert tokenizer.vocab_size < loaded.model.vocab_size
+
+
+def test_the_generate_command_prints_each_sample(trained, capsys):
     assert (
         pretrain_main(["generate", trained["run"], "--prompt", "Hello", "--max-new-tokens", "5", "--num-samples", "2"])
         == 0
@@ -160,7 +181,7 @@ def test_generate_is_reproducible_and_stays_in_the_vocabulary(trained, capsys):
     assert out.count("Hello") == 2 and "-" * 40 in out
 
 
-def test_a_run_trained_on_a_mixture_evaluates_samples_and_exports(trained, tmp_path, capsys):
+def test_a_run_trained_on_a_mixture_works_with_every_command(trained, tmp_path, capsys):
     """Its saved config.yaml names the mixture's sources, and loads again: eval, generate and export work on
     the run folder as the train command's last line says."""
     import yaml

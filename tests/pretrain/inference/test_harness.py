@@ -165,49 +165,81 @@ def test_bits_per_byte_of_the_validation_split(trained, capsys):
     assert 0 < result["bytes"] < 4 * result["tokens"]
 
 
-def test_a_run_evaluates_while_it_trains_and_plots_the_curves(trained, tasks, tmp_path, capsys):
-    """A run with an ``eval:`` section logs ``kind: eval`` records (the same scores ``pretrain eval`` gives its
-    checkpoint, which scores the run's tasks when none are named) and plots them."""
-    require("lm_eval")
+def test_an_eval_section_without_tasks_or_documents_is_refused(trained, tmp_path):
     from dataprep.core.validation import ConfigError
-    from pretrain.components.metrics import read_metrics, tracker_scalars
     from pretrain.config.loading import load_train_config
-    from pretrain.inference.plot import eval_curves, training_section
+    from train_fixtures import tiny_config
+
+    with pytest.raises(ConfigError, match="eval: names no tasks and no documents"):
+        load_train_config(
+            tiny_config(trained["shards"], tmp_path / "run", model={"vocab_size": 1024}, eval={"every_steps": 2})
+        )
+
+
+@pytest.fixture(scope="module")
+def evaluating_run(trained, tasks, tmp_path_factory):
+    """A 4-step run with an ``eval:`` section (the tiny task and held-out documents every 2 steps): its folder,
+    the held-out documents and its ``kind: eval`` records."""
+    require("lm_eval")
+    from pretrain.components.metrics import read_metrics
+    from pretrain.config.loading import load_train_config
     from pretrain.train import run
     from train_fixtures import tiny_config
 
-    held_out = tmp_path / "held_out.jsonl"
+    root = tmp_path_factory.mktemp("evaluating")
+    held_out = root / "held_out.jsonl"
     held_out.write_text("".join(json.dumps({"text": t}) + "\n" for t in trained["held_out"][:12]), encoding="utf-8")
-    out = tmp_path / "run"
-    with pytest.raises(ConfigError, match="eval: names no tasks and no documents"):
-        load_train_config(tiny_config(trained["shards"], out, model={"vocab_size": 1024}, eval={"every_steps": 2}))
-    run(
-        load_train_config(
-            tiny_config(
-                trained["shards"],
-                out,
-                model={"vocab_size": 1024},
-                max_steps=4,
-                checkpoint={"every_steps": 2},
-                log={"val_every_steps": 2},
-                eval={
-                    "tasks": ["tiny_mc"],
-                    "include_path": tasks,
-                    "every_steps": 2,
-                    "documents": {"held_out": str(held_out)},
-                },
+    out = root / "run"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run(
+            load_train_config(
+                tiny_config(
+                    trained["shards"],
+                    out,
+                    model={"vocab_size": 1024},
+                    max_steps=4,
+                    checkpoint={"every_steps": 2},
+                    log={"val_every_steps": 2},
+                    eval={
+                        "tasks": ["tiny_mc"],
+                        "include_path": tasks,
+                        "every_steps": 2,
+                        "documents": {"held_out": str(held_out)},
+                    },
+                )
             )
         )
-    )
-    records = [r for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "eval"]
+    finally:
+        torch.set_num_threads(before)
+    return out, held_out, [r for r in read_metrics(str(out / "metrics.jsonl")) if r["kind"] == "eval"]
+
+
+def test_a_run_logs_its_eval_scores_as_it_trains(evaluating_run):
+    from pretrain.components.metrics import tracker_scalars
+
+    _, _, records = evaluating_run
     assert [r["step"] for r in records] == [2, 4]
     assert {"tiny_mc/acc", "tiny_mc/acc_norm", "held_out/bpb", "eval_seconds"} <= set(records[-1])
     scalars = tracker_scalars(records[-1])  # what TensorBoard and W&B get
     assert scalars["eval/held_out/bpb"] == records[-1]["held_out/bpb"] and "eval/tiny_mc/acc" in scalars
+
+
+def test_pretrain_eval_of_the_run_gives_the_scores_it_logged(evaluating_run, capsys):
+    """``pretrain eval`` gives the run's checkpoint the logged scores, scoring the run's tasks when none are
+    named."""
+    out, held_out, records = evaluating_run
     result = _eval(capsys, str(out))  # no --tasks: the run's eval: tasks
     assert result["step"] == 4 and result["tasks"]["tiny_mc"]["acc"] == records[-1]["tiny_mc/acc"]
     documents = _eval(capsys, str(out), "--data", str(held_out))
     assert documents["bits_per_byte"] == pytest.approx(records[-1]["held_out/bpb"], rel=1e-5)
+
+
+def test_a_runs_eval_scores_reach_its_plots(evaluating_run, tmp_path):
+    from pretrain.inference.plot import eval_curves, training_section
+
+    out, _, _ = evaluating_run
     curves = eval_curves(str(out / "metrics.jsonl"))
     assert curves["held_out/bpb"][0] == [2, 4]
     section = training_section(str(out), str(tmp_path))

@@ -86,7 +86,7 @@ def test_document_mask_of_one_document_is_plain_causal_attention(tmp_path):
         torch.testing.assert_close(model(tokens, torch.zeros_like(tokens)), model(tokens), rtol=1e-5, atol=1e-6)
 
 
-def test_document_mask_is_off_by_default_and_refused_where_it_cannot_run(tmp_path):
+def test_document_mask_is_off_by_default(tmp_path):
     data = make_token_dataset(tmp_path / "tokens", n_docs=20)
     cfg = load_train_config(tiny_config(data, tmp_path / "run"))
     assert cfg.data.document_mask is False and cfg.data.document_positions is False
@@ -96,6 +96,10 @@ def test_document_mask_is_off_by_default_and_refused_where_it_cannot_run(tmp_pat
     assert masked.data.document_positions is True
     loader = Loader([Source.open(data, 16, 0.0, 0)], [1.0], "train", 4, 2)
     assert loader.batch_at(0)[0].shape == (2, 17)  # ids only, as before
+
+
+def test_document_mask_is_refused_where_it_cannot_run(tmp_path):
+    data = make_token_dataset(tmp_path / "tokens", n_docs=20)
     with pytest.raises(ConfigError, match="document_mask does not combine with context parallelism"):
         load_train_config(
             tiny_config(

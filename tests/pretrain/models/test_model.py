@@ -60,10 +60,13 @@ def test_rope_is_a_rotation_that_depends_on_relative_position():
     assert not torch.allclose(score(3, 1), score(3, 2))
 
 
-def test_init_is_seeded_and_scales_residual_projections():
+def test_init_is_seeded():
     a, b, c = _model(seed=1), _model(seed=1), _model(seed=2)
     torch.testing.assert_close(a.state_dict(), b.state_dict())
     assert not torch.equal(a.output.weight, c.output.weight)
+
+
+def test_init_scales_residual_projections():
     big = _model(ModelConfig(vocab_size=64, d_model=256, n_layers=8, n_heads=4, n_kv_heads=4, ffn_dim=512))
     block = big.layers["0"]
     assert block.attention.wq.weight.std().item() == pytest.approx(0.02, rel=0.05)
@@ -71,10 +74,13 @@ def test_init_is_seeded_and_scales_residual_projections():
     assert torch.equal(block.attention_norm.weight, torch.ones(256))
 
 
-def test_param_count_with_and_without_tied_embeddings():
+def test_param_count_of_untied_embeddings():
     model = _model()
     assert model.num_params() == num_params(CFG) == sum(p.numel() for p in model.parameters())
     assert num_params(CFG, exclude_embedding=True) == num_params(CFG) - 100 * 32
+
+
+def test_param_count_of_tied_embeddings_counts_them_once():
     tied_cfg = CFG.model_copy(update={"tie_embeddings": True})
     tied = _model(tied_cfg)
     assert tied.output.weight is tied.tok_embeddings.weight

@@ -105,11 +105,14 @@ def test_compute_optimal_tables(method, rows):
         assert est.tokens == pytest.approx(tokens, rel=0.01), (n, est.tokens, tokens)
 
 
-def test_gopher_budget_and_appendix_d4():
+def test_gopher_budget_gets_the_papers_model_sizes():
     # Table 3: Gopher's 5.76e23 FLOPs -> 67B (Approach 1); Figure 4: 40B (Approach 3)
     assert estimate("approach1", compute=GOPHER_FLOPS).params == pytest.approx(67e9, rel=0.02)
     assert round(estimate("approach3", compute=GOPHER_FLOPS).params / 1e9) == 40
     assert round(estimate("approach3-rounded", compute=GOPHER_FLOPS).params / 1e9) == 32  # not 40: flagged
+
+
+def test_approach1_on_1e21_flops_gets_appendix_d4s_model_size():
     # Appendix D.4: "From our approach 1, we estimate a 2.86 billion parameter model" for 1e21 FLOPs
     assert round(estimate("approach1", compute=1e21).params / 1e9, 2) == 2.86
 
@@ -188,7 +191,7 @@ def test_cli_json_shows_every_method(capsys):
     assert round(a3["params"] / 1e9) == 40 and a3["loss"] > METHODS["approach3"].E
 
 
-def test_cli_gpu_hours_and_table(capsys):
+def test_cli_budget_from_gpu_hours_prints_the_chosen_methods(capsys):
     assert (
         cli(
             [
@@ -249,13 +252,16 @@ def test_deepseek_model_scale_is_their_m():
     assert params_of_model("approach3", DEEPSEEK_7B, 4096) == num_params(DEEPSEEK_7B)  # Chinchilla's: everything
 
 
-def test_learning_rate_and_batch_follow_the_compute():
+def test_the_laws_hyperparameters_follow_the_compute():
     law = optimal_hyperparameters(1e21, 2048)
     assert law.learning_rate == pytest.approx(0.3118 * 1e21**-0.1250)
     assert law.batch_tokens == pytest.approx(0.2920 * 1e21**0.3271)
     assert law.batch_sequences == pytest.approx(law.batch_tokens / 2048)
     bigger = optimal_hyperparameters(1e23, 2048)  # more compute: a lower learning rate, a larger batch
     assert bigger.learning_rate < law.learning_rate and bigger.batch_tokens > law.batch_tokens
+
+
+def test_the_laws_hyperparameters_need_a_positive_compute():
     with pytest.raises(ValueError, match="positive"):
         optimal_hyperparameters(0, 2048)
 
@@ -283,7 +289,7 @@ def _fixed_run(tmp_path, capsys, cfg: ModelConfig) -> dict:
 @pytest.mark.parametrize(
     "cfg,lr,batch,batch_tolerance", [(DEEPSEEK_7B, 4.2e-4, 9.4e6, 0.05), (DEEPSEEK_67B, 3.2e-4, 18.9e6, 0.10)]
 )
-def test_deepseek_7b_and_67b_runs_get_their_learning_rate_and_batch(tmp_path, capsys, cfg, lr, batch, batch_tolerance):
+def test_deepseek_runs_get_their_published_hyperparameters(tmp_path, capsys, cfg, lr, batch, batch_tolerance):
     """DeepSeek's own settings from C = M D with M as the paper defines it (their Table 2)."""
     h = _fixed_run(tmp_path, capsys, cfg)["hyperparameters"]
     assert h["flops_per_token"] == deepseek_flops_per_token(cfg, 4096) and h["tokens"] == 2e12
@@ -305,7 +311,7 @@ def test_fixed_run_splits_its_compute_each_laws_way(tmp_path, capsys):
     assert "peak learning rate" in text and "sequences of 128" in text and "2401.02954" in text
 
 
-def test_budget_reports_the_learning_rate_and_batch_of_the_fit_answer(capsys):
+def test_budget_reports_the_hyperparameters_of_the_fit_answer(capsys):
     assert cli(["budget", "--compute", "1e22", "--json"]) == 0
     h = json.loads(capsys.readouterr().out)["hyperparameters"]
     assert h["compute"] == pytest.approx(1e22) and h["seq_len"] == 2048  # no model: the presets' sequence

@@ -63,11 +63,16 @@ def test_effective_tokens_follow_the_formula():
     assert effective_tokens(4 * u, None) == 4 * u  # unknown corpus: all tokens fresh
 
 
-def test_paper_figure_1_loss_and_allocation():
-    """The datablations README evaluates the C4 fit for Figure 1's models and grid-searches the optimum."""
+def test_paper_figure_1_losses():
+    """The datablations README evaluates the C4 fit for Figure 1's models."""
     c4 = METHODS["approach3-c4"]
     assert constrained_loss(c4, 6.34e9, 242e9, 25e9) == pytest.approx(2.2256440889984477, rel=1e-12)
     assert constrained_loss(c4, 8.67e9, 178e9, 25e9) == pytest.approx(2.2269634075087867, rel=1e-12)
+
+
+def test_paper_figure_1_best_allocation():
+    """The datablations README grid-searches the optimum of Figure 1's compute on the C4 fit."""
+    c4 = METHODS["approach3-c4"]
     best = best_allocation(c4, 6 * 8.67e9 * 178e9, 25e9)
     # "-> 227B tokens, 9.1 epochs, 6.8B parameters" (their grid: 500 steps)
     assert best.tokens == pytest.approx(227e9, rel=0.005) and round(best.epochs, 1) == 9.1
@@ -88,18 +93,31 @@ def test_fresh_data_answers_are_unchanged_when_the_corpus_is_large(fit):
 
 
 @pytest.mark.parametrize("fit", FITS)
-def test_a_capped_corpus_costs_loss_and_the_best_answer_repeats_it(fit):
+def test_repeating_a_capped_corpus_costs_loss(fit):
+    law = METHODS[fit]
+    chinchilla = estimate(fit, compute=1e22)
+    repeated = allocation(law, chinchilla.params, chinchilla.tokens, chinchilla.tokens / 10)
+    assert repeated.epochs == pytest.approx(10) and repeated.loss > chinchilla.loss
+
+
+@pytest.mark.parametrize("fit", FITS)
+def test_the_best_answer_on_a_capped_corpus_repeats_it(fit):
     law, c = METHODS[fit], 1e22
     chinchilla = estimate(fit, compute=c)
     unique = chinchilla.tokens / 10
     repeated = allocation(law, chinchilla.params, chinchilla.tokens, unique)
-    assert repeated.epochs == pytest.approx(10) and repeated.loss > chinchilla.loss
     best = best_allocation(law, c, unique)
     assert best.flops == pytest.approx(c) and best.epochs > 1
     assert chinchilla.loss < best.loss <= repeated.loss
     for factor in (0.7, 1.4):  # any other split of the same compute on the same corpus loses
         n = best.params * factor
         assert constrained_loss(law, n, c / (6 * n), unique) > best.loss
+
+
+@pytest.mark.parametrize("fit", FITS)
+def test_at_epochs_spends_the_compute_on_that_many_passes(fit):
+    law, c = METHODS[fit], 1e22
+    unique = estimate(fit, compute=c).tokens / 10
     four = at_epochs(law, 4, unique, compute=c)
     assert four.tokens == 4 * unique and four.params == pytest.approx(c / (24 * unique))
     assert four.effective_tokens / unique == pytest.approx(1 + R_D_STAR * (1 - math.exp(-3 / R_D_STAR)))
@@ -213,34 +231,28 @@ def test_cli_epochs_alone_size_the_model_for_that_many_passes(tmp_path, capsys):
     assert row["effective_tokens"] / DEMO_TOKENS == pytest.approx(1 + R_D_STAR * (1 - math.exp(-3 / R_D_STAR)))
 
 
-def test_cli_unique_tokens_epochs_fit_and_inference(capsys):
-    assert (
-        cli(
-            [
-                "budget",
-                "--compute",
-                "1e23",
-                "--unique-tokens",
-                "100B",
-                "--epochs",
-                "4",
-                "--fit",
-                "approach3-epoch",
-                "--inference-tokens",
-                "10T",
-                "--json",
-            ]
-        )
-        == 0
-    )
-    out = json.loads(capsys.readouterr().out)
+@pytest.fixture
+def capped_corpus_budget(capsys) -> dict:
+    """One ``budget`` on a capped corpus at four epochs, with the inference-aware answer."""
+    argv = ["budget", "--compute", "1e23", "--unique-tokens", "100B", "--epochs", "4", "--fit", "approach3-epoch"]
+    assert cli([*argv, "--inference-tokens", "10T", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_at_epochs_spends_the_compute_on_the_unique_tokens(capped_corpus_budget):
+    out = capped_corpus_budget
     at = out["data_constrained"]["at_epochs"]
     assert at["tokens"] == pytest.approx(400e9) and at["flops"] == pytest.approx(1e23)
+    assert "Besiroglu" in out["sources"]["approach3-epoch"]
+
+
+def test_cli_inference_aware_answer_is_smaller_than_its_data_constrained_reference(capped_corpus_budget):
+    out = capped_corpus_budget
     inf = out["inference_aware"]
     assert inf["fit"] == "approach3-epoch" and inf["inference_tokens"] == 10e12 and not out["extrapolated"]
     assert inf["reference"]["params"] == pytest.approx(out["data_constrained"]["best"]["params"])
     assert inf["inference_optimal"]["params"] < inf["reference"]["params"] and 0 < inf["saving"] < 1
-    assert "Besiroglu" in out["sources"]["approach3-epoch"] and "Sardana" in out["sources"]["inference-aware"]
+    assert "Sardana" in out["sources"]["inference-aware"]
 
 
 def test_cli_zero_inference_tokens_is_the_chinchilla_answer(capsys):
@@ -324,7 +336,7 @@ def test_plan_inherits_the_epochs(tmp_path, capsys):
     assert "--epochs needs --data" in capsys.readouterr().err
 
 
-def test_budget_and_plan_read_the_manifest_at_a_url(tmp_path, capsys):
+def test_the_planning_commands_read_the_manifest_at_a_url(tmp_path, capsys):
     """``--data`` may name shards at a URL (here a real HTTP server on 127.0.0.1): the same answers as the
     local folder, and the written training config reads the URL."""
     pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem

@@ -57,16 +57,19 @@ def test_budget_prices_its_gpu_hours(capsys):
     assert "need --gpus and --hours" in capsys.readouterr().err
 
 
-def test_plan_prices_its_days_and_the_cpu_has_no_energy(capsys):
+def test_plan_prices_its_gpu_days(capsys):
     out = _json(capsys, "plan", "125m", "--gpus", "8", "--tokens", "10B", "--price-per-gpu-hour", "2.5")
     hours = out["time"]["days"] * 24 * 8
     assert out["cost"] == pytest.approx(
         {"gpu_hours": hours, "money": 2.5 * hours, "kwh": hours * 0.7 * 1.2, "kg_co2e": None}
     )
     assert out["cluster"]["board_power_w"] == 700
-    assert _json(capsys, "plan", "tiny", "--gpu", "cpu", "--tokens", "1M")["cost"]["kwh"] is None
     assert cli(["plan", "125m", "--tokens", "10B", "--price-per-gpu-hour", "2"]) == 0
     assert "\ncost: " in capsys.readouterr().out
+
+
+def test_a_cpu_plan_has_no_energy_figure(capsys):
+    assert _json(capsys, "plan", "tiny", "--gpu", "cpu", "--tokens", "1M")["cost"]["kwh"] is None
 
 
 def test_compare_gpus_plans_the_same_run_on_each(capsys):

@@ -31,9 +31,13 @@ SMALL = ModelConfig(vocab_size=1000, d_model=256, n_layers=4, n_heads=4, n_kv_he
 
 
 @pytest.mark.parametrize("target", [30e6, 125e6, 350e6, 1e9, 3e9, 7e9, 13e9, 70e9])
-def test_size_model_is_close_and_well_shaped(target):
+def test_size_model_lands_close_to_the_target(target):
+    assert num_params(size_model(target)) == pytest.approx(target, rel=0.06)
+
+
+@pytest.mark.parametrize("target", [30e6, 125e6, 350e6, 1e9, 3e9, 7e9, 13e9, 70e9])
+def test_size_model_is_well_shaped(target):
     cfg = size_model(target)
-    assert num_params(cfg) == pytest.approx(target, rel=0.06)
     assert 32 <= cfg.d_model / cfg.n_layers <= 160 and cfg.n_layers % 2 == 0
     assert cfg.head_dim in (64, 128) and cfg.ffn_dim % 256 == 0
     if cfg.n_heads >= 16:  # GQA with 8 kv heads, so TP 2/4/8 split both head counts
@@ -193,10 +197,15 @@ def test_activation_count_matches_what_autograd_saves(kv_heads):
     assert measured == pytest.approx(predicted, rel=0.03)
 
 
-def test_checkpointing_and_tp_shrink_activations():
+def test_activation_checkpointing_shrinks_activations():
     cfg = preset("1b")
     none, sel, block = (activations(cfg, 2048, 4, ac)["layers"] for ac in ("none", "selective", "block"))
     assert block < sel < none
+
+
+def test_tensor_parallel_shrinks_activations():
+    cfg = preset("1b")
+    none = activations(cfg, 2048, 4, "none")["layers"]
     assert activations(cfg, 2048, 4, "none", tp=4)["layers"] == pytest.approx(none / 4)
     assert activations(cfg, 2048, 4, "none", tp=4, loss_parallel=True)["logits"] == pytest.approx(
         activations(cfg, 2048, 4, "none")["logits"] / 4
@@ -480,7 +489,7 @@ def test_plan_cli(tmp_path, capsys):
     assert "--output needs --data" in capsys.readouterr().err
 
 
-def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
+def test_plan_writes_the_laws_hyperparameters(tmp_path, capsys):
     """Without --lr or --global-batch the config gets DeepSeek LLM's for C = M D (M of the model, D the
     method's tokens), the batch the multiple of micro-batch x data-parallel ranks nearest the law's."""
     out = tmp_path / "t.yaml"
@@ -503,34 +512,25 @@ def test_plan_writes_the_laws_learning_rate_and_batch(tmp_path, capsys):
     assert "peak learning rate" in text and "(law" in text and "DeepSeek LLM" in text and "differs" not in text
 
 
-def test_values_the_user_sets_win_and_the_plan_says_they_differ(tmp_path, capsys):
+@pytest.fixture
+def users_hyperparameters_plan(tmp_path, capsys) -> tuple[dict, object]:
+    """A plan given a learning rate and a global batch: its hyperparameters and the config it wrote."""
     out = tmp_path / "t.yaml"
-    assert (
-        cli(
-            [
-                "plan",
-                "1b",
-                "--gpus",
-                "8",
-                "--global-batch",
-                "512",
-                "--lr",
-                "1e-3",
-                "--output",
-                str(out),
-                "--data",
-                str(tmp_path),
-                "--json",
-            ]
-        )
-        == 0
-    )
-    r = json.loads(capsys.readouterr().out)
-    h, tc = r["hyperparameters"], load_train_config(str(out))
+    argv = ["plan", "1b", "--gpus", "8", "--global-batch", "512", "--lr", "1e-3"]
+    assert cli([*argv, "--output", str(out), "--data", str(tmp_path), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["hyperparameters"], load_train_config(str(out))
+
+
+def test_hyperparameters_the_user_sets_win_over_the_law(users_hyperparameters_plan):
+    h, tc = users_hyperparameters_plan
     assert (tc.optim.lr, tc.global_batch_size) == (1e-3, 512) and (h["learning_rate_from"], h["global_batch_from"]) == (
         "given",
         "given",
     )
+
+
+def test_the_plan_says_where_the_users_hyperparameters_differ_from_the_law(users_hyperparameters_plan, capsys):
+    h, _ = users_hyperparameters_plan
     given = [line.split(" given")[0] for line in h["differs_from_law"]]
     assert given == ["learning rate 0.001", "global batch 512 sequences"]
     assert cli(["plan", "1b", "--gpus", "8", "--lr", "1e-3"]) == 0
@@ -597,12 +597,17 @@ def test_peak_is_at_the_loss_before_any_gradient_or_at_the_end_of_backward():
     assert short["activations"] == pytest.approx(activations(cfg, 16, 1, "block")["in_flight"])
 
 
-def test_fsdp_keeps_a_bf16_residual_stream_and_compiled_blocks_save_less():
+def test_fsdp_keeps_a_bf16_residual_stream():
     cfg = preset("1b")
     autocast, fsdp_bf16 = (activations(cfg, 2048, 8, "block", bf16_stream=s)["per_token_layer"] for s in (False, True))
     assert autocast == 2 * fsdp_bf16 == 4 * cfg.d_model  # block inputs: fp32 under autocast, bf16 under FSDP
+
+
+def test_compiled_blocks_save_less_unless_checkpointing_decides():
+    cfg = preset("1b")
     eager, compiled = (activations(cfg, 2048, 8, "none", compiled=c)["per_token_layer"] for c in (False, True))
     assert compiled < eager
+    autocast = activations(cfg, 2048, 8, "block", bf16_stream=False)["per_token_layer"]
     assert activations(cfg, 2048, 8, "block", compiled=True)["per_token_layer"] == autocast  # checkpointing decides
 
 
@@ -661,18 +666,23 @@ def test_fp16_plans_bf16_memory_where_the_trainer_runs_them_alike():
     assert fp16["fsdp_buffers"] == 2 * bf16["fsdp_buffers"] and fp16["activations"] > bf16["activations"]
 
 
-def test_fp16_plans_no_pipeline_and_the_config_names_each_precision(tmp_path):
-    """The trainer refuses fp16 with pipeline stages (no loss scaling across them): the walk leaves them
-    out. The emitted config names the planned precision; tf32 turns on TF32 matmuls on CUDA only."""
-    from pretrain.components.device import configure_matmul
-
+def test_fp16_plans_no_pipeline():
+    """The trainer refuses fp16 with pipeline stages (no loss scaling across them): the walk leaves them out."""
     fp16 = plan(_model(70e9), gpus=64, gpu=H100, seq_len=4096, precision="fp16")
     names = [line.split(":")[0] for line in fp16["decisions"]]
     assert fp16["layout"]["pp"] == 1 and not any(re.search(r"(^| \+ )PP \d", name) for name in names)
+
+
+def test_the_planned_config_names_each_precision():
     cfg = preset("125m")
     for precision in ("bf16", "fp16", "tf32", "fp32"):
         r = plan(cfg, gpus=2, gpu=H100, precision=precision)
         assert train_config(r, cfg, ["/d"], "r").precision == precision
+
+
+def test_tf32_turns_on_tf32_matmuls_on_cuda_only():
+    from pretrain.components.device import configure_matmul
+
     before = torch.backends.cuda.matmul.allow_tf32
     try:
         configure_matmul("tf32", torch.device("cpu"))
@@ -684,7 +694,7 @@ def test_fp16_plans_no_pipeline_and_the_config_names_each_precision(tmp_path):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def test_plan_cli_precision_and_its_peak_override(capsys):
+def test_plan_cli_peak_flops_overrides_the_precisions_peak(capsys):
     assert cli(["plan", "125m", "--gpus", "2", "--precision", "tf32", "--peak-flops", "400e12", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["precision"] == "tf32" and r["time"]["peak_flops"] == 400e12 and r["cluster"]["peak_flops_bf16"] == 989e12

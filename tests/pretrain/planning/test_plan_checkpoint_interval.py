@@ -29,17 +29,31 @@ def test_the_interval_minimises_the_expected_loss():
         checkpoint_interval(save, 0, gpus, step)
 
 
-def test_plan_7b_on_1024_gpus_prints_the_interval_and_the_time_lost(capsys):
+def test_plan_7b_on_1024_gpus_prints_the_interval_with_its_expected_time_lost(capsys):
     assert cli(["plan", "7b", "--gpus", "1024", "--mtbf-hours", "50000"]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("checkpoint every"))
     steps, lost = re.search(r"checkpoint every ([\d,]+) steps .* expected time lost ([\d.]+)%", line).groups()
     assert int(steps.replace(",", "")) > 1 and 0 < float(lost) < 5
+
+
+@pytest.fixture
+def interval_of_7b_on_1024_gpus(capsys) -> tuple[dict, dict]:
+    """The JSON plan of a 7B model on 1024 GPUs of a 50,000-hour MTBF, and its checkpoint interval."""
     assert cli(["plan", "7b", "--gpus", "1024", "--mtbf-hours", "50000", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    c, params = result["checkpoint_interval"], result["model"]["params"]
+    return result, result["checkpoint_interval"]
+
+
+def test_plan_7b_on_1024_gpus_estimates_the_save_and_applies_young_daly(interval_of_7b_on_1024_gpus):
+    result, c = interval_of_7b_on_1024_gpus
+    params = result["model"]["params"]
     assert c["save_s"] == pytest.approx(params * 12 / (1024 / 8 * 2e9))  # 12 B/param over 128 nodes at 2 GB/s
     assert c["mtbf_job_s"] == pytest.approx(50_000 * 3600 / 1024)
     assert c["every_steps"] == round(math.sqrt(2 * c["save_s"] * c["mtbf_job_s"]) / result["time"]["step_seconds"])
+
+
+def test_an_async_save_plans_only_the_host_copy(interval_of_7b_on_1024_gpus, capsys):
+    _, c = interval_of_7b_on_1024_gpus
     assert cli(["plan", "7b", "--gpus", "1024", "--mtbf-hours", "50000", "--async-save", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["checkpoint_interval"]["save_s"] < c["save_s"]  # only the host copy
 

@@ -18,9 +18,13 @@ MODEL = {
 }
 
 
-def test_z_loss_adds_its_logsumexp_to_flops_and_its_fp32_logits_to_memory():
+def test_z_loss_adds_its_logsumexp_to_the_flops():
     plain, z = ModelConfig(**MODEL), ModelConfig(**MODEL, z_loss=1e-4)
     assert flops_per_token(z, 512) - flops_per_token(plain, 512) == 4 * MODEL["vocab_size"]
+
+
+def test_z_loss_adds_its_fp32_logits_to_the_memory():
+    plain, z = ModelConfig(**MODEL), ModelConfig(**MODEL, z_loss=1e-4)
     for tp, loss_parallel in ((1, False), (2, True)):
         a = activations(plain, 512, 2, "none", tp=tp, loss_parallel=loss_parallel)
         b = activations(z, 512, 2, "none", tp=tp, loss_parallel=loss_parallel)

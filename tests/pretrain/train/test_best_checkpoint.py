@@ -41,25 +41,50 @@ def _config(data, out, **overrides) -> dict:
     )
 
 
-def test_early_stop_keeps_the_best_and_hands_it_over(tmp_path, capsys):
-    data = make_token_dataset(tmp_path / "tokens", n_docs=60)
-    out = tmp_path / "run"
-    (tmp_path / "train.yaml").write_text(yaml.safe_dump(_config(data, out)))
-    assert pretrain_main(["train", str(tmp_path / "train.yaml"), "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory) -> tuple:
+    """A run that stops early at step 6: its folder, the JSON ``pretrain train`` printed and its metrics."""
+    import contextlib
+    import io
+
+    root = tmp_path_factory.mktemp("early-stop")
+    data = make_token_dataset(root / "tokens", n_docs=60)
+    out = root / "run"
+    (root / "train.yaml").write_text(yaml.safe_dump(_config(data, out)))
+    printed, before = io.StringIO(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(printed):
+            assert pretrain_main(["train", str(root / "train.yaml"), "--json"]) == 0
+    finally:
+        torch.set_num_threads(before)
     records = read_metrics(str(out / "metrics.jsonl"))
     val = {r["step"]: r["val_loss"] for r in records if r["kind"] == "val"}
+    return out, json.loads(printed.getvalue()), records, val
+
+
+def test_early_stop_ends_the_run_naming_its_best_step(stopped_run):
+    out, result, records, val = stopped_run
     stop = [r for r in records if r["kind"] == "early_stop"]
     assert list(val) == [2, 4, 6] and len(stop) == 1 and stop[0]["step"] == 6
     best_step = min(val, key=val.get)
     assert stop[0]["best_step"] == best_step and stop[0]["best_val_loss"] == pytest.approx(val[best_step])
     assert result["early_stop"]["step"] == 6 and result["model"].endswith(f"step-{best_step:08d}")
+    assert not (out / "model.safetensors").exists()  # the run did not reach its horizon
+
+
+def test_early_stop_keeps_the_best_checkpoint_besides_the_last(stopped_run):
+    out, _, _, val = stopped_run
+    best_step = min(val, key=val.get)
     root = str(out / "checkpoints")
     kept = [checkpoint_folder.checkpoint_step(p) for p in checkpoint_folder.list_checkpoints(root)]
     assert kept == sorted({best_step, 6})  # keep_last 1, and the best besides
     assert checkpoint_folder.find_best(root) == os.path.join(root, f"step-{best_step:08d}")
-    assert not (out / "model.safetensors").exists()  # the run did not reach its horizon
 
+
+def test_eval_of_an_early_stopped_run_takes_its_best_checkpoint(stopped_run, capsys):
+    out, _, _, val = stopped_run
+    best_step = min(val, key=val.get)
     assert pretrain_main(["eval", str(out), "--json"]) == 0
     captured = capsys.readouterr()
     evaluated = json.loads(captured.out)
@@ -80,7 +105,7 @@ def test_a_resumed_run_remembers_its_best(tmp_path):
 
 
 @pytest.mark.parametrize("section", [{"checkpoint": {"keep_best": True}}, {"early_stop": {"patience": 3}}])
-def test_best_and_early_stop_need_a_validation_split(tmp_path, section):
+def test_keeping_the_best_or_stopping_early_needs_a_validation_split(tmp_path, section):
     cfg = tiny_config(
         str(tmp_path), tmp_path / "run", data={"sources": [{"path": str(tmp_path)}], "val_fraction": 0}, **section
     )

@@ -41,7 +41,7 @@ def runs(tmp_path_factory):
     return root
 
 
-def test_run_and_checkpoint_record_each_source_and_its_shards(runs):
+def test_the_lineage_of_a_run_and_its_checkpoints_records_each_source(runs):
     record = read_lineage(str(runs / "runs" / "on-a"))
     assert record["found_in"].endswith("lineage.json")
     (source,) = record["current"]["sources"]

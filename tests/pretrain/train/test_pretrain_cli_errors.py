@@ -153,7 +153,7 @@ def test_a_run_says_where_its_model_went_without_torch_notes(root, trained):
     assert DCP_NOTE not in trained.stderr and "UserWarning" not in trained.stderr
 
 
-def test_a_damaged_newest_checkpoint_names_the_newest_that_loads_and_latest_intact_resumes(root, trained):
+def test_latest_intact_resumes_past_a_damaged_newest_checkpoint_that_auto_refuses(root, trained):
     run = root / "damaged"
     shutil.copytree(root / "run", run)
     os.remove(run / "model.safetensors")

@@ -46,7 +46,7 @@ def _optimizer_peak(trainer: Trainer) -> float:
     return trainer.optimizer.param_groups[0]["lr"] / lr_factor(step, trainer.steps, trainer.cfg.optim)
 
 
-def test_plan_out_records_the_planned_batch_and_the_laws_lr(tmp_path, capsys):
+def test_the_plans_config_records_the_planned_batch_beside_the_laws_lr(tmp_path, capsys):
     out = tmp_path / "train.yaml"
     assert cli(["plan", "125m", "--gpus", "2", "--lr", "1e-3", "--output", str(out), "--data", str(tmp_path)]) == 0
     cfg = load_train_config(str(out))

@@ -120,7 +120,7 @@ def test_one_step_matches_a_hand_computation(tmp_path):
     assert total == pytest.approx(records[0]["grad_norm"], rel=1e-5)
 
 
-def test_off_by_default_writes_nothing_and_arms_no_probe(tmp_path):
+def test_diagnostics_are_off_by_default(tmp_path):
     trainer = _trainer(tmp_path)
     assert trainer.cfg.log.diagnostics_every_steps == 0 and trainer.diagnostics is None
     trainer.train(end=2)
@@ -131,7 +131,7 @@ def test_off_by_default_writes_nothing_and_arms_no_probe(tmp_path):
     assert "diagnostics" not in kinds and "train" in kinds
 
 
-def test_every_n_steps_and_the_last(tmp_path):
+def test_diagnostics_run_every_n_steps_or_at_the_last(tmp_path):
     trainer = _trainer(tmp_path, diagnostics_every_steps=3)
     trainer.train(end=2)
     trainer.finish()

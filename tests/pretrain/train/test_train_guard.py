@@ -89,7 +89,7 @@ def test_the_guard_names_what_was_not_finite():
 # -- one process ---------------------------------------------------------------------------------------
 
 
-def test_a_skipped_step_leaves_weights_and_adamw_alone_and_advances_the_schedule(data, tmp_path):
+def test_a_skipped_step_advances_only_the_schedule_and_the_data(data, tmp_path):
     trainer = Trainer(load_train_config(tiny_config(data, tmp_path)), (Fault("nan", 3),))
     trainer.resume(None)
     trainer.start_logging()
@@ -110,7 +110,7 @@ def test_a_skipped_step_leaves_weights_and_adamw_alone_and_advances_the_schedule
     assert [(r["step"], r["rank"], r["cause"]) for r in skips] == [(3, 0, "loss+grad_norm")]
 
 
-def test_too_many_skips_in_a_row_checkpoint_and_stop_naming_the_step(data, tmp_path, capsys):
+def test_too_many_skips_in_a_row_stop_the_run_at_a_checkpoint_naming_the_step(data, tmp_path, capsys):
     cfg = tmp_path / "train.yaml"
     cfg.write_text(yaml.safe_dump(tiny_config(data, tmp_path / "run", max_consecutive_skips=1)))
     code = pretrain_main(["train", str(cfg), "--inject", "nan:step=2", "--inject", "nan:step=3"])

@@ -64,11 +64,14 @@ def _config(tmp_path, data, out, **overrides):
 # -- the parts ---------------------------------------------------------------------------------------
 
 
-def test_hang_kill_and_slow_faults_parse():
+def test_fault_specs_parse():
     assert parse_fault("hang:step=5,rank=1") == Fault("hang", 5, 1)
     assert parse_fault("kill:step=2") == Fault("kill", 2, 0)
     assert parse_fault("slow:rank=1,ms=300") == Fault("slow", 1, 1, ms=300)  # from step 1 on
     assert parse_fault("slow:rank=1,ms=300").name == "slow-step1-rank1-300ms"
+
+
+def test_a_bad_fault_spec_is_refused_with_its_cause():
     for spec, message in [
         ("slow:rank=1", "ms=N is required"),
         ("hang:rank=1", "step=N is required"),
@@ -139,7 +142,7 @@ def test_a_slow_rank_is_named_in_the_straggler_records(data, tmp_path):
     assert "warning: step 4: rank 1 is a straggler" in proc.stderr
 
 
-def test_a_hung_rank_dumps_its_stacks_exits_and_the_restart_finishes_the_run(data, tmp_path):
+def test_a_hung_rank_is_caught_by_the_watchdog_and_restarted_to_the_end(data, tmp_path):
     out = tmp_path / "run"
     cfg = _config(tmp_path, data, out, health={"hang_timeout": 8, "first_step_timeout": 300})
     proc = _torchrun(cfg, "--resume", "auto", "--inject", "hang:step=5,rank=1", restarts=1)
@@ -156,7 +159,7 @@ def test_a_hung_rank_dumps_its_stacks_exits_and_the_restart_finishes_the_run(dat
     assert train[-1]["step"] == 6 and math.isfinite(train[-1]["loss"]) and (out / "model.safetensors").is_file()
 
 
-def test_a_killed_rank_is_restarted_and_the_run_ends_as_an_uninterrupted_one(data, tmp_path):
+def test_a_run_with_a_killed_rank_ends_as_an_uninterrupted_one(data, tmp_path):
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     proc = _torchrun(_config(tmp_path, data, reference))
     assert proc.returncode == 0, proc.stderr[-4000:]

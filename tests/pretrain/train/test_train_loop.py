@@ -66,7 +66,7 @@ def test_lr_schedules():
     assert lr_factor(50, 100, OptimConfig(warmup_steps=10, schedule="constant")) == 1.0
 
 
-def test_run_logs_metrics_checkpoints_and_exports(finished_run):
+def test_a_run_logs_its_metrics(finished_run):
     out, records = finished_run
     assert [r["step"] for r in records] == list(range(1, 7))
     for key in ("loss", "lr", "grad_norm", "tokens_per_s", "step_time_s", "tokens", "rss_gib"):
@@ -74,23 +74,35 @@ def test_run_logs_metrics_checkpoints_and_exports(finished_run):
     assert records[-1]["tokens"] == 6 * 8 * 16
     vals = [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r["kind"] == "val"]
     assert [v["step"] for v in vals] == [3, 6]
+
+
+def test_a_run_saves_its_checkpoints_without_leftovers(finished_run):
+    out, _ = finished_run
     ckpts = checkpoint_folder.list_checkpoints(os.path.join(out, "checkpoints"))
     assert [os.path.basename(c) for c in ckpts] == ["step-00000003", "step-00000006"]
     assert not [n for n in os.listdir(os.path.join(out, "checkpoints")) if n.startswith(".tmp")]
-    # the consolidated export equals the offline conversion of the last checkpoint
+
+
+def test_a_runs_export_equals_the_offline_conversion_of_its_last_checkpoint(finished_run):
     from safetensors.torch import load_file
 
+    out, _ = finished_run
+    ckpts = checkpoint_folder.list_checkpoints(os.path.join(out, "checkpoints"))
     live = load_file(os.path.join(out, "model.safetensors"))
     offline = export_checkpoint(ckpts[-1], str(out / "offline.safetensors"))
     assert set(live) == set(offline) and "layers.0.attention.wq.weight" in live
     for name in live:
         torch.testing.assert_close(live[name], offline[name], rtol=0, atol=0)
+
+
+def test_a_run_plots_its_curves(finished_run):
+    out, _ = finished_run
     png = out / "curves.png"
     assert pretrain_main(["plot", str(out), "-o", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_progress_lines_give_an_eta_and_a_step_time_far_from_the_plans_is_said_once(data, tmp_path, capsys):
+def test_progress_lines_give_an_eta_with_one_warning_of_a_step_time_far_from_the_plan(data, tmp_path, capsys):
     planned = {"global_batch_size": 8, "law_lr": 3e-3, "step_seconds": 1e-6}  # a plan no CPU can keep
     records = run(load_train_config(tiny_config(data, tmp_path / "run", max_steps=4, planned=planned)))
     for r in records:  # the steps left at the recent step time
@@ -199,11 +211,14 @@ def test_checkpoint_metadata_is_not_unpickled_freely(data, tmp_path, finished_ru
     assert not (tmp_path / "pwned").exists()
 
 
-def test_resume_refuses_another_model_and_fresh_start_refuses_old_checkpoints(data, tmp_path, finished_run):
+def test_resume_refuses_another_model(data, tmp_path, finished_run):
     ckpt = _copy_ckpt(finished_run, tmp_path)
     bigger = tiny_config(data, tmp_path / "x")["model"] | {"ffn_dim": 96}
     with pytest.raises(checkpoint_folder.CheckpointError):
         _resume_from(data, tmp_path, ckpt, model=bigger)
+
+
+def test_a_fresh_start_refuses_a_folder_of_old_checkpoints(data, finished_run):
     out, _ = finished_run
     with pytest.raises(ValueError, match="already holds checkpoints"):
         run(load_train_config(tiny_config(data, out)))
@@ -219,16 +234,29 @@ def test_resume_auto_continues_a_finished_run_to_a_longer_horizon(data, tmp_path
     assert state["loader"] == {"samples_consumed": 64}
 
 
-def test_activation_checkpointing_and_precisions(data, tmp_path):
-    """Recomputation changes no number; bf16 autocast and fp16 with a GradScaler stay close to fp32."""
+@pytest.fixture(scope="module")
+def two_step_losses(data, tmp_path_factory):
+    """The losses of two steps under some overrides; the fp32 reference is computed once for the module."""
+    root = tmp_path_factory.mktemp("two-steps")
     base = dict(max_steps=2, log={"every_steps": 1, "val_every_steps": 100}, checkpoint={"every_steps": 100})
 
     def losses(name, **over):
-        return [r["loss"] for r in run(load_train_config(tiny_config(data, tmp_path / name, **base, **over)))]
+        return [r["loss"] for r in run(load_train_config(tiny_config(data, root / name, **base, **over)))]
 
-    ref = losses("fp32")
+    reference = losses("fp32")
+    return reference, losses
+
+
+def test_activation_checkpointing_changes_no_number(two_step_losses):
+    """Recomputation changes no number."""
+    ref, losses = two_step_losses
     for mode in ("block", "selective"):
         assert losses(mode, parallel={"activation_checkpointing": mode}) == ref
+
+
+def test_half_precisions_stay_close_to_fp32(two_step_losses):
+    """bf16 autocast and fp16 with a GradScaler stay close to fp32."""
+    ref, losses = two_step_losses
     for precision in ("bf16", "fp16"):
         assert losses(precision, precision=precision) == pytest.approx(ref, rel=1e-2)
 

@@ -21,7 +21,7 @@ from train_fixtures import make_token_dataset, tiny_config
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_ordinary_steps_read_nothing_back_and_the_guard_still_skips(tmp_path):
+def test_the_guard_skips_steps_without_reading_back_ordinary_ones(tmp_path):
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
     cfg = load_train_config(
         tiny_config(

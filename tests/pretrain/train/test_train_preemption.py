@@ -91,7 +91,7 @@ def _resume_one_step(config, out_dir, step: int) -> str:
     return proc.stderr
 
 
-def test_ctrl_c_saves_the_step_and_says_how_to_resume(config):
+def test_ctrl_c_saves_the_step_it_stops_at_for_a_resume(config):
     out_dir = config / "ctrl-c"
     proc = _start(
         [sys.executable, "-m", "pretrain.cli", "train", str(config / "train.yaml"), "--inject", "slow:rank=0,ms=50"],

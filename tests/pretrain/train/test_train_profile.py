@@ -21,7 +21,7 @@ from train_fixtures import make_token_dataset
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_profile_records_the_chosen_steps_and_splits_them(tmp_path, capsys):
+def test_the_profile_reports_the_chosen_steps(tmp_path, capsys):
     data = make_token_dataset(tmp_path / "tokens", n_docs=200)
     run(load_train_config(profile_config(data, tmp_path / "run", profile_steps=[2, 3])))
     folder = tmp_path / "run" / "profile"

@@ -89,7 +89,7 @@ def test_spike_faults_parse_with_a_scale():
 # -- one process ---------------------------------------------------------------------------------------
 
 
-def test_policy_log_records_the_spike_and_keeps_the_checkpoint_before_it(data, tmp_path, capsys):
+def test_the_log_policy_records_a_spike_with_the_checkpoint_before_it(data, tmp_path, capsys):
     cfg = tmp_path / "train.yaml"
     cfg.write_text(yaml.safe_dump(_config(data, tmp_path / "run", "log")))
     assert pretrain_main(["train", str(cfg), "--inject", f"spike:step={SPIKE_STEP},scale=50"]) == 0
@@ -124,7 +124,7 @@ def test_policy_skip_holds_the_update_back(data, tmp_path):
     assert [(r["step"], r["policy"]) for r in _records(tmp_path, "spike")] == [(SPIKE_STEP, "skip")]
 
 
-def test_rollback_reloads_the_checkpoint_before_the_spike_and_skips_exactly_n_batches(data, tmp_path):
+def test_rollback_equals_a_resume_from_before_the_spike_past_n_batches(data, tmp_path):
     out, ref = tmp_path / "run", tmp_path / "reference"
     cfg = _config(data, out, "rollback")
     run(load_train_config(cfg), inject=[f"spike:step={SPIKE_STEP},scale=50"])
