@@ -5,6 +5,7 @@ writes there; its non-tensor values (optimizer hyper-parameters) through ``torch
 
 from __future__ import annotations
 
+import enum
 import io
 import os
 import pickle
@@ -28,6 +29,8 @@ class _MetadataUnpickler(pickle.Unpickler):
     }
 
     def find_class(self, module: str, name: str):
+        if (module, name) == ("builtins", "getattr"):  # how some Python versions pickle an enum member
+            return _enum_member
         if (
             module.startswith(self._ALLOWED_MODULES)
             or (module, name) in self._ALLOWED
@@ -35,6 +38,15 @@ class _MetadataUnpickler(pickle.Unpickler):
         ):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from checkpoint metadata")
+
+
+def _enum_member(cls, name: str):
+    """``getattr`` as the metadata unpickler allows it: a member of an enum class it already allowed, by name."""
+    if isinstance(cls, type) and issubclass(cls, enum.Enum) and name in cls.__members__:
+        return cls[name]
+    raise pickle.UnpicklingError(
+        f"refusing to load getattr({getattr(cls, '__name__', cls)!r}, {name!r}) from checkpoint metadata"
+    )
 
 
 class SafeReader(dcp.FileSystemReader):
