@@ -244,14 +244,9 @@ def _size(
         layout.checkpointing,
         gpus=gpus,
         seq_len=seq_len,
-        micro_batch=layout.micro_batch,
         precision=precision,
-        grad_accum=layout.grad_accum,
         no_sync=no_sync,
-        pp=layout.pp,
-        cp=layout.cp,
-        offload=layout.offload,
-        compiled=layout.compiled,
+        **layout.memory_settings(),
     )
     if document_tokens:
         layout.memory["document_mask"] = block_mask_bytes(layout.micro_batch, seq_len // layout.cp)

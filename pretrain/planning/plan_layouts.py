@@ -46,6 +46,17 @@ class Layout:
     def seconds_per_token(self) -> float:
         return self.time["total"] / self.tokens_per_step
 
+    def memory_settings(self) -> dict:
+        """What ``layout_memory`` reads of the layout besides its ZeRO level, TP and checkpointing."""
+        return dict(
+            micro_batch=self.micro_batch,
+            grad_accum=self.grad_accum,
+            pp=self.pp,
+            cp=self.cp,
+            offload=self.offload,
+            compiled=self.compiled,
+        )
+
     @property
     def schedule(self) -> str:
         return "interleaved_1f1b" if self.stages_per_rank > 1 else "1f1b"

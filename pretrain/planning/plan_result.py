@@ -103,18 +103,7 @@ def plan_result(
 
 def _memory_by_zero_level(cfg, chosen: Layout, *, gpus, seq_len, precision, no_sync, show_tp) -> dict:
     """Per-GPU memory of the chosen layout at each runnable ZeRO level, at TP 1, the chosen TP and ``show_tp``."""
-    kw = dict(
-        gpus=gpus,
-        seq_len=seq_len,
-        micro_batch=chosen.micro_batch,
-        precision=precision,
-        grad_accum=chosen.grad_accum,
-        no_sync=no_sync,
-        pp=chosen.pp,
-        cp=chosen.cp,
-        offload=chosen.offload,
-        compiled=chosen.compiled,
-    )
+    kw = dict(gpus=gpus, seq_len=seq_len, precision=precision, no_sync=no_sync, **chosen.memory_settings())
     breakdown = {
         tp: {level: layout_memory(cfg, level, tp, chosen.checkpointing, **kw) for level in RUNNABLE_ZERO_LEVELS}
         for tp in sorted({1, chosen.tp, show_tp or 1})
